@@ -1,0 +1,173 @@
+//! The one checker: tests, `kvscope check` and the app's "verified" badge all call [`check`].
+//!
+//! An element passes when `|got − want| ≤ atol + rtol·|want|` (as llm.c's dev/cuda checker does), or
+//! when both are the same infinity (a masked score is −∞ in every backend). NaN never passes. The
+//! report keeps the first 10 mismatches with their multi-dimensional index.
+
+use std::fmt;
+
+/// Absolute and relative tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    /// Absolute part.
+    pub atol: f64,
+    /// Relative part, times |reference|.
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    /// Exact equality.
+    pub const EXACT: Tolerance = Tolerance { atol: 0.0, rtol: 0.0 };
+    /// For f32 math against the f64 oracle.
+    pub const F32: Tolerance = Tolerance { atol: 1e-4, rtol: 1e-4 };
+    /// For paths that store K/V in f16 and accumulate in f32 (compared with an f64 oracle that reads
+    /// the same f16 values).
+    pub const F16_STORAGE: Tolerance = Tolerance { atol: 2e-3, rtol: 2e-3 };
+}
+
+/// One element that did not match.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Mismatch {
+    /// Multi-dimensional index.
+    pub index: Vec<usize>,
+    /// What the backend produced.
+    pub got: f64,
+    /// What the reference says.
+    pub want: f64,
+}
+
+/// The result of comparing one tensor with its reference.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckReport {
+    /// What was compared, e.g. `attention.probs`.
+    pub label: String,
+    /// The tensor's shape.
+    pub shape: Vec<usize>,
+    /// Elements compared.
+    pub count: usize,
+    /// Largest |got − want| over finite pairs.
+    pub max_abs: f64,
+    /// Largest |got − want| / |want| over pairs with |want| > atol (or > 0 when atol is 0).
+    pub max_rel: f64,
+    /// Elements outside the tolerance.
+    pub mismatch_count: usize,
+    /// The first 10 of them.
+    pub mismatches: Vec<Mismatch>,
+    /// The tolerance used.
+    pub tolerance: Tolerance,
+    /// A structural problem (length mismatch) that made the comparison impossible.
+    pub error: Option<String>,
+}
+
+/// How many mismatches a report keeps.
+pub const MAX_REPORTED: usize = 10;
+
+impl CheckReport {
+    /// Whether every element matched.
+    pub fn passed(&self) -> bool {
+        self.error.is_none() && self.mismatch_count == 0
+    }
+}
+
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for (i, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            idx[i] = flat % d;
+            flat /= d;
+        }
+    }
+    idx
+}
+
+/// Compare `got` with the reference `want` (same flat layout, shape `shape`).
+pub fn check<G, W>(label: &str, shape: &[usize], got: &[G], want: &[W], tol: Tolerance) -> CheckReport
+where
+    G: Copy + Into<f64>,
+    W: Copy + Into<f64>,
+{
+    let mut r = CheckReport {
+        label: label.to_string(),
+        shape: shape.to_vec(),
+        count: got.len(),
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatch_count: 0,
+        mismatches: Vec::new(),
+        tolerance: tol,
+        error: None,
+    };
+    let expected_len: usize = shape.iter().product();
+    if got.len() != want.len() || want.len() != expected_len {
+        r.error = Some(format!("length mismatch: got {} values, reference has {}, shape {:?} needs {expected_len}", got.len(), want.len(), shape));
+        return r;
+    }
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let (g, w): (f64, f64) = (g.into(), w.into());
+        let ok = if g.is_finite() && w.is_finite() {
+            let d = (g - w).abs();
+            r.max_abs = r.max_abs.max(d);
+            if w.abs() > tol.atol.max(f64::MIN_POSITIVE) {
+                r.max_rel = r.max_rel.max(d / w.abs());
+            }
+            d <= tol.atol + tol.rtol * w.abs()
+        } else {
+            g == w // equal infinities pass; NaN never equals anything
+        };
+        if !ok {
+            r.mismatch_count += 1;
+            if r.mismatches.len() < MAX_REPORTED {
+                r.mismatches.push(Mismatch { index: unravel(i, shape), got: g, want: w });
+            }
+        }
+    }
+    r
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = if self.passed() { "ok" } else { "MISMATCH" };
+        write!(f, "{status:8} {:52} {:>16} max_abs {:9.2e} max_rel {:9.2e}", self.label, format!("{:?}", self.shape), self.max_abs, self.max_rel)?;
+        if let Some(e) = &self.error {
+            write!(f, "\n         {e}")?;
+        }
+        if self.mismatch_count > 0 {
+            write!(f, "\n         {} of {} outside atol {:.0e} + rtol {:.0e}·|ref|; first:", self.mismatch_count, self.count, self.tolerance.atol, self.tolerance.rtol)?;
+            for m in &self.mismatches {
+                write!(f, "\n           {:?}: got {} want {}", m.index, m.got, m.want)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_indices_and_errors() {
+        let want = [1.0f64, 2.0, f64::NEG_INFINITY, 4.0, 5.0, 6.0];
+        let got = [1.0f32, 2.5, f32::NEG_INFINITY, 4.0, f32::NAN, 6.0];
+        let r = check("t", &[2, 3], &got, &want, Tolerance { atol: 1e-3, rtol: 0.0 });
+        assert!(!r.passed());
+        assert_eq!(r.mismatch_count, 2);
+        assert_eq!(r.mismatches[0].index, vec![0, 1]);
+        assert_eq!(r.mismatches[1].index, vec![1, 1]);
+        assert!((r.max_abs - 0.5).abs() < 1e-12);
+        assert!(r.to_string().contains("MISMATCH"));
+        let ok = check("t", &[2], &[1.0f32, f32::NEG_INFINITY], &[1.0f64, f64::NEG_INFINITY], Tolerance::EXACT);
+        assert!(ok.passed());
+        let bad = check("t", &[3], &[1.0f32], &[1.0f64], Tolerance::EXACT);
+        assert!(!bad.passed() && bad.error.is_some());
+    }
+
+    #[test]
+    fn keeps_only_first_ten() {
+        let want = vec![0.0f64; 50];
+        let got = vec![1.0f32; 50];
+        let r = check("t", &[50], &got, &want, Tolerance::F32);
+        assert_eq!(r.mismatch_count, 50);
+        assert_eq!(r.mismatches.len(), MAX_REPORTED);
+    }
+}

@@ -1,0 +1,57 @@
+//! The ops every backend implements, with one name each across the project: the Rust method, the
+//! CUDA entry point and the kernel file share it (`paged_attention_decode_f16` lives in
+//! `kernels/paged_attention.cu` and is `Backend::paged_decode`).
+
+/// One op family of the [`super::Backend`] trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Op {
+    /// Scaled, masked scores `Q·Kᵀ/√hd`.
+    AttentionScores,
+    /// Row softmax.
+    Softmax,
+    /// `P·V`.
+    AttentionPv,
+    /// Scores, softmax and P·V in one kernel (online softmax).
+    AttentionFused,
+    /// Write one token's K/V into the static cache.
+    StaticCacheAppend,
+    /// Write tokens' K/V into the paged pools through a slot mapping.
+    PagedAppend,
+    /// One query token per request, reading K/V through the block tables.
+    PagedDecode,
+}
+
+impl Op {
+    /// Every op.
+    pub const ALL: [Op; 7] = [
+        Op::AttentionScores,
+        Op::Softmax,
+        Op::AttentionPv,
+        Op::AttentionFused,
+        Op::StaticCacheAppend,
+        Op::PagedAppend,
+        Op::PagedDecode,
+    ];
+
+    /// The file under `kernels/` that holds this op's CUDA source.
+    pub fn kernel_file(self) -> &'static str {
+        match self {
+            Op::AttentionScores | Op::Softmax | Op::AttentionPv | Op::AttentionFused => "attention.cu",
+            Op::StaticCacheAppend | Op::PagedAppend => "kv_cache.cu",
+            Op::PagedDecode => "paged_attention.cu",
+        }
+    }
+
+    /// The `extern "C"` entry points that implement it, in launch order.
+    pub fn cuda_entries(self) -> &'static [&'static str] {
+        match self {
+            Op::AttentionScores => &["attention_scores_f32"],
+            Op::Softmax => &["softmax_rows_f32"],
+            Op::AttentionPv => &["attention_pv_f32"],
+            Op::AttentionFused => &["attention_fused_f32"],
+            Op::StaticCacheAppend => &["static_cache_append_f16"],
+            Op::PagedAppend => &["paged_append_f16"],
+            Op::PagedDecode => &["paged_attention_decode_f16", "paged_attention_reduce_f32"],
+        }
+    }
+}

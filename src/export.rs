@@ -1,0 +1,252 @@
+//! `.npy` exports with a JSON manifest: `kvscope export attention` and `kvscope export paged-decode`
+//! (and later the app's Ctrl+E) write the tensors of one computation so they can be checked in NumPy.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use half::f16;
+use npyz::WriterBuilder;
+use serde::Serialize;
+
+use crate::cache::{PagedKvCache, PagedShape};
+use crate::compute::{AttnInput, Backend, CheckReport, PagedDecodeInput, reference};
+use crate::math::{AttnShape, AttnWeights, Mask, Rng, output_projection, project};
+
+/// The values of one exported array.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArrayData {
+    /// float32.
+    F32(Vec<f32>),
+    /// float16.
+    F16(Vec<f16>),
+    /// int32.
+    I32(Vec<i32>),
+}
+
+impl ArrayData {
+    fn dtype(&self) -> &'static str {
+        match self {
+            ArrayData::F32(_) => "float32",
+            ArrayData::F16(_) => "float16",
+            ArrayData::I32(_) => "int32",
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            ArrayData::F32(v) => v.len(),
+            ArrayData::F16(v) => v.len(),
+            ArrayData::I32(v) => v.len(),
+        }
+    }
+}
+
+/// One named array.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedArray {
+    /// File stem (`x` → `x.npy`).
+    pub name: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Values, C order.
+    pub data: ArrayData,
+}
+
+impl NamedArray {
+    fn new(name: &str, shape: &[usize], data: ArrayData) -> Self {
+        debug_assert_eq!(shape.iter().product::<usize>(), data.len(), "{name}");
+        Self { name: name.to_string(), shape: shape.to_vec(), data }
+    }
+}
+
+/// One manifest entry.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct ArrayEntry {
+    /// File name in the export folder.
+    pub file: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// NumPy dtype name.
+    pub dtype: String,
+}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Manifest {
+    /// What was exported (`attention`, `paged-decode`).
+    pub kind: String,
+    /// Every parameter, the seed included.
+    pub params: serde_json::Value,
+    /// The seed.
+    pub seed: u64,
+    /// The backend that computed the outputs, and its device.
+    pub backend: String,
+    /// The backend's output compared with the f64 reference.
+    pub check: Vec<serde_json::Value>,
+    /// The arrays, by name.
+    pub arrays: std::collections::BTreeMap<String, ArrayEntry>,
+}
+
+fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
+    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
+    macro_rules! put {
+        ($v:expr, $t:ty) => {{
+            let mut w = npyz::WriteOptions::<$t>::new().default_dtype().shape(&shape).writer(BufWriter::new(f)).begin_nd()?;
+            w.extend($v.iter().copied())?;
+            w.finish()?;
+        }};
+    }
+    match &a.data {
+        ArrayData::F32(v) => put!(v, f32),
+        ArrayData::F16(v) => put!(v, f16),
+        ArrayData::I32(v) => put!(v, i32),
+    }
+    Ok(())
+}
+
+/// Write `arrays` and `manifest.json` into `dir` (created if missing).
+pub fn write_export(dir: &Path, kind: &str, params: serde_json::Value, seed: u64, backend: &dyn Backend, check: &[CheckReport], arrays: &[NamedArray]) -> Result<Manifest> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    let mut entries = std::collections::BTreeMap::new();
+    for a in arrays {
+        let file = format!("{}.npy", a.name);
+        write_npy(&dir.join(&file), a)?;
+        entries.insert(a.name.clone(), ArrayEntry { file, shape: a.shape.clone(), dtype: a.data.dtype().to_string() });
+    }
+    let check = check
+        .iter()
+        .map(|r| serde_json::json!({"label": r.label, "passed": r.passed(), "max_abs": r.max_abs, "max_rel": r.max_rel}))
+        .collect();
+    let manifest = Manifest {
+        kind: kind.to_string(),
+        params,
+        seed,
+        backend: format!("{} ({})", backend.kind().name(), backend.device()),
+        check,
+        arrays: entries,
+    };
+    let path = dir.join("manifest.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest)?).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(manifest)
+}
+
+/// Read a `.npy` file as f64 values with its shape (any of our dtypes). For tests and round trips.
+pub fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])?;
+    let shape = npy.shape().iter().map(|&d| d as usize).collect();
+    let dtype = npy.dtype();
+    let values = match dtype.descr().as_str() {
+        "<f4" => npy.into_vec::<f32>()?.into_iter().map(f64::from).collect(),
+        "<f2" => npy.into_vec::<f16>()?.into_iter().map(f64::from).collect(),
+        "<i4" => npy.into_vec::<i32>()?.into_iter().map(f64::from).collect(),
+        other => bail!("{}: unsupported dtype {other}", path.display()),
+    };
+    Ok((shape, values))
+}
+
+/// The arrays of one attention layer computed on `backend`.
+pub fn attention_arrays(backend: &dyn Backend, shape: AttnShape, mask: Mask, seed: u64) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
+    let shape = shape.validated()?;
+    let w = AttnWeights::random(shape, seed);
+    let qkv = project(&w);
+    let inp = AttnInput { q: &qkv.q, k: &qkv.k, v: &qkv.v, mask };
+    let core = backend.attention(&inp)?;
+    let y = output_projection(&core.out, &w.wo);
+    let want = reference::attention(&inp);
+    let tol = crate::compute::Tolerance::F32;
+    let checks = vec![
+        crate::compute::check("probs", core.probs.shape(), core.probs.as_slice().unwrap_or_default(), want.probs.as_slice().unwrap_or_default(), tol),
+        crate::compute::check("out", core.out.shape(), core.out.as_slice().unwrap_or_default(), want.out.as_slice().unwrap_or_default(), tol),
+    ];
+    let f = |name: &str, a: &[usize], v: Vec<f32>| NamedArray::new(name, a, ArrayData::F32(v));
+    let flat3 = |a: &ndarray::Array3<f32>| a.iter().copied().collect::<Vec<f32>>();
+    let flat2 = |a: &ndarray::Array2<f32>| a.iter().copied().collect::<Vec<f32>>();
+    let arrays = vec![
+        f("x", w.x.shape(), flat2(&w.x)),
+        f("wq", w.wq.shape(), flat2(&w.wq)),
+        f("wk", w.wk.shape(), flat2(&w.wk)),
+        f("wv", w.wv.shape(), flat2(&w.wv)),
+        f("wo", w.wo.shape(), flat2(&w.wo)),
+        f("q", qkv.q.shape(), flat3(&qkv.q)),
+        f("k", qkv.k.shape(), flat3(&qkv.k)),
+        f("v", qkv.v.shape(), flat3(&qkv.v)),
+        f("scores", core.scores.shape(), flat3(&core.scores)),
+        f("probs", core.probs.shape(), flat3(&core.probs)),
+        f("out", core.out.shape(), flat3(&core.out)),
+        f("y", y.shape(), flat2(&y)),
+    ];
+    Ok((arrays, checks))
+}
+
+/// Parameters of a paged-decode export.
+#[derive(Debug, Clone, Serialize)]
+pub struct PagedDecodeParams {
+    /// Tokens of each request.
+    pub context_lens: Vec<usize>,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Blocks in the pool.
+    pub num_blocks: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// KV heads.
+    pub kv_heads: usize,
+    /// Values per head.
+    pub head_dim: usize,
+}
+
+/// Fill a paged cache as a serving engine would: all requests decode together, one token each per
+/// step, so their blocks interleave in the pool. K/V rows are written with `backend.paged_append`.
+pub fn fill_round_robin(backend: &dyn Backend, shape: PagedShape, lens: &[usize], rng: &mut Rng) -> Result<PagedKvCache> {
+    let needed: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
+    if needed > shape.num_blocks {
+        bail!("OOM: the requests need {needed} blocks of {} tokens but the pool has {} (raise --num-blocks or shorten the contexts)", shape.block_size, shape.num_blocks);
+    }
+    let mut cache = PagedKvCache::new(shape);
+    let row = shape.kv_heads * shape.head_dim;
+    for pos in 0..lens.iter().copied().max().unwrap_or(0) {
+        let mut slots = Vec::new();
+        for (r, &len) in lens.iter().enumerate() {
+            if pos < len {
+                slots.extend(cache.append_slots(r as u32, 1)?);
+            }
+        }
+        let (k, v) = (rng.normal_vec(slots.len() * row, 1.0), rng.normal_vec(slots.len() * row, 1.0));
+        let (kp, vp) = (&mut cache.k_pool, &mut cache.v_pool);
+        backend.paged_append(shape, kp, vp, &slots, &k, &v)?;
+    }
+    Ok(cache)
+}
+
+/// The arrays of one paged decode step computed on `backend`.
+pub fn paged_decode_arrays(backend: &dyn Backend, p: &PagedDecodeParams, seed: u64) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
+    if p.block_size == 0 || p.num_blocks == 0 || p.heads == 0 || p.kv_heads == 0 || p.head_dim == 0 || p.context_lens.is_empty() {
+        bail!("block size, number of blocks, heads, kv-heads, head_dim and the number of requests must all be at least 1");
+    }
+    if p.heads % p.kv_heads != 0 {
+        bail!("kv-heads ({}) must divide heads ({})", p.kv_heads, p.heads);
+    }
+    let shape = PagedShape { num_blocks: p.num_blocks, block_size: p.block_size, kv_heads: p.kv_heads, head_dim: p.head_dim };
+    let mut rng = Rng::stream(seed, 1);
+    let cache = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
+    let reqs: Vec<u32> = (0..p.context_lens.len() as u32).collect();
+    let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+    let r = reqs.len();
+    let q = Rng::stream(seed, 2).normal_vec(r * p.heads * p.head_dim, 1.0);
+    let inp = PagedDecodeInput { q: &q, n_heads: p.heads, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+    let checks = vec![crate::compute::suite::paged_equals_contiguous(backend, &inp)?];
+    let out = backend.paged_decode(&inp)?;
+    let pool = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
+    let arrays = vec![
+        NamedArray::new("q", &[r, p.heads, p.head_dim], ArrayData::F32(q.clone())),
+        NamedArray::new("k_pool", &pool, ArrayData::F16(cache.k_pool.clone())),
+        NamedArray::new("v_pool", &pool, ArrayData::F16(cache.v_pool.clone())),
+        NamedArray::new("block_tables", &[r, max_blocks], ArrayData::I32(tables)),
+        NamedArray::new("context_lens", &[r], ArrayData::I32(ctx)),
+        NamedArray::new("out", &[r, p.heads, p.head_dim], ArrayData::F32(out)),
+    ];
+    Ok((arrays, checks))
+}

@@ -1,0 +1,13 @@
+//! kvscope: transformer attention and the KV cache, taught by running real kernels on small tensors.
+//!
+//! Layers, each depending only on those above it:
+//! - [`math`]: the f64 oracle and the f32 fast path (masks, softmax, multi-head/GQA/MQA attention);
+//! - [`cache`]: the static and paged KV-cache models (allocator, block tables, accounting);
+//! - [`compute`]: the `Backend` trait, the CPU backend, the reference ops and the shared checker;
+//! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI.
+
+pub mod bench;
+pub mod cache;
+pub mod compute;
+pub mod export;
+pub mod math;

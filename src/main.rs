@@ -1,0 +1,231 @@
+//! The `kvscope` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use kvscope::bench;
+use kvscope::compute::{self, BackendKind, suite::SuiteSize};
+use kvscope::export::{self, PagedDecodeParams};
+use kvscope::math::{AttnShape, Mask, Rng};
+
+#[derive(Parser)]
+#[command(name = "kvscope", version, about = "Transformer attention and the KV cache, taught with real kernels")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the tensors of one computation as .npy files plus manifest.json.
+    #[command(subcommand)]
+    Export(ExportCmd),
+    /// Compare every op of every backend with the f64 reference.
+    Check {
+        /// Which backend(s).
+        #[arg(long, default_value = "all")]
+        backend: BackendChoice,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Run the benchmarks (P1 attention vs GEMM, P3 paged decode vs memcpy).
+    Bench {
+        /// Backend to measure.
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        /// Smaller sizes, for a quick look.
+        #[arg(long)]
+        quick: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BackendChoice {
+    All,
+    Cpu,
+    Cuda,
+}
+
+#[derive(Subcommand)]
+enum ExportCmd {
+    /// One attention layer: x, weights, q, k, v, scores, probs, out, y.
+    Attention {
+        #[arg(long, default_value_t = 8)]
+        seq: usize,
+        #[arg(long, default_value_t = 32)]
+        d_model: usize,
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        #[arg(long, default_value_t = 4)]
+        kv_heads: usize,
+        /// none | causal | window:W | window:W,sinks:S
+        #[arg(long, default_value = "causal")]
+        mask: Mask,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// One paged decode step: q, K/V pools, block tables, context lengths and out.
+    PagedDecode {
+        #[arg(long, default_value_t = 2)]
+        requests: usize,
+        /// Comma-separated context length of each request.
+        #[arg(long, value_delimiter = ',', conflicts_with = "max_context")]
+        context_lens: Option<Vec<usize>>,
+        /// Draw each request's context length from 1..=N with the seed.
+        #[arg(long)]
+        max_context: Option<usize>,
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        #[arg(long, default_value_t = 64)]
+        num_blocks: usize,
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        #[arg(long, default_value_t = 2)]
+        kv_heads: usize,
+        #[arg(long, default_value_t = 16)]
+        head_dim: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn backend(kind: BackendKind) -> Result<std::sync::Arc<dyn compute::Backend>> {
+    let st = compute::probe(kind);
+    st.backend.map_err(|reason| anyhow::anyhow!("backend {} is unavailable: {reason}", kind.name()))
+}
+
+fn run_export(cmd: ExportCmd) -> Result<()> {
+    match cmd {
+        ExportCmd::Attention { seq, d_model, heads, kv_heads, mask, seed, backend: kind, out } => {
+            let b = backend(kind)?;
+            let shape = AttnShape { seq, d_model, n_heads: heads, n_kv_heads: kv_heads };
+            let (arrays, checks) = export::attention_arrays(b.as_ref(), shape, mask, seed)?;
+            let params = serde_json::json!({"seq": seq, "d_model": d_model, "heads": heads, "kv_heads": kv_heads,
+                "head_dim": d_model / heads, "mask": mask.to_string(), "seed": seed});
+            export::write_export(&out, "attention", params, seed, b.as_ref(), &checks, &arrays)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
+        ExportCmd::PagedDecode { requests, context_lens, max_context, block_size, num_blocks, heads, kv_heads, head_dim, seed, backend: kind, out } => {
+            let b = backend(kind)?;
+            let lens = match (context_lens, max_context) {
+                (Some(l), _) => {
+                    if l.len() != requests {
+                        bail!("--context-lens has {} values but --requests is {requests}", l.len());
+                    }
+                    l
+                }
+                (None, Some(n)) if n >= 1 => {
+                    let mut rng = Rng::stream(seed, 3);
+                    (0..requests).map(|_| 1 + rng.below(n)).collect()
+                }
+                (None, Some(_)) => bail!("--max-context must be at least 1"),
+                (None, None) => bail!("give --context-lens a,b,... or --max-context N"),
+            };
+            let p = PagedDecodeParams { context_lens: lens, block_size, num_blocks, heads, kv_heads, head_dim };
+            let (arrays, checks) = export::paged_decode_arrays(b.as_ref(), &p, seed)?;
+            let mut params = serde_json::to_value(&p)?;
+            params["requests"] = requests.into();
+            params["seed"] = seed.into();
+            export::write_export(&out, "paged-decode", params, seed, b.as_ref(), &checks, &arrays)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
+    }
+    Ok(())
+}
+
+fn run_check(choice: BackendChoice, json: bool, seed: u64) -> Result<bool> {
+    let kinds: Vec<BackendKind> = match choice {
+        BackendChoice::All => BackendKind::ALL.to_vec(),
+        BackendChoice::Cpu => vec![BackendKind::Cpu],
+        BackendChoice::Cuda => vec![BackendKind::Cuda],
+    };
+    let mut ok = true;
+    let mut json_out = Vec::new();
+    for kind in kinds {
+        let st = compute::probe(kind);
+        match st.backend {
+            Err(reason) => {
+                // Asking for one backend by name and not getting it is a failure; `all` lists it.
+                if choice != BackendChoice::All {
+                    ok = false;
+                }
+                if json {
+                    json_out.push(serde_json::json!({"backend": kind.name(), "available": false, "reason": reason}));
+                } else {
+                    println!("== {}: unavailable: {reason}\n", kind.name());
+                }
+            }
+            Ok(b) => {
+                let reports = compute::suite::run(b.as_ref(), SuiteSize::Full, seed);
+                let failed = reports.iter().filter(|r| !r.passed()).count();
+                ok &= failed == 0;
+                if json {
+                    json_out.push(serde_json::json!({"backend": kind.name(), "available": true, "device": b.device(), "failed": failed, "reports": reports}));
+                } else {
+                    println!("== {} ({})", kind.name(), b.device());
+                    for r in &reports {
+                        println!("{r}");
+                    }
+                    println!("== {}: {} checks, {} failed\n", kind.name(), reports.len(), failed);
+                }
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&json_out)?);
+    }
+    Ok(ok)
+}
+
+fn run() -> Result<bool> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => {
+            println!("kvscope: the desktop app is not part of this build yet.");
+            println!("Available now: `kvscope check`, `kvscope export attention|paged-decode`, `kvscope bench` (see --help).");
+            Ok(true)
+        }
+        Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),
+        Some(Command::Check { backend, json, seed }) => run_check(backend, json, seed),
+        Some(Command::Bench { backend: kind, quick, json }) => {
+            let b = backend(kind)?;
+            let (seq, req, ctx) = if quick { (256, 2, 2048) } else { (1024, 8, 8192) };
+            let lines = vec![bench::p1(b.as_ref(), seq), bench::p3(b.as_ref(), req, ctx)];
+            if json {
+                println!("{}", serde_json::to_string_pretty(&lines).context("json")?);
+            } else {
+                bench::print_table(&lines);
+            }
+            Ok(true)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

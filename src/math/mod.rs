@@ -1,0 +1,15 @@
+//! The reference math: seeded inputs, masks and attention, in f64 (the oracle) and f32 (the fast
+//! path of the CPU backend). No UI and no GPU code here.
+
+mod attention;
+mod mask;
+mod rng;
+mod scalar;
+
+pub use attention::{
+    AttnCore, AttnShape, AttnWeights, Forward, Qkv, ShapeError, attention_core, decode_attention_f64, forward,
+    matmul, output_projection, project, softmax_row,
+};
+pub use mask::{Mask, MaskParseError};
+pub use rng::Rng;
+pub use scalar::Real;
