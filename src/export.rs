@@ -56,7 +56,11 @@ pub struct NamedArray {
 impl NamedArray {
     fn new(name: &str, shape: &[usize], data: ArrayData) -> Self {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len(), "{name}");
-        Self { name: name.to_string(), shape: shape.to_vec(), data }
+        Self {
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            data,
+        }
     }
 }
 
@@ -93,7 +97,11 @@ fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
     let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
     macro_rules! put {
         ($v:expr, $t:ty) => {{
-            let mut w = npyz::WriteOptions::<$t>::new().default_dtype().shape(&shape).writer(BufWriter::new(f)).begin_nd()?;
+            let mut w = npyz::WriteOptions::<$t>::new()
+                .default_dtype()
+                .shape(&shape)
+                .writer(BufWriter::new(f))
+                .begin_nd()?;
             w.extend($v.iter().copied())?;
             w.finish()?;
         }};
@@ -107,17 +115,34 @@ fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
 }
 
 /// Write `arrays` and `manifest.json` into `dir` (created if missing).
-pub fn write_export(dir: &Path, kind: &str, params: serde_json::Value, seed: u64, backend: &dyn Backend, check: &[CheckReport], arrays: &[NamedArray]) -> Result<Manifest> {
+pub fn write_export(
+    dir: &Path,
+    kind: &str,
+    params: serde_json::Value,
+    seed: u64,
+    backend: &dyn Backend,
+    check: &[CheckReport],
+    arrays: &[NamedArray],
+) -> Result<Manifest> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
     let mut entries = std::collections::BTreeMap::new();
     for a in arrays {
         let file = format!("{}.npy", a.name);
         write_npy(&dir.join(&file), a)?;
-        entries.insert(a.name.clone(), ArrayEntry { file, shape: a.shape.clone(), dtype: a.data.dtype().to_string() });
+        entries.insert(
+            a.name.clone(),
+            ArrayEntry {
+                file,
+                shape: a.shape.clone(),
+                dtype: a.data.dtype().to_string(),
+            },
+        );
     }
     let check = check
         .iter()
-        .map(|r| serde_json::json!({"label": r.label, "passed": r.passed(), "max_abs": r.max_abs, "max_rel": r.max_rel}))
+        .map(
+            |r| serde_json::json!({"label": r.label, "passed": r.passed(), "max_abs": r.max_abs, "max_rel": r.max_rel}),
+        )
         .collect();
     let manifest = Manifest {
         kind: kind.to_string(),
@@ -128,7 +153,8 @@ pub fn write_export(dir: &Path, kind: &str, params: serde_json::Value, seed: u64
         arrays: entries,
     };
     let path = dir.join("manifest.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&manifest)?).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(manifest)
 }
 
@@ -138,7 +164,7 @@ pub fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
     let npy = npyz::NpyFile::new(&bytes[..])?;
     let shape = npy.shape().iter().map(|&d| d as usize).collect();
     let dtype = npy.dtype();
-    let values = match dtype.descr().as_str() {
+    let values = match dtype.descr().trim_matches('\'') {
         "<f4" => npy.into_vec::<f32>()?.into_iter().map(f64::from).collect(),
         "<f2" => npy.into_vec::<f16>()?.into_iter().map(f64::from).collect(),
         "<i4" => npy.into_vec::<i32>()?.into_iter().map(f64::from).collect(),
@@ -148,18 +174,40 @@ pub fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
 }
 
 /// The arrays of one attention layer computed on `backend`.
-pub fn attention_arrays(backend: &dyn Backend, shape: AttnShape, mask: Mask, seed: u64) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
+pub fn attention_arrays(
+    backend: &dyn Backend,
+    shape: AttnShape,
+    mask: Mask,
+    seed: u64,
+) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
     let shape = shape.validated()?;
     let w = AttnWeights::random(shape, seed);
     let qkv = project(&w);
-    let inp = AttnInput { q: &qkv.q, k: &qkv.k, v: &qkv.v, mask };
+    let inp = AttnInput {
+        q: &qkv.q,
+        k: &qkv.k,
+        v: &qkv.v,
+        mask,
+    };
     let core = backend.attention(&inp)?;
     let y = output_projection(&core.out, &w.wo);
     let want = reference::attention(&inp);
     let tol = crate::compute::Tolerance::F32;
     let checks = vec![
-        crate::compute::check("probs", core.probs.shape(), core.probs.as_slice().unwrap_or_default(), want.probs.as_slice().unwrap_or_default(), tol),
-        crate::compute::check("out", core.out.shape(), core.out.as_slice().unwrap_or_default(), want.out.as_slice().unwrap_or_default(), tol),
+        crate::compute::check(
+            "probs",
+            core.probs.shape(),
+            core.probs.as_slice().unwrap_or_default(),
+            want.probs.as_slice().unwrap_or_default(),
+            tol,
+        ),
+        crate::compute::check(
+            "out",
+            core.out.shape(),
+            core.out.as_slice().unwrap_or_default(),
+            want.out.as_slice().unwrap_or_default(),
+            tol,
+        ),
     ];
     let f = |name: &str, a: &[usize], v: Vec<f32>| NamedArray::new(name, a, ArrayData::F32(v));
     let flat3 = |a: &ndarray::Array3<f32>| a.iter().copied().collect::<Vec<f32>>();
@@ -200,10 +248,19 @@ pub struct PagedDecodeParams {
 
 /// Fill a paged cache as a serving engine would: all requests decode together, one token each per
 /// step, so their blocks interleave in the pool. K/V rows are written with `backend.paged_append`.
-pub fn fill_round_robin(backend: &dyn Backend, shape: PagedShape, lens: &[usize], rng: &mut Rng) -> Result<PagedKvCache> {
+pub fn fill_round_robin(
+    backend: &dyn Backend,
+    shape: PagedShape,
+    lens: &[usize],
+    rng: &mut Rng,
+) -> Result<PagedKvCache> {
     let needed: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
     if needed > shape.num_blocks {
-        bail!("OOM: the requests need {needed} blocks of {} tokens but the pool has {} (raise --num-blocks or shorten the contexts)", shape.block_size, shape.num_blocks);
+        bail!(
+            "OOM: the requests need {needed} blocks of {} tokens but the pool has {} (raise --num-blocks or shorten the contexts)",
+            shape.block_size,
+            shape.num_blocks
+        );
     }
     let mut cache = PagedKvCache::new(shape);
     let row = shape.kv_heads * shape.head_dim;
@@ -214,7 +271,10 @@ pub fn fill_round_robin(backend: &dyn Backend, shape: PagedShape, lens: &[usize]
                 slots.extend(cache.append_slots(r as u32, 1)?);
             }
         }
-        let (k, v) = (rng.normal_vec(slots.len() * row, 1.0), rng.normal_vec(slots.len() * row, 1.0));
+        let (k, v) = (
+            rng.normal_vec(slots.len() * row, 1.0),
+            rng.normal_vec(slots.len() * row, 1.0),
+        );
         let (kp, vp) = (&mut cache.k_pool, &mut cache.v_pool);
         backend.paged_append(shape, kp, vp, &slots, &k, &v)?;
     }
@@ -222,21 +282,47 @@ pub fn fill_round_robin(backend: &dyn Backend, shape: PagedShape, lens: &[usize]
 }
 
 /// The arrays of one paged decode step computed on `backend`.
-pub fn paged_decode_arrays(backend: &dyn Backend, p: &PagedDecodeParams, seed: u64) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
-    if p.block_size == 0 || p.num_blocks == 0 || p.heads == 0 || p.kv_heads == 0 || p.head_dim == 0 || p.context_lens.is_empty() {
-        bail!("block size, number of blocks, heads, kv-heads, head_dim and the number of requests must all be at least 1");
+pub fn paged_decode_arrays(
+    backend: &dyn Backend,
+    p: &PagedDecodeParams,
+    seed: u64,
+) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
+    if p.block_size == 0
+        || p.num_blocks == 0
+        || p.heads == 0
+        || p.kv_heads == 0
+        || p.head_dim == 0
+        || p.context_lens.is_empty()
+    {
+        bail!(
+            "block size, number of blocks, heads, kv-heads, head_dim and the number of requests must all be at least 1"
+        );
     }
-    if p.heads % p.kv_heads != 0 {
+    if !p.heads.is_multiple_of(p.kv_heads) {
         bail!("kv-heads ({}) must divide heads ({})", p.kv_heads, p.heads);
     }
-    let shape = PagedShape { num_blocks: p.num_blocks, block_size: p.block_size, kv_heads: p.kv_heads, head_dim: p.head_dim };
+    let shape = PagedShape {
+        num_blocks: p.num_blocks,
+        block_size: p.block_size,
+        kv_heads: p.kv_heads,
+        head_dim: p.head_dim,
+    };
     let mut rng = Rng::stream(seed, 1);
     let cache = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
     let reqs: Vec<u32> = (0..p.context_lens.len() as u32).collect();
     let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
     let r = reqs.len();
     let q = Rng::stream(seed, 2).normal_vec(r * p.heads * p.head_dim, 1.0);
-    let inp = PagedDecodeInput { q: &q, n_heads: p.heads, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+    let inp = PagedDecodeInput {
+        q: &q,
+        n_heads: p.heads,
+        shape,
+        k_pool: &cache.k_pool,
+        v_pool: &cache.v_pool,
+        block_tables: &tables,
+        max_blocks,
+        context_lens: &ctx,
+    };
     let checks = vec![crate::compute::suite::paged_equals_contiguous(backend, &inp)?];
     let out = backend.paged_decode(&inp)?;
     let pool = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];

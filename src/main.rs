@@ -12,7 +12,11 @@ use kvscope::export::{self, PagedDecodeParams};
 use kvscope::math::{AttnShape, Mask, Rng};
 
 #[derive(Parser)]
-#[command(name = "kvscope", version, about = "Transformer attention and the KV cache, taught with real kernels")]
+#[command(
+    name = "kvscope",
+    version,
+    about = "Transformer attention and the KV cache, taught with real kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -46,6 +50,9 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Run only these benchmarks (p1, p1m, p3).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -109,21 +116,48 @@ enum ExportCmd {
 
 fn backend(kind: BackendKind) -> Result<std::sync::Arc<dyn compute::Backend>> {
     let st = compute::probe(kind);
-    st.backend.map_err(|reason| anyhow::anyhow!("backend {} is unavailable: {reason}", kind.name()))
+    st.backend
+        .map_err(|reason| anyhow::anyhow!("backend {} is unavailable: {reason}", kind.name()))
 }
 
 fn run_export(cmd: ExportCmd) -> Result<()> {
     match cmd {
-        ExportCmd::Attention { seq, d_model, heads, kv_heads, mask, seed, backend: kind, out } => {
+        ExportCmd::Attention {
+            seq,
+            d_model,
+            heads,
+            kv_heads,
+            mask,
+            seed,
+            backend: kind,
+            out,
+        } => {
             let b = backend(kind)?;
-            let shape = AttnShape { seq, d_model, n_heads: heads, n_kv_heads: kv_heads };
+            let shape = AttnShape {
+                seq,
+                d_model,
+                n_heads: heads,
+                n_kv_heads: kv_heads,
+            };
             let (arrays, checks) = export::attention_arrays(b.as_ref(), shape, mask, seed)?;
             let params = serde_json::json!({"seq": seq, "d_model": d_model, "heads": heads, "kv_heads": kv_heads,
                 "head_dim": d_model / heads, "mask": mask.to_string(), "seed": seed});
             export::write_export(&out, "attention", params, seed, b.as_ref(), &checks, &arrays)?;
             println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
         }
-        ExportCmd::PagedDecode { requests, context_lens, max_context, block_size, num_blocks, heads, kv_heads, head_dim, seed, backend: kind, out } => {
+        ExportCmd::PagedDecode {
+            requests,
+            context_lens,
+            max_context,
+            block_size,
+            num_blocks,
+            heads,
+            kv_heads,
+            head_dim,
+            seed,
+            backend: kind,
+            out,
+        } => {
             let b = backend(kind)?;
             let lens = match (context_lens, max_context) {
                 (Some(l), _) => {
@@ -139,7 +173,14 @@ fn run_export(cmd: ExportCmd) -> Result<()> {
                 (None, Some(_)) => bail!("--max-context must be at least 1"),
                 (None, None) => bail!("give --context-lens a,b,... or --max-context N"),
             };
-            let p = PagedDecodeParams { context_lens: lens, block_size, num_blocks, heads, kv_heads, head_dim };
+            let p = PagedDecodeParams {
+                context_lens: lens,
+                block_size,
+                num_blocks,
+                heads,
+                kv_heads,
+                head_dim,
+            };
             let (arrays, checks) = export::paged_decode_arrays(b.as_ref(), &p, seed)?;
             let mut params = serde_json::to_value(&p)?;
             params["requests"] = requests.into();
@@ -200,15 +241,32 @@ fn run() -> Result<bool> {
     match cli.command {
         None => {
             println!("kvscope: the desktop app is not part of this build yet.");
-            println!("Available now: `kvscope check`, `kvscope export attention|paged-decode`, `kvscope bench` (see --help).");
+            println!(
+                "Available now: `kvscope check`, `kvscope export attention|paged-decode`, `kvscope bench` (see --help)."
+            );
             Ok(true)
         }
         Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),
         Some(Command::Check { backend, json, seed }) => run_check(backend, json, seed),
-        Some(Command::Bench { backend: kind, quick, json }) => {
+        Some(Command::Bench {
+            backend: kind,
+            quick,
+            json,
+            only,
+        }) => {
             let b = backend(kind)?;
             let (seq, req, ctx) = if quick { (256, 2, 2048) } else { (1024, 8, 8192) };
-            let lines = vec![bench::p1(b.as_ref(), seq), bench::p3(b.as_ref(), req, ctx)];
+            let want = |id: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(id));
+            let mut lines = Vec::new();
+            if want("p1") {
+                lines.push(bench::p1(b.as_ref(), seq, false));
+            }
+            if want("p1m") {
+                lines.push(bench::p1(b.as_ref(), seq, true));
+            }
+            if want("p3") {
+                lines.push(bench::p3(b.as_ref(), req, ctx));
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&lines).context("json")?);
             } else {

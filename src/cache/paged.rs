@@ -69,7 +69,10 @@ pub struct BlockAllocator {
 impl BlockAllocator {
     /// A pool of `num_blocks`, all free.
     pub fn new(num_blocks: usize) -> Self {
-        Self { free: (0..num_blocks as u32).collect(), is_free: vec![true; num_blocks] }
+        Self {
+            free: (0..num_blocks as u32).collect(),
+            is_free: vec![true; num_blocks],
+        }
     }
 
     /// Total blocks.
@@ -89,7 +92,11 @@ impl BlockAllocator {
 
     /// Take one block.
     pub fn allocate(&mut self) -> Result<u32, OutOfBlocks> {
-        let id = self.free.pop().ok_or(OutOfBlocks { needed: 1, free: 0, total: self.total() })?;
+        let id = self.free.pop().ok_or(OutOfBlocks {
+            needed: 1,
+            free: 0,
+            total: self.total(),
+        })?;
         self.is_free[id as usize] = false;
         Ok(id)
     }
@@ -225,7 +232,11 @@ impl PagedKvCache {
     fn ensure_capacity(&mut self, req: RequestId, tokens: usize) -> Result<(), OutOfBlocks> {
         let needed = self.blocks_needed(req, tokens);
         if needed > self.allocator.num_free() {
-            return Err(OutOfBlocks { needed, free: self.allocator.num_free(), total: self.allocator.total() });
+            return Err(OutOfBlocks {
+                needed,
+                free: self.allocator.num_free(),
+                total: self.allocator.total(),
+            });
         }
         let table = self.tables.entry(req).or_default();
         self.lens.entry(req).or_insert(0);
@@ -247,7 +258,9 @@ impl PagedKvCache {
         let start = self.len(req);
         self.ensure_capacity(req, start + n)?;
         self.lens.insert(req, start + n);
-        Ok((start..start + n).map(|p| self.slot(req, p).expect("capacity ensured") as i32).collect())
+        Ok((start..start + n)
+            .map(|p| self.slot(req, p).expect("capacity ensured") as i32)
+            .collect())
     }
 
     /// Write one token's K and V (`[kv_heads, head_dim]` each) at `pos` (≤ current length).
@@ -312,7 +325,12 @@ impl PagedKvCache {
     /// Block tables of `reqs` as a `[R, max_blocks]` i32 matrix padded with −1, plus `max_blocks`
     /// (at least 1) and the context lengths.
     pub fn block_table_matrix(&self, reqs: &[RequestId]) -> (Vec<i32>, usize, Vec<i32>) {
-        let max_blocks = reqs.iter().map(|r| self.tables.get(r).map_or(0, Vec::len)).max().unwrap_or(0).max(1);
+        let max_blocks = reqs
+            .iter()
+            .map(|r| self.tables.get(r).map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0)
+            .max(1);
         let mut m = vec![-1i32; reqs.len() * max_blocks];
         for (i, r) in reqs.iter().enumerate() {
             for (j, &b) in self.tables.get(r).into_iter().flatten().enumerate() {
@@ -347,7 +365,9 @@ impl PagedKvCache {
         let mut owner: Vec<Option<RequestId>> = vec![None; total];
         for (&req, table) in &self.tables {
             for &b in table {
-                let slot = owner.get_mut(b as usize).ok_or(format!("request {req} holds block {b}, outside the pool"))?;
+                let slot = owner
+                    .get_mut(b as usize)
+                    .ok_or(format!("request {req} holds block {b}, outside the pool"))?;
                 if let Some(other) = slot {
                     return Err(format!("block {b} is in the tables of requests {other} and {req}"));
                 }
@@ -355,7 +375,11 @@ impl PagedKvCache {
             }
             let need = self.shape.blocks_for(self.len(req));
             if table.len() != need {
-                return Err(format!("request {req} holds {} blocks for {} tokens (needs {need})", table.len(), self.len(req)));
+                return Err(format!(
+                    "request {req} holds {} blocks for {} tokens (needs {need})",
+                    table.len(),
+                    self.len(req)
+                ));
             }
         }
         let mut seen = vec![false; total];
@@ -374,7 +398,10 @@ impl PagedKvCache {
         }
         let used = owner.iter().filter(|o| o.is_some()).count();
         if used + self.allocator.num_free() != total {
-            return Err(format!("free ({}) + used ({used}) != total ({total})", self.allocator.num_free()));
+            return Err(format!(
+                "free ({}) + used ({used}) != total ({total})",
+                self.allocator.num_free()
+            ));
         }
         Ok(())
     }
@@ -385,7 +412,12 @@ mod tests {
     use super::*;
 
     fn cache(num_blocks: usize, block_size: usize) -> PagedKvCache {
-        PagedKvCache::new(PagedShape { num_blocks, block_size, kv_heads: 2, head_dim: 3 })
+        PagedKvCache::new(PagedShape {
+            num_blocks,
+            block_size,
+            kv_heads: 2,
+            head_dim: 3,
+        })
     }
 
     #[test]
@@ -398,7 +430,15 @@ mod tests {
         assert_eq!(c.slot(7, 2), Some(2 * 2));
         c.check_invariants().unwrap();
         let st = c.stats(16);
-        assert_eq!((st.blocks_used, st.tokens_stored, st.internal_fragmentation, st.static_slots), (2, 3, 1, 16));
+        assert_eq!(
+            (
+                st.blocks_used,
+                st.tokens_stored,
+                st.internal_fragmentation,
+                st.static_slots
+            ),
+            (2, 3, 1, 16)
+        );
         assert_eq!(c.free_request(7).unwrap(), vec![3, 2]);
         assert_eq!(c.allocator().free_list(), &[0, 1, 3, 2]);
         c.check_invariants().unwrap();
@@ -409,7 +449,14 @@ mod tests {
         let mut c = cache(2, 4);
         c.append_slots(1, 5).unwrap();
         let err = c.append_slots(2, 5).unwrap_err();
-        assert_eq!(err, OutOfBlocks { needed: 2, free: 0, total: 2 });
+        assert_eq!(
+            err,
+            OutOfBlocks {
+                needed: 2,
+                free: 0,
+                total: 2
+            }
+        );
         assert!(c.table(2).is_none());
         c.check_invariants().unwrap();
         c.append_slots(1, 3).unwrap();
@@ -427,7 +474,10 @@ mod tests {
         let (k, _) = c.gather(5).unwrap();
         // head 1, pos 4 -> values 24 + 3..6
         assert_eq!(&k[(7 + 4) * 3..(7 + 5) * 3], &[27.0, 28.0, 29.0]);
-        assert!(matches!(c.append(5, 9, &[0.0; 6], &[0.0; 6]), Err(PagedError::Hole { .. })));
+        assert!(matches!(
+            c.append(5, 9, &[0.0; 6], &[0.0; 6]),
+            Err(PagedError::Hole { .. })
+        ));
         assert_eq!(c.free_request(99), Err(PagedError::UnknownRequest(99)));
     }
 

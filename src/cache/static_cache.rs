@@ -81,7 +81,12 @@ impl StaticKvCache {
     /// Reserve the whole cache (zeros).
     pub fn new(shape: StaticShape) -> Self {
         let n = shape.numel();
-        Self { shape, k: vec![f16::ZERO; n], v: vec![f16::ZERO; n], lens: vec![0; shape.layers] }
+        Self {
+            shape,
+            k: vec![f16::ZERO; n],
+            v: vec![f16::ZERO; n],
+            lens: vec![0; shape.layers],
+        }
     }
 
     /// The shape.
@@ -103,10 +108,16 @@ impl StaticKvCache {
     pub fn check_write(&self, layer: usize, pos: usize, len: usize) -> Result<(), StaticCacheError> {
         let s = self.shape;
         if layer >= s.layers {
-            return Err(StaticCacheError::NoSuchLayer { layer, layers: s.layers });
+            return Err(StaticCacheError::NoSuchLayer {
+                layer,
+                layers: s.layers,
+            });
         }
         if pos >= s.max_seq {
-            return Err(StaticCacheError::Full { pos, max_seq: s.max_seq });
+            return Err(StaticCacheError::Full {
+                pos,
+                max_seq: s.max_seq,
+            });
         }
         let expected = s.batch * s.kv_heads * s.head_dim;
         if len != expected {
@@ -145,10 +156,16 @@ impl StaticKvCache {
     pub fn read(&self, layer: usize, end: usize) -> Result<(Vec<f32>, Vec<f32>), StaticCacheError> {
         let s = self.shape;
         if layer >= s.layers {
-            return Err(StaticCacheError::NoSuchLayer { layer, layers: s.layers });
+            return Err(StaticCacheError::NoSuchLayer {
+                layer,
+                layers: s.layers,
+            });
         }
         if end > s.max_seq {
-            return Err(StaticCacheError::Full { pos: end, max_seq: s.max_seq });
+            return Err(StaticCacheError::Full {
+                pos: end,
+                max_seq: s.max_seq,
+            });
         }
         let mut k = Vec::with_capacity(s.batch * s.kv_heads * end * s.head_dim);
         let mut v = Vec::with_capacity(k.capacity());
@@ -171,7 +188,10 @@ impl StaticKvCache {
     /// Bytes holding tokens that were written (K and V, every layer).
     pub fn bytes_used(&self) -> usize {
         let s = self.shape;
-        self.lens.iter().map(|&l| 2 * s.batch * s.kv_heads * l * s.head_dim * F16_BYTES).sum()
+        self.lens
+            .iter()
+            .map(|&l| 2 * s.batch * s.kv_heads * l * s.head_dim * F16_BYTES)
+            .sum()
     }
 
     /// K/V bytes one decode step at `pos` reads across all layers (each layer reads `0..=pos`).
@@ -187,7 +207,13 @@ mod tests {
 
     #[test]
     fn append_read_and_accounting() {
-        let shape = StaticShape { layers: 2, batch: 1, kv_heads: 2, max_seq: 8, head_dim: 3 };
+        let shape = StaticShape {
+            layers: 2,
+            batch: 1,
+            kv_heads: 2,
+            max_seq: 8,
+            head_dim: 3,
+        };
         let mut c = StaticKvCache::new(shape);
         assert_eq!(c.bytes_reserved(), 2 * 2 * 2 * 8 * 3 * 2);
         for pos in 0..3 {
@@ -203,7 +229,13 @@ mod tests {
         assert_eq!(v[0], -100.0);
         assert_eq!(c.bytes_used(), 2 * 2 * 2 * 3 * 3 * 2);
         assert_eq!(c.decode_bytes_read(2), 2 * 2 * 2 * 3 * 3 * 2);
-        assert_eq!(c.append(0, 8, &[0.0; 6], &[0.0; 6]), Err(StaticCacheError::Full { pos: 8, max_seq: 8 }));
-        assert!(matches!(c.append(0, 1, &[0.0; 5], &[0.0; 6]), Err(StaticCacheError::BadInput { .. })));
+        assert_eq!(
+            c.append(0, 8, &[0.0; 6], &[0.0; 6]),
+            Err(StaticCacheError::Full { pos: 8, max_seq: 8 })
+        );
+        assert!(matches!(
+            c.append(0, 1, &[0.0; 5], &[0.0; 6]),
+            Err(StaticCacheError::BadInput { .. })
+        ));
     }
 }

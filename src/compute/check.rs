@@ -99,7 +99,12 @@ where
     };
     let expected_len: usize = shape.iter().product();
     if got.len() != want.len() || want.len() != expected_len {
-        r.error = Some(format!("length mismatch: got {} values, reference has {}, shape {:?} needs {expected_len}", got.len(), want.len(), shape));
+        r.error = Some(format!(
+            "length mismatch: got {} values, reference has {}, shape {:?} needs {expected_len}",
+            got.len(),
+            want.len(),
+            shape
+        ));
         return r;
     }
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
@@ -117,7 +122,11 @@ where
         if !ok {
             r.mismatch_count += 1;
             if r.mismatches.len() < MAX_REPORTED {
-                r.mismatches.push(Mismatch { index: unravel(i, shape), got: g, want: w });
+                r.mismatches.push(Mismatch {
+                    index: unravel(i, shape),
+                    got: g,
+                    want: w,
+                });
             }
         }
     }
@@ -127,12 +136,23 @@ where
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let status = if self.passed() { "ok" } else { "MISMATCH" };
-        write!(f, "{status:8} {:52} {:>16} max_abs {:9.2e} max_rel {:9.2e}", self.label, format!("{:?}", self.shape), self.max_abs, self.max_rel)?;
+        write!(
+            f,
+            "{status:8} {:52} {:>16} max_abs {:9.2e} max_rel {:9.2e}",
+            self.label,
+            format!("{:?}", self.shape),
+            self.max_abs,
+            self.max_rel
+        )?;
         if let Some(e) = &self.error {
             write!(f, "\n         {e}")?;
         }
         if self.mismatch_count > 0 {
-            write!(f, "\n         {} of {} outside atol {:.0e} + rtol {:.0e}·|ref|; first:", self.mismatch_count, self.count, self.tolerance.atol, self.tolerance.rtol)?;
+            write!(
+                f,
+                "\n         {} of {} outside atol {:.0e} + rtol {:.0e}·|ref|; first:",
+                self.mismatch_count, self.count, self.tolerance.atol, self.tolerance.rtol
+            )?;
             for m in &self.mismatches {
                 write!(f, "\n           {:?}: got {} want {}", m.index, m.got, m.want)?;
             }
@@ -156,7 +176,13 @@ mod tests {
         assert_eq!(r.mismatches[1].index, vec![1, 1]);
         assert!((r.max_abs - 0.5).abs() < 1e-12);
         assert!(r.to_string().contains("MISMATCH"));
-        let ok = check("t", &[2], &[1.0f32, f32::NEG_INFINITY], &[1.0f64, f64::NEG_INFINITY], Tolerance::EXACT);
+        let ok = check(
+            "t",
+            &[2],
+            &[1.0f32, f32::NEG_INFINITY],
+            &[1.0f64, f64::NEG_INFINITY],
+            Tolerance::EXACT,
+        );
         assert!(ok.passed());
         let bad = check("t", &[3], &[1.0f32], &[1.0f64], Tolerance::EXACT);
         assert!(!bad.passed() && bad.error.is_some());

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::{AttnInput, Backend, BackendError, BackendKind, PagedDecodeInput};
 use crate::cache::{PagedShape, StaticShape};
-use crate::math::{AttnCore, attention_core};
+use crate::math::{AttnCore, Real, attention_core, attention_fused, exp_f32};
 
 /// The CPU backend.
 #[derive(Debug, Default, Clone, Copy)]
@@ -41,47 +41,72 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Decode attention for one (request, KV head): the `group` query heads `q` (`[group, hd]`, already
 /// scaled by 1/√hd) over `len` tokens reached through `table`. Writes `[group, hd]` into `out`.
+///
+/// Block by block: convert the block's K and V rows from f16 once, score them against every query
+/// of the group, update the running max and sum (online softmax), and accumulate P·V.
 #[allow(clippy::too_many_arguments)]
-fn decode_group(s: PagedShape, kvh: usize, q: &[f32], k_pool: &[f16], v_pool: &[f16], table: &[i32], len: usize, out: &mut [f32]) {
+fn decode_group(
+    s: PagedShape,
+    kvh: usize,
+    q: &[f32],
+    k_pool: &[f16],
+    v_pool: &[f16],
+    table: &[i32],
+    len: usize,
+    out: &mut [f32],
+) {
     let (hd, bs) = (s.head_dim, s.block_size);
     let group = q.len() / hd;
     let mut kbuf = vec![0f32; bs * hd];
     let mut vbuf = vec![0f32; bs * hd];
-    let mut scores = vec![0f32; bs];
+    let mut p = vec![0f32; group * bs];
     let mut m = vec![f32::NEG_INFINITY; group];
     let mut l = vec![0f32; group];
     out.fill(0.0);
-    for (logical, &phys) in table.iter().enumerate().take(len.div_ceil(bs)) {
+    let nblocks = len.div_ceil(bs);
+    let mut touched = 0u16;
+    for (logical, &phys) in table.iter().enumerate().take(nblocks) {
         let ntok = bs.min(len - logical * bs);
         // Within one (block, KV head) the block's tokens are contiguous: [block_size, hd].
         let base = s.index(phys as usize, kvh, 0, 0);
+        // Blocks are scattered, so the hardware prefetcher cannot guess the next one: touch one value
+        // per cache line of the next block now, so its misses overlap with this block's work.
+        if logical + 1 < nblocks {
+            let next = s.index(table[logical + 1] as usize, kvh, 0, 0);
+            let n = bs.min(len - (logical + 1) * bs) * hd;
+            for i in (0..n).step_by(32) {
+                touched ^= k_pool[next + i].to_bits() ^ v_pool[next + i].to_bits();
+            }
+        }
         k_pool[base..base + ntok * hd].convert_to_f32_slice(&mut kbuf[..ntok * hd]);
         v_pool[base..base + ntok * hd].convert_to_f32_slice(&mut vbuf[..ntok * hd]);
         for g in 0..group {
             let qg = &q[g * hd..(g + 1) * hd];
+            let pg = &mut p[g * bs..g * bs + ntok];
             let mut bmax = f32::NEG_INFINITY;
-            for (t, sc) in scores[..ntok].iter_mut().enumerate() {
+            for (t, sc) in pg.iter_mut().enumerate() {
                 *sc = dot(qg, &kbuf[t * hd..(t + 1) * hd]);
                 bmax = bmax.max(*sc);
             }
             let m_new = m[g].max(bmax);
-            let corr = (m[g] - m_new).exp(); // exp(-inf) = 0 on the first block
-            let acc = &mut out[g * hd..(g + 1) * hd];
+            let corr = exp_f32(m[g] - m_new); // 0 on the first block (m = −∞)
+            l[g] = l[g] * corr + <f32 as Real>::exp_shifted_sum(pg, m_new);
+            m[g] = m_new;
             if corr != 1.0 {
-                acc.iter_mut().for_each(|a| *a *= corr);
+                out[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
             }
-            let mut sum = 0f32;
-            for (t, sc) in scores[..ntok].iter().enumerate() {
-                let p = (sc - m_new).exp();
-                sum += p;
-                for (a, vv) in acc.iter_mut().zip(&vbuf[t * hd..(t + 1) * hd]) {
-                    *a += p * vv;
+        }
+        for t in 0..ntok {
+            let vt = &vbuf[t * hd..(t + 1) * hd];
+            for g in 0..group {
+                let pt = p[g * bs + t];
+                for (a, vv) in out[g * hd..(g + 1) * hd].iter_mut().zip(vt) {
+                    *a += pt * vv;
                 }
             }
-            l[g] = l[g] * corr + sum;
-            m[g] = m_new;
         }
     }
+    std::hint::black_box(touched);
     for g in 0..group {
         let inv = if l[g] > 0.0 { 1.0 / l[g] } else { 0.0 };
         out[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= inv);
@@ -102,10 +127,19 @@ impl Backend for CpuBackend {
     }
 
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        Ok(attention_core(inp.q, inp.k, inp.v, inp.mask).out)
+        Ok(attention_fused(inp.q, inp.k, inp.v, inp.mask))
     }
 
-    fn run_static_cache_append(&self, s: StaticShape, k_cache: &mut [f16], v_cache: &mut [f16], layer: usize, pos: usize, k_new: &[f32], v_new: &[f32]) -> Result<(), BackendError> {
+    fn run_static_cache_append(
+        &self,
+        s: StaticShape,
+        k_cache: &mut [f16],
+        v_cache: &mut [f16],
+        layer: usize,
+        pos: usize,
+        k_new: &[f32],
+        v_new: &[f32],
+    ) -> Result<(), BackendError> {
         for bh in 0..s.batch * s.kv_heads {
             let (b, h) = (bh / s.kv_heads, bh % s.kv_heads);
             let dst = s.index(layer, b, h, pos, 0);
@@ -116,7 +150,15 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn run_paged_append(&self, s: PagedShape, k_pool: &mut [f16], v_pool: &mut [f16], slot_mapping: &[i32], k: &[f32], v: &[f32]) -> Result<(), BackendError> {
+    fn run_paged_append(
+        &self,
+        s: PagedShape,
+        k_pool: &mut [f16],
+        v_pool: &mut [f16],
+        slot_mapping: &[i32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), BackendError> {
         let row = s.kv_heads * s.head_dim;
         for (t, &slot) in slot_mapping.iter().enumerate() {
             if slot < 0 {
@@ -142,9 +184,21 @@ impl Backend for CpuBackend {
         // [R, H, hd] splits into R·KVH contiguous chunks of [group, hd], one per task.
         out.par_chunks_mut(group * hd).enumerate().for_each(|(task, o)| {
             let (r, kv) = (task / kvh, task % kvh);
-            let q: Vec<f32> = inp.q[(r * h + kv * group) * hd..][..group * hd].iter().map(|x| x * scale).collect();
+            let q: Vec<f32> = inp.q[(r * h + kv * group) * hd..][..group * hd]
+                .iter()
+                .map(|x| x * scale)
+                .collect();
             let table = &inp.block_tables[r * inp.max_blocks..(r + 1) * inp.max_blocks];
-            decode_group(s, kv, &q, inp.k_pool, inp.v_pool, table, inp.context_lens[r] as usize, o);
+            decode_group(
+                s,
+                kv,
+                &q,
+                inp.k_pool,
+                inp.v_pool,
+                table,
+                inp.context_lens[r] as usize,
+                o,
+            );
         });
         Ok(out)
     }

@@ -66,13 +66,21 @@ impl AttnInput<'_> {
             return Err(invalid(format!("K is {:?} but V is {:?}", self.k.dim(), self.v.dim())));
         }
         if tk != t || hdk != hd {
-            return Err(invalid(format!("Q is {:?} but K is {:?}: seq and head_dim must agree", self.q.dim(), self.k.dim())));
+            return Err(invalid(format!(
+                "Q is {:?} but K is {:?}: seq and head_dim must agree",
+                self.q.dim(),
+                self.k.dim()
+            )));
         }
         if h == 0 || kvh == 0 || t == 0 || hd == 0 || h % kvh != 0 {
-            return Err(invalid(format!("{h} query heads and {kvh} KV heads: both must be positive and KV heads must divide query heads")));
+            return Err(invalid(format!(
+                "{h} query heads and {kvh} KV heads: both must be positive and KV heads must divide query heads"
+            )));
         }
         if hd > MAX_HEAD_DIM {
-            return Err(invalid(format!("head_dim {hd} is larger than the kernels' limit {MAX_HEAD_DIM}")));
+            return Err(invalid(format!(
+                "head_dim {hd} is larger than the kernels' limit {MAX_HEAD_DIM}"
+            )));
         }
         for (name, a) in [("q", self.q), ("k", self.k), ("v", self.v)] {
             if !a.is_standard_layout() {
@@ -116,14 +124,23 @@ impl PagedDecodeInput<'_> {
     fn validate(&self) -> Result<(), BackendError> {
         let s = self.shape;
         let r = self.requests();
-        if s.kv_heads == 0 || self.n_heads == 0 || self.n_heads % s.kv_heads != 0 {
-            return Err(invalid(format!("kv-heads ({}) must divide heads ({})", s.kv_heads, self.n_heads)));
+        if s.kv_heads == 0 || self.n_heads == 0 || !self.n_heads.is_multiple_of(s.kv_heads) {
+            return Err(invalid(format!(
+                "kv-heads ({}) must divide heads ({})",
+                s.kv_heads, self.n_heads
+            )));
         }
         if s.head_dim == 0 || s.head_dim > MAX_HEAD_DIM || s.block_size == 0 || s.num_blocks == 0 {
-            return Err(invalid(format!("head_dim must be 1..={MAX_HEAD_DIM}; block_size and num_blocks must be positive")));
+            return Err(invalid(format!(
+                "head_dim must be 1..={MAX_HEAD_DIM}; block_size and num_blocks must be positive"
+            )));
         }
         if self.q.len() != r * self.n_heads * s.head_dim {
-            return Err(invalid(format!("q has {} values, expected R·H·hd = {}", self.q.len(), r * self.n_heads * s.head_dim)));
+            return Err(invalid(format!(
+                "q has {} values, expected R·H·hd = {}",
+                self.q.len(),
+                r * self.n_heads * s.head_dim
+            )));
         }
         if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
             return Err(invalid(format!("pools must have {} values", s.numel())));
@@ -135,11 +152,17 @@ impl PagedDecodeInput<'_> {
             let len = usize::try_from(len).map_err(|_| invalid(format!("context_lens[{i}] is negative")))?;
             let need = len.div_ceil(s.block_size);
             if need > self.max_blocks {
-                return Err(invalid(format!("request {i}: {len} tokens need {need} blocks, the table has {}", self.max_blocks)));
+                return Err(invalid(format!(
+                    "request {i}: {len} tokens need {need} blocks, the table has {}",
+                    self.max_blocks
+                )));
             }
             for (j, &b) in self.block_tables[i * self.max_blocks..][..need].iter().enumerate() {
                 if b < 0 || b as usize >= s.num_blocks {
-                    return Err(invalid(format!("block_tables[{i}][{j}] = {b} is not a block of the pool (0..{})", s.num_blocks)));
+                    return Err(invalid(format!(
+                        "block_tables[{i}][{j}] = {b} is not a block of the pool (0..{})",
+                        s.num_blocks
+                    )));
                 }
             }
         }
@@ -147,27 +170,49 @@ impl PagedDecodeInput<'_> {
     }
 }
 
-fn validate_static_append(shape: StaticShape, k_cache: &[f16], v_cache: &[f16], layer: usize, pos: usize, k: &[f32], v: &[f32]) -> Result<(), BackendError> {
+fn validate_static_append(
+    shape: StaticShape,
+    k_cache: &[f16],
+    v_cache: &[f16],
+    layer: usize,
+    pos: usize,
+    k: &[f32],
+    v: &[f32],
+) -> Result<(), BackendError> {
     if k_cache.len() != shape.numel() || v_cache.len() != shape.numel() {
         return Err(invalid(format!("caches must have {} values", shape.numel())));
     }
     if layer >= shape.layers || pos >= shape.max_seq {
-        return Err(invalid(format!("(layer {layer}, pos {pos}) is outside the cache [{} layers, {} positions]", shape.layers, shape.max_seq)));
+        return Err(invalid(format!(
+            "(layer {layer}, pos {pos}) is outside the cache [{} layers, {} positions]",
+            shape.layers, shape.max_seq
+        )));
     }
     let n = shape.batch * shape.kv_heads * shape.head_dim;
     if k.len() != n || v.len() != n {
-        return Err(invalid(format!("k_new/v_new must be [batch, kv_heads, head_dim] = {n} values")));
+        return Err(invalid(format!(
+            "k_new/v_new must be [batch, kv_heads, head_dim] = {n} values"
+        )));
     }
     Ok(())
 }
 
-fn validate_paged_append(shape: PagedShape, k_pool: &[f16], v_pool: &[f16], slots: &[i32], k: &[f32], v: &[f32]) -> Result<(), BackendError> {
+fn validate_paged_append(
+    shape: PagedShape,
+    k_pool: &[f16],
+    v_pool: &[f16],
+    slots: &[i32],
+    k: &[f32],
+    v: &[f32],
+) -> Result<(), BackendError> {
     if k_pool.len() != shape.numel() || v_pool.len() != shape.numel() {
         return Err(invalid(format!("pools must have {} values", shape.numel())));
     }
     let n = slots.len() * shape.kv_heads * shape.head_dim;
     if k.len() != n || v.len() != n {
-        return Err(invalid(format!("k/v must be [tokens, kv_heads, head_dim] = {n} values")));
+        return Err(invalid(format!(
+            "k/v must be [tokens, kv_heads, head_dim] = {n} values"
+        )));
     }
     let cap = shape.num_blocks * shape.block_size;
     if let Some(bad) = slots.iter().find(|&&s| s >= 0 && s as usize >= cap) {
@@ -190,9 +235,26 @@ pub trait Backend: Send + Sync {
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError>;
     /// Write one token of `layer` at `pos` into a static cache.
     #[allow(clippy::too_many_arguments)]
-    fn run_static_cache_append(&self, shape: StaticShape, k_cache: &mut [f16], v_cache: &mut [f16], layer: usize, pos: usize, k_new: &[f32], v_new: &[f32]) -> Result<(), BackendError>;
+    fn run_static_cache_append(
+        &self,
+        shape: StaticShape,
+        k_cache: &mut [f16],
+        v_cache: &mut [f16],
+        layer: usize,
+        pos: usize,
+        k_new: &[f32],
+        v_new: &[f32],
+    ) -> Result<(), BackendError>;
     /// Write tokens into the paged pools through `slot_mapping` (negative slots are skipped).
-    fn run_paged_append(&self, shape: PagedShape, k_pool: &mut [f16], v_pool: &mut [f16], slot_mapping: &[i32], k: &[f32], v: &[f32]) -> Result<(), BackendError>;
+    fn run_paged_append(
+        &self,
+        shape: PagedShape,
+        k_pool: &mut [f16],
+        v_pool: &mut [f16],
+        slot_mapping: &[i32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), BackendError>;
     /// Paged decode attention, reading through the block tables. Returns `[R, H, hd]`.
     fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError>;
 
@@ -208,12 +270,29 @@ pub trait Backend: Send + Sync {
     }
     /// Validated [`Backend::run_static_cache_append`].
     #[allow(clippy::too_many_arguments)]
-    fn static_cache_append(&self, shape: StaticShape, k_cache: &mut [f16], v_cache: &mut [f16], layer: usize, pos: usize, k_new: &[f32], v_new: &[f32]) -> Result<(), BackendError> {
+    fn static_cache_append(
+        &self,
+        shape: StaticShape,
+        k_cache: &mut [f16],
+        v_cache: &mut [f16],
+        layer: usize,
+        pos: usize,
+        k_new: &[f32],
+        v_new: &[f32],
+    ) -> Result<(), BackendError> {
         validate_static_append(shape, k_cache, v_cache, layer, pos, k_new, v_new)?;
         self.run_static_cache_append(shape, k_cache, v_cache, layer, pos, k_new, v_new)
     }
     /// Validated [`Backend::run_paged_append`].
-    fn paged_append(&self, shape: PagedShape, k_pool: &mut [f16], v_pool: &mut [f16], slot_mapping: &[i32], k: &[f32], v: &[f32]) -> Result<(), BackendError> {
+    fn paged_append(
+        &self,
+        shape: PagedShape,
+        k_pool: &mut [f16],
+        v_pool: &mut [f16],
+        slot_mapping: &[i32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), BackendError> {
         validate_paged_append(shape, k_pool, v_pool, slot_mapping, k, v)?;
         self.run_paged_append(shape, k_pool, v_pool, slot_mapping, k, v)
     }

@@ -20,7 +20,15 @@ fn round_f16(x: f32) -> f64 {
 
 /// The caches after a static append, as f64: old contents with the new row rounded to f16.
 #[allow(clippy::too_many_arguments)]
-pub fn static_cache_append(s: StaticShape, k_cache: &[f16], v_cache: &[f16], layer: usize, pos: usize, k_new: &[f32], v_new: &[f32]) -> (Vec<f64>, Vec<f64>) {
+pub fn static_cache_append(
+    s: StaticShape,
+    k_cache: &[f16],
+    v_cache: &[f16],
+    layer: usize,
+    pos: usize,
+    k_new: &[f32],
+    v_new: &[f32],
+) -> (Vec<f64>, Vec<f64>) {
     let mut k: Vec<f64> = k_cache.iter().map(|x| x.to_f64()).collect();
     let mut v: Vec<f64> = v_cache.iter().map(|x| x.to_f64()).collect();
     for b in 0..s.batch {
@@ -36,7 +44,14 @@ pub fn static_cache_append(s: StaticShape, k_cache: &[f16], v_cache: &[f16], lay
 }
 
 /// The pools after a paged append, as f64.
-pub fn paged_append(s: PagedShape, k_pool: &[f16], v_pool: &[f16], slots: &[i32], k: &[f32], v: &[f32]) -> (Vec<f64>, Vec<f64>) {
+pub fn paged_append(
+    s: PagedShape,
+    k_pool: &[f16],
+    v_pool: &[f16],
+    slots: &[i32],
+    k: &[f32],
+    v: &[f32],
+) -> (Vec<f64>, Vec<f64>) {
     let mut kp: Vec<f64> = k_pool.iter().map(|x| x.to_f64()).collect();
     let mut vp: Vec<f64> = v_pool.iter().map(|x| x.to_f64()).collect();
     for (t, &slot) in slots.iter().enumerate() {

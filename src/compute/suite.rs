@@ -28,7 +28,11 @@ fn attention_cases(size: SuiteSize) -> Vec<(usize, usize, usize, usize, Mask)> {
         (33, 32, 2, 1, Mask::Causal),
     ];
     if size == SuiteSize::Full {
-        v.extend([(64, 128, 4, 2, Mask::Causal), (100, 96, 6, 2, Mask::Window { window: 17, sinks: 4 }), (130, 256, 1, 1, Mask::None)]);
+        v.extend([
+            (64, 128, 4, 2, Mask::Causal),
+            (100, 96, 6, 2, Mask::Window { window: 17, sinks: 4 }),
+            (130, 256, 1, 1, Mask::None),
+        ]);
     }
     v
 }
@@ -56,21 +60,47 @@ fn dev(label: &str, e: BackendError) -> CheckReport {
 
 fn attention_reports(b: &dyn Backend, size: SuiteSize, seed: u64, out: &mut Vec<CheckReport>) {
     for (i, (t, d, h, kvh, mask)) in attention_cases(size).into_iter().enumerate() {
-        let shape = AttnShape { seq: t, d_model: d, n_heads: h, n_kv_heads: kvh };
+        let shape = AttnShape {
+            seq: t,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        };
         let qkv = project(&AttnWeights::random(shape, seed + i as u64));
-        let inp = AttnInput { q: &qkv.q, k: &qkv.k, v: &qkv.v, mask };
+        let inp = AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        };
         let want = reference::attention(&inp);
         let tag = format!("T{t} H{h}/{kvh} hd{} {mask}", d / h);
         match b.attention(&inp) {
             Ok(got) => {
-                for (name, g, w) in [("scores", &got.scores, &want.scores), ("probs", &got.probs, &want.probs), ("out", &got.out, &want.out)] {
-                    out.push(check(&format!("attention.{name} {tag}"), g.shape(), g.as_slice().unwrap_or_default(), w.as_slice().unwrap_or_default(), Tolerance::F32));
+                for (name, g, w) in [
+                    ("scores", &got.scores, &want.scores),
+                    ("probs", &got.probs, &want.probs),
+                    ("out", &got.out, &want.out),
+                ] {
+                    out.push(check(
+                        &format!("attention.{name} {tag}"),
+                        g.shape(),
+                        g.as_slice().unwrap_or_default(),
+                        w.as_slice().unwrap_or_default(),
+                        Tolerance::F32,
+                    ));
                 }
             }
             Err(e) => out.push(dev(&format!("attention {tag}"), e)),
         }
         match b.attention_fused(&inp) {
-            Ok(g) => out.push(check(&format!("attention_fused.out {tag}"), g.shape(), g.as_slice().unwrap_or_default(), want.out.as_slice().unwrap_or_default(), Tolerance::F32)),
+            Ok(g) => out.push(check(
+                &format!("attention_fused.out {tag}"),
+                g.shape(),
+                g.as_slice().unwrap_or_default(),
+                want.out.as_slice().unwrap_or_default(),
+                Tolerance::F32,
+            )),
             Err(e) => out.push(dev(&format!("attention_fused {tag}"), e)),
         }
     }
@@ -79,7 +109,13 @@ fn attention_reports(b: &dyn Backend, size: SuiteSize, seed: u64, out: &mut Vec<
 fn append_reports(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     let mut rng = Rng::stream(seed, 100);
     // static cache: a few (layer, pos) writes on top of earlier contents
-    let s = StaticShape { layers: 2, batch: 2, kv_heads: 3, max_seq: 7, head_dim: 5 };
+    let s = StaticShape {
+        layers: 2,
+        batch: 2,
+        kv_heads: 3,
+        max_seq: 7,
+        head_dim: 5,
+    };
     let mut k_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
     let mut v_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
     for (layer, pos) in [(0, 0), (1, 6), (0, 3)] {
@@ -91,14 +127,31 @@ fn append_reports(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
             Ok(()) => {
                 let kf: Vec<f64> = k_cache.iter().map(|x| x.to_f64()).collect();
                 let vf: Vec<f64> = v_cache.iter().map(|x| x.to_f64()).collect();
-                out.push(check(&format!("static_cache_append.k l{layer} p{pos}"), &dims, &kf, &wk, Tolerance::EXACT));
-                out.push(check(&format!("static_cache_append.v l{layer} p{pos}"), &dims, &vf, &wv, Tolerance::EXACT));
+                out.push(check(
+                    &format!("static_cache_append.k l{layer} p{pos}"),
+                    &dims,
+                    &kf,
+                    &wk,
+                    Tolerance::EXACT,
+                ));
+                out.push(check(
+                    &format!("static_cache_append.v l{layer} p{pos}"),
+                    &dims,
+                    &vf,
+                    &wv,
+                    Tolerance::EXACT,
+                ));
             }
             Err(e) => out.push(dev("static_cache_append", e)),
         }
     }
     // paged: scattered slots, with -1 (skip) entries
-    let p = PagedShape { num_blocks: 6, block_size: 3, kv_heads: 2, head_dim: 5 };
+    let p = PagedShape {
+        num_blocks: 6,
+        block_size: 3,
+        kv_heads: 2,
+        head_dim: 5,
+    };
     let mut kp = vec![f16::ZERO; p.numel()];
     let mut vp = vec![f16::ZERO; p.numel()];
     let slots = [16, 0, -1, 5, 9, 17, 3];
@@ -131,7 +184,8 @@ pub fn scattered_cache(shape: PagedShape, lens: &[usize], rng: &mut Rng) -> Page
                 c.append(r as u32, pos, &k, &v).expect("pool sized for the case");
             }
         }
-        if pos < longest / 2 && pos % 2 == 0 && c.append(extra, c.len(extra), &vec![0.0; row], &vec![0.0; row]).is_err() {
+        if pos < longest / 2 && pos % 2 == 0 && c.append(extra, c.len(extra), &vec![0.0; row], &vec![0.0; row]).is_err()
+        {
             break;
         }
         if pos == longest / 2 && c.table(extra).is_some() {
@@ -145,12 +199,26 @@ fn decode_reports(b: &dyn Backend, size: SuiteSize, seed: u64, out: &mut Vec<Che
     for (i, (bs, h, kvh, hd, lens)) in decode_cases(size).into_iter().enumerate() {
         let mut rng = Rng::stream(seed, 200 + i as u64);
         let blocks: usize = lens.iter().map(|l| l.div_ceil(bs)).sum::<usize>() * 2 + 2;
-        let shape = PagedShape { num_blocks: blocks, block_size: bs, kv_heads: kvh, head_dim: hd };
+        let shape = PagedShape {
+            num_blocks: blocks,
+            block_size: bs,
+            kv_heads: kvh,
+            head_dim: hd,
+        };
         let cache = scattered_cache(shape, &lens, &mut rng);
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
         let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
         let q = rng.normal_vec(lens.len() * h * hd, 1.0);
-        let inp = PagedDecodeInput { q: &q, n_heads: h, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+        let inp = PagedDecodeInput {
+            q: &q,
+            n_heads: h,
+            shape,
+            k_pool: &cache.k_pool,
+            v_pool: &cache.v_pool,
+            block_tables: &tables,
+            max_blocks,
+            context_lens: &ctx,
+        };
         let tag = format!("paged_decode bs{bs} H{h}/{kvh} hd{hd} ctx{lens:?}");
         let want = reference::paged_decode(&inp);
         match b.paged_decode(&inp) {
@@ -174,5 +242,11 @@ pub fn run(b: &dyn Backend, size: SuiteSize, seed: u64) -> Vec<CheckReport> {
 pub fn paged_equals_contiguous(b: &dyn Backend, inp: &PagedDecodeInput) -> Result<CheckReport, BackendError> {
     let got = b.paged_decode(inp)?;
     let want = reference::paged_decode(inp);
-    Ok(check("paged == contiguous", &[inp.requests(), inp.n_heads, inp.shape.head_dim], &got, &want, Tolerance::F32))
+    Ok(check(
+        "paged == contiguous",
+        &[inp.requests(), inp.n_heads, inp.shape.head_dim],
+        &got,
+        &want,
+        Tolerance::F32,
+    ))
 }

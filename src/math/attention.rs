@@ -62,24 +62,43 @@ pub enum ShapeError {
 impl AttnShape {
     /// Check the shape and return it.
     pub fn validated(self) -> Result<Self, ShapeError> {
-        for (v, name) in [(self.seq, "seq"), (self.d_model, "d_model"), (self.n_heads, "heads"), (self.n_kv_heads, "kv-heads")] {
+        for (v, name) in [
+            (self.seq, "seq"),
+            (self.d_model, "d_model"),
+            (self.n_heads, "heads"),
+            (self.n_kv_heads, "kv-heads"),
+        ] {
             if v == 0 {
                 return Err(ShapeError::Zero(name));
             }
         }
-        if self.d_model % self.n_heads != 0 {
-            return Err(ShapeError::HeadsDontDivide { heads: self.n_heads, d_model: self.d_model });
+        if !self.d_model.is_multiple_of(self.n_heads) {
+            return Err(ShapeError::HeadsDontDivide {
+                heads: self.n_heads,
+                d_model: self.d_model,
+            });
         }
-        if self.n_heads % self.n_kv_heads != 0 {
-            return Err(ShapeError::KvHeadsDontDivide { kv_heads: self.n_kv_heads, heads: self.n_heads });
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
+            return Err(ShapeError::KvHeadsDontDivide {
+                kv_heads: self.n_kv_heads,
+                heads: self.n_heads,
+            });
         }
         const MAX_SEQ: usize = 16_384;
         const MAX_D: usize = 8192;
         if self.seq > MAX_SEQ {
-            return Err(ShapeError::TooLarge { what: "seq", value: self.seq, limit: MAX_SEQ });
+            return Err(ShapeError::TooLarge {
+                what: "seq",
+                value: self.seq,
+                limit: MAX_SEQ,
+            });
         }
         if self.d_model > MAX_D {
-            return Err(ShapeError::TooLarge { what: "d_model", value: self.d_model, limit: MAX_D });
+            return Err(ShapeError::TooLarge {
+                what: "d_model",
+                value: self.d_model,
+                limit: MAX_D,
+            });
         }
         Ok(self)
     }
@@ -140,7 +159,14 @@ impl AttnWeights<f32> {
     /// The same values in f64, for the oracle.
     pub fn to_f64(&self) -> AttnWeights<f64> {
         let c = |a: &Array2<f32>| a.mapv(|x| x as f64);
-        AttnWeights { shape: self.shape, x: c(&self.x), wq: c(&self.wq), wk: c(&self.wk), wv: c(&self.wv), wo: c(&self.wo) }
+        AttnWeights {
+            shape: self.shape,
+            x: c(&self.x),
+            wq: c(&self.wq),
+            wk: c(&self.wk),
+            wv: c(&self.wv),
+            wo: c(&self.wo),
+        }
     }
 }
 
@@ -189,7 +215,8 @@ fn split_heads<T: Real>(m: &Array2<T>, n: usize, hd: usize) -> Array3<T> {
     let t = m.nrows();
     let mut out = Array3::<T>::zeros((n, t, hd));
     for h in 0..n {
-        out.index_axis_mut(Axis(0), h).assign(&m.slice(s![.., h * hd..(h + 1) * hd]));
+        out.index_axis_mut(Axis(0), h)
+            .assign(&m.slice(s![.., h * hd..(h + 1) * hd]));
     }
     out
 }
@@ -211,40 +238,77 @@ pub fn softmax_row<T: Real>(row: &mut [T]) {
         row.iter_mut().for_each(|x| *x = T::zero());
         return;
     }
-    let mut sum = T::zero();
-    for x in row.iter_mut() {
-        *x = (*x - max).exp();
-        sum = sum + *x;
-    }
-    let inv = T::one() / sum;
+    let inv = T::one() / T::exp_shifted_sum(row, max);
     row.iter_mut().for_each(|x| *x = *x * inv);
 }
 
-/// Scores, mask, softmax and P·V for one query head, written into the given views.
-fn one_head<T: Real>(
-    q: ArrayView2<T>,
-    k: ArrayView2<T>,
-    v: ArrayView2<T>,
-    mask: Mask,
-    mut scores: ArrayViewMut2<T>,
-    mut probs: ArrayViewMut2<T>,
-    mut out: ArrayViewMut2<T>,
-) {
-    let scale = T::from_f64(1.0 / (q.ncols() as f64).sqrt());
-    general_mat_mul(scale, &q, &k.t(), T::zero(), &mut scores);
-    for ((i, j), s) in scores.indexed_iter_mut() {
-        if !mask.visible(i, j) {
-            *s = T::NEG_INFINITY;
-        }
+/// Rows per tile in [`one_head`]: a tile's scores stay in cache between the GEMM, the softmax and P·V.
+const ROW_TILE: usize = 64;
+
+/// Keys a query row may see lie in `0..end(i)`: causal masks never look right of the diagonal, so a
+/// tile of rows `i0..i1` needs only keys `0..i1` and the GEMMs skip the masked upper triangle.
+fn key_end(mask: Mask, i1: usize, t: usize) -> usize {
+    match mask {
+        Mask::None => t,
+        Mask::Causal | Mask::Window { .. } => i1,
     }
-    probs.assign(&scores);
-    for mut row in probs.rows_mut() {
-        softmax_row(row.as_slice_mut().expect("rows of a standard-layout array are contiguous"));
-    }
-    general_mat_mul(T::one(), &probs.view(), &v, T::zero(), &mut out);
 }
 
-/// Attention over Q `[H,T,hd]`, K and V `[KVH,T,hd]` with `mask`. Heads run in parallel.
+/// Where one head writes: always its output, and the full score and probability matrices when the
+/// caller wants to show them (the fused path keeps only a tile at a time).
+struct HeadOut<'a, T> {
+    out: ArrayViewMut2<'a, T>,
+    scores_probs: Option<(ArrayViewMut2<'a, T>, ArrayViewMut2<'a, T>)>,
+}
+
+/// Scores, mask, softmax and P·V for one query head, `ROW_TILE` query rows at a time. The tile's
+/// scores live in a scratch buffer that stays in cache from the GEMM through the softmax to P·V.
+fn one_head<T: Real>(q: ArrayView2<T>, k: ArrayView2<T>, v: ArrayView2<T>, mask: Mask, mut dst: HeadOut<T>) {
+    let t = q.nrows();
+    let scale = T::from_f64(1.0 / (q.ncols() as f64).sqrt());
+    let mut scratch = Array2::<T>::zeros((ROW_TILE.min(t), t));
+    for i0 in (0..t).step_by(ROW_TILE) {
+        let i1 = (i0 + ROW_TILE).min(t);
+        let end = key_end(mask, i1, t);
+        let mut tile = scratch.slice_mut(s![0..i1 - i0, 0..end]);
+        general_mat_mul(
+            scale,
+            &q.slice(s![i0..i1, ..]),
+            &k.slice(s![0..end, ..]).t(),
+            T::zero(),
+            &mut tile,
+        );
+        for (r, mut row) in tile.rows_mut().into_iter().enumerate() {
+            let row = row.as_slice_mut().expect("scratch rows are contiguous");
+            let [a, b] = mask.spans(i0 + r, end);
+            row[a.end..b.start.max(a.end)].fill(T::NEG_INFINITY);
+            row[b.end.max(a.end)..].fill(T::NEG_INFINITY);
+        }
+        if let Some((scores, _)) = dst.scores_probs.as_mut() {
+            let mut st = scores.slice_mut(s![i0..i1, ..]);
+            st.slice_mut(s![.., 0..end]).assign(&tile);
+            st.slice_mut(s![.., end..]).fill(T::NEG_INFINITY);
+        }
+        for mut row in tile.rows_mut() {
+            softmax_row(row.as_slice_mut().expect("scratch rows are contiguous"));
+        }
+        if let Some((_, probs)) = dst.scores_probs.as_mut() {
+            let mut pt = probs.slice_mut(s![i0..i1, ..]);
+            pt.slice_mut(s![.., 0..end]).assign(&tile);
+            pt.slice_mut(s![.., end..]).fill(T::zero());
+        }
+        general_mat_mul(
+            T::one(),
+            &tile,
+            &v.slice(s![0..end, ..]),
+            T::zero(),
+            &mut dst.out.slice_mut(s![i0..i1, ..]),
+        );
+    }
+}
+
+/// Attention over Q `[H,T,hd]`, K and V `[KVH,T,hd]` with `mask`, keeping the score and probability
+/// matrices. Heads run in parallel.
 pub fn attention_core<T: Real>(q: &Array3<T>, k: &Array3<T>, v: &Array3<T>, mask: Mask) -> AttnCore<T> {
     let (h, t, hd) = q.dim();
     let group = h / k.dim().0;
@@ -259,9 +323,42 @@ pub fn attention_core<T: Real>(q: &Array3<T>, k: &Array3<T>, v: &Array3<T>, mask
         .enumerate()
         .for_each(|(head, ((s, p), o))| {
             let kv = head / group;
-            one_head(q.index_axis(Axis(0), head), k.index_axis(Axis(0), kv), v.index_axis(Axis(0), kv), mask, s, p, o);
+            one_head(
+                q.index_axis(Axis(0), head),
+                k.index_axis(Axis(0), kv),
+                v.index_axis(Axis(0), kv),
+                mask,
+                HeadOut {
+                    out: o,
+                    scores_probs: Some((s, p)),
+                },
+            );
         });
     AttnCore { scores, probs, out }
+}
+
+/// Fused attention: only the output `[H,T,hd]`; no T×T matrix is ever stored whole.
+pub fn attention_fused<T: Real>(q: &Array3<T>, k: &Array3<T>, v: &Array3<T>, mask: Mask) -> Array3<T> {
+    let (h, t, hd) = q.dim();
+    let group = h / k.dim().0;
+    let mut out = Array3::<T>::zeros((h, t, hd));
+    out.axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(head, o)| {
+            let kv = head / group;
+            one_head(
+                q.index_axis(Axis(0), head),
+                k.index_axis(Axis(0), kv),
+                v.index_axis(Axis(0), kv),
+                mask,
+                HeadOut {
+                    out: o,
+                    scores_probs: None,
+                },
+            );
+        });
+    out
 }
 
 /// Concatenate heads `[H,T,hd]` → `[T, H·hd]` and multiply by W_O.
@@ -269,7 +366,8 @@ pub fn output_projection<T: Real>(out: &Array3<T>, wo: &Array2<T>) -> Array2<T> 
     let (h, t, hd) = out.dim();
     let mut cat = Array2::<T>::zeros((t, h * hd));
     for head in 0..h {
-        cat.slice_mut(s![.., head * hd..(head + 1) * hd]).assign(&out.index_axis(Axis(0), head));
+        cat.slice_mut(s![.., head * hd..(head + 1) * hd])
+            .assign(&out.index_axis(Axis(0), head));
     }
     matmul(cat.view(), wo.view())
 }
@@ -308,7 +406,14 @@ mod tests {
     use super::*;
 
     fn shape(seq: usize, d: usize, h: usize, kvh: usize) -> AttnShape {
-        AttnShape { seq, d_model: d, n_heads: h, n_kv_heads: kvh }.validated().unwrap()
+        AttnShape {
+            seq,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        }
+        .validated()
+        .unwrap()
     }
 
     fn naive_matmul(a: &Array2<f64>, b: &Array2<f64>) -> Array2<f64> {
@@ -345,6 +450,17 @@ mod tests {
     }
 
     #[test]
+    fn fused_equals_materialised() {
+        let w = AttnWeights::random(shape(150, 32, 4, 2), 8).to_f64();
+        let qkv = project(&w);
+        for mask in [Mask::None, Mask::Causal, Mask::Window { window: 70, sinks: 3 }] {
+            let a = attention_core(&qkv.q, &qkv.k, &qkv.v, mask).out;
+            let b = attention_fused(&qkv.q, &qkv.k, &qkv.v, mask);
+            assert!((a - b).iter().all(|d| d.abs() < 1e-12));
+        }
+    }
+
+    #[test]
     fn fully_masked_row_gives_zeros_not_nan() {
         let mut row = [f64::NEG_INFINITY; 4];
         softmax_row(&mut row);
@@ -372,7 +488,11 @@ mod tests {
         let w = AttnWeights::random(shape(33, 48, 6, 3), 9);
         let a = forward(&w, Mask::Window { window: 5, sinks: 2 });
         let b = forward(&w.to_f64(), Mask::Window { window: 5, sinks: 2 });
-        let err = a.y.iter().zip(b.y.iter()).map(|(x, y)| (*x as f64 - y).abs()).fold(0.0, f64::max);
+        let err =
+            a.y.iter()
+                .zip(b.y.iter())
+                .map(|(x, y)| (*x as f64 - y).abs())
+                .fold(0.0, f64::max);
         assert!(err < 1e-4, "max err {err}");
     }
 
@@ -399,10 +519,33 @@ mod tests {
 
     #[test]
     fn shape_errors_are_clear() {
-        let e = AttnShape { seq: 4, d_model: 10, n_heads: 3, n_kv_heads: 1 }.validated().unwrap_err();
+        let e = AttnShape {
+            seq: 4,
+            d_model: 10,
+            n_heads: 3,
+            n_kv_heads: 1,
+        }
+        .validated()
+        .unwrap_err();
         assert!(e.to_string().contains("must divide d_model"));
-        let e = AttnShape { seq: 4, d_model: 12, n_heads: 4, n_kv_heads: 3 }.validated().unwrap_err();
+        let e = AttnShape {
+            seq: 4,
+            d_model: 12,
+            n_heads: 4,
+            n_kv_heads: 3,
+        }
+        .validated()
+        .unwrap_err();
         assert!(e.to_string().contains("kv-heads (3) must divide heads (4)"));
-        assert!(AttnShape { seq: 0, d_model: 12, n_heads: 4, n_kv_heads: 1 }.validated().is_err());
+        assert!(
+            AttnShape {
+                seq: 0,
+                d_model: 12,
+                n_heads: 4,
+                n_kv_heads: 1
+            }
+            .validated()
+            .is_err()
+        );
     }
 }

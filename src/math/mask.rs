@@ -36,6 +36,20 @@ impl Mask {
         }
     }
 
+    /// The keys query `i` sees among `0..t`, as at most two ranges (sinks, then the window or the
+    /// causal prefix). `visible(i, j)` holds exactly for `j` in one of them.
+    pub fn spans(self, i: usize, t: usize) -> [std::ops::Range<usize>; 2] {
+        let upto = (i + 1).min(t);
+        match self {
+            Mask::None => [0..t, 0..0],
+            Mask::Causal => [0..upto, 0..0],
+            Mask::Window { window, sinks } => {
+                let lo = (i + 1).saturating_sub(window).min(upto);
+                [0..sinks.min(lo), lo..upto]
+            }
+        }
+    }
+
     /// (kind, window, sinks) as the kernels take them: kind 0 none, 1 causal, 2 window.
     pub fn code(self) -> (i32, i32, i32) {
         match self {
@@ -73,7 +87,10 @@ impl FromStr for Mask {
     type Err = MaskParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |reason: &str| MaskParseError { input: s.to_string(), reason: reason.to_string() };
+        let err = |reason: &str| MaskParseError {
+            input: s.to_string(),
+            reason: reason.to_string(),
+        };
         let t = s.trim();
         match t {
             "none" => return Ok(Mask::None),
@@ -84,7 +101,10 @@ impl FromStr for Mask {
         let (w, sinks) = match rest.split_once(',') {
             None => (rest, None),
             Some((w, s)) => {
-                let s = s.trim().strip_prefix("sinks:").ok_or_else(|| err("after the window, expected `,sinks:S`"))?;
+                let s = s
+                    .trim()
+                    .strip_prefix("sinks:")
+                    .ok_or_else(|| err("after the window, expected `,sinks:S`"))?;
                 (w, Some(s))
             }
         };
@@ -141,5 +161,25 @@ mod tests {
         // sinks larger than the window still never break causality.
         let big = Mask::Window { window: 1, sinks: 10 };
         assert!((0..=4).all(|j| big.visible(4, j)) && !big.visible(4, 5));
+    }
+
+    #[test]
+    fn spans_agree_with_visible() {
+        for m in [
+            Mask::None,
+            Mask::Causal,
+            Mask::Window { window: 3, sinks: 0 },
+            Mask::Window { window: 2, sinks: 4 },
+            Mask::Window { window: 9, sinks: 1 },
+        ] {
+            for t in [1, 5, 12] {
+                for i in 0..t {
+                    let [a, b] = m.spans(i, t);
+                    for j in 0..t {
+                        assert_eq!(m.visible(i, j), a.contains(&j) || b.contains(&j), "{m} i{i} j{j} t{t}");
+                    }
+                }
+            }
+        }
     }
 }

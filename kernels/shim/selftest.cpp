@@ -1,0 +1,539 @@
+// kernels/shim/selftest.cpp -- standalone check of the kvscope kernels on the CPU shim.
+// Not part of the cargo build. Build and run:
+//   g++ -std=c++20 -O1 -pthread -I kernels/shim -I kernels
+//       kernels/shim/selftest.cpp kernels/shim/sim.cpp -o /tmp/selftest && /tmp/selftest
+//
+// Every op is compared with a simple double-precision reference on random inputs,
+// including odd sizes (T = 1, head_dim = 1 or 3, block_size = 1, block_size > T, empty
+// contexts, sizes that are not multiples of 32). Prints the max abs error per op and
+// exits non-zero on any mismatch.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvs_sim.h"
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+const float kNaNf = std::numeric_limits<float>::quiet_NaN();
+
+std::mt19937_64 rng(12345);
+float urand(float lo = -1.0f, float hi = 1.0f) {
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+}
+
+std::vector<float> rand_vec(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = urand(lo, hi);
+    return v;
+}
+
+unsigned cdiv(int a, int b) { return (unsigned)((a + b - 1) / b); }
+
+// ---- independent binary16 conversions (bit manipulation, not the shim's _Float16) ------
+uint16_t f32_to_f16_bits(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t exp = (x >> 23) & 0xffu;
+    uint32_t man = x & 0x7fffffu;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0u));  // inf / nan
+    const int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);  // overflow -> inf
+    if (e <= 0) {                                    // subnormal half (or zero)
+        if (e < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        const int shift = 14 - e;  // 14..24
+        uint32_t h = man >> shift;
+        const uint32_t rem = man & ((1u << shift) - 1);
+        const uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1u))) ++h;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (man >> 13);
+    const uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry may reach inf: correct
+    return (uint16_t)(sign | h);
+}
+
+double f16_bits_to_double(uint16_t b) {
+    const int sign = (b >> 15) & 1;
+    const int exp = (b >> 10) & 0x1f;
+    const int man = b & 0x3ff;
+    double v;
+    if (exp == 0)
+        v = std::ldexp((double)man, -24);
+    else if (exp == 31)
+        v = man ? std::numeric_limits<double>::quiet_NaN() : kInf;
+    else
+        v = std::ldexp((double)(man | 0x400), exp - 25);
+    return sign ? -v : v;
+}
+
+// ---- bookkeeping ---------------------------------------------------------------------
+struct Stat {
+    std::string name;
+    double max_err = 0.0;
+    long checked = 0;
+    long bad = 0;
+};
+std::vector<Stat> stats;
+Stat& stat(const std::string& name) {
+    for (auto& s : stats)
+        if (s.name == name) return s;
+    stats.push_back(Stat{name});
+    return stats.back();
+}
+
+// Compare got vs want with |got - want| <= atol + rtol*|want|; both -inf is a match.
+void check(const std::string& op, const std::string& where, double got, double want,
+           double atol = 2e-4, double rtol = 2e-4) {
+    Stat& s = stat(op);
+    ++s.checked;
+    bool ok;
+    double err = 0.0;
+    if (std::isinf(want) || std::isinf(got)) {
+        ok = (got == want);
+        if (!ok) err = kInf;
+    } else if (std::isnan(got) || std::isnan(want)) {
+        ok = false;
+        err = kInf;
+    } else {
+        err = std::fabs(got - want);
+        ok = err <= atol + rtol * std::fabs(want);
+    }
+    if (err > s.max_err) s.max_err = err;
+    if (!ok) {
+        if (s.bad < 10)
+            std::printf("  MISMATCH %-18s %s: got %.9g want %.9g\n", op.c_str(), where.c_str(),
+                        got, want);
+        ++s.bad;
+    }
+}
+
+bool visible(int i, int j, int mask, int W, int S) {
+    if (mask == 1) return j <= i;
+    if (mask == 2) return j <= i && (j > i - W || j < S);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// attention.cu: scores, softmax, pv, fused
+// ---------------------------------------------------------------------------------------
+struct AttnCase {
+    int H, KVH, T, hd, mask, W, S;
+    unsigned fused_threads;
+};
+
+void test_attention(const AttnCase& c) {
+    const int H = c.H, KVH = c.KVH, T = c.T, hd = c.hd;
+    const float scale = 1.0f / std::sqrt((float)hd);
+    char tag[160];
+    std::snprintf(tag, sizeof tag, "H%d KVH%d T%d hd%d mask%d W%d S%d", H, KVH, T, hd, c.mask,
+                  c.W, c.S);
+    const auto q = rand_vec((size_t)H * T * hd);
+    const auto k = rand_vec((size_t)KVH * T * hd);
+    const auto v = rand_vec((size_t)KVH * T * hd);
+    const int grp = H / KVH;
+
+    // reference in double
+    std::vector<double> s_ref((size_t)H * T * T), p_ref((size_t)H * T * T),
+        o_ref((size_t)H * T * hd, 0.0);
+    for (int h = 0; h < H; ++h)
+        for (int i = 0; i < T; ++i) {
+            const int kvh = h / grp;
+            double mx = -kInf;
+            for (int j = 0; j < T; ++j) {
+                double s = -kInf;
+                if (visible(i, j, c.mask, c.W, c.S)) {
+                    double dot = 0;
+                    for (int d = 0; d < hd; ++d)
+                        dot += (double)q[((size_t)h * T + i) * hd + d] *
+                               k[((size_t)kvh * T + j) * hd + d];
+                    s = dot * scale;
+                }
+                s_ref[((size_t)h * T + i) * T + j] = s;
+                mx = std::max(mx, s);
+            }
+            double sum = 0;
+            for (int j = 0; j < T; ++j) {
+                const double s = s_ref[((size_t)h * T + i) * T + j];
+                const double e = (mx == -kInf || s == -kInf) ? 0.0 : std::exp(s - mx);
+                p_ref[((size_t)h * T + i) * T + j] = e;
+                sum += e;
+            }
+            for (int j = 0; j < T; ++j) {
+                double& p = p_ref[((size_t)h * T + i) * T + j];
+                p = sum > 0 ? p / sum : 0.0;
+                for (int d = 0; d < hd; ++d)
+                    o_ref[((size_t)h * T + i) * hd + d] +=
+                        p * v[((size_t)kvh * T + j) * hd + d];
+            }
+        }
+
+    // 1. scores
+    std::vector<float> scores((size_t)H * T * T, kNaNf);
+    kvs_sim_attention_scores_f32(cdiv(T, 16), cdiv(T, 16), H, 16, 16, 1, q.data(), k.data(),
+                                 scores.data(), H, KVH, T, hd, scale, c.mask, c.W, c.S);
+    for (size_t x = 0; x < scores.size(); ++x)
+        check("attention_scores", tag, scores[x], s_ref[x], 1e-5, 1e-5);
+
+    // 2. softmax of the kernel's own scores (isolates the softmax kernel)
+    std::vector<float> probs((size_t)H * T * T, kNaNf);
+    kvs_sim_softmax_rows_f32(H * T, 1, 1, 128, 1, 1, scores.data(), probs.data(), H * T, T);
+    for (int row = 0; row < H * T; ++row) {
+        double mx = -kInf, sum = 0;
+        for (int j = 0; j < T; ++j) mx = std::max(mx, (double)scores[(size_t)row * T + j]);
+        std::vector<double> e(T);
+        for (int j = 0; j < T; ++j) {
+            const double s = scores[(size_t)row * T + j];
+            e[j] = (mx == -kInf || s == -kInf) ? 0.0 : std::exp(s - mx);
+            sum += e[j];
+        }
+        for (int j = 0; j < T; ++j)
+            check("softmax_rows", tag, probs[(size_t)row * T + j], sum > 0 ? e[j] / sum : 0.0,
+                  1e-6, 1e-5);
+    }
+
+    // 3. pv on the reference probabilities
+    std::vector<float> pf(p_ref.begin(), p_ref.end());
+    std::vector<float> out((size_t)H * T * hd, kNaNf);
+    kvs_sim_attention_pv_f32(cdiv(hd, 16), cdiv(T, 16), H, 16, 16, 1, pf.data(), v.data(),
+                             out.data(), H, KVH, T, hd);
+    for (int h = 0; h < H; ++h)
+        for (int i = 0; i < T; ++i)
+            for (int d = 0; d < hd; ++d) {
+                double want = 0;
+                for (int j = 0; j < T; ++j)
+                    want += (double)pf[((size_t)h * T + i) * T + j] *
+                            v[((size_t)(h / grp) * T + j) * hd + d];
+                check("attention_pv", tag, out[((size_t)h * T + i) * hd + d], want, 1e-5, 1e-5);
+            }
+
+    // v1 chain end to end: scores -> softmax -> pv
+    std::vector<float> out_v1((size_t)H * T * hd, kNaNf);
+    kvs_sim_attention_pv_f32(cdiv(hd, 16), cdiv(T, 16), H, 16, 16, 1, probs.data(), v.data(),
+                             out_v1.data(), H, KVH, T, hd);
+    for (size_t x = 0; x < out_v1.size(); ++x) check("attention_v1_chain", tag, out_v1[x], o_ref[x]);
+
+    // 4. fused
+    std::vector<float> out_f((size_t)H * T * hd, kNaNf);
+    kvs_sim_attention_fused_f32(T, H, 1, c.fused_threads, 1, 1, q.data(), k.data(), v.data(),
+                                out_f.data(), H, KVH, T, hd, scale, c.mask, c.W, c.S);
+    for (size_t x = 0; x < out_f.size(); ++x) check("attention_fused", tag, out_f[x], o_ref[x]);
+}
+
+void test_softmax_edges() {
+    struct C { int rows, cols; unsigned threads; };
+    const C cases[] = {{3, 1, 128, }, {4, 3, 32}, {5, 300, 128}, {2, 1000, 256}, {3, 70, 1024},
+                       {2, 33, 64}};
+    for (const auto& c : cases) {
+        char tag[64];
+        std::snprintf(tag, sizeof tag, "rows%d cols%d threads%u", c.rows, c.cols, c.threads);
+        std::vector<float> in((size_t)c.rows * c.cols);
+        for (int r = 0; r < c.rows; ++r)
+            for (int j = 0; j < c.cols; ++j) {
+                float x = urand(-5.0f, 5.0f);
+                if (r == 0) x = -std::numeric_limits<float>::infinity();  // fully masked row
+                if (r == 1 && (j % 3 == 1)) x = -std::numeric_limits<float>::infinity();
+                if (r == 2) x += 80.0f;  // large logits: must not overflow
+                in[(size_t)r * c.cols + j] = x;
+            }
+        std::vector<float> out(in.size(), kNaNf);
+        kvs_sim_softmax_rows_f32(c.rows, 1, 1, c.threads, 1, 1, in.data(), out.data(), c.rows,
+                                 c.cols);
+        for (int r = 0; r < c.rows; ++r) {
+            double mx = -kInf, sum = 0;
+            for (int j = 0; j < c.cols; ++j) mx = std::max(mx, (double)in[(size_t)r * c.cols + j]);
+            std::vector<double> e(c.cols);
+            for (int j = 0; j < c.cols; ++j) {
+                const double s = in[(size_t)r * c.cols + j];
+                e[j] = (mx == -kInf || s == -kInf) ? 0.0 : std::exp(s - mx);
+                sum += e[j];
+            }
+            for (int j = 0; j < c.cols; ++j)
+                check("softmax_rows", tag, out[(size_t)r * c.cols + j],
+                      sum > 0 ? e[j] / sum : 0.0, 1e-6, 1e-5);
+        }
+    }
+}
+
+// Rows with no visible key at all (window = 0, no sinks: outside the contract's W >= 1,
+// used here only to force empty rows) must give zeros, never NaN.
+void test_fully_masked_rows() {
+    const int H = 2, KVH = 1, T = 7, hd = 5;
+    const auto q = rand_vec((size_t)H * T * hd), k = rand_vec((size_t)KVH * T * hd),
+               v = rand_vec((size_t)KVH * T * hd);
+    std::vector<float> scores((size_t)H * T * T, kNaNf), probs(scores.size(), kNaNf),
+        out((size_t)H * T * hd, kNaNf), out_f(out.size(), kNaNf);
+    kvs_sim_attention_scores_f32(1, 1, H, 16, 16, 1, q.data(), k.data(), scores.data(), H, KVH,
+                                 T, hd, 0.5f, 2, 0, 0);
+    kvs_sim_softmax_rows_f32(H * T, 1, 1, 128, 1, 1, scores.data(), probs.data(), H * T, T);
+    kvs_sim_attention_pv_f32(1, 1, H, 16, 16, 1, probs.data(), v.data(), out.data(), H, KVH, T,
+                             hd);
+    kvs_sim_attention_fused_f32(T, H, 1, 128, 1, 1, q.data(), k.data(), v.data(), out_f.data(),
+                                H, KVH, T, hd, 0.5f, 2, 0, 0);
+    for (float x : scores) check("fully_masked_rows", "scores", x, -kInf);
+    for (float x : probs) check("fully_masked_rows", "probs", x, 0.0);
+    for (float x : out) check("fully_masked_rows", "v1 out", x, 0.0);
+    for (float x : out_f) check("fully_masked_rows", "fused out", x, 0.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// kv_cache.cu
+// ---------------------------------------------------------------------------------------
+std::vector<float> rand_vec_with_specials(size_t n) {
+    auto v = rand_vec(n, -3.0f, 3.0f);
+    const float specials[] = {1.00048828125f,  // exact tie between 1 and 1+2^-10 -> even (1)
+                              1.00146484375f,  // tie between 1+2^-10 and 1+2^-9 -> even
+                              65520.0f,        // rounds to +inf
+                              -65504.0f,       // largest finite half
+                              1e-7f,           // subnormal half
+                              -3e-8f,          // tie region of the smallest subnormal
+                              0.0f,
+                              -0.0f,
+                              0.1f,
+                              1e-9f};
+    for (size_t i = 0; i < n && i < sizeof(specials) / sizeof(specials[0]); ++i)
+        v[i * 7 % n] = specials[i];
+    return v;
+}
+
+void test_static_append() {
+    struct C { int L, B, KVH, S, hd, layer, pos; };
+    const C cases[] = {{2, 3, 2, 5, 3, 1, 4}, {1, 1, 1, 1, 1, 0, 0}, {3, 2, 3, 9, 130, 2, 7},
+                       {2, 1, 2, 4, 16, 0, 0}};
+    for (const auto& c : cases) {
+        char tag[96];
+        std::snprintf(tag, sizeof tag, "L%d B%d KVH%d S%d hd%d layer%d pos%d", c.L, c.B, c.KVH,
+                      c.S, c.hd, c.layer, c.pos);
+        const size_t n = (size_t)c.L * c.B * c.KVH * c.S * c.hd;
+        std::vector<uint16_t> kc(n, 0x1234), vc(n, 0x4321);
+        const auto kn = rand_vec_with_specials((size_t)c.B * c.KVH * c.hd);
+        const auto vn = rand_vec((size_t)c.B * c.KVH * c.hd);
+        kvs_sim_static_cache_append_f16(c.B * c.KVH, 1, 1, 128, 1, 1, kc.data(), vc.data(),
+                                        kn.data(), vn.data(), c.layer, c.pos, c.B, c.KVH, c.S,
+                                        c.hd);
+        std::vector<uint16_t> kw(n, 0x1234), vw(n, 0x4321);
+        for (int b = 0; b < c.B; ++b)
+            for (int h = 0; h < c.KVH; ++h)
+                for (int d = 0; d < c.hd; ++d) {
+                    const size_t dst =
+                        ((((size_t)c.layer * c.B + b) * c.KVH + h) * c.S + c.pos) * c.hd + d;
+                    const size_t src = ((size_t)b * c.KVH + h) * c.hd + d;
+                    kw[dst] = f32_to_f16_bits(kn[src]);
+                    vw[dst] = f32_to_f16_bits(vn[src]);
+                }
+        long diff = 0;
+        for (size_t x = 0; x < n; ++x) diff += (kc[x] != kw[x]) + (vc[x] != vw[x]);
+        Stat& s = stat("static_cache_append");
+        s.checked += 2 * (long)n;
+        if (diff) {
+            std::printf("  MISMATCH static_cache_append %s: %ld elements differ\n", tag, diff);
+            s.bad += diff;
+            s.max_err = kInf;
+        }
+    }
+}
+
+void test_paged_append() {
+    struct C { int num_blocks, KVH, bs, hd, tokens; };
+    const C cases[] = {{7, 2, 3, 5, 6}, {4, 1, 1, 1, 3}, {5, 3, 16, 64, 20}, {2, 2, 40, 9, 5}};
+    for (const auto& c : cases) {
+        char tag[96];
+        std::snprintf(tag, sizeof tag, "N%d KVH%d bs%d hd%d tokens%d", c.num_blocks, c.KVH, c.bs,
+                      c.hd, c.tokens);
+        const size_t n = (size_t)c.num_blocks * c.KVH * c.bs * c.hd;
+        std::vector<uint16_t> kp(n, 0x1111), vp(n, 0x2222);
+        const auto k = rand_vec_with_specials((size_t)c.tokens * c.KVH * c.hd);
+        const auto v = rand_vec((size_t)c.tokens * c.KVH * c.hd);
+        // distinct random slots, every third token padding (-1)
+        std::vector<int> all(c.num_blocks * c.bs);
+        for (int i = 0; i < (int)all.size(); ++i) all[i] = i;
+        std::shuffle(all.begin(), all.end(), rng);
+        std::vector<int> slots(c.tokens);
+        for (int t = 0; t < c.tokens; ++t) slots[t] = (t % 3 == 2) ? -1 : all[t];
+        kvs_sim_paged_append_f16(c.tokens, 1, 1, 128, 1, 1, kp.data(), vp.data(), k.data(),
+                                 v.data(), slots.data(), c.tokens, c.KVH, c.bs, c.hd);
+        std::vector<uint16_t> kw(n, 0x1111), vw(n, 0x2222);
+        for (int t = 0; t < c.tokens; ++t) {
+            if (slots[t] < 0) continue;
+            const int blk = slots[t] / c.bs, off = slots[t] % c.bs;
+            for (int h = 0; h < c.KVH; ++h)
+                for (int d = 0; d < c.hd; ++d) {
+                    const size_t dst = (((size_t)blk * c.KVH + h) * c.bs + off) * c.hd + d;
+                    const size_t src = ((size_t)t * c.KVH + h) * c.hd + d;
+                    kw[dst] = f32_to_f16_bits(k[src]);
+                    vw[dst] = f32_to_f16_bits(v[src]);
+                }
+        }
+        long diff = 0;
+        for (size_t x = 0; x < n; ++x) diff += (kp[x] != kw[x]) + (vp[x] != vw[x]);
+        Stat& s = stat("paged_append");
+        s.checked += 2 * (long)n;
+        if (diff) {
+            std::printf("  MISMATCH paged_append %s: %ld elements differ\n", tag, diff);
+            s.bad += diff;
+            s.max_err = kInf;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// paged_attention.cu: decode (split context) + reduce
+// ---------------------------------------------------------------------------------------
+const int kPartition = 512;
+
+struct PagedCase {
+    int H, KVH, hd, bs;
+    std::vector<int> ctx;
+};
+
+void test_paged_attention(const PagedCase& c) {
+    const int R = (int)c.ctx.size(), H = c.H, KVH = c.KVH, hd = c.hd, bs = c.bs;
+    const int G = H / KVH;
+    const float scale = 1.0f / std::sqrt((float)hd);
+    int max_ctx = 0;
+    for (int x : c.ctx) max_ctx = std::max(max_ctx, x);
+    const int P = std::max(1, (max_ctx + kPartition - 1) / kPartition);
+    char tag[128];
+    std::snprintf(tag, sizeof tag, "R%d H%d KVH%d hd%d bs%d max_ctx%d P%d", R, H, KVH, hd, bs,
+                  max_ctx, P);
+
+    // Allocate physical blocks in a shuffled order, plus a few spare blocks.
+    int max_blocks = 1, total_blocks = 3;
+    for (int x : c.ctx) {
+        const int nb = (x + bs - 1) / bs;
+        max_blocks = std::max(max_blocks, nb);
+        total_blocks += nb;
+    }
+    std::vector<int> ids(total_blocks);
+    for (int i = 0; i < total_blocks; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int> table((size_t)R * max_blocks, -1);
+    int next = 0;
+    for (int r = 0; r < R; ++r)
+        for (int b = 0; b < (c.ctx[r] + bs - 1) / bs; ++b) table[(size_t)r * max_blocks + b] = ids[next++];
+
+    // Pool: NaN everywhere (a row the kernel must never read), then the real rows.
+    const size_t pool_n = (size_t)total_blocks * KVH * bs * hd;
+    std::vector<uint16_t> kp(pool_n, 0x7e00), vp(pool_n, 0x7e00);
+    auto row_at = [&](int r, int t, int h) {
+        const int phys = table[(size_t)r * max_blocks + t / bs];
+        return (((size_t)phys * KVH + h) * bs + t % bs) * hd;
+    };
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < c.ctx[r]; ++t)
+            for (int h = 0; h < KVH; ++h)
+                for (int d = 0; d < hd; ++d) {
+                    kp[row_at(r, t, h) + d] = f32_to_f16_bits(urand(-2.0f, 2.0f));
+                    vp[row_at(r, t, h) + d] = f32_to_f16_bits(urand());
+                }
+    const auto q = rand_vec((size_t)R * H * hd, -2.0f, 2.0f);
+
+    std::vector<float> tmp_out((size_t)R * H * P * hd, kNaNf), tmp_max((size_t)R * H * P, kNaNf),
+        tmp_sum((size_t)R * H * P, kNaNf), out((size_t)R * H * hd, kNaNf);
+    kvs_sim_paged_attention_decode_f16(KVH, R, P, 128, 1, 1, tmp_out.data(), tmp_max.data(),
+                                       tmp_sum.data(), q.data(), kp.data(), vp.data(),
+                                       table.data(), c.ctx.data(), max_blocks, P, H, KVH, bs, hd,
+                                       scale);
+    kvs_sim_paged_attention_reduce_f32(H, R, 1, 128, 1, 1, out.data(), tmp_out.data(),
+                                       tmp_max.data(), tmp_sum.data(), c.ctx.data(), P, H, hd);
+
+    for (int r = 0; r < R; ++r)
+        for (int h = 0; h < H; ++h) {
+            const int kvh = h / G;
+            const int n = c.ctx[r];
+            std::vector<double> s(n);
+            for (int t = 0; t < n; ++t) {
+                double dot = 0;
+                for (int d = 0; d < hd; ++d)
+                    dot += (double)q[((size_t)r * H + h) * hd + d] *
+                           f16_bits_to_double(kp[row_at(r, t, kvh) + d]);
+                s[t] = dot * scale;
+            }
+            // per-partition partial results
+            for (int p = 0; p < P; ++p) {
+                const int t0 = p * kPartition, t1 = std::min(n, t0 + kPartition);
+                double m = -kInf, l = 0;
+                for (int t = t0; t < t1; ++t) m = std::max(m, s[t]);
+                std::vector<double> acc(hd, 0.0);
+                for (int t = t0; t < t1; ++t) {
+                    const double e = std::exp(s[t] - m);
+                    l += e;
+                    for (int d = 0; d < hd; ++d) acc[d] += e * f16_bits_to_double(vp[row_at(r, t, kvh) + d]);
+                }
+                const size_t o = ((size_t)r * H + h) * P + p;
+                char w[256];
+                std::snprintf(w, sizeof w, "%s r%d h%d p%d", tag, r, h, p);
+                check("paged_decode_partial", w, tmp_max[o], m, 1e-5, 1e-5);
+                check("paged_decode_partial", w, tmp_sum[o], l, 1e-4, 1e-4);
+                for (int d = 0; d < hd; ++d)
+                    check("paged_decode_partial", w, tmp_out[o * hd + d], acc[d], 1e-4, 1e-4);
+            }
+            // final output
+            double m = -kInf, l = 0;
+            for (int t = 0; t < n; ++t) m = std::max(m, s[t]);
+            std::vector<double> acc(hd, 0.0);
+            for (int t = 0; t < n; ++t) {
+                const double e = std::exp(s[t] - m);
+                l += e;
+                for (int d = 0; d < hd; ++d) acc[d] += e * f16_bits_to_double(vp[row_at(r, t, kvh) + d]);
+            }
+            char w[256];
+            std::snprintf(w, sizeof w, "%s r%d h%d", tag, r, h);
+            for (int d = 0; d < hd; ++d)
+                check("paged_attention", w, out[((size_t)r * H + h) * hd + d], l > 0 ? acc[d] / l : 0.0);
+        }
+}
+
+}  // namespace
+
+int main() {
+    std::printf("kvscope kernel selftest (CUDA source on the CPU shim)\n");
+
+    const AttnCase attn_cases[] = {
+        {1, 1, 1, 1, 1, 0, 0, 128},     // T = 1, head_dim = 1
+        {2, 1, 5, 3, 0, 0, 0, 128},     // head_dim = 3, no mask, MQA
+        {4, 2, 37, 16, 1, 0, 0, 128},   // causal, GQA
+        {3, 3, 20, 8, 2, 4, 0, 32},     // sliding window, tiles of 32 keys
+        {4, 1, 45, 33, 2, 5, 2, 32},    // window + sinks, odd hd, 2 tiles
+        {2, 2, 130, 33, 1, 0, 0, 128},  // causal, 2 tiles of 128 keys
+        {2, 1, 9, 256, 0, 0, 0, 128},   // head_dim = 256 (max)
+        {2, 2, 17, 7, 2, 1, 0, 64},     // window 1: only the diagonal
+        {1, 1, 70, 12, 2, 100, 3, 32},  // window wider than T
+    };
+    for (const auto& c : attn_cases) test_attention(c);
+    test_softmax_edges();
+    test_fully_masked_rows();
+    test_static_append();
+    test_paged_append();
+
+    const PagedCase paged_cases[] = {
+        {4, 1, 128, 16, {1, 17, 600}},   // G = 4 (one pass), hd 128, 2 partitions
+        {8, 2, 64, 16, {0, 1100}},       // empty request, 3 partitions
+        {3, 1, 3, 1, {5, 513}},          // hd 3 (element loads), block_size 1, G = 3
+        {10, 2, 16, 5, {530}},           // G = 5 (passes of 4 + 1), block_size 5 (not 2^k)
+        {2, 2, 256, 2048, {100, 7}},     // hd 256 (max), block_size > context, G = 1
+        {1, 1, 1, 1, {1}},               // everything 1
+        {2, 1, 12, 4, {40}},             // hd 12: 2 lanes per row, partly filled lane
+        {16, 2, 32, 8, {77, 3}},         // G = 8: two passes
+    };
+    for (const auto& c : paged_cases) test_paged_attention(c);
+
+    bool ok = true;
+    std::printf("\n%-22s %10s %14s %6s\n", "op", "checked", "max_abs_err", "bad");
+    for (const auto& s : stats) {
+        std::printf("%-22s %10ld %14.3e %6ld\n", s.name.c_str(), s.checked, s.max_err, s.bad);
+        if (s.bad) ok = false;
+    }
+    std::printf("%s\n", ok ? "ALL OK" : "FAILED");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,230 @@
+//! The command line end to end: exports (and their round trip through the .npy reader), `check`,
+//! and clear errors for bad parameters.
+
+use std::path::Path;
+use std::process::Command;
+
+use kvscope::export::{Manifest, read_npy};
+use kvscope::math::{AttnShape, AttnWeights, Mask, forward};
+
+fn kvscope(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kvscope"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn manifest(dir: &Path) -> Manifest {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn export_attention_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("att");
+    let o = kvscope(&[
+        "export",
+        "attention",
+        "--seq",
+        "7",
+        "--d-model",
+        "12",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--mask",
+        "window:3,sinks:1",
+        "--seed",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    assert_eq!(m.kind, "attention");
+    assert_eq!(m.params["mask"], "window:3,sinks:1");
+    assert_eq!(m.seed, 5);
+    assert!(m.backend.starts_with("cpu"));
+    let expect = [
+        ("x", vec![7, 12]),
+        ("q", vec![4, 7, 3]),
+        ("k", vec![2, 7, 3]),
+        ("scores", vec![4, 7, 7]),
+        ("probs", vec![4, 7, 7]),
+        ("out", vec![4, 7, 3]),
+        ("y", vec![7, 12]),
+        ("wo", vec![12, 12]),
+    ];
+    for (name, shape) in &expect {
+        let e = &m.arrays[*name];
+        assert_eq!(&e.shape, shape, "{name}");
+        assert_eq!(e.dtype, "float32");
+        let (s, _) = read_npy(&out.join(&e.file)).unwrap();
+        assert_eq!(&s, shape);
+    }
+    // The files hold what the library computes for the same seed, and masked scores are -inf.
+    let f = forward(
+        &AttnWeights::random(
+            AttnShape {
+                seq: 7,
+                d_model: 12,
+                n_heads: 4,
+                n_kv_heads: 2,
+            },
+            5,
+        ),
+        Mask::Window { window: 3, sinks: 1 },
+    );
+    let (_, x) = read_npy(&out.join("x.npy")).unwrap();
+    let w = AttnWeights::random(
+        AttnShape {
+            seq: 7,
+            d_model: 12,
+            n_heads: 4,
+            n_kv_heads: 2,
+        },
+        5,
+    );
+    assert!(
+        x.iter().zip(w.x.iter()).all(|(a, b)| *a == *b as f64),
+        "x reproduces from the seed"
+    );
+    let (_, scores) = read_npy(&out.join("scores.npy")).unwrap();
+    assert_eq!(scores[4], f64::NEG_INFINITY, "query 0 cannot see key 4");
+    let (_, y) = read_npy(&out.join("y.npy")).unwrap();
+    let max_err = y
+        .iter()
+        .zip(f.y.iter())
+        .map(|(a, b)| (a - *b as f64).abs())
+        .fold(0.0, f64::max);
+    assert!(max_err < 1e-5, "{max_err}");
+    let (_, probs) = read_npy(&out.join("probs.npy")).unwrap();
+    for row in probs.chunks(7) {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn export_paged_decode_writes_real_allocator_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pd");
+    let o = kvscope(&[
+        "export",
+        "paged-decode",
+        "--requests",
+        "3",
+        "--context-lens",
+        "5,17,1",
+        "--block-size",
+        "4",
+        "--num-blocks",
+        "16",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    assert_eq!(m.arrays["k_pool"].dtype, "float16");
+    assert_eq!(m.arrays["k_pool"].shape, vec![16, 2, 4, 8]);
+    assert_eq!(m.arrays["block_tables"].dtype, "int32");
+    assert!(m.check.iter().all(|c| c["passed"] == true));
+    let (shape, tables) = read_npy(&out.join("block_tables.npy")).unwrap();
+    assert_eq!(shape, vec![3, 5]);
+    // request 1 holds 5 blocks; concurrent decoding interleaves them, so they are not contiguous
+    let r1: Vec<f64> = tables[5..10].to_vec();
+    assert!(r1.iter().all(|&b| b >= 0.0));
+    assert!(r1.windows(2).any(|w| (w[1] - w[0]).abs() != 1.0), "{r1:?}");
+    assert_eq!(tables[2..5], [-1.0; 3], "request 0 needs 2 blocks: {tables:?}");
+    let (_, lens) = read_npy(&out.join("context_lens.npy")).unwrap();
+    assert_eq!(lens, vec![5.0, 17.0, 1.0]);
+    let (oshape, o) = read_npy(&out.join("out.npy")).unwrap();
+    assert_eq!(oshape, vec![3, 4, 8]);
+    assert!(o.iter().all(|x| x.is_finite()));
+}
+
+#[test]
+fn bad_parameters_are_clear_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["export", "attention", "--d-model", "10", "--heads", "3", "--out", d],
+            "must divide d_model",
+        ),
+        (
+            &["export", "attention", "--heads", "4", "--kv-heads", "3", "--out", d],
+            "must divide heads",
+        ),
+        (&["export", "attention", "--mask", "window:0", "--out", d], "bad mask"),
+        (
+            &[
+                "export",
+                "paged-decode",
+                "--context-lens",
+                "5,5",
+                "--block-size",
+                "0",
+                "--out",
+                d,
+            ],
+            "block size",
+        ),
+        (
+            &[
+                "export",
+                "paged-decode",
+                "--context-lens",
+                "100,100",
+                "--block-size",
+                "16",
+                "--num-blocks",
+                "8",
+                "--out",
+                d,
+            ],
+            "OOM",
+        ),
+        (
+            &[
+                "export",
+                "paged-decode",
+                "--requests",
+                "3",
+                "--context-lens",
+                "1,2",
+                "--out",
+                d,
+            ],
+            "--context-lens has 2 values",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = kvscope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(err.contains(needle), "{args:?}: stderr was {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    }
+}
+
+#[test]
+fn check_passes_and_lists_unavailable_backends() {
+    let o = kvscope(&["check", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v.as_array().unwrap();
+    let cpu = list.iter().find(|b| b["backend"] == "cpu").unwrap();
+    assert_eq!(cpu["failed"], 0);
+    for b in list {
+        if b["available"] == false {
+            assert!(!b["reason"].as_str().unwrap().is_empty());
+        }
+    }
+}
