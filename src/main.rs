@@ -56,11 +56,28 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// `all`, or one backend by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum BackendChoice {
     All,
-    Cpu,
-    Cuda,
+    One(BackendKind),
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(BackendChoice::All);
+        }
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .map(BackendChoice::One)
+            .ok_or_else(|| {
+                let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown backend `{s}` (expected all, {})", names.join(", "))
+            })
+    }
 }
 
 #[derive(Subcommand)]
@@ -195,8 +212,7 @@ fn run_export(cmd: ExportCmd) -> Result<()> {
 fn run_check(choice: BackendChoice, json: bool, seed: u64) -> Result<bool> {
     let kinds: Vec<BackendKind> = match choice {
         BackendChoice::All => BackendKind::ALL.to_vec(),
-        BackendChoice::Cpu => vec![BackendKind::Cpu],
-        BackendChoice::Cuda => vec![BackendKind::Cuda],
+        BackendChoice::One(kind) => vec![kind],
     };
     let mut ok = true;
     let mut json_out = Vec::new();

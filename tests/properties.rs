@@ -117,3 +117,38 @@ fn cpu_backend_passes_the_full_suite() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     assert!(reports.len() > 40);
 }
+
+#[test]
+fn cuda_kernels_on_the_cpu_shim_pass_the_full_suite() {
+    // The real kernels/*.cu sources, compiled as C++ with kernels/shim and run on CPU threads.
+    let b = kvscope::compute::cuda::SimBackend;
+    let reports = suite::run(&b, suite::SuiteSize::Full, 7);
+    let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn paged_decode_kernel_on_the_shim_equals_contiguous(
+        lens in proptest::collection::vec(0usize..700, 1..4),
+        block_size in 1usize..33,
+        kv_heads in 1usize..3,
+        group in 1usize..5,
+        head_dim in 1usize..70,
+        seed in any::<u64>(),
+    ) {
+        let mut rng = Rng::new(seed);
+        let blocks: usize = lens.iter().map(|l| l.div_ceil(block_size)).sum::<usize>() * 2 + 2;
+        let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim };
+        let cache = suite::scattered_cache(shape, &lens, &mut rng);
+        let reqs: Vec<u32> = (0..lens.len() as u32).collect();
+        let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+        let heads = kv_heads * group;
+        let q = rng.normal_vec(lens.len() * heads * head_dim, 1.0);
+        let inp = PagedDecodeInput { q: &q, n_heads: heads, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+        let report = suite::paged_equals_contiguous(&kvscope::compute::cuda::SimBackend, &inp).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(report.passed(), "{}", report);
+    }
+}

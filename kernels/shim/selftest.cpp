@@ -525,6 +525,7 @@ int main() {
         {1, 1, 1, 1, {1}},               // everything 1
         {2, 1, 12, 4, {40}},             // hd 12: 2 lanes per row, partly filled lane
         {16, 2, 32, 8, {77, 3}},         // G = 8: two passes
+        {8, 1, 1, 3, {700, 9}},          // G = 8, hd 1: 128 one-lane groups, short 2nd pass
     };
     for (const auto& c : paged_cases) test_paged_attention(c);
 

@@ -8,6 +8,8 @@
 
 mod check;
 mod cpu;
+#[allow(unsafe_code)]
+pub mod cuda;
 mod ops;
 pub mod reference;
 pub mod suite;
@@ -311,17 +313,20 @@ pub enum BackendKind {
     Cpu,
     /// NVIDIA GPU through cudarc + NVRTC.
     Cuda,
+    /// The same `.cu` sources run on CPU threads by the C++ shim (small shapes only).
+    CudaSim,
 }
 
 impl BackendKind {
     /// Every kind, in the order the UI lists them.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::Cuda];
+    pub const ALL: [BackendKind; 3] = [BackendKind::Cpu, BackendKind::Cuda, BackendKind::CudaSim];
 
     /// Short name.
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
             BackendKind::Cuda => "cuda",
+            BackendKind::CudaSim => "cuda-sim",
         }
     }
 }
@@ -340,6 +345,7 @@ pub fn probe(kind: BackendKind) -> BackendStatus {
     let backend: Result<Arc<dyn Backend>, String> = match kind {
         BackendKind::Cpu => Ok(Arc::new(CpuBackend::new())),
         BackendKind::Cuda => Err("the CUDA backend is not built into this version yet".to_string()),
+        BackendKind::CudaSim => Ok(Arc::new(cuda::SimBackend)),
     };
     BackendStatus { kind, backend }
 }

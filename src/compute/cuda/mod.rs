@@ -1,0 +1,11 @@
+//! CUDA: the `kernels/*.cu` sources, their launch configurations, the NVRTC + cudarc backend for real
+//! NVIDIA GPUs, and the simulator backend that runs the same sources on CPU threads.
+//!
+//! This is the only module allowed `unsafe` (FFI into the shim and cudarc launches); each use carries a
+//! `// SAFETY:` line.
+
+pub mod launch;
+mod sim;
+pub mod sources;
+
+pub use sim::{MAX_SIM_THREADS, SimBackend};
