@@ -14,6 +14,20 @@ for comp in rustfmt clippy; do
   fi
 done
 
+# NVRTC and cuda_fp16.h from NVIDIA's pip wheels (pinned), into an ignored cache folder. The CUDA
+# tests compile every kernel with this NVRTC for sm_80 and sm_90; KVSCOPE_REQUIRE_NVRTC makes a
+# missing NVRTC a failure rather than a skip.
+PYDEPS="$PWD/.cache/pydeps"
+NVRTC_WHEEL="nvidia-cuda-nvrtc-cu12==12.9.86"
+RUNTIME_WHEEL="nvidia-cuda-runtime-cu12==12.9.79"
+if [ ! -e "$PYDEPS/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ] || [ ! -e "$PYDEPS/nvidia/cuda_runtime/include/cuda_fp16.h" ]; then
+  log "installing $NVRTC_WHEEL and $RUNTIME_WHEEL into $PYDEPS"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target "$PYDEPS" "$NVRTC_WHEEL" "$RUNTIME_WHEEL"
+fi
+export LD_LIBRARY_PATH="$PYDEPS/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KVSCOPE_CUDA_INCLUDE="$PYDEPS/nvidia/cuda_runtime/include"
+export KVSCOPE_REQUIRE_NVRTC=1
+
 log "cargo fmt --check"
 cargo fmt --check
 

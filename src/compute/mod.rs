@@ -344,7 +344,7 @@ pub struct BackendStatus {
 pub fn probe(kind: BackendKind) -> BackendStatus {
     let backend: Result<Arc<dyn Backend>, String> = match kind {
         BackendKind::Cpu => Ok(Arc::new(CpuBackend::new())),
-        BackendKind::Cuda => Err("the CUDA backend is not built into this version yet".to_string()),
+        BackendKind::Cuda => cuda::probe().map(|b| b as Arc<dyn Backend>),
         BackendKind::CudaSim => Ok(Arc::new(cuda::SimBackend)),
     };
     BackendStatus { kind, backend }

@@ -4,8 +4,10 @@
 //! This is the only module allowed `unsafe` (FFI into the shim and cudarc launches); each use carries a
 //! `// SAFETY:` line.
 
+mod device;
 pub mod launch;
 mod sim;
 pub mod sources;
 
+pub use device::{CudaBackend, DecodeBuffers, compile, include_dirs, nvrtc_status, probe};
 pub use sim::{MAX_SIM_THREADS, SimBackend};

@@ -1,0 +1,513 @@
+//! The CUDA backend: `kernels/*.cu` compiled by NVRTC at run time for the device's compute capability
+//! and launched through cudarc.
+//!
+//! How it works: probing goes driver library → context → NVRTC → compile → load, and stops at the
+//! first thing missing with a reason a user can act on. cudarc loads libcuda and libnvrtc with
+//! `dlopen` and panics (rather than returning an error) when a library or one of its symbols is
+//! missing, so every probing call runs under `catch_unwind` with a silent panic hook. Compiled modules
+//! are kept for the life of the process (one probe per process, see [`probe`]).
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg, sys};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
+use half::f16;
+use ndarray::Array3;
+
+use super::launch::{self, LaunchDims};
+use super::sources::{FILES, KernelFile};
+use crate::cache::{PagedShape, StaticShape};
+use crate::compute::{AttnInput, Backend, BackendError, BackendKind, PagedDecodeInput};
+use crate::math::AttnCore;
+
+/// Run `f`, turning a panic into `None` without printing it.
+fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = catch_unwind(AssertUnwindSafe(f)).ok();
+    std::panic::set_hook(prev);
+    r
+}
+
+fn driver_error(what: &str, e: DriverError) -> String {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{what}: {name} {text}").trim_end().to_string()
+}
+
+/// Whether libnvrtc can be loaded, or why not.
+pub fn nvrtc_status() -> Result<(), String> {
+    // SAFETY: only dlopens candidate library names and drops them; panics are caught.
+    match quietly(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }) {
+        Some(true) => Ok(()),
+        Some(false) => Err("NVRTC not found (install the CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel and put its lib folder on LD_LIBRARY_PATH)".into()),
+        None => Err("NVRTC was found but could not be loaded".into()),
+    }
+}
+
+/// Folders that may hold `cuda_fp16.h`: `KVSCOPE_CUDA_INCLUDE`, `$CUDA_HOME/include`,
+/// `$CUDA_PATH/include`, `/usr/local/cuda/include` and `/usr/include`, those that exist.
+pub fn include_dirs() -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    if let Ok(p) = std::env::var("KVSCOPE_CUDA_INCLUDE") {
+        v.extend(std::env::split_paths(&p).map(|p| p.display().to_string()));
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Ok(p) = std::env::var(var) {
+            v.push(format!("{p}/include"));
+        }
+    }
+    v.extend(["/usr/local/cuda/include".to_string(), "/usr/include".to_string()]);
+    v.retain(|d| std::path::Path::new(d).join("cuda_fp16.h").exists());
+    v
+}
+
+/// Compile one kernel file with NVRTC for `arch` (e.g. `compute_90`). The error carries the full log.
+pub fn compile(file: &KernelFile, arch: &str) -> Result<Ptx, String> {
+    nvrtc_status()?;
+    let opts = CompileOptions {
+        include_paths: include_dirs(),
+        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+        name: Some(file.file.to_string()),
+        ..Default::default()
+    };
+    let r = quietly(|| compile_ptx_with_opts(file.source, opts))
+        .ok_or_else(|| format!("NVRTC crashed while compiling kernels/{}", file.file))?;
+    r.map_err(|e| match e {
+        CompileError::CompileError { log, .. } => format!(
+            "NVRTC failed to compile kernels/{} for {arch}:\n{}",
+            file.file,
+            log.to_string_lossy()
+        ),
+        other => format!("NVRTC failed on kernels/{}: {other:?}", file.file),
+    })
+}
+
+/// The CUDA backend, ready to launch.
+pub struct CudaBackend {
+    stream: Arc<CudaStream>,
+    device: String,
+    funcs: HashMap<&'static str, CudaFunction>,
+    ctx: Arc<CudaContext>,
+}
+
+static PROBE: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
+
+/// The CUDA backend, or why it is unavailable. Probed once per process; the modules stay loaded.
+pub fn probe() -> Result<Arc<CudaBackend>, String> {
+    PROBE.get_or_init(|| probe_uncached().map(Arc::new)).clone()
+}
+
+fn probe_uncached() -> Result<CudaBackend, String> {
+    // SAFETY: only dlopens candidate library names and drops them; panics are caught.
+    match quietly(|| unsafe { sys::is_culib_present() }) {
+        Some(true) => {}
+        Some(false) => return Err("libcuda not found (no NVIDIA driver on this machine)".into()),
+        None => return Err("libcuda was found but could not be loaded".into()),
+    }
+    let ctx = match quietly(|| CudaContext::new(0)) {
+        Some(Ok(ctx)) => ctx,
+        Some(Err(e)) => return Err(driver_error("the CUDA driver is present but has no usable device", e)),
+        None => {
+            return Err("the CUDA driver library lacks functions kvscope needs (a driver older than CUDA 12.8?)".into());
+        }
+    };
+    let name = ctx.name().map_err(|e| driver_error("cuDeviceGetName failed", e))?;
+    let (maj, min) = ctx
+        .compute_capability()
+        .map_err(|e| driver_error("reading the compute capability failed", e))?;
+    let arch = format!("compute_{maj}{min}");
+    let mut funcs = HashMap::new();
+    for file in FILES {
+        let ptx = compile(&file, &arch)?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(|e| driver_error(&format!("loading kernels/{} failed", file.file), e))?;
+        for op in crate::compute::Op::ALL
+            .into_iter()
+            .filter(|op| op.kernel_file() == file.file)
+        {
+            for &entry in op.cuda_entries() {
+                let f = module
+                    .load_function(entry)
+                    .map_err(|e| driver_error(&format!("kernel {entry} not found"), e))?;
+                funcs.insert(entry, f);
+            }
+        }
+    }
+    Ok(CudaBackend {
+        stream: ctx.default_stream(),
+        device: format!("{name} (sm_{maj}{min})"),
+        funcs,
+        ctx,
+    })
+}
+
+fn dev(e: DriverError) -> BackendError {
+    BackendError::Device(driver_error("CUDA call failed", e))
+}
+
+fn cfg(l: &LaunchDims) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (l.grid[0], l.grid[1], l.grid[2]),
+        block_dim: (l.block[0], l.block[1], l.block[2]),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn i(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn bits(x: &[f16]) -> &[u16] {
+    bytemuck::cast_slice(x)
+}
+
+/// Device buffers of a paged decode problem, for timing without host transfers.
+pub struct DecodeBuffers {
+    q: CudaSlice<f32>,
+    k_pool: CudaSlice<u16>,
+    v_pool: CudaSlice<u16>,
+    tables: CudaSlice<i32>,
+    lens: CudaSlice<i32>,
+    tmp_out: CudaSlice<f32>,
+    tmp_max: CudaSlice<f32>,
+    tmp_sum: CudaSlice<f32>,
+    out: CudaSlice<f32>,
+    dims: (usize, usize, usize, usize, usize, usize, usize),
+}
+
+impl CudaBackend {
+    fn func(&self, entry: &str) -> Result<&CudaFunction, BackendError> {
+        self.funcs
+            .get(entry)
+            .ok_or_else(|| BackendError::Device(format!("kernel {entry} is not loaded")))
+    }
+
+    /// Upload a paged decode problem.
+    pub fn upload_decode(&self, inp: &PagedDecodeInput) -> Result<DecodeBuffers, BackendError> {
+        let s = &self.stream;
+        let sh = inp.shape;
+        let (r, h, hd) = (inp.requests(), inp.n_heads, sh.head_dim);
+        let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
+        let p = launch::num_partitions(max_ctx);
+        Ok(DecodeBuffers {
+            q: s.clone_htod(inp.q).map_err(dev)?,
+            k_pool: s.clone_htod(bits(inp.k_pool)).map_err(dev)?,
+            v_pool: s.clone_htod(bits(inp.v_pool)).map_err(dev)?,
+            tables: s.clone_htod(inp.block_tables).map_err(dev)?,
+            lens: s.clone_htod(inp.context_lens).map_err(dev)?,
+            tmp_out: s.alloc_zeros(r * h * p * hd).map_err(dev)?,
+            tmp_max: s.alloc_zeros(r * h * p).map_err(dev)?,
+            tmp_sum: s.alloc_zeros(r * h * p).map_err(dev)?,
+            out: s.alloc_zeros(r * h * hd).map_err(dev)?,
+            dims: (r, h, hd, sh.kv_heads, sh.block_size, inp.max_blocks, p),
+        })
+    }
+
+    /// Launch the two decode kernels on uploaded buffers (asynchronous).
+    pub fn launch_decode(&self, b: &mut DecodeBuffers) -> Result<(), BackendError> {
+        let (r, h, hd, kvh, bs, max_blocks, p) = b.dims;
+        let (ld, lr) = (launch::paged_decode(kvh, r, p), launch::paged_reduce(h, r));
+        let (mb, np, hh, kv, bsz, hdim, scale) = (
+            i(max_blocks),
+            i(p),
+            i(h),
+            i(kvh),
+            i(bs),
+            i(hd),
+            1.0 / (hd as f32).sqrt(),
+        );
+        let mut a = self.stream.launch_builder(self.func(ld.entry)?);
+        a.arg(&mut b.tmp_out)
+            .arg(&mut b.tmp_max)
+            .arg(&mut b.tmp_sum)
+            .arg(&b.q)
+            .arg(&b.k_pool)
+            .arg(&b.v_pool)
+            .arg(&b.tables)
+            .arg(&b.lens);
+        a.arg(&mb).arg(&np).arg(&hh).arg(&kv).arg(&bsz).arg(&hdim).arg(&scale);
+        // SAFETY: argument order and types match paged_attention_decode_f16; buffer sizes were set from the
+        // validated problem in upload_decode (tmp buffers [r,h,p,hd] and [r,h,p]).
+        unsafe { a.launch(cfg(&ld)) }.map_err(dev)?;
+        let mut a = self.stream.launch_builder(self.func(lr.entry)?);
+        a.arg(&mut b.out)
+            .arg(&b.tmp_out)
+            .arg(&b.tmp_max)
+            .arg(&b.tmp_sum)
+            .arg(&b.lens)
+            .arg(&np)
+            .arg(&hh)
+            .arg(&hdim);
+        // SAFETY: matches paged_attention_reduce_f32; out is [r,h,hd], temporaries as above.
+        unsafe { a.launch(cfg(&lr)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Milliseconds of `reps` decode steps on device-resident data, and of `reps` device-to-device copies
+    /// of the K/V bytes one step reads (`kv_bytes`), timed with CUDA events on the same stream.
+    pub fn time_decode_and_copy(
+        &self,
+        b: &mut DecodeBuffers,
+        kv_bytes: usize,
+        reps: usize,
+    ) -> Result<(f64, f64), BackendError> {
+        let ev = || {
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(dev)
+        };
+        self.launch_decode(b)?; // warm-up
+        let (t0, t1) = (ev()?, ev()?);
+        t0.record(&self.stream).map_err(dev)?;
+        for _ in 0..reps {
+            self.launch_decode(b)?;
+        }
+        t1.record(&self.stream).map_err(dev)?;
+        let decode_ms = t0.elapsed_ms(&t1).map_err(dev)? as f64 / reps as f64;
+        let src: CudaSlice<u8> = self.stream.alloc_zeros(kv_bytes).map_err(dev)?;
+        let mut dst: CudaSlice<u8> = self.stream.alloc_zeros(kv_bytes).map_err(dev)?;
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(dev)?;
+        let (c0, c1) = (ev()?, ev()?);
+        c0.record(&self.stream).map_err(dev)?;
+        for _ in 0..reps {
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(dev)?;
+        }
+        c1.record(&self.stream).map_err(dev)?;
+        let copy_ms = c0.elapsed_ms(&c1).map_err(dev)? as f64 / reps as f64;
+        Ok((decode_ms, copy_ms))
+    }
+
+    /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
+    pub fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
+        let (h, kvh, t, hd) = inp.dims();
+        let s = &self.stream;
+        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
+        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
+        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
+        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
+        let l = launch::attention_fused(h, t);
+        let (mk, w, sk) = inp.mask.code();
+        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
+        let mut run = || -> Result<(), BackendError> {
+            let mut a = s.launch_builder(self.func(l.entry)?);
+            a.arg(&q)
+                .arg(&k)
+                .arg(&v)
+                .arg(&mut out)
+                .arg(&hh)
+                .arg(&kv)
+                .arg(&tt)
+                .arg(&hdim)
+                .arg(&scale)
+                .arg(&mk)
+                .arg(&w)
+                .arg(&sk);
+            // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd].
+            unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+            Ok(())
+        };
+        run()?;
+        let ev = || {
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(dev)
+        };
+        let (t0, t1) = (ev()?, ev()?);
+        t0.record(s).map_err(dev)?;
+        for _ in 0..reps {
+            run()?;
+        }
+        t1.record(s).map_err(dev)?;
+        Ok(t0.elapsed_ms(&t1).map_err(dev)? as f64 / reps as f64)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device(&self) -> String {
+        self.device.clone()
+    }
+
+    fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
+        let (h, kvh, t, hd) = inp.dims();
+        let s = &self.stream;
+        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
+        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
+        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
+        let mut scores: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
+        let mut probs: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
+        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
+        let (mk, w, sk) = inp.mask.code();
+        let (hh, kv, tt, hdim, rows, scale) = (i(h), i(kvh), i(t), i(hd), i(h * t), 1.0 / (hd as f32).sqrt());
+        let l = launch::attention_scores(h, t);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&q)
+            .arg(&k)
+            .arg(&mut scores)
+            .arg(&hh)
+            .arg(&kv)
+            .arg(&tt)
+            .arg(&hdim)
+            .arg(&scale)
+            .arg(&mk)
+            .arg(&w)
+            .arg(&sk);
+        // SAFETY: matches attention_scores_f32; q [h,t,hd], k [kvh,t,hd], scores [h,t,t] (sizes validated).
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        let l = launch::softmax_rows(h * t);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&scores).arg(&mut probs).arg(&rows).arg(&tt);
+        // SAFETY: matches softmax_rows_f32; both buffers hold rows·cols values.
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        let l = launch::attention_pv(h, t, hd);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&probs)
+            .arg(&v)
+            .arg(&mut out)
+            .arg(&hh)
+            .arg(&kv)
+            .arg(&tt)
+            .arg(&hdim);
+        // SAFETY: matches attention_pv_f32; probs [h,t,t], v [kvh,t,hd], out [h,t,hd].
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        let arr = |n: usize, data: Vec<f32>| {
+            Array3::from_shape_vec((h, t, n), data).map_err(|e| BackendError::Device(e.to_string()))
+        };
+        Ok(AttnCore {
+            scores: arr(t, s.clone_dtoh(&scores).map_err(dev)?)?,
+            probs: arr(t, s.clone_dtoh(&probs).map_err(dev)?)?,
+            out: arr(hd, s.clone_dtoh(&out).map_err(dev)?)?,
+        })
+    }
+
+    fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
+        let (h, kvh, t, hd) = inp.dims();
+        let s = &self.stream;
+        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
+        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
+        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
+        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
+        let (mk, w, sk) = inp.mask.code();
+        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
+        let l = launch::attention_fused(h, t);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&q)
+            .arg(&k)
+            .arg(&v)
+            .arg(&mut out)
+            .arg(&hh)
+            .arg(&kv)
+            .arg(&tt)
+            .arg(&hdim)
+            .arg(&scale)
+            .arg(&mk)
+            .arg(&w)
+            .arg(&sk);
+        // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd].
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        Array3::from_shape_vec((h, t, hd), s.clone_dtoh(&out).map_err(dev)?)
+            .map_err(|e| BackendError::Device(e.to_string()))
+    }
+
+    fn run_static_cache_append(
+        &self,
+        sh: StaticShape,
+        k_cache: &mut [f16],
+        v_cache: &mut [f16],
+        layer: usize,
+        pos: usize,
+        k_new: &[f32],
+        v_new: &[f32],
+    ) -> Result<(), BackendError> {
+        let s = &self.stream;
+        let mut kc = s.clone_htod(bits(k_cache)).map_err(dev)?;
+        let mut vc = s.clone_htod(bits(v_cache)).map_err(dev)?;
+        let kn = s.clone_htod(k_new).map_err(dev)?;
+        let vn = s.clone_htod(v_new).map_err(dev)?;
+        let (ly, ps, b, kv, ms, hd) = (
+            i(layer),
+            i(pos),
+            i(sh.batch),
+            i(sh.kv_heads),
+            i(sh.max_seq),
+            i(sh.head_dim),
+        );
+        let l = launch::static_cache_append(sh.batch, sh.kv_heads);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&mut kc)
+            .arg(&mut vc)
+            .arg(&kn)
+            .arg(&vn)
+            .arg(&ly)
+            .arg(&ps)
+            .arg(&b)
+            .arg(&kv)
+            .arg(&ms)
+            .arg(&hd);
+        // SAFETY: matches static_cache_append_f16; caches hold numel() values, layer/pos validated in range.
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        s.memcpy_dtoh(&kc, bytemuck::cast_slice_mut::<f16, u16>(k_cache))
+            .map_err(dev)?;
+        s.memcpy_dtoh(&vc, bytemuck::cast_slice_mut::<f16, u16>(v_cache))
+            .map_err(dev)?;
+        Ok(())
+    }
+
+    fn run_paged_append(
+        &self,
+        sh: PagedShape,
+        k_pool: &mut [f16],
+        v_pool: &mut [f16],
+        slot_mapping: &[i32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), BackendError> {
+        if slot_mapping.is_empty() {
+            return Ok(());
+        }
+        let s = &self.stream;
+        let mut kp = s.clone_htod(bits(k_pool)).map_err(dev)?;
+        let mut vp = s.clone_htod(bits(v_pool)).map_err(dev)?;
+        let kd = s.clone_htod(k).map_err(dev)?;
+        let vd = s.clone_htod(v).map_err(dev)?;
+        let sm = s.clone_htod(slot_mapping).map_err(dev)?;
+        let (n, kv, bs, hd) = (i(slot_mapping.len()), i(sh.kv_heads), i(sh.block_size), i(sh.head_dim));
+        let l = launch::paged_append(slot_mapping.len());
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&mut kp)
+            .arg(&mut vp)
+            .arg(&kd)
+            .arg(&vd)
+            .arg(&sm)
+            .arg(&n)
+            .arg(&kv)
+            .arg(&bs)
+            .arg(&hd);
+        // SAFETY: matches paged_append_f16; every non-negative slot lies inside the pool (validated).
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(k_pool))
+            .map_err(dev)?;
+        s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(v_pool))
+            .map_err(dev)?;
+        Ok(())
+    }
+
+    fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
+        let mut b = self.upload_decode(inp)?;
+        self.launch_decode(&mut b)?;
+        self.stream.clone_dtoh(&b.out).map_err(dev)
+    }
+}
