@@ -229,24 +229,28 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
         }
 
         for (int it = 0; it < n_iters; ++it) {
-            // -- 1. find my UNROLL tokens through the block table; load their K rows -----
-            long long row[PA_UNROLL];  // element offset of the token's row (kv head kvh)
+            // -- 1. find my UNROLL tokens through the block table ------------------------
+            // (all table lookups first, so their latencies overlap)
+            int phys[PA_UNROLL], off[PA_UNROLL];
+            KVS_UNROLL
+            for (int u = 0; u < PA_UNROLL; ++u) {
+                const int t = t_begin + (it * PA_UNROLL + u) * n_groups + group;
+                phys[u] = -1;  // -1: no token (past the end of the partition)
+                off[u] = 0;
+                if (t < t_end) {
+                    const int lblk = bs_pow2 ? (t >> bs_shift) : (t / block_size);
+                    off[u] = t - lblk * block_size;
+                    phys[u] = (lblk < max_blocks_per_seq) ? table[lblk] : -1;
+                }
+            }
+            // -- then issue the K row loads of all UNROLL tokens (16 bytes per lane each)
+            long long row[PA_UNROLL];  // element offset of the token's row for kv head kvh
             bool valid[PA_UNROLL];
             uint4 kraw[PA_UNROLL];
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u) {
-                const int t = t_begin + (it * PA_UNROLL + u) * n_groups + group;
-                valid[u] = false;
-                row[u] = 0;
-                if (t < t_end) {
-                    const int lblk = bs_pow2 ? (t >> bs_shift) : (t / block_size);
-                    const int off = t - lblk * block_size;
-                    const int phys = (lblk < max_blocks_per_seq) ? table[lblk] : -1;
-                    if (phys >= 0) {
-                        valid[u] = true;
-                        row[u] = (long long)phys * block_stride + (long long)off * head_dim;
-                    }
-                }
+                valid[u] = phys[u] >= 0;
+                row[u] = (long long)phys[u] * block_stride + (long long)off[u] * head_dim;
                 kraw[u] = valid[u] ? pa_load8(k_base + row[u], d0, head_dim, vec_ok)
                                    : pa_zero4();
             }

@@ -39,6 +39,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// The CUDA kernels: list them, or compile them with NVRTC to PTX files.
+    #[command(subcommand)]
+    Kernels(KernelsCmd),
     /// Run the benchmarks (P1 attention vs GEMM, P3 paged decode vs memcpy).
     Bench {
         /// Backend to measure.
@@ -78,6 +81,20 @@ impl std::str::FromStr for BackendChoice {
                 format!("unknown backend `{s}` (expected all, {})", names.join(", "))
             })
     }
+}
+
+#[derive(Subcommand)]
+enum KernelsCmd {
+    /// Each op with its kernel file, entry points and source line.
+    List,
+    /// Compile every kernels/*.cu with NVRTC to DIR/<file>.ptx.
+    Ptx {
+        /// NVRTC virtual architecture, e.g. compute_80 or compute_90.
+        #[arg(long, default_value = "compute_90")]
+        arch: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -263,6 +280,27 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),
+        Some(Command::Kernels(KernelsCmd::List)) => {
+            use compute::cuda::sources;
+            for op in compute::Op::ALL {
+                let f = sources::file_of(op);
+                for entry in op.cuda_entries() {
+                    let line = sources::entry_line(&f, entry).unwrap_or(0);
+                    println!("{:20} kernels/{}:{line:<5} {entry}", format!("{op:?}"), f.file);
+                }
+            }
+            Ok(true)
+        }
+        Some(Command::Kernels(KernelsCmd::Ptx { arch, out })) => {
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            for f in compute::cuda::sources::FILES {
+                let ptx = compute::cuda::compile(&f, &arch).map_err(|log| anyhow::anyhow!(log))?;
+                let path = out.join(f.file.replace(".cu", ".ptx"));
+                std::fs::write(&path, ptx.to_src()).with_context(|| format!("cannot write {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(true)
+        }
         Some(Command::Check { backend, json, seed }) => run_check(backend, json, seed),
         Some(Command::Bench {
             backend: kind,
@@ -270,18 +308,28 @@ fn run() -> Result<bool> {
             json,
             only,
         }) => {
-            let b = backend(kind)?;
             let (seq, req, ctx) = if quick { (256, 2, 2048) } else { (1024, 8, 8192) };
             let want = |id: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(id));
             let mut lines = Vec::new();
-            if want("p1") {
-                lines.push(bench::p1(b.as_ref(), seq, false));
-            }
-            if want("p1m") {
-                lines.push(bench::p1(b.as_ref(), seq, true));
-            }
-            if want("p3") {
-                lines.push(bench::p3(b.as_ref(), req, ctx));
+            if kind == BackendKind::Cuda {
+                let b = compute::cuda::probe().map_err(|r| anyhow::anyhow!("backend cuda is unavailable: {r}"))?;
+                if want("p1") {
+                    lines.push(bench::p1_cuda(&b, seq)?);
+                }
+                if want("p3") {
+                    lines.push(bench::p3_cuda(&b, req, ctx)?);
+                }
+            } else {
+                let b = backend(kind)?;
+                if want("p1") {
+                    lines.push(bench::p1(b.as_ref(), seq, false));
+                }
+                if want("p1m") {
+                    lines.push(bench::p1(b.as_ref(), seq, true));
+                }
+                if want("p3") {
+                    lines.push(bench::p3(b.as_ref(), req, ctx));
+                }
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&lines).context("json")?);

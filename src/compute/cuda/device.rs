@@ -117,7 +117,9 @@ fn probe_uncached() -> Result<CudaBackend, String> {
         Some(Ok(ctx)) => ctx,
         Some(Err(e)) => return Err(driver_error("the CUDA driver is present but has no usable device", e)),
         None => {
-            return Err("the CUDA driver library lacks functions kvscope needs (a driver older than CUDA 12.8?)".into());
+            return Err(
+                "the CUDA driver library lacks functions kvscope needs (a driver older than CUDA 12.8?)".into(),
+            );
         }
     };
     let name = ctx.name().map_err(|e| driver_error("cuDeviceGetName failed", e))?;
