@@ -124,7 +124,10 @@ __device__ __forceinline__ float attn_block_sum(float v, float* s_red /* [32] sh
     __syncthreads();  // BARRIER: partials complete
     float r = 0.0f;
     for (int w = 0; w < n_warps; ++w) r += s_red[w];
-    __syncthreads();  // BARRIER: s_red free again
+    // BARRIER: s_red free again. No current caller touches s_red after a block sum, so
+    // this one is only insurance for reuse (in attn_block_max it is required: softmax
+    // calls attn_block_sum right after it).
+    __syncthreads();
     return r;
 }
 

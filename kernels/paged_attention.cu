@@ -9,7 +9,9 @@
 //
 //     out[r,h,:] = sum_t softmax_t(scale * q[r,h,:] . K[r,kvh,t,:]) * V[r,kvh,t,:]
 //
-// with GQA: query head h uses kv head kvh = h / G, G = H / KVH.
+// with GQA: query head h uses kv head kvh = h / G, G = H / KVH. There is no mask: the
+// new token's own K/V row was appended to the cache before this kernel runs, and every
+// cached token is in its past.
 //
 // Where the K/V rows live: the paged cache
 // ---------------------------------------
@@ -48,7 +50,8 @@
 // to read every K/V byte from DRAM exactly once. All G query heads of a kv head need the
 // same K/V rows, so block (kvh, r, p) loads each row ONCE and uses it for all G heads
 // (in passes of HEADS_PER_PASS = 4 heads, to bound the registers; G = 4 in Llama-3-8B
-// style models is a single pass).
+// style models is a single pass; with G = 8 the second pass re-reads the partition's K/V,
+// mostly from L2).
 //
 // Inside a block: threads, loads and the online softmax
 // ----------------------------------------------------
@@ -59,7 +62,9 @@
 //    contiguous 256-byte rows: fully coalesced 16-byte loads.
 //  * The LPR lanes that share a row form a "group"; the block has 128/LPR groups (8 for
 //    hd = 128). Group g takes tokens g, g + #groups, g + 2 #groups, ... of the partition,
-//    UNROLL = 4 at a time, so several independent loads are in flight per thread.
+//    UNROLL = 4 at a time: the 4 block-table lookups are issued together, then the 4 K
+//    and 4 V row loads (V does not depend on the scores), so 8 independent 16-byte loads
+//    per thread are in flight while the warp waits for DRAM.
 //  * The dot product q . k: each lane multiplies its 8 dims (f32 math), then the LPR
 //    partial sums are added with a butterfly of warp shuffles (__shfl_xor_sync), which
 //    leaves the full score in every lane of the group. No shared memory, no barrier.
@@ -70,9 +75,12 @@
 //    memory with the same max/rescale rule: that is the only use of shared memory, and it
 //    needs exactly two __syncthreads, reached by all threads (loop bounds are uniform).
 //  * q is pre-multiplied by `scale`; all accumulation is in f32.
-// Requirements: blockDim = 128, head_dim <= 256, n_heads % n_kv_heads == 0. Any
-// block_size >= 1 and head_dim >= 1 work (16-byte loads are used when head_dim % 8 == 0,
-// element loads otherwise).
+//  * Registers: q (4 heads x 8 dims) and acc (4 x 8) stay in registers; with
+//    __launch_bounds__(128, 4) the kernel fits in 128 registers, so 4 blocks = 16 warps
+//    share an SM and each keeps 4 KB of K/V loads in flight.
+// Requirements: exactly 128 threads per block (checked), head_dim <= 256,
+// n_heads % n_kv_heads == 0. Any block_size >= 1 and head_dim >= 1 work (16-byte loads
+// are used when head_dim % 8 == 0, element loads otherwise).
 //
 // This file must compile with NVRTC (only <cuda_fp16.h>) and with the CPU shim in
 // kernels/shim: no inline asm, no __half2, static shared memory, full-mask shuffles.
@@ -94,7 +102,6 @@
 
 #define PA_PARTITION_SIZE 512  // tokens per partition (must match the host)
 #define PA_THREADS 128         // threads per block (4 warps)
-#define PA_WARP 32
 #define PA_VEC 8               // halves per lane per row: one 16-byte load
 #define PA_MAX_HEAD_DIM 256
 #define PA_HEADS_PER_PASS 4    // query heads of the GQA group handled per pass over K/V
@@ -167,8 +174,9 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
     const int part = (int)blockIdx.z;  // partition
     // Bad arguments: leave. The condition is the same for every thread of the block, so
     // nobody is left waiting at a barrier.
-    if (kvh >= n_kv_heads || part >= num_partitions || head_dim < 1 ||
-        head_dim > PA_MAX_HEAD_DIM || block_size < 1 || n_heads % n_kv_heads != 0)
+    if ((int)blockDim.x != PA_THREADS || kvh >= n_kv_heads || part >= num_partitions ||
+        head_dim < 1 || head_dim > PA_MAX_HEAD_DIM || block_size < 1 ||
+        n_heads % n_kv_heads != 0)
         return;
 
     const int tid = (int)threadIdx.x;
@@ -195,7 +203,7 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
 
     // t / block_size for every token: a shift when block_size is a power of two.
     int bs_shift = 0;
-    while ((1 << bs_shift) < block_size) ++bs_shift;
+    while (bs_shift < 30 && (1 << bs_shift) < block_size) ++bs_shift;
     const bool bs_pow2 = (1 << bs_shift) == block_size;
 
     const int* table = block_tables + (long long)r * max_blocks_per_seq;
@@ -243,7 +251,9 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
                     phys[u] = (lblk < max_blocks_per_seq) ? table[lblk] : -1;
                 }
             }
-            // -- then issue the K row loads of all UNROLL tokens (16 bytes per lane each)
+            // -- then issue the K and V row loads of all UNROLL tokens (16 bytes per lane
+            //    each). V does not depend on the scores, so it is requested now too: 8
+            //    independent loads per thread are in flight while we wait.
             long long row[PA_UNROLL];  // element offset of the token's row for kv head kvh
             bool valid[PA_UNROLL];
             uint4 kraw[PA_UNROLL];
@@ -254,6 +264,10 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
                 kraw[u] = valid[u] ? pa_load8(k_base + row[u], d0, head_dim, vec_ok)
                                    : pa_zero4();
             }
+            uint4 vraw[PA_UNROLL];
+            KVS_UNROLL
+            for (int u = 0; u < PA_UNROLL; ++u)
+                vraw[u] = valid[u] ? pa_load8(v_base + row[u], d0, head_dim, vec_ok) : pa_zero4();
 
             // -- 2. partial dot products over my 8 dims, for every head -----------------
             float s[PA_UNROLL][PA_HEADS_PER_PASS];
@@ -306,13 +320,11 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
                 m[g] = m_new;
             }
 
-            // -- 5. acc += p * V for my 8 dims ------------------------------------------
+            // -- 5. acc += p * V for my 8 dims (V rows were loaded in step 1) ---------
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u) {
-                const uint4 vraw =
-                    valid[u] ? pa_load8(v_base + row[u], d0, head_dim, vec_ok) : pa_zero4();
                 float vf[PA_VEC];
-                pa_unpack8(vraw, vf);
+                pa_unpack8(vraw[u], vf);
                 KVS_UNROLL
                 for (int g = 0; g < PA_HEADS_PER_PASS; ++g) {
                     KVS_UNROLL

@@ -33,83 +33,140 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
     for (x, y) in ca.zip(cb) {
         for i in 0..8 {
-            acc[i] += x[i] * y[i];
+            acc[i] = x[i].mul_add(y[i], acc[i]);
         }
     }
     acc.iter().sum::<f32>() + tail
 }
 
-/// Decode attention for one (request, KV head): the `group` query heads `q` (`[group, hd]`, already
-/// scaled by 1/√hd) over `len` tokens reached through `table`. Writes `[group, hd]` into `out`.
+/// `scores[t] = q · k[t]` for the `k.len() / hd` rows of `k`. When hd is a multiple of 8, eight tokens
+/// are scored together so each 8-wide slice of `q` is loaded once for eight FMAs (two loads per FMA
+/// would otherwise cap the core at half its FMA rate).
+fn scores_block(q: &[f32], k: &[f32], scores: &mut [f32]) {
+    let hd = q.len();
+    let ntok = scores.len();
+    let mut t0 = 0;
+    if hd.is_multiple_of(8) {
+        while t0 + 8 <= ntok {
+            let mut acc = [[0f32; 8]; 8];
+            for c in (0..hd).step_by(8) {
+                let qv: &[f32; 8] = q[c..c + 8].try_into().expect("8 lanes");
+                for (tt, a) in acc.iter_mut().enumerate() {
+                    let kv: &[f32; 8] = k[(t0 + tt) * hd + c..][..8].try_into().expect("8 lanes");
+                    for l in 0..8 {
+                        a[l] = qv[l].mul_add(kv[l], a[l]);
+                    }
+                }
+            }
+            for (tt, a) in acc.iter().enumerate() {
+                scores[t0 + tt] = a.iter().sum();
+            }
+            t0 += 8;
+        }
+    }
+    for t in t0..ntok {
+        scores[t] = dot(q, &k[t * hd..(t + 1) * hd]);
+    }
+}
+
+/// `out += Σ_t p[t] · v[t]`. When hd is a multiple of 32, a 32-wide slice of `out` stays in registers
+/// across all tokens instead of being loaded and stored once per token.
+fn accumulate_pv(p: &[f32], v: &[f32], out: &mut [f32]) {
+    let hd = out.len();
+    if hd.is_multiple_of(32) {
+        for c in (0..hd).step_by(32) {
+            let mut acc: [f32; 32] = out[c..c + 32].try_into().expect("32 lanes");
+            for (t, &pt) in p.iter().enumerate() {
+                let vv: &[f32; 32] = v[t * hd + c..][..32].try_into().expect("32 lanes");
+                for l in 0..32 {
+                    acc[l] = pt.mul_add(vv[l], acc[l]);
+                }
+            }
+            out[c..c + 32].copy_from_slice(&acc);
+        }
+    } else {
+        for (t, &pt) in p.iter().enumerate() {
+            for (a, vv) in out.iter_mut().zip(&v[t * hd..(t + 1) * hd]) {
+                *a += pt * vv;
+            }
+        }
+    }
+}
+
+/// Online-softmax state of one KV head's query group during a decode.
+struct GroupState {
+    /// Scaled queries `[group, hd]`.
+    q: Vec<f32>,
+    /// Running max per query.
+    m: Vec<f32>,
+    /// Running sum of exp(s − m) per query.
+    l: Vec<f32>,
+}
+
+/// Decode attention for one request over the KV heads `kv0..kv0 + heads`: `q` holds those heads'
+/// query groups (`[heads·group, hd]`, already scaled by 1/√hd) and `out` receives `[heads·group, hd]`.
 ///
-/// Block by block: convert the block's K and V rows from f16 once, score them against every query
-/// of the group, update the running max and sum (online softmax), and accumulate P·V.
+/// The pool layout `[block, kv_head, slot, hd]` puts every KV head of one physical block side by side,
+/// so walking the block table and, inside each block, the KV heads in order reads one contiguous
+/// `heads × block_size × hd` run per block — long enough for the hardware prefetcher — instead of
+/// one 4 KB page per (block, head). For each (block, head): convert its K and V rows from f16 once,
+/// score them against the whole GQA group, update the running max and sum, accumulate P·V.
 #[allow(clippy::too_many_arguments)]
-fn decode_group(
+fn decode_request(
     s: PagedShape,
-    kvh: usize,
+    kv0: usize,
     q: &[f32],
     k_pool: &[f16],
     v_pool: &[f16],
     table: &[i32],
     len: usize,
     out: &mut [f32],
+    heads: usize,
 ) {
     let (hd, bs) = (s.head_dim, s.block_size);
-    let group = q.len() / hd;
+    let group = q.len() / hd / heads;
+    let mut states: Vec<GroupState> = (0..heads)
+        .map(|i| GroupState {
+            q: q[i * group * hd..(i + 1) * group * hd].to_vec(),
+            m: vec![f32::NEG_INFINITY; group],
+            l: vec![0f32; group],
+        })
+        .collect();
     let mut kbuf = vec![0f32; bs * hd];
     let mut vbuf = vec![0f32; bs * hd];
     let mut p = vec![0f32; group * bs];
-    let mut m = vec![f32::NEG_INFINITY; group];
-    let mut l = vec![0f32; group];
     out.fill(0.0);
-    let nblocks = len.div_ceil(bs);
-    let mut touched = 0u16;
-    for (logical, &phys) in table.iter().enumerate().take(nblocks) {
+    for (logical, &phys) in table.iter().enumerate().take(len.div_ceil(bs)) {
         let ntok = bs.min(len - logical * bs);
-        // Within one (block, KV head) the block's tokens are contiguous: [block_size, hd].
-        let base = s.index(phys as usize, kvh, 0, 0);
-        // Blocks are scattered, so the hardware prefetcher cannot guess the next one: touch one value
-        // per cache line of the next block now, so its misses overlap with this block's work.
-        if logical + 1 < nblocks {
-            let next = s.index(table[logical + 1] as usize, kvh, 0, 0);
-            let n = bs.min(len - (logical + 1) * bs) * hd;
-            for i in (0..n).step_by(32) {
-                touched ^= k_pool[next + i].to_bits() ^ v_pool[next + i].to_bits();
-            }
-        }
-        k_pool[base..base + ntok * hd].convert_to_f32_slice(&mut kbuf[..ntok * hd]);
-        v_pool[base..base + ntok * hd].convert_to_f32_slice(&mut vbuf[..ntok * hd]);
-        for g in 0..group {
-            let qg = &q[g * hd..(g + 1) * hd];
-            let pg = &mut p[g * bs..g * bs + ntok];
-            let mut bmax = f32::NEG_INFINITY;
-            for (t, sc) in pg.iter_mut().enumerate() {
-                *sc = dot(qg, &kbuf[t * hd..(t + 1) * hd]);
-                bmax = bmax.max(*sc);
-            }
-            let m_new = m[g].max(bmax);
-            let corr = exp_f32(m[g] - m_new); // 0 on the first block (m = −∞)
-            l[g] = l[g] * corr + <f32 as Real>::exp_shifted_sum(pg, m_new);
-            m[g] = m_new;
-            if corr != 1.0 {
-                out[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
-            }
-        }
-        for t in 0..ntok {
-            let vt = &vbuf[t * hd..(t + 1) * hd];
+        for (i, st) in states.iter_mut().enumerate() {
+            // Within one (block, KV head) the block's tokens are contiguous: [block_size, hd].
+            let base = s.index(phys as usize, kv0 + i, 0, 0);
+            k_pool[base..base + ntok * hd].convert_to_f32_slice(&mut kbuf[..ntok * hd]);
+            v_pool[base..base + ntok * hd].convert_to_f32_slice(&mut vbuf[..ntok * hd]);
+            let acc = &mut out[i * group * hd..(i + 1) * group * hd];
             for g in 0..group {
-                let pt = p[g * bs + t];
-                for (a, vv) in out[g * hd..(g + 1) * hd].iter_mut().zip(vt) {
-                    *a += pt * vv;
+                let pg = &mut p[g * bs..g * bs + ntok];
+                scores_block(&st.q[g * hd..(g + 1) * hd], &kbuf[..ntok * hd], pg);
+                let bmax = pg.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                let m_new = st.m[g].max(bmax);
+                let corr = exp_f32(st.m[g] - m_new); // 0 on the first block (m = −∞)
+                st.l[g] = st.l[g] * corr + <f32 as Real>::exp_shifted_sum(pg, m_new);
+                st.m[g] = m_new;
+                let ag = &mut acc[g * hd..(g + 1) * hd];
+                if corr != 1.0 {
+                    ag.iter_mut().for_each(|a| *a *= corr);
                 }
+                accumulate_pv(pg, &vbuf[..ntok * hd], ag);
             }
         }
     }
-    std::hint::black_box(touched);
-    for g in 0..group {
-        let inv = if l[g] > 0.0 { 1.0 / l[g] } else { 0.0 };
-        out[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= inv);
+    for (i, st) in states.iter().enumerate() {
+        for g in 0..group {
+            let inv = if st.l[g] > 0.0 { 1.0 / st.l[g] } else { 0.0 };
+            out[(i * group + g) * hd..(i * group + g + 1) * hd]
+                .iter_mut()
+                .for_each(|a| *a *= inv);
+        }
     }
 }
 
@@ -177,27 +234,43 @@ impl Backend for CpuBackend {
 
     fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
         let s = inp.shape;
-        let (h, hd, kvh) = (inp.n_heads, s.head_dim, s.kv_heads);
+        let (h, hd, kvh, r) = (inp.n_heads, s.head_dim, s.kv_heads, inp.requests());
         let group = h / kvh;
         let scale = 1.0 / (hd as f32).sqrt();
-        let mut out = vec![0f32; inp.requests() * h * hd];
-        // [R, H, hd] splits into R·KVH contiguous chunks of [group, hd], one per task.
-        out.par_chunks_mut(group * hd).enumerate().for_each(|(task, o)| {
-            let (r, kv) = (task / kvh, task % kvh);
-            let q: Vec<f32> = inp.q[(r * h + kv * group) * hd..][..group * hd]
+        // Tasks are (request, run of KV heads): whole requests when there are enough of them to keep
+        // every thread busy, otherwise fewer heads per task.
+        let want_tasks = 4 * rayon::current_num_threads();
+        let tasks_per_req = want_tasks.div_ceil(r.max(1)).clamp(1, kvh);
+        let heads_per_task = kvh.div_ceil(tasks_per_req);
+        let mut out = vec![0f32; r * h * hd];
+        // [R, H, hd]: the query heads of KV heads kv0..kv0+n of request r are contiguous.
+        let mut chunks: Vec<(usize, usize, &mut [f32])> = Vec::new();
+        for (req, o) in out.chunks_mut(h * hd).enumerate() {
+            let mut rest = o;
+            for kv0 in (0..kvh).step_by(heads_per_task) {
+                let n = heads_per_task.min(kvh - kv0);
+                let (head, tail) = rest.split_at_mut(n * group * hd);
+                chunks.push((req, kv0, head));
+                rest = tail;
+            }
+        }
+        chunks.into_par_iter().for_each(|(req, kv0, o)| {
+            let rows = o.len() / hd;
+            let q: Vec<f32> = inp.q[(req * h + kv0 * group) * hd..][..rows * hd]
                 .iter()
                 .map(|x| x * scale)
                 .collect();
-            let table = &inp.block_tables[r * inp.max_blocks..(r + 1) * inp.max_blocks];
-            decode_group(
+            let table = &inp.block_tables[req * inp.max_blocks..(req + 1) * inp.max_blocks];
+            decode_request(
                 s,
-                kv,
+                kv0,
                 &q,
                 inp.k_pool,
                 inp.v_pool,
                 table,
-                inp.context_lens[r] as usize,
+                inp.context_lens[req] as usize,
                 o,
+                rows / group,
             );
         });
         Ok(out)
