@@ -14,6 +14,24 @@ for comp in rustfmt clippy; do
   fi
 done
 
+# Software GPU adapters for the wgpu renderer tests: lavapipe (Vulkan) and llvmpipe (GL/EGL).
+need_apt=()
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+# Mesa wants a private runtime dir; the renderer tests fail (not skip) without both backends.
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
+  export XDG_RUNTIME_DIR="$(mktemp -d)"
+  chmod 700 "$XDG_RUNTIME_DIR"
+fi
+export KVSCOPE_REQUIRE_BACKENDS=vulkan,gl
+
 # NVRTC and cuda_fp16.h from NVIDIA's pip wheels (pinned), into an ignored cache folder. The CUDA
 # tests compile every kernel with this NVRTC for sm_80 and sm_90; KVSCOPE_REQUIRE_NVRTC makes a
 # missing NVRTC a failure rather than a skip.

@@ -11,3 +11,4 @@ pub mod cache;
 pub mod compute;
 pub mod export;
 pub mod math;
+pub mod render;

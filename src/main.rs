@@ -42,8 +42,16 @@ enum Command {
     /// The CUDA kernels: list them, or compile them with NVRTC to PTX files.
     #[command(subcommand)]
     Kernels(KernelsCmd),
-    /// Run the benchmarks (P1 attention vs GEMM, P3 paged decode vs memcpy).
+    /// Draw every wgpu renderer offscreen on real data and write PNGs into DIR.
+    RenderViews {
+        #[arg(long, default_value = "out/views")]
+        out: PathBuf,
+    },
+    /// Run the benchmarks: P1 attention vs GEMM and P3 paged decode vs memcpy, or `bench render`
+    /// for heatmap frame times on the wgpu adapter.
     Bench {
+        /// `render` for the renderer frame-time benchmark.
+        what: Option<String>,
         /// Backend to measure.
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
@@ -302,7 +310,42 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some(Command::Check { backend, json, seed }) => run_check(backend, json, seed),
+        Some(Command::RenderViews { out }) => {
+            for p in kvscope::render::demo::write_views(&out).map_err(|e| anyhow::anyhow!(e))? {
+                println!("wrote {}", p.display());
+            }
+            Ok(true)
+        }
         Some(Command::Bench {
+            what: Some(w),
+            quick,
+            json,
+            ..
+        }) if w == "render" => {
+            let gpu = kvscope::render::Gpu::headless().map_err(|e| anyhow::anyhow!(e))?;
+            let sizes: &[usize] = if quick { &[512, 2048] } else { &[512, 2048, 8192] };
+            let mut rows = Vec::new();
+            for &t in sizes {
+                let r = kvscope::render::demo::bench_heatmap(&gpu, t, if quick { 6 } else { 30 })
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                if !json {
+                    println!(
+                        "T={:5}  upload+maxpool {:9.1} ms   frame 1280x800 mean {:7.2} ms  worst {:7.2} ms  ({} frames, {})",
+                        r.t, r.upload_ms, r.frame_ms, r.worst_ms, r.frames, r.adapter
+                    );
+                }
+                rows.push(r);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            }
+            Ok(true)
+        }
+        Some(Command::Bench { what: Some(w), .. }) => {
+            bail!("unknown benchmark `{w}` (expected `render`, or no name for P1/P3)")
+        }
+        Some(Command::Bench {
+            what: None,
             backend: kind,
             quick,
             json,

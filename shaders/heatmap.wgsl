@@ -1,0 +1,132 @@
+// heatmap.wgsl -- a matrix of f32 values through a colormap (src/render/heatmap.rs).
+//
+// How it works: the values live in an R32Uint texture of order-preserving keys (key(a) < key(b)
+// exactly when a < b, so integer max = float max; R32Uint is renderable on GL, R32Float is not)
+// with a MAX-pooled mip chain (level n+1
+// texel = max of the 2x2 texels below it, built by maxpool.wgsl). For each screen pixel the
+// fragment shader works out which cells the pixel covers. When a pixel covers more than one cell,
+// it reads the largest mip level whose texels are no bigger than the pixel's footprint and takes
+// the max of the (at most 3x3) texels the footprint overlaps, so a single bright cell (an attention
+// sink) stays visible at any zoom. -inf marks a masked entry and is drawn hatched in the mask
+// colour, never as a small value. Colours come from a 256-entry LUT texture (row 0 sequential,
+// row 1 diverging) so the CPU can predict every pixel exactly.
+
+struct Params {
+    rect: vec4<f32>,       // target rectangle in framebuffer pixels: x0, y0, width, height
+    view: vec4<f32>,       // cell coordinate at the rect's top-left (x = column, y = row), cells per pixel (x, y)
+    range: vec4<f32>,      // vmin, vmax, 1/(vmax - vmin), unused
+    dims: vec4<u32>,       // cols, rows, mip levels, colormap row in the LUT
+    flags: vec4<u32>,      // grid lines (0/1), highlight bits (1 row, 2 column, 4 cell), colorbar mode (0/1), unused
+    highlight: vec4<i32>,  // highlighted row, highlighted column, unused, unused
+    mask_color: vec4<f32>,
+    grid_color: vec4<f32>,
+    bg_color: vec4<f32>,
+    hl_color: vec4<f32>,
+};
+
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var values: texture_2d<u32>;
+@group(0) @binding(2) var lut: texture_2d<f32>;
+
+struct VsOut { @builtin(position) pos: vec4<f32> };
+
+// One triangle that covers the whole viewport (egui sets the viewport to the callback rect).
+@vertex
+fn vs_main(@builtin(vertex_index) i: u32) -> VsOut {
+    let uv = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
+    var o: VsOut;
+    o.pos = vec4<f32>(uv * 2.0 - 1.0, 0.0, 1.0);
+    return o;
+}
+
+const NEG_BIG: f32 = -3.0e38;
+
+// Inverse of the host's key(): keys with the top bit set held non-negative floats.
+fn unkey(k: u32) -> f32 {
+    if ((k & 0x80000000u) != 0u) { return bitcast<f32>(k & 0x7fffffffu); }
+    return bitcast<f32>(~k);
+}
+
+fn colormap(v: f32) -> vec4<f32> {
+    let t = clamp((v - P.range.x) * P.range.z, 0.0, 0.99999);
+    let idx = i32(floor(t * 256.0));
+    return textureLoad(lut, vec2<i32>(idx, i32(P.dims.w)), 0);
+}
+
+fn masked(px: vec2<f32>) -> vec4<f32> {
+    // Diagonal hatching: never mistaken for a colormap value.
+    let stripe = (u32(px.x) + u32(px.y)) % 6u;
+    if (stripe < 3u) { return P.mask_color; }
+    return vec4<f32>(P.mask_color.rgb * 0.8, 1.0);
+}
+
+// Max of the values under the cell rectangle [c0, c1) at mip level `level`.
+fn pooled(c0: vec2<f32>, c1: vec2<f32>, level: u32) -> f32 {
+    let scale = f32(1u << level);
+    let lw = i32(max((P.dims.x + (1u << level) - 1u) >> level, 1u));
+    let lh = i32(max((P.dims.y + (1u << level) - 1u) >> level, 1u));
+    let t0 = vec2<i32>(floor(c0 / scale));
+    let t1 = vec2<i32>(floor((c1 - vec2<f32>(1e-4)) / scale));
+    var m = 0u;   // below every key: reads as masked
+    for (var y = t0.y; y <= min(t1.y, t0.y + 2); y++) {
+        for (var x = t0.x; x <= min(t1.x, t0.x + 2); x++) {
+            if (x >= 0 && y >= 0 && x < lw && y < lh) {
+                m = max(m, textureLoad(values, vec2<i32>(x, y), i32(level)).x);
+            }
+        }
+    }
+    if (m == 0u) { return -3.4e38; }
+    return unkey(m);
+}
+
+@fragment
+fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
+    let local = in.pos.xy - P.rect.xy;
+    if (P.flags.z == 1u) {
+        // Colorbar: the LUT from vmax (top) to vmin (bottom), with tick marks at quarters.
+        let t = 1.0 - local.y / max(P.rect.w, 1.0);
+        let tick = abs(fract(t * 4.0 + 0.5) - 0.5) * 4.0 * P.rect.w / 4.0;
+        if (local.x > P.rect.z * 0.7 && tick < 1.0) { return P.grid_color; }
+        return textureLoad(lut, vec2<i32>(i32(clamp(floor(t * 256.0), 0.0, 255.0)), i32(P.dims.w)), 0);
+    }
+    let cpp = P.view.zw;                            // cells per pixel
+    let c0 = P.view.xy + (local - 0.5) * cpp;       // footprint of this pixel (pos is its centre)
+    let c1 = c0 + cpp;
+    let cols = f32(P.dims.x);
+    let rows = f32(P.dims.y);
+    if (c1.x <= 0.0 || c1.y <= 0.0 || c0.x >= cols || c0.y >= rows) { return P.bg_color; }
+    let cover = max(cpp.x, cpp.y);
+    // The largest level whose texels are no bigger than the footprint: the footprint then spans at
+    // most 3 texels per axis, and a hot texel lights only the pixels that really cover it.
+    var level = 0u;
+    if (cover > 1.0) { level = min(u32(floor(log2(cover))), P.dims.z - 1u); }
+    var v: f32;
+    if (level == 0u && cover <= 1.0) {
+        let cell = vec2<i32>(floor(c0));
+        v = unkey(textureLoad(values, clamp(cell, vec2<i32>(0), vec2<i32>(i32(P.dims.x) - 1, i32(P.dims.y) - 1)), 0).x);
+    } else {
+        v = pooled(max(c0, vec2<f32>(0.0)), min(c1, vec2<f32>(cols, rows)), level);
+    }
+    var color: vec4<f32>;
+    if (v < NEG_BIG) { color = masked(in.pos.xy); } else { color = colormap(v); }
+
+    // Highlights: the lesson's "this query" (row), "this key" (column) or one cell.
+    let cell = floor(c0 + cpp * 0.5);
+    let px_per_cell = 1.0 / max(cover, 1e-6);
+    let frac_px = fract(c0 + cpp * 0.5) * px_per_cell;       // pixel distance from the cell's top/left edge
+    let edge = min(frac_px, vec2<f32>(px_per_cell) - frac_px);
+    let hr = f32(P.highlight.x);
+    let hc = f32(P.highlight.y);
+    let in_row = (P.flags.y & 1u) != 0u && cell.y == hr;
+    let in_col = (P.flags.y & 2u) != 0u && cell.x == hc;
+    let in_cell = (P.flags.y & 4u) != 0u && cell.y == hr && cell.x == hc;
+    if (in_cell) {
+        if (px_per_cell < 6.0 || edge.x < 2.0 || edge.y < 2.0) { return P.hl_color; }
+    } else if (in_row || in_col) {
+        if (px_per_cell >= 6.0 && ((in_row && edge.y < 2.0) || (in_col && edge.x < 2.0))) { return P.hl_color; }
+        color = vec4<f32>(mix(color.rgb, P.hl_color.rgb, 0.25), 1.0);
+    }
+    // Grid lines once cells are large enough to see them.
+    if (P.flags.x == 1u && px_per_cell >= 6.0 && (frac_px.x < 1.0 || frac_px.y < 1.0)) { return P.grid_color; }
+    return color;
+}
