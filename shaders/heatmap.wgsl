@@ -5,8 +5,8 @@
 // with a MAX-pooled mip chain (level n+1
 // texel = max of the 2x2 texels below it, built by maxpool.wgsl). For each screen pixel the
 // fragment shader works out which cells the pixel covers. When a pixel covers more than one cell,
-// it reads the largest mip level whose texels are no bigger than the pixel's footprint and takes
-// the max of the (at most 3x3) texels the footprint overlaps, so a single bright cell (an attention
+// it reads the smallest mip level whose texels are at least as large as the pixel's footprint and
+// takes the max of the (at most 2x2) texels the footprint overlaps, so a single bright cell (an attention
 // sink) stays visible at any zoom. -inf marks a masked entry and is drawn hatched in the mask
 // colour, never as a small value. Colours come from a 256-entry LUT texture (row 0 sequential,
 // row 1 diverging) so the CPU can predict every pixel exactly.
@@ -16,7 +16,7 @@ struct Params {
     view: vec4<f32>,       // cell coordinate at the rect's top-left (x = column, y = row), cells per pixel (x, y)
     range: vec4<f32>,      // vmin, vmax, 1/(vmax - vmin), unused
     dims: vec4<u32>,       // cols, rows, mip levels, colormap row in the LUT
-    flags: vec4<u32>,      // grid lines (0/1), highlight bits (1 row, 2 column, 4 cell), colorbar mode (0/1), unused
+    flags: vec4<u32>,      // grid lines (0/1), highlight bits (1 row, 2 column, 4 cell), colorbar mode (0/1), mip level to read
     highlight: vec4<i32>,  // highlighted row, highlighted column, unused, unused
     mask_color: vec4<f32>,
     grid_color: vec4<f32>,
@@ -60,22 +60,17 @@ fn masked(px: vec2<f32>) -> vec4<f32> {
     return vec4<f32>(P.mask_color.rgb * 0.8, 1.0);
 }
 
-// Max of the values under the cell rectangle [c0, c1) at mip level `level`.
+// Max of the values under the cell rectangle [c0, c1) at mip level `level`, whose texels are at
+// least as large as the rectangle, so it overlaps at most 2x2 of them. Four clamped loads, no
+// branches: this is the hot path when zoomed out.
 fn pooled(c0: vec2<f32>, c1: vec2<f32>, level: u32) -> f32 {
     let scale = f32(1u << level);
-    let lw = i32(max((P.dims.x + (1u << level) - 1u) >> level, 1u));
-    let lh = i32(max((P.dims.y + (1u << level) - 1u) >> level, 1u));
-    let t0 = vec2<i32>(floor(c0 / scale));
-    let t1 = vec2<i32>(floor((c1 - vec2<f32>(1e-4)) / scale));
-    var m = 0u;   // below every key: reads as masked
-    for (var y = t0.y; y <= min(t1.y, t0.y + 2); y++) {
-        for (var x = t0.x; x <= min(t1.x, t0.x + 2); x++) {
-            if (x >= 0 && y >= 0 && x < lw && y < lh) {
-                m = max(m, textureLoad(values, vec2<i32>(x, y), i32(level)).x);
-            }
-        }
-    }
-    if (m == 0u) { return -3.4e38; }
+    let last = vec2<i32>(i32((P.dims.x - 1u) >> level), i32((P.dims.y - 1u) >> level));
+    let t0 = clamp(vec2<i32>(floor(c0 / scale)), vec2<i32>(0), last);
+    let t1 = clamp(vec2<i32>(floor((c1 - vec2<f32>(1e-4)) / scale)), vec2<i32>(0), last);
+    let l = i32(level);
+    let m = max(max(textureLoad(values, t0, l).x, textureLoad(values, vec2<i32>(t1.x, t0.y), l).x),
+                max(textureLoad(values, vec2<i32>(t0.x, t1.y), l).x, textureLoad(values, t1, l).x));
     return unkey(m);
 }
 
@@ -96,10 +91,9 @@ fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     let rows = f32(P.dims.y);
     if (c1.x <= 0.0 || c1.y <= 0.0 || c0.x >= cols || c0.y >= rows) { return P.bg_color; }
     let cover = max(cpp.x, cpp.y);
-    // The largest level whose texels are no bigger than the footprint: the footprint then spans at
-    // most 3 texels per axis, and a hot texel lights only the pixels that really cover it.
-    var level = 0u;
-    if (cover > 1.0) { level = min(u32(floor(log2(cover))), P.dims.z - 1u); }
+    // The smallest level whose texels are at least the footprint (uniform for the whole draw: the
+    // host computes it): the footprint then overlaps at most 2x2 texels.
+    let level = P.flags.w;
     var v: f32;
     if (level == 0u && cover <= 1.0) {
         let cell = vec2<i32>(floor(c0));

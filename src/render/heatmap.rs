@@ -156,6 +156,16 @@ impl HeatmapView {
     }
 }
 
+/// The mip level a view reads: the smallest whose texels (2^level cells) cover a pixel's footprint.
+pub fn mip_level(view: &HeatmapView, levels: u32) -> u32 {
+    let cover = view.cells_per_px.x.max(view.cells_per_px.y);
+    if cover <= 1.0 {
+        0
+    } else {
+        (cover.log2().ceil() as u32).min(levels.saturating_sub(1))
+    }
+}
+
 fn auto_range((lo, hi): (f32, f32), map: Colormap) -> (f32, f32) {
     match map {
         Colormap::Sequential => (lo, hi),
@@ -406,7 +416,12 @@ impl HeatmapRenderer {
             view: [view.origin.x, view.origin.y, view.cells_per_px.x, view.cells_per_px.y],
             range: [lo, hi, 1.0 / (hi - lo), 0.0],
             dims: [inst.cols, inst.rows, inst.levels, style.colormap.row()],
-            flags: [style.grid as u32, hl_bits, colorbar as u32, 0],
+            flags: [
+                style.grid as u32,
+                hl_bits,
+                colorbar as u32,
+                mip_level(view, inst.levels),
+            ],
             highlight: [hr, hc, 0, 0],
             mask_color: rgba(MASK_COLOR),
             grid_color: rgba(GRID_COLOR),
