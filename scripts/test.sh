@@ -54,3 +54,8 @@ cargo clippy --all-targets -- -D warnings
 
 log "cargo test"
 cargo test "$@"
+
+# The egui snapshots once more on the GL backend (llvmpipe): the paint callbacks must work there
+# too, and must produce the same pixels as on Vulkan.
+log "renderer snapshots on GL"
+WGPU_BACKEND=gl cargo test --test render snapshots "$@"
