@@ -409,6 +409,45 @@ mod snapshots {
     }
 
     #[test]
+    fn heatmap_zooms_and_pans_with_the_mouse() {
+        if gpus().is_empty() {
+            return;
+        }
+        let data = causal_probs(12);
+        let mut h = Harness::builder()
+            .with_size(egui::vec2(420.0, 320.0))
+            .wgpu()
+            .build_eframe(|cc| {
+                egui_glue::install(cc.wgpu_render_state.as_ref().expect("wgpu"));
+                Demo {
+                    which: "heatmap",
+                    data,
+                    view: None,
+                }
+            });
+        h.run();
+        let fit = h.state().view.expect("the first frame fits the view");
+        let p = egui::pos2(120.0, 150.0);
+        h.hover_at(p);
+        h.event(egui::Event::Zoom(2.0));
+        h.run();
+        let zoomed = h.state().view.unwrap();
+        assert!(
+            (zoomed.cells_per_px.x - fit.cells_per_px.x / 2.0).abs() < 1e-4,
+            "{zoomed:?} vs {fit:?}"
+        );
+        h.drag_at(p);
+        h.hover_at(p + egui::vec2(40.0, 0.0));
+        h.drop_at(p + egui::vec2(40.0, 0.0));
+        h.run();
+        let panned = h.state().view.unwrap();
+        assert!(
+            panned.origin.x < zoomed.origin.x - 0.5,
+            "dragging right shows columns further left: {panned:?} vs {zoomed:?}"
+        );
+    }
+
+    #[test]
     fn heatmap_inside_egui() {
         snapshot("heatmap");
     }
