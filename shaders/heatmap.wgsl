@@ -85,8 +85,10 @@ fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
         return textureLoad(lut, vec2<i32>(i32(clamp(floor(t * 256.0), 0.0, 255.0)), i32(P.dims.w)), 0);
     }
     let cpp = P.view.zw;                            // cells per pixel
-    let c0 = P.view.xy + (local - 0.5) * cpp;       // footprint of this pixel (pos is its centre)
-    let c1 = c0 + cpp;
+    // Footprint of this pixel (pos is its centre). c1 is computed exactly as the next pixel's c0, so
+    // neighbouring footprints tile the line with no gap or overlap.
+    let c0 = P.view.xy + (local - 0.5) * cpp;
+    let c1 = P.view.xy + (local + 0.5) * cpp;
     let cols = f32(P.dims.x);
     let rows = f32(P.dims.y);
     if (c1.x <= 0.0 || c1.y <= 0.0 || c0.x >= cols || c0.y >= rows) { return P.bg_color; }
@@ -121,6 +123,9 @@ fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
         color = vec4<f32>(mix(color.rgb, P.hl_color.rgb, 0.25), 1.0);
     }
     // Grid lines once cells are large enough to see them.
-    if (P.flags.x == 1u && px_per_cell >= 6.0 && (frac_px.x < 1.0 || frac_px.y < 1.0)) { return P.grid_color; }
+    // A pixel draws the line of cell boundary k when its footprint [c0, c1) contains k: exactly one
+    // pixel per boundary, whatever the zoom.
+    let crosses = ceil(c0) != ceil(c1);
+    if (P.flags.x == 1u && px_per_cell >= 6.0 && (crosses.x || crosses.y)) { return P.grid_color; }
     return color;
 }

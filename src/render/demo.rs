@@ -165,7 +165,7 @@ pub fn write_views(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
         )?,
     )?;
     let mut zoom = HeatmapView::fit(4096, 4096, 552.0, 504.0);
-    zoom.zoom_at(glam::Vec2::new(0.0, 0.0), 128.0);
+    zoom.zoom_at(zoom.px_of(glam::Vec2::ZERO), 96.0); // the first ~50 tokens, where the weight is
     save(
         "heatmap_probs_T4096_zoomed_in.png",
         heatmap_png(

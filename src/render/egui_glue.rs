@@ -259,12 +259,20 @@ pub fn block_grid(
         let [x, y, w, h] = lay.block_rect(b).map(|v| v / ppp);
         let r = egui::Rect::from_min_size(rect.min + egui::vec2(x, y), egui::vec2(w, h));
         if w >= 18.0 && h >= 12.0 {
+            // Black on the white border of the block being written, white elsewhere.
+            let written = data.written.is_some_and(|(wb, _)| wb == b);
+            let ink = if written {
+                egui::Color32::BLACK
+            } else {
+                egui::Color32::from_white_alpha(220)
+            };
+            let font = egui::FontId::monospace((h * 0.3).clamp(8.0, 13.0));
             ui.painter().text(
                 r.left_top() + egui::vec2(2.0, 1.0),
                 egui::Align2::LEFT_TOP,
                 b.to_string(),
-                egui::FontId::monospace((h * 0.3).clamp(8.0, 13.0)),
-                egui::Color32::from_white_alpha(220),
+                font,
+                ink,
             );
         }
         if response.hover_pos().is_some_and(|p| r.contains(p)) {

@@ -143,6 +143,11 @@ impl HeatmapView {
         self.origin + p * self.cells_per_px
     }
 
+    /// The pixel (relative to the rectangle's top-left) where cell coordinate `c` is drawn.
+    pub fn px_of(&self, c: Vec2) -> Vec2 {
+        (c - self.origin) / self.cells_per_px
+    }
+
     /// Zoom by `factor` (> 1 zooms in) keeping the cell under pixel `p` fixed.
     pub fn zoom_at(&mut self, p: Vec2, factor: f32) {
         let anchor = self.cell_at(p);
