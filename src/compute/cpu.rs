@@ -1,9 +1,9 @@
 //! The CPU backend: f32 math on the rayon pool (both cores).
 //!
 //! Attention uses the GEMM-based f32 path of `math` (heads in parallel). Paged decode runs one task
-//! per (request, KV head): like the CUDA kernel, a task serves the whole GQA group so each K/V block is
-//! converted from f16 once, and it walks the block table with an online softmax, so nothing is gathered
-//! into a contiguous copy.
+//! per (request, run of KV heads): like the CUDA kernel, it serves the whole GQA group from one read of
+//! each K/V row (f16, converted in registers), and it walks the block table with an online softmax, so
+//! nothing is gathered into a contiguous copy.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -25,34 +25,29 @@ impl CpuBackend {
     }
 }
 
-/// Dot product written so that LLVM vectorises it (eight independent partial sums).
-#[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] = x[i].mul_add(y[i], acc[i]);
-        }
-    }
-    acc.iter().sum::<f32>() + tail
+/// Eight f16 values as f32 (one `vcvtph2ps` with F16C).
+#[inline(always)]
+fn f32x8(h: &[f16]) -> [f32; 8] {
+    let mut out = [0f32; 8];
+    h[..8].convert_to_f32_slice(&mut out);
+    out
 }
 
-/// `scores[t] = q · k[t]` for the `k.len() / hd` rows of `k`. When hd is a multiple of 8, eight tokens
-/// are scored together so each 8-wide slice of `q` is loaded once for eight FMAs (two loads per FMA
-/// would otherwise cap the core at half its FMA rate).
-fn scores_block(q: &[f32], k: &[f32], scores: &mut [f32]) {
+/// `scores[t] = q · k[t]` for the `k.len() / hd` rows of `k`, read straight from the f16 pool and
+/// converted 8 values at a time in registers (`vcvtph2ps`), so pool loads interleave with the FMAs
+/// instead of stalling a separate conversion pass. Four tokens are scored together: each 8-wide
+/// slice of `q` is loaded once for four FMAs, and the four accumulators are independent chains.
+fn scores_block_f16(q: &[f32], k: &[f16], scores: &mut [f32]) {
     let hd = q.len();
     let ntok = scores.len();
     let mut t0 = 0;
     if hd.is_multiple_of(8) {
-        while t0 + 8 <= ntok {
-            let mut acc = [[0f32; 8]; 8];
+        while t0 + 4 <= ntok {
+            let mut acc = [[0f32; 8]; 4];
             for c in (0..hd).step_by(8) {
                 let qv: &[f32; 8] = q[c..c + 8].try_into().expect("8 lanes");
                 for (tt, a) in acc.iter_mut().enumerate() {
-                    let kv: &[f32; 8] = k[(t0 + tt) * hd + c..][..8].try_into().expect("8 lanes");
+                    let kv = f32x8(&k[(t0 + tt) * hd + c..]);
                     for l in 0..8 {
                         a[l] = qv[l].mul_add(kv[l], a[l]);
                     }
@@ -61,33 +56,46 @@ fn scores_block(q: &[f32], k: &[f32], scores: &mut [f32]) {
             for (tt, a) in acc.iter().enumerate() {
                 scores[t0 + tt] = a.iter().sum();
             }
-            t0 += 8;
+            t0 += 4;
         }
     }
     for t in t0..ntok {
-        scores[t] = dot(q, &k[t * hd..(t + 1) * hd]);
+        scores[t] = k[t * hd..(t + 1) * hd].iter().zip(q).map(|(a, b)| a.to_f32() * b).sum();
     }
 }
 
-/// `out += Σ_t p[t] · v[t]`. When hd is a multiple of 32, a 32-wide slice of `out` stays in registers
-/// across all tokens instead of being loaded and stored once per token.
-fn accumulate_pv(p: &[f32], v: &[f32], out: &mut [f32]) {
+/// `out += Σ_t p[t] · v[t]` over `W` lanes starting at `c`, with `W/8` independent accumulator
+/// registers (enough chains to keep the FMA units busy while V loads arrive).
+#[inline(always)]
+fn pv_lanes<const W: usize>(p: &[f32], v: &[f16], out: &mut [f32], c: usize) {
     let hd = out.len();
-    if hd.is_multiple_of(32) {
-        for c in (0..hd).step_by(32) {
-            let mut acc: [f32; 32] = out[c..c + 32].try_into().expect("32 lanes");
-            for (t, &pt) in p.iter().enumerate() {
-                let vv: &[f32; 32] = v[t * hd + c..][..32].try_into().expect("32 lanes");
-                for l in 0..32 {
-                    acc[l] = pt.mul_add(vv[l], acc[l]);
-                }
+    let mut acc: [f32; W] = out[c..c + W].try_into().expect("W lanes");
+    for (t, &pt) in p.iter().enumerate() {
+        for j in 0..W / 8 {
+            let vv = f32x8(&v[t * hd + c + 8 * j..]);
+            for l in 0..8 {
+                acc[8 * j + l] = pt.mul_add(vv[l], acc[8 * j + l]);
             }
-            out[c..c + 32].copy_from_slice(&acc);
+        }
+    }
+    out[c..c + W].copy_from_slice(&acc);
+}
+
+/// `out += Σ_t p[t] · v[t]`, V read straight from the f16 pool.
+fn accumulate_pv_f16(p: &[f32], v: &[f16], out: &mut [f32]) {
+    let hd = out.len();
+    if hd.is_multiple_of(64) {
+        for c in (0..hd).step_by(64) {
+            pv_lanes::<64>(p, v, out, c);
+        }
+    } else if hd.is_multiple_of(32) {
+        for c in (0..hd).step_by(32) {
+            pv_lanes::<32>(p, v, out, c);
         }
     } else {
         for (t, &pt) in p.iter().enumerate() {
             for (a, vv) in out.iter_mut().zip(&v[t * hd..(t + 1) * hd]) {
-                *a += pt * vv;
+                *a += pt * vv.to_f32();
             }
         }
     }
@@ -109,8 +117,8 @@ struct GroupState {
 /// The pool layout `[block, kv_head, slot, hd]` puts every KV head of one physical block side by side,
 /// so walking the block table and, inside each block, the KV heads in order reads one contiguous
 /// `heads × block_size × hd` run per block — long enough for the hardware prefetcher — instead of
-/// one 4 KB page per (block, head). For each (block, head): convert its K and V rows from f16 once,
-/// score them against the whole GQA group, update the running max and sum, accumulate P·V.
+/// one 4 KB page per (block, head). For each (block, head): score its K rows against every query of
+/// the GQA group, update the running max and sum, and accumulate P·V, converting f16 in registers.
 #[allow(clippy::too_many_arguments)]
 fn decode_request(
     s: PagedShape,
@@ -132,8 +140,6 @@ fn decode_request(
             l: vec![0f32; group],
         })
         .collect();
-    let mut kbuf = vec![0f32; bs * hd];
-    let mut vbuf = vec![0f32; bs * hd];
     let mut p = vec![0f32; group * bs];
     out.fill(0.0);
     for (logical, &phys) in table.iter().enumerate().take(len.div_ceil(bs)) {
@@ -141,12 +147,11 @@ fn decode_request(
         for (i, st) in states.iter_mut().enumerate() {
             // Within one (block, KV head) the block's tokens are contiguous: [block_size, hd].
             let base = s.index(phys as usize, kv0 + i, 0, 0);
-            k_pool[base..base + ntok * hd].convert_to_f32_slice(&mut kbuf[..ntok * hd]);
-            v_pool[base..base + ntok * hd].convert_to_f32_slice(&mut vbuf[..ntok * hd]);
+            let (kh, vh) = (&k_pool[base..base + ntok * hd], &v_pool[base..base + ntok * hd]);
             let acc = &mut out[i * group * hd..(i + 1) * group * hd];
             for g in 0..group {
                 let pg = &mut p[g * bs..g * bs + ntok];
-                scores_block(&st.q[g * hd..(g + 1) * hd], &kbuf[..ntok * hd], pg);
+                scores_block_f16(&st.q[g * hd..(g + 1) * hd], kh, pg);
                 let bmax = pg.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
                 let m_new = st.m[g].max(bmax);
                 let corr = exp_f32(st.m[g] - m_new); // 0 on the first block (m = −∞)
@@ -156,7 +161,7 @@ fn decode_request(
                 if corr != 1.0 {
                     ag.iter_mut().for_each(|a| *a *= corr);
                 }
-                accumulate_pv(pg, &vbuf[..ntok * hd], ag);
+                accumulate_pv_f16(pg, vh, ag);
             }
         }
     }
@@ -282,9 +287,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dot_handles_tails() {
-        let a: Vec<f32> = (0..13).map(|i| i as f32).collect();
-        assert_eq!(dot(&a, &a), (0..13).map(|i| (i * i) as f32).sum::<f32>());
-        assert_eq!(dot(&[], &[]), 0.0);
+    fn f16_block_kernels_match_plain_loops_for_every_shape() {
+        let mut rng = crate::math::Rng::new(11);
+        for hd in [1, 7, 8, 13, 32, 64, 96, 128] {
+            for ntok in [1, 3, 4, 5, 16] {
+                let q = rng.normal_vec(hd, 1.0);
+                let kv: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+                let mut got = vec![0f32; ntok];
+                scores_block_f16(&q, &kv, &mut got);
+                for (t, g) in got.iter().enumerate() {
+                    let want: f32 = (0..hd).map(|d| q[d] * kv[t * hd + d].to_f32()).sum();
+                    assert!((g - want).abs() < 1e-4, "scores hd{hd} ntok{ntok}");
+                }
+                let p = rng.normal_vec(ntok, 1.0);
+                let mut out = rng.normal_vec(hd, 1.0);
+                let start = out.clone();
+                accumulate_pv_f16(&p, &kv, &mut out);
+                for d in 0..hd {
+                    let want = start[d] + (0..ntok).map(|t| p[t] * kv[t * hd + d].to_f32()).sum::<f32>();
+                    assert!((out[d] - want).abs() < 1e-4, "pv hd{hd} ntok{ntok}");
+                }
+            }
+        }
     }
 }
