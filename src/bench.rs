@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cache::{PagedKvCache, PagedShape};
-use crate::compute::{AttnInput, Backend, PagedDecodeInput};
+use crate::compute::{AttnInput, Backend, DecodeTables};
 use crate::math::{AttnShape, AttnWeights, Mask, Rng, matmul, project};
 
 /// Median wall time of `reps` runs of `f` after one warm-up run.
@@ -184,17 +184,8 @@ impl DecodeProblem {
 
     /// Run one decode step on `backend`.
     pub fn run(&self, backend: &dyn Backend) -> Vec<f32> {
-        let (tables, max_blocks, ctx) = self.cache.block_table_matrix(&self.reqs);
-        let inp = PagedDecodeInput {
-            q: &self.q,
-            n_heads: self.heads,
-            shape: self.cache.shape(),
-            k_pool: &self.cache.k_pool,
-            v_pool: &self.cache.v_pool,
-            block_tables: &tables,
-            max_blocks,
-            context_lens: &ctx,
-        };
+        let tables = DecodeTables::new(&self.cache, &self.reqs);
+        let inp = tables.input(&self.cache, &self.q, self.heads);
         backend.paged_decode(&inp).expect("valid problem")
     }
 }
@@ -306,17 +297,8 @@ pub fn p3_cuda(
     context: usize,
 ) -> Result<BenchLine, crate::compute::BackendError> {
     let prob = DecodeProblem::new(requests, context, 32, 8, 128, 16);
-    let (tables, max_blocks, ctx) = prob.cache.block_table_matrix(&prob.reqs);
-    let inp = PagedDecodeInput {
-        q: &prob.q,
-        n_heads: prob.heads,
-        shape: prob.cache.shape(),
-        k_pool: &prob.cache.k_pool,
-        v_pool: &prob.cache.v_pool,
-        block_tables: &tables,
-        max_blocks,
-        context_lens: &ctx,
-    };
+    let tables = DecodeTables::new(&prob.cache, &prob.reqs);
+    let inp = tables.input(&prob.cache, &prob.q, prob.heads);
     // Correctness first: the same problem through the public (validated) path against the reference.
     let report = crate::compute::suite::paged_equals_contiguous(b, &inp)?;
     if !report.passed() {

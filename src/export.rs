@@ -11,7 +11,7 @@ use npyz::WriterBuilder;
 use serde::Serialize;
 
 use crate::cache::{PagedKvCache, PagedShape};
-use crate::compute::{AttnInput, Backend, CheckReport, PagedDecodeInput, reference};
+use crate::compute::{AttnInput, Backend, CheckReport, DecodeTables, reference};
 use crate::math::{AttnShape, AttnWeights, Mask, Rng, output_projection, project};
 
 /// The values of one exported array.
@@ -310,19 +310,10 @@ pub fn paged_decode_arrays(
     let mut rng = Rng::stream(seed, 1);
     let cache = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
     let reqs: Vec<u32> = (0..p.context_lens.len() as u32).collect();
-    let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+    let dt = DecodeTables::new(&cache, &reqs);
     let r = reqs.len();
     let q = Rng::stream(seed, 2).normal_vec(r * p.heads * p.head_dim, 1.0);
-    let inp = PagedDecodeInput {
-        q: &q,
-        n_heads: p.heads,
-        shape,
-        k_pool: &cache.k_pool,
-        v_pool: &cache.v_pool,
-        block_tables: &tables,
-        max_blocks,
-        context_lens: &ctx,
-    };
+    let inp = dt.input(&cache, &q, p.heads);
     let checks = vec![crate::compute::suite::paged_equals_contiguous(backend, &inp)?];
     let out = backend.paged_decode(&inp)?;
     let pool = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
@@ -330,8 +321,8 @@ pub fn paged_decode_arrays(
         NamedArray::new("q", &[r, p.heads, p.head_dim], ArrayData::F32(q.clone())),
         NamedArray::new("k_pool", &pool, ArrayData::F16(cache.k_pool.clone())),
         NamedArray::new("v_pool", &pool, ArrayData::F16(cache.v_pool.clone())),
-        NamedArray::new("block_tables", &[r, max_blocks], ArrayData::I32(tables)),
-        NamedArray::new("context_lens", &[r], ArrayData::I32(ctx)),
+        NamedArray::new("block_tables", &[r, dt.max_blocks], ArrayData::I32(dt.tables.clone())),
+        NamedArray::new("context_lens", &[r], ArrayData::I32(dt.context_lens.clone())),
         NamedArray::new("out", &[r, p.heads, p.head_dim], ArrayData::F32(out)),
     ];
     Ok((arrays, checks))

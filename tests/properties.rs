@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 
 use kvscope::cache::{PagedKvCache, PagedShape};
-use kvscope::compute::{Backend, CpuBackend, PagedDecodeInput, suite};
+use kvscope::compute::{Backend, CpuBackend, DecodeTables, suite};
 use kvscope::math::Rng;
 
 fn total_alloc_ops() -> usize {
@@ -98,10 +98,10 @@ proptest! {
         let cache = suite::scattered_cache(shape, &lens, &mut rng);
         cache.check_invariants().map_err(TestCaseError::fail)?;
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
-        let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+        let dt = DecodeTables::new(&cache, &reqs);
         let heads = kv_heads * group;
         let q = rng.normal_vec(lens.len() * heads * head_dim, 1.0);
-        let inp = PagedDecodeInput { q: &q, n_heads: heads, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+        let inp = dt.input(&cache, &q, heads);
         let report = suite::paged_equals_contiguous(&CpuBackend::new(), &inp).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(report.passed(), "{}", report);
         // A request with no tokens attends to nothing: zeros, never NaN.
@@ -144,10 +144,10 @@ proptest! {
         let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim };
         let cache = suite::scattered_cache(shape, &lens, &mut rng);
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
-        let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+        let dt = DecodeTables::new(&cache, &reqs);
         let heads = kv_heads * group;
         let q = rng.normal_vec(lens.len() * heads * head_dim, 1.0);
-        let inp = PagedDecodeInput { q: &q, n_heads: heads, shape, k_pool: &cache.k_pool, v_pool: &cache.v_pool, block_tables: &tables, max_blocks, context_lens: &ctx };
+        let inp = dt.input(&cache, &q, heads);
         let report = suite::paged_equals_contiguous(&kvscope::compute::cuda::SimBackend, &inp).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(report.passed(), "{}", report);
     }

@@ -96,6 +96,49 @@ impl AttnInput<'_> {
 /// The largest head_dim the kernels accept (their shared-memory arrays are sized for it).
 pub const MAX_HEAD_DIM: usize = 256;
 
+/// A paged cache's block tables laid out for the decode kernels: `[R, max_blocks]` i32 padded with
+/// −1, and the context lengths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeTables {
+    /// `[R, max_blocks]` physical block ids.
+    pub tables: Vec<i32>,
+    /// Columns of `tables`.
+    pub max_blocks: usize,
+    /// Tokens of each request.
+    pub context_lens: Vec<i32>,
+}
+
+impl DecodeTables {
+    /// The tables of `reqs`, in that order.
+    pub fn new(cache: &crate::cache::PagedKvCache, reqs: &[crate::cache::RequestId]) -> Self {
+        let (tables, max_blocks, context_lens) = cache.block_table_matrix(reqs);
+        Self {
+            tables,
+            max_blocks,
+            context_lens,
+        }
+    }
+
+    /// A decode problem over `cache` with queries `q` (`[R, n_heads, hd]`).
+    pub fn input<'a>(
+        &'a self,
+        cache: &'a crate::cache::PagedKvCache,
+        q: &'a [f32],
+        n_heads: usize,
+    ) -> PagedDecodeInput<'a> {
+        PagedDecodeInput {
+            q,
+            n_heads,
+            shape: cache.shape(),
+            k_pool: &cache.k_pool,
+            v_pool: &cache.v_pool,
+            block_tables: &self.tables,
+            max_blocks: self.max_blocks,
+            context_lens: &self.context_lens,
+        }
+    }
+}
+
 /// Inputs of paged decode attention: one query token per request.
 #[derive(Debug, Clone, Copy)]
 pub struct PagedDecodeInput<'a> {

@@ -3,7 +3,9 @@
 
 use half::f16;
 
-use super::{AttnInput, Backend, BackendError, CheckReport, PagedDecodeInput, Tolerance, check, reference};
+use super::{
+    AttnInput, Backend, BackendError, CheckReport, DecodeTables, PagedDecodeInput, Tolerance, check, reference,
+};
 use crate::cache::{PagedKvCache, PagedShape, StaticShape};
 use crate::math::{AttnShape, AttnWeights, Mask, Rng, project};
 
@@ -207,18 +209,9 @@ fn decode_reports(b: &dyn Backend, size: SuiteSize, seed: u64, out: &mut Vec<Che
         };
         let cache = scattered_cache(shape, &lens, &mut rng);
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
-        let (tables, max_blocks, ctx) = cache.block_table_matrix(&reqs);
+        let dt = DecodeTables::new(&cache, &reqs);
         let q = rng.normal_vec(lens.len() * h * hd, 1.0);
-        let inp = PagedDecodeInput {
-            q: &q,
-            n_heads: h,
-            shape,
-            k_pool: &cache.k_pool,
-            v_pool: &cache.v_pool,
-            block_tables: &tables,
-            max_blocks,
-            context_lens: &ctx,
-        };
+        let inp = dt.input(&cache, &q, h);
         let tag = format!("paged_decode bs{bs} H{h}/{kvh} hd{hd} ctx{lens:?}");
         let want = reference::paged_decode(&inp);
         match b.paged_decode(&inp) {
