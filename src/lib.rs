@@ -10,5 +10,6 @@ pub mod bench;
 pub mod cache;
 pub mod compute;
 pub mod export;
+pub mod lesson;
 pub mod math;
 pub mod render;

@@ -39,6 +39,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Lesson files: validate them, or list them.
+    #[command(subcommand)]
+    Lessons(LessonsCmd),
     /// The CUDA kernels: list them, or compile them with NVRTC to PTX files.
     #[command(subcommand)]
     Kernels(KernelsCmd),
@@ -89,6 +92,20 @@ impl std::str::FromStr for BackendChoice {
                 format!("unknown backend `{s}` (expected all, {})", names.join(", "))
             })
     }
+}
+
+#[derive(Subcommand)]
+enum LessonsCmd {
+    /// Validate lesson files: the embedded ones, or every *.toml in DIR. Exits non-zero on a problem.
+    Check {
+        /// A folder of lesson files (a teacher's own); the shipped lessons when omitted.
+        dir: Option<PathBuf>,
+    },
+    /// List the lessons and their steps.
+    List {
+        /// A folder of lesson files; the shipped lessons when omitted.
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -288,6 +305,55 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),
+        Some(Command::Lessons(cmd)) => {
+            let (dir, list) = match cmd {
+                LessonsCmd::Check { dir } => (dir, false),
+                LessonsCmd::List { dir } => (dir, true),
+            };
+            let loaded = match &dir {
+                Some(d) => kvscope::lesson::load_dir(d),
+                None => kvscope::lesson::load_embedded(),
+            };
+            match loaded {
+                Ok(lessons) => {
+                    for l in &lessons {
+                        let title = l.file.title.get_ref();
+                        println!(
+                            "ok  {}  {} ({} steps, {} parameters)  {} / {}",
+                            l.source.display(),
+                            l.id(),
+                            l.file.steps.len(),
+                            l.file.params.len(),
+                            title.en.as_deref().unwrap_or(""),
+                            title.zh.as_deref().unwrap_or("")
+                        );
+                        if list {
+                            for (i, s) in l.file.steps.iter().enumerate() {
+                                println!(
+                                    "      {}. {}  [{}]",
+                                    i + 1,
+                                    s.title.get_ref().en.as_deref().unwrap_or(""),
+                                    s.views
+                                        .iter()
+                                        .map(|v| v.get_ref().as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                );
+                            }
+                        }
+                    }
+                    println!("{} lessons, no problems", lessons.len());
+                    Ok(true)
+                }
+                Err(errors) => {
+                    for e in &errors {
+                        eprintln!("{e}");
+                    }
+                    eprintln!("{} problem(s) in lesson files", errors.len());
+                    Ok(false)
+                }
+            }
+        }
         Some(Command::Kernels(KernelsCmd::List)) => {
             use compute::cuda::sources;
             for op in compute::Op::ALL {

@@ -1,0 +1,506 @@
+//! Lessons as data: `lessons/*.toml` files (texts in English and Chinese, parameters with their slider
+//! ranges, ordered steps with the views they show) loaded into typed structs and validated.
+//!
+//! How it works: serde reads a file into [`LessonFile`] with `deny_unknown_fields`, and every field a
+//! check may need to point at is `toml::Spanned`, so each error names the file, line and column and
+//! says how to fix it: an unknown field, a missing Chinese text, a default outside its range, a view the
+//! lesson's kind does not know. The state and visuals of each lesson kind are Rust code (later, in the
+//! app); the files hold only texts, numbers and scripts. The shipped lessons are embedded in the binary;
+//! `kvscope --lessons DIR` and `kvscope lessons check DIR` read a teacher's own folder instead.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The lesson-file format this build reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A text in both languages of the app.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Text {
+    /// English.
+    pub en: Option<String>,
+    /// Chinese (简体中文).
+    pub zh: Option<String>,
+}
+
+/// One lesson file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LessonFile {
+    /// Must equal [`FORMAT_VERSION`].
+    pub format_version: Spanned<u32>,
+    /// Unique id, e.g. `attention-matrix`; the app stores it to reopen the lesson.
+    pub id: Spanned<String>,
+    /// Which Rust lesson state drives the views (see [`LessonKind`]).
+    pub kind: Spanned<String>,
+    /// Position in the navigator (1, 2, …).
+    pub order: u32,
+    /// Title shown in the navigator.
+    pub title: Spanned<Text>,
+    /// The lesson's sliders.
+    #[serde(default)]
+    pub params: Vec<Param>,
+    /// The ordered steps.
+    pub steps: Vec<Step>,
+    /// Reference model configurations (lesson 3's KV-bytes table).
+    #[serde(default)]
+    pub models: Vec<ModelConfig>,
+}
+
+/// A slider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Id the lesson code reads (`seq`, `d_model`, `heads`, `kv_heads`, `seed`, …).
+    pub id: Spanned<String>,
+    /// Label next to the slider.
+    pub label: Spanned<Text>,
+    /// Starting value; must lie in `min..=max`.
+    pub default: Spanned<i64>,
+    /// Smallest value.
+    pub min: i64,
+    /// Largest value.
+    pub max: i64,
+    /// Slider step (at least 1).
+    #[serde(default = "one")]
+    pub step: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// One step of a lesson.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Short id, unique within the lesson.
+    pub id: Spanned<String>,
+    /// Heading of the step.
+    pub title: Spanned<Text>,
+    /// Narration, Markdown.
+    pub narration: Spanned<Text>,
+    /// Views shown, by id; each must be one the lesson kind knows.
+    pub views: Vec<Spanned<String>>,
+    /// What the views highlight.
+    #[serde(default)]
+    pub highlight: Option<Highlight>,
+}
+
+/// A highlight: a query row, a key column, or both.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Highlight {
+    /// The query (row) to highlight.
+    pub row: Option<i64>,
+    /// The key (column) to highlight.
+    pub col: Option<i64>,
+}
+
+/// A model's configuration, from its published config, for computed KV-cache sizes.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Model name.
+    pub name: String,
+    /// Transformer layers.
+    pub layers: u32,
+    /// Query heads.
+    pub heads: u32,
+    /// KV heads.
+    pub kv_heads: u32,
+    /// Values per head.
+    pub head_dim: u32,
+    /// Bytes per stored value (2 for fp16/bf16).
+    pub dtype_bytes: u32,
+}
+
+impl ModelConfig {
+    /// K and V bytes one token occupies across all layers: 2 · layers · kv_heads · head_dim · bytes.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        crate::cache::kv_bytes_per_token(
+            self.layers as u64,
+            self.kv_heads as u64,
+            self.head_dim as u64,
+            self.dtype_bytes as u64,
+        )
+    }
+}
+
+/// The lesson kinds this build implements, with the views each can draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LessonKind {
+    /// Lesson 1: X → Q, K, V; QKᵀ/√d; softmax; P·V.
+    Attention,
+    /// Lesson 2: the causal mask.
+    Causal,
+    /// Lesson 3: multi-head attention, GQA and MQA.
+    MultiHead,
+}
+
+impl LessonKind {
+    /// Every kind.
+    pub const ALL: [LessonKind; 3] = [LessonKind::Attention, LessonKind::Causal, LessonKind::MultiHead];
+
+    /// The name used in lesson files.
+    pub fn name(self) -> &'static str {
+        match self {
+            LessonKind::Attention => "attention",
+            LessonKind::Causal => "causal",
+            LessonKind::MultiHead => "multihead",
+        }
+    }
+
+    /// The views this kind draws.
+    pub fn views(self) -> &'static [&'static str] {
+        match self {
+            LessonKind::Attention => &[
+                "x", "weights", "q", "k", "v", "scores", "softmax", "probs", "pv", "out", "kernel",
+            ],
+            LessonKind::Causal => &[
+                "mask",
+                "scores",
+                "masked_scores",
+                "probs",
+                "mask_diff",
+                "last_row",
+                "kernel",
+            ],
+            LessonKind::MultiHead => &[
+                "head_split",
+                "heads_grid",
+                "concat",
+                "y",
+                "kv_groups",
+                "kv_bytes",
+                "model_table",
+                "kernel",
+            ],
+        }
+    }
+
+    fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// A problem in a lesson file, with where it is and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LessonError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub hint: String,
+}
+
+impl fmt::Display for LessonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file.display(),
+            self.line,
+            self.col,
+            self.message
+        )?;
+        if !self.hint.is_empty() {
+            write!(f, "\n  hint: {}", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LessonError {}
+
+/// 1-based (line, column) of byte `offset` in `src` (columns count characters).
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    src: &'a str,
+    errors: Vec<LessonError>,
+}
+
+impl Checker<'_> {
+    fn at(&mut self, span: std::ops::Range<usize>, message: impl Into<String>, hint: impl Into<String>) {
+        let (line, col) = line_col(self.src, span.start);
+        self.errors.push(LessonError {
+            file: self.file.to_path_buf(),
+            line,
+            col,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    fn text(&mut self, t: &Spanned<Text>, what: &str) {
+        for (lang, v, name) in [("en", &t.get_ref().en, "English"), ("zh", &t.get_ref().zh, "Chinese")] {
+            if v.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                self.at(
+                    t.span(),
+                    format!("{what} has no {name} text"),
+                    format!("add `{lang} = \"…\"` to it: every text is shown in English and in Chinese"),
+                );
+            }
+        }
+    }
+}
+
+/// A validated lesson.
+#[derive(Debug, Clone)]
+pub struct Lesson {
+    /// Where it came from (a path, or `embedded:lessons/NAME`).
+    pub source: PathBuf,
+    /// Its kind.
+    pub kind: LessonKind,
+    /// The file's contents.
+    pub file: LessonFile,
+}
+
+impl Lesson {
+    /// The id.
+    pub fn id(&self) -> &str {
+        self.file.id.get_ref()
+    }
+}
+
+/// Parse and validate one lesson file. `file` names it in errors.
+pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
+    let mut c = Checker {
+        file,
+        src,
+        errors: Vec::new(),
+    };
+    let lf: LessonFile = match toml::from_str(src) {
+        Ok(lf) => lf,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().to_string();
+            let hint = if msg.contains("unknown field") {
+                "remove or rename the field; the fields each table accepts are documented on the structs in src/lesson/mod.rs"
+            } else if msg.contains("missing field") {
+                "add the field; see lessons/01-attention-matrix.toml for a complete example"
+            } else {
+                "fix the TOML syntax or the value's type at this position"
+            };
+            c.at(span, msg, hint);
+            return Err(c.errors);
+        }
+    };
+    if *lf.format_version.get_ref() != FORMAT_VERSION {
+        c.at(
+            lf.format_version.span(),
+            format!("format_version {} is not supported", lf.format_version.get_ref()),
+            format!("this build reads format_version = {FORMAT_VERSION}"),
+        );
+    }
+    let kind = LessonKind::from_name(lf.kind.get_ref());
+    if kind.is_none() {
+        let names: Vec<&str> = LessonKind::ALL.iter().map(|k| k.name()).collect();
+        c.at(
+            lf.kind.span(),
+            format!("unknown lesson kind `{}`", lf.kind.get_ref()),
+            format!("use one of: {}", names.join(", ")),
+        );
+    }
+    if lf.id.get_ref().trim().is_empty()
+        || !lf
+            .id
+            .get_ref()
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+    {
+        c.at(
+            lf.id.span(),
+            "the id must be non-empty and use only letters, digits and `-`",
+            "for example `id = \"attention-matrix\"`",
+        );
+    }
+    c.text(&lf.title, "the lesson title");
+    let mut seen = std::collections::HashSet::new();
+    for p in &lf.params {
+        c.text(&p.label, &format!("the label of parameter `{}`", p.id.get_ref()));
+        if !seen.insert(p.id.get_ref().clone()) {
+            c.at(
+                p.id.span(),
+                format!("parameter `{}` is defined twice", p.id.get_ref()),
+                "give each parameter its own id",
+            );
+        }
+        if p.min > p.max || p.step < 1 {
+            c.at(
+                p.id.span(),
+                format!(
+                    "parameter `{}` has min {} > max {} or step {} < 1",
+                    p.id.get_ref(),
+                    p.min,
+                    p.max,
+                    p.step
+                ),
+                "use min <= max and step >= 1",
+            );
+        }
+        let d = *p.default.get_ref();
+        if d < p.min || d > p.max {
+            c.at(
+                p.default.span(),
+                format!(
+                    "default {d} of parameter `{}` is outside {}..={}",
+                    p.id.get_ref(),
+                    p.min,
+                    p.max
+                ),
+                "move the default into the range, or widen min/max",
+            );
+        }
+    }
+    if lf.steps.is_empty() {
+        c.at(
+            lf.id.span(),
+            "the lesson has no steps",
+            "add at least one [[steps]] table",
+        );
+    }
+    let mut step_ids = std::collections::HashSet::new();
+    for s in &lf.steps {
+        if !step_ids.insert(s.id.get_ref().clone()) {
+            c.at(
+                s.id.span(),
+                format!("step `{}` is defined twice", s.id.get_ref()),
+                "give each step its own id",
+            );
+        }
+        c.text(&s.title, &format!("the title of step `{}`", s.id.get_ref()));
+        c.text(&s.narration, &format!("the narration of step `{}`", s.id.get_ref()));
+        if s.views.is_empty() {
+            c.at(
+                s.id.span(),
+                format!("step `{}` shows no views", s.id.get_ref()),
+                "list at least one view, e.g. views = [\"scores\"]",
+            );
+        }
+        if let Some(k) = kind {
+            for v in &s.views {
+                if !k.views().contains(&v.get_ref().as_str()) {
+                    c.at(
+                        v.span(),
+                        format!("lesson kind `{}` has no view `{}`", k.name(), v.get_ref()),
+                        format!("views of `{}`: {}", k.name(), k.views().join(", ")),
+                    );
+                }
+            }
+        }
+    }
+    match (kind, c.errors.is_empty()) {
+        (Some(kind), true) => Ok(Lesson {
+            source: file.to_path_buf(),
+            kind,
+            file: lf,
+        }),
+        _ => Err(c.errors),
+    }
+}
+
+/// The lessons shipped in the binary, by file name.
+pub const EMBEDDED: [(&str, &str); 3] = [
+    (
+        "01-attention-matrix.toml",
+        include_str!("../../lessons/01-attention-matrix.toml"),
+    ),
+    ("02-causal-mask.toml", include_str!("../../lessons/02-causal-mask.toml")),
+    ("03-multi-head.toml", include_str!("../../lessons/03-multi-head.toml")),
+];
+
+/// Every lesson, sorted by `order`, or every error found (all files are checked). Duplicate ids and
+/// orders across files are errors too.
+fn finish(results: Vec<Result<Lesson, Vec<LessonError>>>) -> Result<Vec<Lesson>, Vec<LessonError>> {
+    let mut lessons = Vec::new();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(l) => lessons.push(l),
+            Err(e) => errors.extend(e),
+        }
+    }
+    lessons.sort_by_key(|l| l.file.order);
+    for w in lessons.windows(2) {
+        if w[0].id() == w[1].id() || w[0].file.order == w[1].file.order {
+            errors.push(LessonError {
+                file: w[1].source.clone(),
+                line: 1,
+                col: 1,
+                message: format!(
+                    "lesson `{}` has the same id or order as {}",
+                    w[1].id(),
+                    w[0].source.display()
+                ),
+                hint: "give every lesson its own id and order".into(),
+            });
+        }
+    }
+    if errors.is_empty() { Ok(lessons) } else { Err(errors) }
+}
+
+/// The embedded lessons.
+pub fn load_embedded() -> Result<Vec<Lesson>, Vec<LessonError>> {
+    finish(
+        EMBEDDED
+            .iter()
+            .map(|(name, src)| parse(&Path::new("lessons").join(name), src))
+            .collect(),
+    )
+}
+
+/// Every `*.toml` in `dir`.
+pub fn load_dir(dir: &Path) -> Result<Vec<Lesson>, Vec<LessonError>> {
+    let io_err = |e: std::io::Error, p: &Path| {
+        vec![LessonError {
+            file: p.to_path_buf(),
+            line: 0,
+            col: 0,
+            message: e.to_string(),
+            hint: "check that the folder exists and is readable".into(),
+        }]
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io_err(e, dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(vec![LessonError {
+            file: dir.to_path_buf(),
+            line: 0,
+            col: 0,
+            message: "no *.toml lesson files here".into(),
+            hint: "point at a folder of lesson files, like lessons/".into(),
+        }]);
+    }
+    finish(
+        paths
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .map_err(|e| io_err(e, p))
+                    .and_then(|src| parse(p, &src))
+            })
+            .collect(),
+    )
+}
