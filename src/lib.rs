@@ -13,3 +13,4 @@ pub mod export;
 pub mod lesson;
 pub mod math;
 pub mod render;
+pub mod ui;

@@ -1,0 +1,70 @@
+//! The bundled CJK font covers the Chinese of every lesson and the common-character set it promises,
+//! and its licence sits beside it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3000..=0x303F | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xFF00..=0xFFEF)
+}
+
+#[test]
+fn cjk_font_covers_every_lesson_and_the_common_set() {
+    let data = std::fs::read(root().join("assets/fonts/kvscope-sans-sc.otf")).expect("the font is committed");
+    let face = ttf_parser::Face::parse(&data, 0).expect("a valid OpenType font");
+    let covered = |c: char| face.glyph_index(c).is_some();
+
+    let mut missing = BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("lessons")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            for c in std::fs::read_to_string(&path).unwrap().chars().filter(|&c| is_cjk(c)) {
+                if !covered(c) {
+                    missing.insert(c);
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "lesson characters missing from the font (re-run scripts/make-cjk-subset.sh): {missing:?}"
+    );
+
+    let promised = std::fs::read_to_string(root().join("assets/fonts/kvscope-sans-sc.chars.txt")).unwrap();
+    let han = promised
+        .chars()
+        .filter(|&c| (0x4E00..=0x9FFF).contains(&(c as u32)))
+        .count();
+    assert!(
+        han >= 3755,
+        "the common set (GB 2312 level 1) has 3755 hanzi, the font lists {han}"
+    );
+    assert!(promised.chars().filter(|c| !c.is_whitespace()).all(covered));
+    for c in "注意力矩阵因果掩码多头缓存分页".chars() {
+        assert!(covered(c), "{c}");
+    }
+    let licence =
+        std::fs::read_to_string(root().join("assets/fonts/OFL.txt")).expect("the licence sits beside the font");
+    assert!(licence.contains("SIL OPEN FONT LICENSE Version 1.1"));
+}
+
+#[test]
+fn chinese_renders_in_egui_with_the_bundled_font() {
+    use eframe::egui;
+    use egui_kittest::Harness;
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(360.0, 120.0))
+        .wgpu()
+        .build_ui(|ui| {
+            kvscope::ui::fonts::install(ui.ctx());
+            ui.heading("注意力矩阵 · The attention matrix");
+            ui.label("因果掩码：只能看见过去。每一行之和仍为 1。");
+            ui.monospace("KV Cache 分页 block_size = 16");
+        });
+    h.run();
+    h.snapshot("font_chinese");
+}
