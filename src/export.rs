@@ -307,6 +307,24 @@ pub fn paged_decode_arrays(
         kv_heads: p.kv_heads,
         head_dim: p.head_dim,
     };
+    const MAX_POOL: usize = 1 << 28; // f16 values per pool: 512 MiB
+    let numel = p
+        .num_blocks
+        .saturating_mul(p.kv_heads)
+        .saturating_mul(p.block_size)
+        .saturating_mul(p.head_dim);
+    if numel > MAX_POOL {
+        bail!(
+            "the K/V pools would hold {numel} values each (limit {MAX_POOL}): lower --num-blocks, --block-size, --kv-heads or --head-dim"
+        );
+    }
+    if p.head_dim > crate::compute::MAX_HEAD_DIM {
+        bail!(
+            "head_dim {} is larger than the kernels' limit {}",
+            p.head_dim,
+            crate::compute::MAX_HEAD_DIM
+        );
+    }
     let mut rng = Rng::stream(seed, 1);
     let cache = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
     let reqs: Vec<u32> = (0..p.context_lens.len() as u32).collect();

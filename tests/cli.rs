@@ -153,7 +153,43 @@ fn export_paged_decode_writes_real_allocator_tables() {
 fn bad_parameters_are_clear_errors_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["export", "attention", "--seq", "0", "--out", d],
+            "seq must be at least 1",
+        ),
+        (
+            &[
+                "export",
+                "attention",
+                "--seq",
+                "16384",
+                "--d-model",
+                "4096",
+                "--heads",
+                "32",
+                "--out",
+                d,
+            ],
+            "heads × seq × seq",
+        ),
+        (
+            &[
+                "export",
+                "paged-decode",
+                "--context-lens",
+                "5",
+                "--requests",
+                "1",
+                "--num-blocks",
+                "100000000",
+                "--head-dim",
+                "128",
+                "--out",
+                d,
+            ],
+            "lower --num-blocks",
+        ),
         (
             &["export", "attention", "--d-model", "10", "--heads", "3", "--out", d],
             "must divide d_model",

@@ -100,6 +100,16 @@ impl AttnShape {
                 limit: MAX_D,
             });
         }
+        // Scores and probabilities are [H, T, T] each; keep one under 512 MiB of f32.
+        const MAX_SCORES: usize = 1 << 27;
+        let cells = self.n_heads.saturating_mul(self.seq).saturating_mul(self.seq);
+        if cells > MAX_SCORES {
+            return Err(ShapeError::TooLarge {
+                what: "heads × seq × seq",
+                value: cells,
+                limit: MAX_SCORES,
+            });
+        }
         Ok(self)
     }
 
@@ -546,6 +556,25 @@ mod tests {
             }
             .validated()
             .is_err()
+        );
+        let e = AttnShape {
+            seq: 16_384,
+            d_model: 8192,
+            n_heads: 64,
+            n_kv_heads: 8,
+        }
+        .validated()
+        .unwrap_err();
+        assert!(e.to_string().contains("heads × seq × seq"), "{e}");
+        assert!(
+            AttnShape {
+                seq: 8192,
+                d_model: 64,
+                n_heads: 1,
+                n_kv_heads: 1
+            }
+            .validated()
+            .is_ok()
         );
     }
 }
