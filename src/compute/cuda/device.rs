@@ -289,47 +289,62 @@ impl CudaBackend {
         Ok((decode_ms, copy_ms))
     }
 
-    /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
-    pub fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
-        let (h, kvh, t, hd) = inp.dims();
+    /// Upload Q, K and V of an attention problem.
+    fn upload_qkv(&self, inp: &AttnInput) -> Result<[CudaSlice<f32>; 3], BackendError> {
         let s = &self.stream;
-        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
-        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
-        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
-        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
+        Ok([
+            s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?,
+            s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?,
+            s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?,
+        ])
+    }
+
+    /// Launch `attention_fused_f32` on uploaded Q/K/V into `out` (asynchronous).
+    fn launch_fused(
+        &self,
+        qkv: &[CudaSlice<f32>; 3],
+        out: &mut CudaSlice<f32>,
+        inp: &AttnInput,
+    ) -> Result<(), BackendError> {
+        let (h, kvh, t, hd) = inp.dims();
         let l = launch::attention_fused(h, t);
         let (mk, w, sk) = inp.mask.code();
         let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
-        let mut run = || -> Result<(), BackendError> {
-            let mut a = s.launch_builder(self.func(l.entry)?);
-            a.arg(&q)
-                .arg(&k)
-                .arg(&v)
-                .arg(&mut out)
-                .arg(&hh)
-                .arg(&kv)
-                .arg(&tt)
-                .arg(&hdim)
-                .arg(&scale)
-                .arg(&mk)
-                .arg(&w)
-                .arg(&sk);
-            // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd].
-            unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-            Ok(())
-        };
-        run()?;
+        let mut a = self.stream.launch_builder(self.func(l.entry)?);
+        a.arg(&qkv[0])
+            .arg(&qkv[1])
+            .arg(&qkv[2])
+            .arg(out)
+            .arg(&hh)
+            .arg(&kv)
+            .arg(&tt)
+            .arg(&hdim)
+            .arg(&scale)
+            .arg(&mk)
+            .arg(&w)
+            .arg(&sk);
+        // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd] (sizes validated).
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        Ok(())
+    }
+
+    /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
+    pub fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
+        let (h, _, t, hd) = inp.dims();
+        let qkv = self.upload_qkv(inp)?;
+        let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
+        self.launch_fused(&qkv, &mut out, inp)?; // warm-up
         let ev = || {
             self.ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(dev)
         };
         let (t0, t1) = (ev()?, ev()?);
-        t0.record(s).map_err(dev)?;
+        t0.record(&self.stream).map_err(dev)?;
         for _ in 0..reps {
-            run()?;
+            self.launch_fused(&qkv, &mut out, inp)?;
         }
-        t1.record(s).map_err(dev)?;
+        t1.record(&self.stream).map_err(dev)?;
         Ok(t0.elapsed_ms(&t1).map_err(dev)? as f64 / reps as f64)
     }
 }
@@ -346,9 +361,7 @@ impl Backend for CudaBackend {
     fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
         let (h, kvh, t, hd) = inp.dims();
         let s = &self.stream;
-        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
-        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
-        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
+        let [q, k, v] = self.upload_qkv(inp)?;
         let mut scores: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
         let mut probs: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
         let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
@@ -396,31 +409,11 @@ impl Backend for CudaBackend {
     }
 
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        let (h, kvh, t, hd) = inp.dims();
-        let s = &self.stream;
-        let q = s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?;
-        let k = s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?;
-        let v = s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?;
-        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
-        let (mk, w, sk) = inp.mask.code();
-        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
-        let l = launch::attention_fused(h, t);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&q)
-            .arg(&k)
-            .arg(&v)
-            .arg(&mut out)
-            .arg(&hh)
-            .arg(&kv)
-            .arg(&tt)
-            .arg(&hdim)
-            .arg(&scale)
-            .arg(&mk)
-            .arg(&w)
-            .arg(&sk);
-        // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd].
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        Array3::from_shape_vec((h, t, hd), s.clone_dtoh(&out).map_err(dev)?)
+        let (h, _, t, hd) = inp.dims();
+        let qkv = self.upload_qkv(inp)?;
+        let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
+        self.launch_fused(&qkv, &mut out, inp)?;
+        Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
             .map_err(|e| BackendError::Device(e.to_string()))
     }
 
