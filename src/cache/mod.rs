@@ -2,9 +2,11 @@
 //! accounting). Pure data structures over host memory; the backends in `compute` run kernels on them.
 
 mod paged;
+pub mod scheduler;
 mod static_cache;
 
 pub use paged::{BlockAllocator, OutOfBlocks, PagedError, PagedKvCache, PagedShape, PagedStats, RequestId};
+pub use scheduler::{RequestSpec, ScenarioError, Scheduler, StepEvents};
 pub use static_cache::{StaticCacheError, StaticKvCache, StaticShape};
 
 /// K and V bytes one token occupies in a model's cache: 2 (K and V) · layers · kv_heads · head_dim ·
