@@ -268,7 +268,7 @@ mod tests {
                 .check_invariants()
                 .unwrap_or_else(|e| panic!("bs {block_size} step {}: {e}", ev.step));
             // a request's tokens never exceed prompt + generate
-            for (&id, _) in s.cache().tables() {
+            for &id in s.cache().tables().keys() {
                 let sp = SCENARIO[id as usize];
                 assert!(s.cache().len(id) <= sp.prompt + sp.generate);
             }
