@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 
 use super::colormap::PALETTE;
-use super::{PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, rgba_texture, tex_binding, wgpu};
+use super::{
+    PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, rgba_texture, tex_binding, uniform_bind_group, wgpu,
+};
 use crate::cache::PagedKvCache;
 
 /// The pool as the renderer sees it.
@@ -206,31 +208,14 @@ impl BlockGridRenderer {
             },
             size,
         );
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("blocks params"),
-            size: std::mem::size_of::<Params>() as u64,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         let view = texture.create_view(&Default::default());
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("blocks"),
-            layout: &self.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(&view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&self.palette),
-                },
-            ],
-        });
+        let (uniform, bind_group) = uniform_bind_group(
+            device,
+            &self.layout,
+            "blocks",
+            std::mem::size_of::<Params>(),
+            &[&view, &self.palette],
+        );
         self.instances.insert(
             id,
             Instance {

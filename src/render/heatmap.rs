@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use glam::Vec2;
 
 use super::colormap::{Colormap, lut_rgba};
-use super::{PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, rgba_texture, tex_binding, wgpu};
+use super::{
+    PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, rgba_texture, tex_binding, uniform_bind_group, wgpu,
+};
 
 /// A matrix to draw. `generation` changes whenever `values` change; the GPU copy is refreshed then.
 #[derive(Debug, Clone, PartialEq)]
@@ -348,31 +350,14 @@ impl HeatmapRenderer {
             pass.set_bind_group(0, &bg, &[]);
             pass.draw(0..3, 0..1);
         }
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("heatmap params"),
-            size: std::mem::size_of::<Params>() as u64,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         let all = texture.create_view(&Default::default());
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("heatmap"),
-            layout: &self.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(&all),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&self.lut),
-                },
-            ],
-        });
+        let (uniform, bind_group) = uniform_bind_group(
+            device,
+            &self.layout,
+            "heatmap",
+            std::mem::size_of::<Params>(),
+            &[&all, &self.lut],
+        );
         self.instances.insert(
             id,
             Instance {

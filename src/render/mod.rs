@@ -139,6 +139,39 @@ pub(crate) fn tex_binding(sample_type: wgpu::TextureSampleType) -> wgpu::Binding
     }
 }
 
+/// A uniform buffer of `size` bytes at binding 0 and `textures` at bindings 1, 2, …, bound with
+/// `layout`: the per-view GPU state every renderer keeps.
+pub(crate) fn uniform_bind_group(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    label: &str,
+    size: usize,
+    textures: &[&wgpu::TextureView],
+) -> (wgpu::Buffer, wgpu::BindGroup) {
+    let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size as u64,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: uniform.as_entire_binding(),
+    }];
+    for (i, t) in textures.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry {
+            binding: i as u32 + 1,
+            resource: wgpu::BindingResource::TextureView(t),
+        });
+    }
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout,
+        entries: &entries,
+    });
+    (uniform, bind_group)
+}
+
 /// An RGBA8 texture of `width × height` from `rgba` bytes (colour tables).
 pub(crate) fn rgba_texture(
     device: &wgpu::Device,

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::{PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, wgpu};
+use super::{PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, uniform_bind_group, wgpu};
 
 /// The static cache as the renderer sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,23 +91,10 @@ impl StripRenderer {
 
     /// Write view `id`'s uniforms for `data` drawn into `rect`.
     pub fn prepare(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, id: u64, data: &StripData, rect: PxRect) {
-        let (buf, _) = self.instances.entry(id).or_insert_with(|| {
-            let buf = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("strip params"),
-                size: std::mem::size_of::<Params>() as u64,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("strip"),
-                layout: &self.layout,
-                entries: &[wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: buf.as_entire_binding(),
-                }],
-            });
-            (buf, bg)
-        });
+        let (buf, _) = self
+            .instances
+            .entry(id)
+            .or_insert_with(|| uniform_bind_group(device, &self.layout, "strip", std::mem::size_of::<Params>(), &[]));
         let (row_h, gap, slot_w) = geometry(data, rect[2], rect[3]);
         let mut lens = [[0u32; 4]; 16];
         for (l, &len) in data.lens.iter().take(MAX_LAYERS).enumerate() {
