@@ -49,13 +49,13 @@ export KVSCOPE_REQUIRE_NVRTC=1
 log "cargo fmt --check"
 cargo fmt --check
 
-log "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+log "cargo clippy --release --all-targets -- -D warnings"
+cargo clippy --release --all-targets -- -D warnings
 
-log "cargo test"
-cargo test "$@"
+log "cargo test --release"
+cargo test --release "$@"
 
 # The egui snapshots once more on the GL backend (llvmpipe): the paint callbacks must work there
 # too, and must produce the same pixels as on Vulkan.
 log "renderer snapshots on GL"
-WGPU_BACKEND=gl cargo test --test render snapshots "$@"
+WGPU_BACKEND=gl cargo test --release --test render snapshots "$@"

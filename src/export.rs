@@ -54,7 +54,7 @@ pub struct NamedArray {
 }
 
 impl NamedArray {
-    fn new(name: &str, shape: &[usize], data: ArrayData) -> Self {
+    pub fn new(name: &str, shape: &[usize], data: ArrayData) -> Self {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len(), "{name}");
         Self {
             name: name.to_string(),

@@ -10,6 +10,9 @@ use kvscope::bench;
 use kvscope::compute::{self, BackendKind, suite::SuiteSize};
 use kvscope::export::{self, PagedDecodeParams};
 use kvscope::math::{AttnShape, Mask, Rng};
+use kvscope::ui::headless::Headless;
+use kvscope::ui::text::Lang;
+use kvscope::ui::{AppConfig, KvscopeApp};
 
 #[derive(Parser)]
 #[command(
@@ -18,6 +21,12 @@ use kvscope::math::{AttnShape, Mask, Rng};
     about = "Transformer attention and the KV cache, taught with real kernels"
 )]
 struct Cli {
+    /// Load lessons from this folder (a teacher's own) instead of the embedded ones.
+    #[arg(long, global = true)]
+    lessons: Option<PathBuf>,
+    /// Start with the stored state ignored.
+    #[arg(long)]
+    fresh: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -45,6 +54,40 @@ enum Command {
     /// The CUDA kernels: list them, or compile them with NVRTC to PTX files.
     #[command(subcommand)]
     Kernels(KernelsCmd),
+    /// Render the full app frame of a lesson step to a PNG, without a window (for slides, docs, tests).
+    Render {
+        /// Lesson id (see `kvscope lessons list`), or `all` to render every step of every lesson
+        /// into the folder given by --out.
+        #[arg(long)]
+        lesson: String,
+        /// Step number, from 1.
+        #[arg(long, default_value_t = 1)]
+        step: usize,
+        /// Language: en or zh.
+        #[arg(long, default_value = "en")]
+        lang: String,
+        /// Frame size in pixels, WxH.
+        #[arg(long, default_value = "1600x900")]
+        size: String,
+        /// Presentation mode.
+        #[arg(long)]
+        present: bool,
+        /// Light theme.
+        #[arg(long)]
+        light: bool,
+        /// Backend to compute on.
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        /// Timeline position (decode token / scheduler step) instead of the step's own.
+        #[arg(long)]
+        at: Option<usize>,
+        /// Slider values, id=value (repeatable).
+        #[arg(long = "set", value_parser = parse_set)]
+        set: Vec<(String, i64)>,
+        /// Output PNG (or folder, with --lesson all).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Draw every wgpu renderer offscreen on real data and write PNGs into DIR.
     RenderViews {
         #[arg(long, default_value = "out/views")]
@@ -294,16 +337,175 @@ fn run_check(choice: BackendChoice, json: bool, seed: u64) -> Result<bool> {
     Ok(ok)
 }
 
+fn parse_set(s: &str) -> Result<(String, i64), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected id=value"))?;
+    let v = v.trim().parse::<i64>().map_err(|e| format!("`{s}`: {e}"))?;
+    Ok((k.trim().to_string(), v))
+}
+
+fn parse_size(s: &str) -> Result<[u32; 2]> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .with_context(|| format!("--size {s}: expected WxH, e.g. 1600x900"))?;
+    let (w, h) = (w.parse::<u32>()?, h.parse::<u32>()?);
+    if !(64..=8192).contains(&w) || !(64..=8192).contains(&h) {
+        bail!("--size {s}: width and height must lie in 64..=8192");
+    }
+    Ok([w, h])
+}
+
+fn has_display() -> bool {
+    if cfg!(target_os = "linux") {
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    } else {
+        true
+    }
+}
+
+fn run_app(lessons: Option<PathBuf>, fresh: bool) -> Result<bool> {
+    if !has_display() {
+        eprintln!("kvscope: no display found (neither DISPLAY nor WAYLAND_DISPLAY is set), so the window cannot open.");
+        eprintln!("Render lesson steps to PNG files instead, for example:");
+        eprintln!("  kvscope render --lesson attention-matrix --step 1 --out step1.png");
+        eprintln!("  kvscope render --lesson all --out out/steps");
+        return Ok(false);
+    }
+    let config = AppConfig {
+        lessons_dir: lessons,
+        sync: false,
+        fresh,
+        export_dir: None,
+    };
+    let options = eframe::NativeOptions {
+        viewport: eframe::egui::ViewportBuilder::default()
+            .with_title("kvscope")
+            .with_inner_size([1440.0, 900.0])
+            .with_min_inner_size([960.0, 600.0]),
+        renderer: eframe::Renderer::Wgpu,
+        ..Default::default()
+    };
+    eframe::run_native(
+        "kvscope",
+        options,
+        Box::new(move |cc| Ok(Box::new(kvscope::ui::create(cc, &config)))),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}\nThe window could not open. `kvscope render --lesson all --out DIR` draws every lesson step without one."
+        )
+    })?;
+    Ok(true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_render(
+    lessons: Option<PathBuf>,
+    lesson: String,
+    step: usize,
+    lang: &str,
+    size: &str,
+    present: bool,
+    light: bool,
+    backend: BackendKind,
+    at: Option<usize>,
+    set: Vec<(String, i64)>,
+    out: PathBuf,
+) -> Result<bool> {
+    let size = parse_size(size)?;
+    let lang = match lang {
+        "en" => Lang::En,
+        "zh" => Lang::Zh,
+        other => bail!("--lang {other}: expected en or zh"),
+    };
+    let config = AppConfig {
+        lessons_dir: lessons,
+        sync: true,
+        fresh: true,
+        export_dir: None,
+    };
+    let mut app = KvscopeApp::new(&config, None, None);
+    if !app.load_errors().is_empty() {
+        for e in app.load_errors() {
+            eprintln!("{e}");
+        }
+        bail!("the lesson files have errors");
+    }
+    app.lang = lang;
+    app.presentation = present;
+    app.set_light(light);
+    app.choose_backend(backend);
+    if app.active_backend() != backend {
+        eprintln!("kvscope: {}", app.fallback().unwrap_or("backend unavailable"));
+    }
+    let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
+    let mut targets = Vec::new();
+    if lesson == "all" {
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+        for (i, l) in app.lessons().iter().enumerate() {
+            for j in 0..l.file.steps.len() {
+                let suffix = if lang == Lang::Zh { "-zh" } else { "" };
+                targets.push((i, j, out.join(format!("{}-{:02}{suffix}.png", l.id(), j + 1))));
+            }
+        }
+    } else {
+        let Some(i) = app.lessons().iter().position(|l| l.id() == lesson) else {
+            let ids: Vec<String> = app.lessons().iter().map(|l| l.id().to_string()).collect();
+            bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
+        };
+        let n = app.lessons()[i].file.steps.len();
+        if step == 0 || step > n {
+            bail!("--step {step}: lesson `{lesson}` has steps 1..={n}");
+        }
+        targets.push((i, step - 1, out.clone()));
+    }
+    for (i, j, path) in targets {
+        app.goto(i, j);
+        for (k, v) in &set {
+            app.set_param(k, *v);
+        }
+        if let Some(a) = at {
+            app.set_cursor(a);
+        }
+        let img = headless
+            .render(size, 1.0, 3, |ui| app.show(ui))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        img.write_png(&path).map_err(|e| anyhow::anyhow!(e))?;
+        println!("{}", path.display());
+    }
+    Ok(true)
+}
+
 fn run() -> Result<bool> {
     let cli = Cli::parse();
     match cli.command {
-        None => {
-            println!("kvscope: the desktop app is not part of this build yet.");
-            println!(
-                "Available now: `kvscope check`, `kvscope export attention|paged-decode`, `kvscope bench` (see --help)."
-            );
-            Ok(true)
-        }
+        None => run_app(cli.lessons, cli.fresh),
+        Some(Command::Render {
+            lesson,
+            step,
+            lang,
+            size,
+            present,
+            light,
+            backend,
+            at,
+            set,
+            out,
+        }) => run_render(
+            cli.lessons,
+            lesson,
+            step,
+            &lang,
+            &size,
+            present,
+            light,
+            backend,
+            at,
+            set,
+            out,
+        ),
         Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),
         Some(Command::Lessons(cmd)) => {
             let (dir, list) = match cmd {
@@ -451,6 +653,7 @@ fn run() -> Result<bool> {
 }
 
 fn main() -> ExitCode {
+    let _ = kvscope::ui::STARTUP.set(std::time::Instant::now());
     match run() {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -12,6 +12,40 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3000..=0x303F | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xFF00..=0xFFEF)
 }
 
+/// The lesson files and the app's own strings (src/ui).
+fn text_files() -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["lessons", "src/ui"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml" || e == "rs") {
+                out.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Every symbol the lessons and the UI use has a glyph in one of the app's fonts (egui's defaults
+/// plus the bundled CJK font), so no text shows as boxes.
+#[test]
+fn every_symbol_has_a_glyph() {
+    let defs = kvscope::ui::fonts::definitions();
+    let blobs: Vec<Vec<u8>> = defs.font_data.values().map(|d| (*d.font).as_ref().to_vec()).collect();
+    let faces: Vec<ttf_parser::Face> = blobs
+        .iter()
+        .filter_map(|b| ttf_parser::Face::parse(b, 0).ok())
+        .collect();
+    assert!(faces.len() >= 2);
+    let mut missing = BTreeSet::new();
+    for c in text_files().iter().flat_map(|t| t.chars()) {
+        if !c.is_ascii() && !c.is_whitespace() && !faces.iter().any(|f| f.glyph_index(c).is_some()) {
+            missing.insert(c);
+        }
+    }
+    assert!(missing.is_empty(), "characters no font can draw: {missing:?}");
+}
+
 #[test]
 fn cjk_font_covers_every_lesson_and_the_common_set() {
     let data = std::fs::read(root().join("assets/fonts/kvscope-sans-sc.otf")).expect("the font is committed");
@@ -19,19 +53,14 @@ fn cjk_font_covers_every_lesson_and_the_common_set() {
     let covered = |c: char| face.glyph_index(c).is_some();
 
     let mut missing = BTreeSet::new();
-    for entry in std::fs::read_dir(root().join("lessons")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            for c in std::fs::read_to_string(&path).unwrap().chars().filter(|&c| is_cjk(c)) {
-                if !covered(c) {
-                    missing.insert(c);
-                }
-            }
+    for c in text_files().iter().flat_map(|t| t.chars()).filter(|&c| is_cjk(c)) {
+        if !covered(c) {
+            missing.insert(c);
         }
     }
     assert!(
         missing.is_empty(),
-        "lesson characters missing from the font (re-run scripts/make-cjk-subset.sh): {missing:?}"
+        "lesson or UI characters missing from the font (re-run scripts/make-cjk-subset.sh): {missing:?}"
     );
 
     let promised = std::fs::read_to_string(root().join("assets/fonts/kvscope-sans-sc.chars.txt")).unwrap();

@@ -37,7 +37,13 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
     assert_eq!(lessons.len(), EMBEDDED.len());
     assert_eq!(
         lessons.iter().map(|l| l.id()).collect::<Vec<_>>(),
-        ["attention-matrix", "causal-mask", "multi-head"]
+        [
+            "attention-matrix",
+            "causal-mask",
+            "multi-head",
+            "kv-decode",
+            "paged-cache"
+        ]
     );
     let l3 = &lessons[2];
     let llama = l3
@@ -124,7 +130,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("3 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("5 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();

@@ -49,6 +49,22 @@ pub struct LessonFile {
     /// Reference model configurations (lesson 3's KV-bytes table).
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    /// A scripted serving scenario (lesson 5): requests with arrival step, prompt and generation
+    /// lengths. The `requests` parameter, when present, chooses how many of them take part.
+    #[serde(default)]
+    pub requests: Vec<Spanned<ScenarioRequest>>,
+}
+
+/// One request of a scripted scenario.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioRequest {
+    /// Scheduler step at which it arrives (0-based).
+    pub arrive: u32,
+    /// Prompt tokens (at least 1), prefilled in one step.
+    pub prompt: u32,
+    /// Tokens to generate after the prompt.
+    pub generate: u32,
 }
 
 /// A slider.
@@ -89,6 +105,10 @@ pub struct Step {
     /// What the views highlight.
     #[serde(default)]
     pub highlight: Option<Highlight>,
+    /// Where the step moves the lesson's timeline when it opens: the decode token for lesson 4
+    /// (0 = just after prefill), the scheduler step for lesson 5. The user can move on from there.
+    #[serde(default)]
+    pub at: Option<Spanned<i64>>,
 }
 
 /// A highlight: a query row, a key column, or both.
@@ -140,11 +160,21 @@ pub enum LessonKind {
     Causal,
     /// Lesson 3: multi-head attention, GQA and MQA.
     MultiHead,
+    /// Lesson 4: KV-cache append during decode, and why decode is memory-bound.
+    Decode,
+    /// Lesson 5: the paged KV cache.
+    Paged,
 }
 
 impl LessonKind {
     /// Every kind.
-    pub const ALL: [LessonKind; 3] = [LessonKind::Attention, LessonKind::Causal, LessonKind::MultiHead];
+    pub const ALL: [LessonKind; 5] = [
+        LessonKind::Attention,
+        LessonKind::Causal,
+        LessonKind::MultiHead,
+        LessonKind::Decode,
+        LessonKind::Paged,
+    ];
 
     /// The name used in lesson files.
     pub fn name(self) -> &'static str {
@@ -152,6 +182,8 @@ impl LessonKind {
             LessonKind::Attention => "attention",
             LessonKind::Causal => "causal",
             LessonKind::MultiHead => "multihead",
+            LessonKind::Decode => "decode",
+            LessonKind::Paged => "paged",
         }
     }
 
@@ -178,6 +210,24 @@ impl LessonKind {
                 "kv_groups",
                 "kv_bytes",
                 "model_table",
+                "kernel",
+            ],
+            LessonKind::Decode => &[
+                "prefill",
+                "static_cache",
+                "decode_row",
+                "intensity",
+                "bandwidth",
+                "kernel",
+            ],
+            LessonKind::Paged => &[
+                "pool",
+                "tables",
+                "free_list",
+                "occupancy",
+                "events",
+                "check",
+                "tradeoff",
                 "kernel",
             ],
         }
@@ -407,6 +457,26 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
             }
         }
     }
+    for r in &lf.requests {
+        if r.get_ref().prompt == 0 {
+            c.at(
+                r.span(),
+                "a request has an empty prompt",
+                "give every request `prompt >= 1`",
+            );
+        }
+    }
+    for s in &lf.steps {
+        if let Some(at) = &s.at
+            && (*at.get_ref() < 0 || *at.get_ref() > 100_000)
+        {
+            c.at(
+                at.span(),
+                format!("`at = {}` is outside 0..=100000", at.get_ref()),
+                "use the decode token (lesson 4) or scheduler step (lesson 5) the step should open at",
+            );
+        }
+    }
     match (kind, c.errors.is_empty()) {
         (Some(kind), true) => Ok(Lesson {
             source: file.to_path_buf(),
@@ -418,13 +488,15 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
 }
 
 /// The lessons shipped in the binary, by file name.
-pub const EMBEDDED: [(&str, &str); 3] = [
+pub const EMBEDDED: [(&str, &str); 5] = [
     (
         "01-attention-matrix.toml",
         include_str!("../../lessons/01-attention-matrix.toml"),
     ),
     ("02-causal-mask.toml", include_str!("../../lessons/02-causal-mask.toml")),
     ("03-multi-head.toml", include_str!("../../lessons/03-multi-head.toml")),
+    ("04-kv-decode.toml", include_str!("../../lessons/04-kv-decode.toml")),
+    ("05-paged-cache.toml", include_str!("../../lessons/05-paged-cache.toml")),
 ];
 
 /// Every lesson, sorted by `order`, or every error found (all files are checked). Duplicate ids and

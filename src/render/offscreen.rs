@@ -115,6 +115,21 @@ pub fn render(
             paint(&mut pass);
         }
     }
+    queue.submit([encoder.finish()]);
+    read_texture(gpu, &target, width, height)
+}
+
+/// Read back an RGBA8 texture (with `COPY_SRC` usage) after everything submitted so far.
+pub fn read_texture(gpu: &Gpu, target: &wgpu::Texture, width: u32, height: u32) -> Result<Image, String> {
+    let (device, queue) = (&gpu.device, &gpu.queue);
+    let size = wgpu::Extent3d {
+        width,
+        height,
+        depth_or_array_layers: 1,
+    };
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("readback"),
+    });
     let bpr = (width * 4).div_ceil(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT) * wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
     let buf = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("readback"),

@@ -1,3 +1,724 @@
-//! The app layer (egui). For now only its fonts; the lesson views and the shell come with the app.
+//! The desktop app: an eframe shell around the lessons.
+//!
+//! How it works: [`KvscopeApp`] holds the lessons (embedded, or a teacher's folder), where the user
+//! is (lesson, step, timeline position), the slider values per lesson, the language and theme, and the
+//! latest computed [`model::Output`]. Each frame it (1) takes finished results from the
+//! [`worker::Worker`], (2) handles keys, (3) submits a new job when the lesson, sliders or backend
+//! changed — the old view stays on screen with a quiet "computing" hint meanwhile — and (4) draws the
+//! panels: navigator, views ([`views`]), narration and controls, status bar. [`KvscopeApp::show`]
+//! needs no eframe frame, so `kvscope render` and the tests draw exactly the app's frame headlessly
+//! ([`headless`]).
 
 pub mod fonts;
+pub mod headless;
+pub mod model;
+pub mod text;
+pub mod views;
+pub mod worker;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+
+use eframe::egui;
+
+use crate::compute::{BackendKind, BackendStatus, CheckReport};
+use crate::lesson::{Lesson, LessonError};
+use crate::render::heatmap::HeatmapView;
+use model::{Output, Params};
+use text::Lang;
+use worker::{Job, Msg, Worker};
+
+/// How the app is started.
+#[derive(Debug, Clone, Default)]
+pub struct AppConfig {
+    /// A teacher's lesson folder instead of the embedded lessons.
+    pub lessons_dir: Option<PathBuf>,
+    /// Compute on the UI thread (tests and headless rendering: every frame is complete).
+    pub sync: bool,
+    /// Ignore stored state.
+    pub fresh: bool,
+    /// Where Ctrl+S and Ctrl+E write (`kvscope-exports` in the working folder by default).
+    pub export_dir: Option<PathBuf>,
+}
+
+/// What the app keeps between runs (eframe storage).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Saved {
+    /// Lesson id.
+    pub lesson: String,
+    /// Step index.
+    pub step: usize,
+    /// Language.
+    pub lang: Lang,
+    /// Light theme instead of dark.
+    pub light: bool,
+    /// Slider values per lesson id.
+    pub params: BTreeMap<String, Params>,
+    /// The backend last chosen.
+    pub backend: Option<BackendKind>,
+}
+
+const STORAGE_KEY: &str = "kvscope-state";
+
+/// What a heatmap's zoom and pan were made for: matrix rows and columns, widget width and height.
+pub type HeatKey = (usize, usize, u32, u32);
+
+/// Per-view UI state that survives frames (zoom and pan of each heatmap, toggles).
+#[derive(Default)]
+pub struct ViewState {
+    /// Heatmap zoom/pan by view id, with the matrix and widget size it was made for.
+    pub heat: HashMap<u64, (HeatKey, Option<HeatmapView>)>,
+    /// Lesson 2: show the probabilities with the mask on.
+    pub mask_on: bool,
+    /// Lesson 5: show the gather-based debug path.
+    pub gather: bool,
+    /// The kernel panel: which op is shown.
+    pub kernel_op: usize,
+    /// Lesson 4: the live bandwidth sweep.
+    pub sweep: views::Sweep,
+}
+
+/// Where a backend stands.
+#[derive(Clone)]
+pub enum BackendSlot {
+    /// Still probing.
+    Probing,
+    /// Probed.
+    Ready(BackendStatus),
+}
+
+/// The app.
+pub struct KvscopeApp {
+    lessons: Vec<Arc<Lesson>>,
+    load_errors: Vec<LessonError>,
+    cur: usize,
+    step: usize,
+    /// Language.
+    pub lang: Lang,
+    light: bool,
+    /// Presentation mode (F5 / F).
+    pub presentation: bool,
+    params: BTreeMap<String, Params>,
+    cursor: BTreeMap<String, usize>,
+    backends: Vec<(BackendKind, BackendSlot)>,
+    probe_rx: Option<Receiver<BackendStatus>>,
+    active: BackendKind,
+    fallback_note: Option<String>,
+    worker: Option<Worker>,
+    sync: bool,
+    generation: u64,
+    submitted: Option<(String, Params, BackendKind)>,
+    output: Option<(u64, String, Arc<Output>)>,
+    error: Option<(String, String)>,
+    reports: Option<(u64, Vec<CheckReport>)>,
+    compute_ms: f64,
+    /// Per-view state.
+    pub vs: ViewState,
+    status: Option<String>,
+    pending_png: bool,
+    headless: Option<Result<headless::Headless, String>>,
+    frames: u64,
+    job_lessons: HashMap<u64, String>,
+    export_dir: PathBuf,
+}
+
+impl KvscopeApp {
+    /// A new app. `saved` is the stored state, if any.
+    pub fn new(config: &AppConfig, saved: Option<Saved>, wake: Option<Box<dyn Fn() + Send + Sync>>) -> Self {
+        let (lessons, load_errors) = match &config.lessons_dir {
+            Some(dir) => match crate::lesson::load_dir(dir) {
+                Ok(l) => (l, Vec::new()),
+                Err(e) => (Vec::new(), e),
+            },
+            None => match crate::lesson::load_embedded() {
+                Ok(l) => (l, Vec::new()),
+                Err(e) => (Vec::new(), e),
+            },
+        };
+        let lessons: Vec<Arc<Lesson>> = lessons.into_iter().map(Arc::new).collect();
+        let saved = if config.fresh { None } else { saved };
+        let mut app = Self {
+            lessons,
+            load_errors,
+            cur: 0,
+            step: 0,
+            lang: Lang::En,
+            light: false,
+            presentation: false,
+            params: BTreeMap::new(),
+            cursor: BTreeMap::new(),
+            backends: Vec::new(),
+            probe_rx: None,
+            active: BackendKind::Cpu,
+            fallback_note: None,
+            worker: None,
+            sync: config.sync,
+            generation: 0,
+            submitted: None,
+            output: None,
+            error: None,
+            reports: None,
+            compute_ms: 0.0,
+            vs: ViewState {
+                mask_on: true,
+                ..Default::default()
+            },
+            status: None,
+            pending_png: false,
+            headless: None,
+            frames: 0,
+            job_lessons: HashMap::new(),
+            export_dir: config
+                .export_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("kvscope-exports")),
+        };
+        // Backends: the CPU and the shim are ready at once; CUDA is probed off the UI thread (driver
+        // loading and NVRTC compilation can take a while), or right here when computing synchronously.
+        let mut wanted = None;
+        if let Some(s) = saved {
+            app.lang = s.lang;
+            app.light = s.light;
+            app.params = s.params;
+            wanted = s.backend;
+            if let Some(i) = app.lessons.iter().position(|l| l.id() == s.lesson) {
+                app.cur = i;
+                app.step = s.step.min(app.lessons[i].file.steps.len().saturating_sub(1));
+            }
+        }
+        for kind in BackendKind::ALL {
+            let slot = match kind {
+                BackendKind::Cuda if !config.sync => BackendSlot::Probing,
+                k => BackendSlot::Ready(crate::compute::probe(k)),
+            };
+            app.backends.push((kind, slot));
+        }
+        if !config.sync {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let wake2: Option<Arc<dyn Fn() + Send + Sync>> = wake.map(Arc::from);
+            let w3 = wake2.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(crate::compute::probe(BackendKind::Cuda));
+                if let Some(w) = w3 {
+                    w();
+                }
+            });
+            app.probe_rx = Some(rx);
+            app.worker = Some(Worker::spawn(move || {
+                if let Some(w) = &wake2 {
+                    w();
+                }
+            }));
+        }
+        if let Some(k) = wanted {
+            app.choose_backend(k);
+        }
+        app.ensure_params();
+        app
+    }
+
+    /// The lessons.
+    pub fn lessons(&self) -> &[Arc<Lesson>] {
+        &self.lessons
+    }
+
+    /// Lesson-file errors (shown in place of the lessons).
+    pub fn load_errors(&self) -> &[LessonError] {
+        &self.load_errors
+    }
+
+    /// The current lesson.
+    pub fn lesson(&self) -> Option<&Arc<Lesson>> {
+        self.lessons.get(self.cur)
+    }
+
+    /// (lesson index, step index).
+    pub fn position(&self) -> (usize, usize) {
+        (self.cur, self.step)
+    }
+
+    /// Go to a lesson (by index) and step; the step's `at` moves the timeline.
+    pub fn goto(&mut self, lesson: usize, step: usize) {
+        if self.lessons.is_empty() {
+            return;
+        }
+        self.cur = lesson.min(self.lessons.len() - 1);
+        let steps = self.lessons[self.cur].file.steps.len();
+        self.step = step.min(steps.saturating_sub(1));
+        self.ensure_params();
+        let l = &self.lessons[self.cur];
+        if let Some(at) = l.file.steps.get(self.step).and_then(|s| s.at.as_ref()) {
+            let v = (*at.get_ref()).max(0) as usize;
+            let id = l.id().to_string();
+            self.cursor.insert(id, v);
+        }
+    }
+
+    /// Go to a lesson by id.
+    pub fn goto_id(&mut self, id: &str, step: usize) -> bool {
+        match self.lessons.iter().position(|l| l.id() == id) {
+            Some(i) => {
+                self.goto(i, step);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Next step (into the next lesson at the end of one).
+    pub fn next_step(&mut self) {
+        let Some(l) = self.lesson() else { return };
+        if self.step + 1 < l.file.steps.len() {
+            self.goto(self.cur, self.step + 1);
+        } else if self.cur + 1 < self.lessons.len() {
+            self.goto(self.cur + 1, 0);
+        }
+    }
+
+    /// Previous step (into the previous lesson's last step).
+    pub fn prev_step(&mut self) {
+        if self.step > 0 {
+            self.goto(self.cur, self.step - 1);
+        } else if self.cur > 0 {
+            let n = self.lessons[self.cur - 1].file.steps.len();
+            self.goto(self.cur - 1, n.saturating_sub(1));
+        }
+    }
+
+    fn ensure_params(&mut self) {
+        for l in &self.lessons {
+            let p = self.params.entry(l.id().to_string()).or_default();
+            model::normalize(l, p);
+        }
+    }
+
+    /// The current lesson's slider values.
+    pub fn params(&self) -> Option<&Params> {
+        self.lesson().and_then(|l| self.params.get(l.id()))
+    }
+
+    /// Set a slider of the current lesson (clamped and made consistent like a slider drag).
+    pub fn set_param(&mut self, id: &str, value: i64) {
+        let Some(l) = self.lesson().cloned() else { return };
+        let p = self.params.entry(l.id().to_string()).or_default();
+        p.insert(id.to_string(), value);
+        model::normalize(&l, p);
+    }
+
+    /// The timeline position of the current lesson.
+    pub fn cursor(&self) -> usize {
+        self.lesson()
+            .and_then(|l| self.cursor.get(l.id()).copied())
+            .unwrap_or(0)
+    }
+
+    /// Move the timeline (clamped by the views to what exists).
+    pub fn set_cursor(&mut self, v: usize) {
+        if let Some(l) = self.lesson() {
+            let id = l.id().to_string();
+            self.cursor.insert(id, v);
+        }
+    }
+
+    /// The backend in use.
+    pub fn active_backend(&self) -> BackendKind {
+        self.active
+    }
+
+    /// Every backend with its status (ready, or the reason it is not).
+    pub fn backend_statuses(&self) -> Vec<(BackendKind, Result<String, String>)> {
+        self.backends
+            .iter()
+            .map(|(k, s)| {
+                let st = match s {
+                    BackendSlot::Probing => Err("probing…".to_string()),
+                    BackendSlot::Ready(st) => st.backend.as_ref().map(|b| b.device()).map_err(|e| e.clone()),
+                };
+                (*k, st)
+            })
+            .collect()
+    }
+
+    /// Switch backends; an unavailable one is refused with its reason in the status bar.
+    pub fn choose_backend(&mut self, kind: BackendKind) {
+        let found = self.backends.iter().find(|(k, _)| *k == kind).map(|(_, s)| s.clone());
+        match found {
+            Some(BackendSlot::Ready(st)) => match &st.backend {
+                Ok(_) => {
+                    self.active = kind;
+                    self.fallback_note = None;
+                }
+                Err(why) => {
+                    self.fallback_note = Some(format!(
+                        "{} is unavailable ({why}); running on {}",
+                        kind.name(),
+                        self.active.name()
+                    ))
+                }
+            },
+            _ => {
+                self.fallback_note = Some(format!("{} is still being probed", kind.name()));
+            }
+        }
+    }
+
+    fn backend(&self) -> Arc<dyn crate::compute::Backend> {
+        for (k, s) in &self.backends {
+            if *k == self.active
+                && let BackendSlot::Ready(st) = s
+                && let Ok(b) = &st.backend
+            {
+                return b.clone();
+            }
+        }
+        Arc::new(crate::compute::CpuBackend::new())
+    }
+
+    /// The latest output for the current lesson, if it has arrived.
+    pub fn output(&self) -> Option<&Arc<Output>> {
+        let l = self.lesson()?;
+        self.output
+            .as_ref()
+            .filter(|(_, id, _)| id == l.id())
+            .map(|(_, _, o)| o)
+    }
+
+    /// The verification reports of the shown output.
+    pub fn reports(&self) -> Option<&[CheckReport]> {
+        let (g, _, _) = self.output.as_ref()?;
+        self.reports
+            .as_ref()
+            .filter(|(rg, _)| rg == g)
+            .map(|(_, r)| r.as_slice())
+    }
+
+    /// Whether a newer result is being computed.
+    pub fn computing(&self) -> bool {
+        self.output.as_ref().is_none_or(|(g, _, _)| *g < self.generation)
+            && self.error.as_ref().is_none_or(|_| self.submitted.is_some())
+            && !self.sync
+    }
+
+    /// The error of the current lesson's computation, if it failed.
+    pub fn error(&self) -> Option<&str> {
+        let l = self.lesson()?;
+        self.error
+            .as_ref()
+            .filter(|(id, _)| id == l.id())
+            .map(|(_, e)| e.as_str())
+    }
+
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Done { generation, result, ms } => {
+                let id = self.submitted.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+                if generation < self.output.as_ref().map_or(0, |o| o.0) {
+                    return;
+                }
+                self.compute_ms = ms;
+                match result {
+                    Ok(out) => {
+                        let lesson_id = self.job_lessons.get(&generation).cloned().unwrap_or(id);
+                        self.output = Some((generation, lesson_id, out));
+                        self.error = None;
+                    }
+                    Err(e) => {
+                        let lesson_id = self.job_lessons.get(&generation).cloned().unwrap_or(id);
+                        self.error = Some((lesson_id, e));
+                    }
+                }
+            }
+            Msg::Verified { generation, reports } => self.reports = Some((generation, reports)),
+        }
+    }
+
+    /// Submit a job if what the view depends on changed; in sync mode compute it now.
+    fn refresh(&mut self) {
+        let Some(l) = self.lesson().cloned() else { return };
+        let params = self.params.get(l.id()).cloned().unwrap_or_default();
+        let key = (l.id().to_string(), params.clone(), self.active);
+        if self.submitted.as_ref() == Some(&key) {
+            return;
+        }
+        self.generation += 1;
+        self.job_lessons.insert(self.generation, l.id().to_string());
+        self.submitted = Some(key);
+        let job = Job {
+            generation: self.generation,
+            lesson: l,
+            params,
+            backend: self.backend(),
+        };
+        match &self.worker {
+            Some(w) => w.submit(job),
+            None => {
+                let (done, verified) = worker::run_now(&job);
+                self.take(done);
+                if let Some(v) = verified {
+                    self.take(v);
+                }
+            }
+        }
+    }
+
+    /// Bring everything up to date without drawing (tests call this before asserting).
+    pub fn update_now(&mut self) {
+        self.poll();
+        self.refresh();
+    }
+
+    fn poll(&mut self) {
+        if let Some(rx) = &self.probe_rx
+            && let Ok(st) = rx.try_recv()
+        {
+            for (k, s) in &mut self.backends {
+                if *k == st.kind {
+                    *s = BackendSlot::Ready(st.clone());
+                }
+            }
+            self.probe_rx = None;
+        }
+        let msgs = self.worker.as_ref().map(|w| w.poll()).unwrap_or_default();
+        for m in msgs {
+            self.take(m);
+        }
+    }
+
+    /// What is kept between runs.
+    pub fn saved(&self) -> Saved {
+        Saved {
+            lesson: self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),
+            step: self.step,
+            lang: self.lang,
+            light: self.light,
+            params: self.params.clone(),
+            backend: Some(self.active),
+        }
+    }
+
+    fn keys(&mut self, ctx: &egui::Context) {
+        use egui::{Key, Modifiers};
+        let focused = ctx.memory(|m| m.focused().is_some());
+        let (save, export) = ctx.input_mut(|i| {
+            (
+                i.consume_key(Modifiers::COMMAND, Key::S),
+                i.consume_key(Modifiers::COMMAND, Key::E),
+            )
+        });
+        let (next, prev, home, end, pres, esc) = ctx.input(|i| {
+            let plain = !i.modifiers.command && !i.modifiers.alt;
+            (
+                plain && (i.key_pressed(Key::ArrowRight) || i.key_pressed(Key::Space)),
+                plain && (i.key_pressed(Key::ArrowLeft) || i.key_pressed(Key::Backspace)),
+                plain && i.key_pressed(Key::Home),
+                plain && i.key_pressed(Key::End),
+                plain && (i.key_pressed(Key::F5) || i.key_pressed(Key::F)),
+                i.key_pressed(Key::Escape),
+            )
+        });
+        if !focused {
+            if next {
+                self.next_step();
+            }
+            if prev {
+                self.prev_step();
+            }
+            if home {
+                self.goto(self.cur, 0);
+            }
+            if end {
+                let n = self.lesson().map_or(0, |l| l.file.steps.len());
+                self.goto(self.cur, n.saturating_sub(1));
+            }
+        }
+        if pres {
+            self.presentation = !self.presentation;
+        }
+        if esc {
+            self.presentation = false;
+        }
+        if save {
+            self.pending_png = true;
+        }
+        if export {
+            self.export_npy();
+        }
+    }
+
+    /// Draw one frame of the app into `ui` (the whole window).
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        if self.frames == 0 {
+            fonts::install(&ctx);
+        }
+        self.frames += 1;
+        ctx.set_theme(if self.light {
+            egui::Theme::Light
+        } else {
+            egui::Theme::Dark
+        });
+        self.poll();
+        self.keys(&ctx);
+        self.refresh();
+        if self.computing() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+        views::shell(self, ui);
+    }
+
+    /// Save the current frame as a PNG through the offscreen renderer; returns the path.
+    pub fn export_png(&mut self, size: [u32; 2], dir: &Path) -> Result<PathBuf, String> {
+        if self.headless.is_none() {
+            self.headless = Some(headless::Headless::new());
+        }
+        let mut h = match self.headless.take() {
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                self.headless = Some(Err(e.clone()));
+                return Err(e);
+            }
+            None => return Err("no renderer".into()),
+        };
+        let img = h.render(size, 1.0, 2, |ui| self.show(ui));
+        self.headless = Some(Ok(h));
+        let img = img?;
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let (lesson, step) = (
+            self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),
+            self.step + 1,
+        );
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let path = dir.join(format!("{lesson}-step{step:02}-{stamp}.png"));
+        img.write_png(&path)?;
+        Ok(path)
+    }
+
+    /// Ctrl+E: the current step's tensors as `.npy` files plus `manifest.json`.
+    pub fn export_npy(&mut self) {
+        let dir = self.export_dir.join(format!(
+            "{}-step{:02}",
+            self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),
+            self.step + 1
+        ));
+        self.status = Some(match self.export_npy_to(&dir) {
+            Ok(p) => format!("exported {}", p.display()),
+            Err(e) => format!("export failed: {e}"),
+        });
+    }
+
+    /// Write the export into `dir`.
+    pub fn export_npy_to(&self, dir: &Path) -> Result<PathBuf, String> {
+        let (Some(l), Some(p), Some(out)) = (self.lesson(), self.params(), self.output()) else {
+            return Err("nothing computed yet".into());
+        };
+        let backend = self.backend();
+        let (arrays, reports) = views::export_arrays(out, self.cursor(), self.reports());
+        let params = serde_json::to_value(p).map_err(|e| e.to_string())?;
+        crate::export::write_export(
+            dir,
+            l.id(),
+            params,
+            model::get(p, "seed", 0).max(0) as u64,
+            backend.as_ref(),
+            &reports,
+            &arrays,
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        Ok(dir.to_path_buf())
+    }
+
+    /// Milliseconds the last computation took.
+    pub fn compute_ms(&self) -> f64 {
+        self.compute_ms
+    }
+
+    /// The last status message (exports, errors).
+    pub fn status_message(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// Why the chosen backend is not the one running, if it is not.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback_note.as_deref()
+    }
+
+    /// Ask for a PNG of the next frame (Ctrl+S).
+    pub fn request_png(&mut self) {
+        self.pending_png = true;
+    }
+
+    /// Whether results are computed on the UI thread (tests, headless rendering).
+    pub fn is_sync(&self) -> bool {
+        self.sync
+    }
+
+    /// The active backend.
+    pub fn backend_arc(&self) -> Arc<dyn crate::compute::Backend> {
+        self.backend()
+    }
+
+    /// Whether the app keeps its state in `light` theme.
+    pub fn set_light(&mut self, light: bool) {
+        self.light = light;
+    }
+}
+
+impl eframe::App for KvscopeApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.show(ui);
+        if self.pending_png {
+            self.pending_png = false;
+            let size = ui.ctx().content_rect().size() * ui.ctx().pixels_per_point();
+            let size = [size.x.round().max(64.0) as u32, size.y.round().max(64.0) as u32];
+            let dir = self.export_dir.clone();
+            self.status = Some(match self.export_png(size, &dir) {
+                Ok(p) => format!("saved {}", p.display()),
+                Err(e) => format!("PNG export failed: {e}"),
+            });
+        }
+        if let Some(t0) = STARTUP.get()
+            && self.frames == 1
+        {
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            eprintln!("kvscope: first frame after {ms:.1} ms");
+            if std::env::var_os("KVSCOPE_EXIT_AFTER_FIRST_FRAME").is_some() {
+                std::process::exit(0);
+            }
+        }
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        if let Ok(s) = serde_json::to_string(&self.saved()) {
+            storage.set_string(STORAGE_KEY, s);
+        }
+    }
+}
+
+/// When the process started (set first thing in `main`), for the start-up measurement.
+pub static STARTUP: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Read the stored state from eframe's storage.
+pub fn load_saved(storage: Option<&dyn eframe::Storage>) -> Option<Saved> {
+    storage
+        .and_then(|s| s.get_string(STORAGE_KEY))
+        .and_then(|s| serde_json::from_str(&s).ok())
+}
+
+/// Create the app inside eframe: install the renderers into the wgpu render state.
+pub fn create(cc: &eframe::CreationContext<'_>, config: &AppConfig) -> KvscopeApp {
+    if let Some(rs) = &cc.wgpu_render_state {
+        crate::render::egui_glue::install(rs);
+    }
+    fonts::install(&cc.egui_ctx);
+    let ctx = cc.egui_ctx.clone();
+    KvscopeApp::new(
+        config,
+        load_saved(cc.storage),
+        Some(Box::new(move || ctx.request_repaint())),
+    )
+}

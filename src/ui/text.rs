@@ -1,0 +1,290 @@
+//! Text in the app: the two languages, a small Markdown renderer for narration and a CUDA syntax
+//! highlighter for the kernel panel.
+//!
+//! Why not a Markdown or syntax-highlighting crate: narration uses paragraphs, `- ` lists, headings,
+//! **bold**, *italic* and `code` only, and the kernel panel shows C-like CUDA; a few dozen lines of
+//! `LayoutJob` building cover both, keep the build small and keep the Chinese fallback font working.
+
+use eframe::egui::{self, Color32, FontId, TextFormat, text::LayoutJob};
+
+use crate::lesson::Text;
+
+/// The app's languages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Lang {
+    /// English.
+    #[default]
+    En,
+    /// 简体中文.
+    Zh,
+}
+
+impl Lang {
+    /// Pick the string of this language.
+    pub fn t(self, en: &'static str, zh: &'static str) -> &'static str {
+        match self {
+            Lang::En => en,
+            Lang::Zh => zh,
+        }
+    }
+
+    /// A lesson text in this language (the loader guarantees both exist).
+    pub fn pick(self, t: &Text) -> &str {
+        let (a, b) = match self {
+            Lang::En => (&t.en, &t.zh),
+            Lang::Zh => (&t.zh, &t.en),
+        };
+        a.as_deref().or(b.as_deref()).unwrap_or("")
+    }
+
+    /// Short name for the switch.
+    pub fn label(self) -> &'static str {
+        match self {
+            Lang::En => "English",
+            Lang::Zh => "中文",
+        }
+    }
+}
+
+fn push_inline(job: &mut LayoutJob, text: &str, size: f32, color: Color32, strong: Color32, code_bg: Color32) {
+    let mut bold = false;
+    let mut italic = false;
+    let mut code = false;
+    let mut buf = String::new();
+    let flush = |job: &mut LayoutJob, buf: &mut String, bold: bool, italic: bool, code: bool| {
+        if buf.is_empty() {
+            return;
+        }
+        let mut f = TextFormat {
+            font_id: if code {
+                FontId::monospace(size * 0.92)
+            } else {
+                FontId::proportional(size)
+            },
+            color: if bold { strong } else { color },
+            italics: italic,
+            ..Default::default()
+        };
+        if code {
+            f.background = code_bg;
+        }
+        job.append(buf, 0.0, f);
+        buf.clear();
+    };
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '`' {
+            flush(job, &mut buf, bold, italic, code);
+            code = !code;
+        } else if !code && c == '*' && chars.get(i + 1) == Some(&'*') {
+            flush(job, &mut buf, bold, italic, code);
+            bold = !bold;
+            i += 1;
+        } else if !code && c == '*' {
+            flush(job, &mut buf, bold, italic, code);
+            italic = !italic;
+        } else {
+            buf.push(c);
+        }
+        i += 1;
+    }
+    flush(job, &mut buf, bold, italic, code);
+}
+
+/// Render narration Markdown into `ui` at body size `size`.
+pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
+    let color = ui.visuals().text_color();
+    let strong = ui.visuals().strong_text_color();
+    let code_bg = ui.visuals().code_bg_color;
+    let width = ui.available_width();
+    // Paragraphs are separated by blank lines; lines inside a paragraph are joined (with no space
+    // between two CJK characters, as Chinese text is written).
+    let mut blocks: Vec<Vec<&str>> = vec![Vec::new()];
+    for line in md.lines() {
+        if line.trim().is_empty() {
+            blocks.push(Vec::new());
+        } else if let Some(b) = blocks.last_mut() {
+            b.push(line.trim_end());
+        }
+    }
+    for block in blocks.into_iter().filter(|b| !b.is_empty()) {
+        let mut items: Vec<(usize, String)> = Vec::new(); // (kind: 0 text, 1 bullet, 2 heading)
+        for line in block {
+            let t = line.trim_start();
+            if let Some(rest) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {
+                items.push((1, rest.to_string()));
+            } else if let Some(rest) = t.strip_prefix("#") {
+                items.push((2, rest.trim_start_matches('#').trim().to_string()));
+            } else if let Some(last) = items.last_mut().filter(|(k, _)| *k != 2) {
+                let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
+                if !(cjk(last.1.chars().last()) && cjk(t.chars().next())) {
+                    last.1.push(' ');
+                }
+                last.1.push_str(t);
+            } else {
+                items.push((0, t.to_string()));
+            }
+        }
+        for (kind, text) in items {
+            let mut job = LayoutJob {
+                wrap: egui::text::TextWrapping {
+                    max_width: width - if kind == 1 { size * 1.2 } else { 0.0 },
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let s = if kind == 2 { size * 1.15 } else { size };
+            push_inline(
+                &mut job,
+                &text,
+                s,
+                if kind == 2 { strong } else { color },
+                strong,
+                code_bg,
+            );
+            if kind == 1 {
+                ui.horizontal_top(|ui| {
+                    ui.label(egui::RichText::new("•").size(size).color(color));
+                    ui.label(job);
+                });
+            } else {
+                ui.label(job);
+            }
+        }
+        ui.add_space(size * 0.45);
+    }
+}
+
+const KEYWORDS: &[&str] = &[
+    "extern",
+    "__global__",
+    "__device__",
+    "__shared__",
+    "__restrict__",
+    "const",
+    "return",
+    "for",
+    "if",
+    "else",
+    "while",
+    "int",
+    "float",
+    "unsigned",
+    "void",
+    "struct",
+    "static",
+    "inline",
+    "__syncthreads",
+    "__half",
+    "long",
+    "auto",
+    "break",
+    "continue",
+    "template",
+    "typename",
+    "bool",
+    "true",
+    "false",
+    "define",
+    "include",
+];
+
+/// CUDA source as a highlighted layout: comments, strings, numbers, keywords. Line `highlight`
+/// (1-based) gets a background. `first` is the number of the first line of `src`.
+pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, dark: bool) -> LayoutJob {
+    let (plain, kw, comment, num, lineno, hl) = if dark {
+        (
+            Color32::from_gray(215),
+            Color32::from_rgb(120, 170, 255),
+            Color32::from_rgb(110, 160, 110),
+            Color32::from_rgb(230, 170, 110),
+            Color32::from_gray(110),
+            Color32::from_rgb(80, 70, 20),
+        )
+    } else {
+        (
+            Color32::from_gray(30),
+            Color32::from_rgb(20, 60, 190),
+            Color32::from_rgb(40, 120, 40),
+            Color32::from_rgb(170, 80, 0),
+            Color32::from_gray(150),
+            Color32::from_rgb(255, 240, 160),
+        )
+    };
+    let mut job = LayoutJob::default();
+    let font = FontId::monospace(size);
+    let fmt = |c: Color32, bg: Color32| TextFormat {
+        font_id: font.clone(),
+        color: c,
+        background: bg,
+        ..Default::default()
+    };
+    let mut in_block_comment = false;
+    for (i, line) in src.lines().enumerate() {
+        let n = first + i;
+        let bg = if Some(n) == highlight { hl } else { Color32::TRANSPARENT };
+        job.append(&format!("{n:4}  "), 0.0, fmt(lineno, bg));
+        let chars: Vec<char> = line.chars().collect();
+        let mut j = 0;
+        while j < chars.len() {
+            let rest: String = chars[j..].iter().collect();
+            if in_block_comment {
+                let end = rest.find("*/").map(|e| e + 2).unwrap_or(rest.len());
+                let piece: String = rest.chars().take(rest[..end].chars().count()).collect();
+                job.append(&piece, 0.0, fmt(comment, bg));
+                j += piece.chars().count();
+                if rest[..end].ends_with("*/") {
+                    in_block_comment = false;
+                }
+                continue;
+            }
+            if rest.starts_with("//") {
+                job.append(&rest, 0.0, fmt(comment, bg));
+                break;
+            }
+            if rest.starts_with("/*") {
+                in_block_comment = true;
+                continue;
+            }
+            let c = chars[j];
+            if c.is_ascii_digit() {
+                let w: String = chars[j..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == '.')
+                    .collect();
+                j += w.chars().count();
+                job.append(&w, 0.0, fmt(num, bg));
+            } else if c.is_alphabetic() || c == '_' || c == '#' {
+                let w: String = chars[j..]
+                    .iter()
+                    .enumerate()
+                    .take_while(|(k, c)| c.is_alphanumeric() || **c == '_' || (*k == 0 && **c == '#'))
+                    .map(|(_, c)| *c)
+                    .collect();
+                j += w.chars().count();
+                let is_kw = KEYWORDS.contains(&w.trim_start_matches('#'));
+                job.append(&w, 0.0, fmt(if is_kw { kw } else { plain }, bg));
+            } else {
+                job.append(&c.to_string(), 0.0, fmt(plain, bg));
+                j += 1;
+            }
+        }
+        job.append("\n", 0.0, fmt(plain, bg));
+    }
+    job
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highlighter_keeps_every_character() {
+        let src = "/* a\n b */ extern \"C\" __global__ void k(int n) { // hi\n  float x = 1.5f; }";
+        let job = cuda_job(src, 1, Some(2), 12.0, true);
+        let text: String = job.text.lines().map(|l| &l[6..]).collect::<Vec<_>>().join("\n");
+        assert_eq!(text, src);
+    }
+}

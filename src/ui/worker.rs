@@ -1,0 +1,164 @@
+//! Recomputation off the UI thread.
+//!
+//! How it works: the UI sends a [`Job`] (generation number, lesson, parameters, backend) whenever a
+//! slider or the backend changes. One worker thread takes the newest job (older queued jobs are
+//! skipped, so dragging a slider never builds a backlog), computes it, sends the [`Output`] back and
+//! wakes the UI. It then verifies lessons 1–3 against the f64 reference, unless a newer job is already
+//! waiting. A panic inside a computation becomes an error message; the worker keeps running. Tests and
+//! `kvscope render` use [`run_now`] instead, on the calling thread, so every frame is deterministic.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
+
+use super::model::{Output, Params, compute, verify};
+use crate::compute::{Backend, CheckReport};
+use crate::lesson::Lesson;
+
+/// One recomputation request.
+#[derive(Clone)]
+pub struct Job {
+    /// Increases with every request; results of older generations are dropped.
+    pub generation: u64,
+    /// The lesson.
+    pub lesson: Arc<Lesson>,
+    /// Its slider values.
+    pub params: Params,
+    /// Where to run.
+    pub backend: Arc<dyn Backend>,
+}
+
+/// A message from the worker.
+pub enum Msg {
+    /// A computed output (or why it failed) and how long it took.
+    Done {
+        /// The job's generation.
+        generation: u64,
+        /// The output.
+        result: Result<Arc<Output>, String>,
+        /// Milliseconds.
+        ms: f64,
+    },
+    /// The reference check of a generation's output.
+    Verified {
+        /// The job's generation.
+        generation: u64,
+        /// The reports.
+        reports: Vec<CheckReport>,
+    },
+}
+
+fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Compute a job on this thread: the output, then its verification.
+pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
+    let t0 = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        compute(&job.lesson, &job.params, job.backend.as_ref())
+    }))
+    .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
+    .map(Arc::new);
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    let verified = match &result {
+        Ok(out) => Some(Msg::Verified {
+            generation: job.generation,
+            reports: verify_output(out),
+        }),
+        Err(_) => None,
+    };
+    (
+        Msg::Done {
+            generation: job.generation,
+            result,
+            ms,
+        },
+        verified,
+    )
+}
+
+/// The reference check of an output.
+pub fn verify_output(out: &Output) -> Vec<CheckReport> {
+    match out {
+        Output::Attn(a) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify(a))).unwrap_or_default(),
+        other => other.reports().into_iter().cloned().collect(),
+    }
+}
+
+/// The worker thread's handle.
+pub struct Worker {
+    jobs: Sender<Job>,
+    msgs: Receiver<Msg>,
+    latest: Arc<AtomicU64>,
+}
+
+impl Worker {
+    /// Start the thread; `wake` is called after every message (request a repaint).
+    pub fn spawn(wake: impl Fn() + Send + 'static) -> Self {
+        let (jobs, job_rx) = channel::<Job>();
+        let (msg_tx, msgs) = channel();
+        let latest = Arc::new(AtomicU64::new(0));
+        let latest2 = latest.clone();
+        std::thread::Builder::new()
+            .name("kvscope-compute".into())
+            .spawn(move || {
+                while let Ok(mut job) = job_rx.recv() {
+                    while let Ok(newer) = job_rx.try_recv() {
+                        job = newer;
+                    }
+                    let t0 = Instant::now();
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        compute(&job.lesson, &job.params, job.backend.as_ref())
+                    }))
+                    .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
+                    .map(Arc::new);
+                    let ms = t0.elapsed().as_secs_f64() * 1e3;
+                    let out = result.as_ref().ok().cloned();
+                    if msg_tx
+                        .send(Msg::Done {
+                            generation: job.generation,
+                            result,
+                            ms,
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    wake();
+                    if let Some(out) = out
+                        && latest2.load(Ordering::Relaxed) == job.generation
+                    {
+                        let reports = verify_output(&out);
+                        if msg_tx
+                            .send(Msg::Verified {
+                                generation: job.generation,
+                                reports,
+                            })
+                            .is_err()
+                        {
+                            break;
+                        }
+                        wake();
+                    }
+                }
+            })
+            .expect("spawning the compute thread");
+        Self { jobs, msgs, latest }
+    }
+
+    /// Queue a job.
+    pub fn submit(&self, job: Job) {
+        self.latest.store(job.generation, Ordering::Relaxed);
+        let _ = self.jobs.send(job);
+    }
+
+    /// Messages that arrived since the last call.
+    pub fn poll(&self) -> Vec<Msg> {
+        self.msgs.try_iter().collect()
+    }
+}

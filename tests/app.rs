@@ -1,0 +1,389 @@
+//! The app: kittest snapshots of every lesson step, interaction tests (keys, sliders, backend
+//! selector, presentation mode, language), the OOM path of lesson 5, counts on screen against the
+//! allocator, a bad lesson folder, and a seeded monkey test of 10,000 random events.
+
+use eframe::egui::accesskit::Role;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use kvscope::ui::model::Output;
+use kvscope::ui::text::Lang;
+use kvscope::ui::{AppConfig, KvscopeApp};
+
+fn config() -> AppConfig {
+    AppConfig {
+        lessons_dir: None,
+        sync: true,
+        fresh: true,
+        export_dir: Some(std::env::temp_dir().join("kvscope-test-exports")),
+    }
+}
+
+fn harness(wgpu: bool) -> Harness<'static, KvscopeApp> {
+    let b = Harness::builder().with_size(eframe::egui::vec2(1280.0, 800.0));
+    let b = if wgpu { b.wgpu() } else { b };
+    b.build_eframe(|cc| kvscope::ui::create(cc, &config()))
+}
+
+fn settle(h: &mut Harness<'static, KvscopeApp>) {
+    for _ in 0..3 {
+        h.step();
+    }
+}
+
+fn lesson_index(h: &Harness<'static, KvscopeApp>, id: &str) -> usize {
+    h.state().lessons().iter().position(|l| l.id() == id).expect(id)
+}
+
+fn go(h: &mut Harness<'static, KvscopeApp>, id: &str, step: usize) {
+    let i = lesson_index(h, id);
+    h.state_mut().goto(i, step);
+    settle(h);
+}
+
+#[test]
+fn snapshots_of_every_step() {
+    let mut h = harness(true);
+    let lessons: Vec<(usize, String, usize)> = h
+        .state()
+        .lessons()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, l.id().to_string(), l.file.steps.len()))
+        .collect();
+    let mut failures = Vec::new();
+    for (i, id, n) in &lessons {
+        for j in 0..*n {
+            h.state_mut().goto(*i, j);
+            settle(&mut h);
+            if let Err(e) = h.try_snapshot(format!("app/{id}-{:02}", j + 1)) {
+                failures.push(e.to_string());
+            }
+        }
+        // One step of each lesson in Chinese.
+        h.state_mut().lang = Lang::Zh;
+        h.state_mut().goto(*i, n / 2);
+        settle(&mut h);
+        if let Err(e) = h.try_snapshot(format!("app/{id}-zh")) {
+            failures.push(e.to_string());
+        }
+        h.state_mut().lang = Lang::En;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn keys_move_between_steps() {
+    let mut h = harness(false);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (0, 0));
+    h.key_press(eframe::egui::Key::ArrowRight);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (0, 1));
+    h.key_press(eframe::egui::Key::Space);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (0, 2));
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (0, 1));
+    h.key_press(eframe::egui::Key::Backspace);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (0, 0));
+    h.key_press(eframe::egui::Key::End);
+    settle(&mut h);
+    let last = h.state().lessons()[0].file.steps.len() - 1;
+    assert_eq!(h.state().position(), (0, last));
+    // Past the end of a lesson, → opens the next one.
+    h.key_press(eframe::egui::Key::ArrowRight);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (1, 0));
+    h.key_press(eframe::egui::Key::Home);
+    settle(&mut h);
+    assert_eq!(h.state().position(), (1, 0));
+    // F5 toggles presentation mode: the navigator disappears, the narration stays.
+    assert!(h.query_all_by_label("Lessons").next().is_some());
+    h.key_press(eframe::egui::Key::F5);
+    settle(&mut h);
+    assert!(h.state().presentation);
+    assert!(h.query_all_by_label("Lessons").next().is_none());
+    h.key_press(eframe::egui::Key::Escape);
+    settle(&mut h);
+    assert!(!h.state().presentation);
+}
+
+#[test]
+fn heads_slider_changes_the_number_of_head_heatmaps() {
+    let mut h = harness(false);
+    go(&mut h, "multi-head", 1);
+    let heads = |h: &Harness<'static, KvscopeApp>| h.query_all_by_label_contains("(KV ").count();
+    assert_eq!(heads(&h), 4);
+    // Drag the real slider with the keyboard: it only offers divisors of d_model = 32.
+    h.get_by_role_and_label(Role::Slider, "Query heads").focus();
+    settle(&mut h);
+    h.key_press(eframe::egui::Key::ArrowRight);
+    settle(&mut h);
+    assert_eq!(h.state().params().unwrap()["heads"], 8);
+    assert_eq!(heads(&h), 8);
+    // The arrow key went to the slider, not to the step navigation.
+    assert_eq!(h.state().position().1, 1);
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    settle(&mut h);
+    assert_eq!(heads(&h), 1);
+}
+
+#[test]
+fn kv_heads_slider_changes_bytes_per_token() {
+    let mut h = harness(false);
+    let step = h.state().lessons()[lesson_index(&h, "multi-head")]
+        .file
+        .steps
+        .iter()
+        .position(|s| s.views.iter().any(|v| v.get_ref() == "kv_groups"))
+        .expect("a step shows kv_groups");
+    go(&mut h, "multi-head", step);
+    // d_model 32, 4 heads → head_dim 8; 4 KV heads: 2·4·8·2 = 128 B.
+    assert!(
+        h.query_all_by_label_contains("MHA: 4 query heads · 4 KV heads")
+            .next()
+            .is_some()
+    );
+    assert!(h.query_all_by_label("2 · 4 · 8 · 2 = 128 B").next().is_some());
+    h.get_by_role_and_label(Role::Slider, "KV heads").focus();
+    settle(&mut h);
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    settle(&mut h);
+    assert_eq!(h.state().params().unwrap()["kv_heads"], 2);
+    assert!(
+        h.query_all_by_label_contains("GQA: 4 query heads · 2 KV heads")
+            .next()
+            .is_some()
+    );
+    assert!(h.query_all_by_label("2 · 2 · 8 · 2 = 64 B").next().is_some());
+    h.key_press(eframe::egui::Key::ArrowLeft);
+    settle(&mut h);
+    assert!(h.query_all_by_label_contains("MQA").next().is_some());
+    assert!(h.query_all_by_label("2 · 1 · 8 · 2 = 32 B").count() >= 1);
+}
+
+#[test]
+fn backend_selector_shows_why_a_backend_is_unavailable() {
+    let mut h = harness(false);
+    settle(&mut h);
+    let statuses = h.state().backend_statuses();
+    for (kind, st) in &statuses {
+        assert!(
+            h.query_all_by_label(kind.name()).next().is_some(),
+            "{} listed",
+            kind.name()
+        );
+        match st {
+            Ok(device) => assert!(h.query_all_by_label_contains(device).next().is_some(), "{device}"),
+            Err(why) => assert!(
+                h.query_all_by_label_contains(&format!("unavailable: {why}"))
+                    .next()
+                    .is_some(),
+                "reason for {} shown",
+                kind.name()
+            ),
+        }
+    }
+    // cuda-sim always runs here: switching to it re-computes and stays verified.
+    h.get_by_label("cuda-sim").click();
+    settle(&mut h);
+    assert_eq!(h.state().active_backend().name(), "cuda-sim");
+    assert!(
+        h.query_all_by_label_contains("verified vs CPU f64 reference cuda-sim")
+            .next()
+            .is_some()
+    );
+}
+
+#[test]
+fn language_switch_changes_ui_and_narration() {
+    let mut h = harness(false);
+    settle(&mut h);
+    h.get_by_label("中文").click();
+    settle(&mut h);
+    assert_eq!(h.state().lang, Lang::Zh);
+    assert!(h.query_all_by_label("课程").next().is_some());
+}
+
+#[test]
+fn lesson_five_reaches_oom_and_counts_match_the_allocator() {
+    use kvscope::cache::{PagedShape, Scheduler};
+    let mut h = harness(false);
+    let li = lesson_index(&h, "paged-cache");
+    let oom_step = h.state().lessons()[li]
+        .file
+        .steps
+        .iter()
+        .position(|s| s.id.get_ref() == "oom")
+        .expect("an oom step");
+    go(&mut h, "paged-cache", oom_step);
+    assert!(
+        h.query_all_by_label_contains("OOM").count() >= 1,
+        "the OOM step shows the OOM state"
+    );
+    // Replay the scenario independently and compare the free-list count on screen at every step.
+    let lesson = h.state().lessons()[li].clone();
+    let params = h.state().params().unwrap().clone();
+    let specs = kvscope::ui::model::scenario(&lesson, &params);
+    let shape = PagedShape {
+        num_blocks: params["num_blocks"] as usize,
+        block_size: params["block_size"] as usize,
+        kv_heads: kvscope::ui::model::PAGED_KV_HEADS,
+        head_dim: kvscope::ui::model::PAGED_HEAD_DIM,
+    };
+    let mut s = Scheduler::new(shape, specs).unwrap();
+    let free_step = lesson
+        .file
+        .steps
+        .iter()
+        .position(|s| s.views.iter().any(|v| v.get_ref() == "free_list"))
+        .unwrap();
+    go(&mut h, "paged-cache", free_step);
+    let mut t = 0;
+    let mut saw_oom = false;
+    while !s.is_done() {
+        let ev = s.step();
+        saw_oom |= ev.oom();
+        h.state_mut().set_cursor(t);
+        settle(&mut h);
+        let n = s.cache().allocator().num_free();
+        assert!(
+            h.query_all_by_label_contains(&format!("free list ({n} blocks)"))
+                .next()
+                .is_some(),
+            "step {t}: {n} free blocks on screen"
+        );
+        t += 1;
+    }
+    assert!(saw_oom, "the scenario reaches OOM with the default sliders");
+}
+
+#[test]
+fn a_bad_lesson_folder_shows_the_error_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("01-bad.toml"),
+        "format_version = 1\nid = \"bad\"\nkind = \"attention\"\norder = 1\ntitle = { en = \"Bad\" }\nsteps = []\n",
+    )
+    .unwrap();
+    let cfg = AppConfig {
+        lessons_dir: Some(dir.path().to_path_buf()),
+        ..config()
+    };
+    let mut h = Harness::builder()
+        .with_size(eframe::egui::vec2(1280.0, 800.0))
+        .build_eframe(|cc| kvscope::ui::create(cc, &cfg));
+    settle(&mut h);
+    assert!(h.query_all_by_label("A lesson file has problems").next().is_some());
+    assert!(
+        h.query_all_by_label_contains("01-bad.toml:5:").next().is_some(),
+        "file:line:col shown"
+    );
+}
+
+/// SplitMix64, for the monkey.
+struct Monkey(u64);
+impl Monkey {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[test]
+fn monkey_ten_thousand_random_events() {
+    use eframe::egui::{self, Key};
+    let mut h = harness(false);
+    settle(&mut h);
+    let mut m = Monkey(2026);
+    let keys = [
+        Key::ArrowRight,
+        Key::ArrowLeft,
+        Key::Space,
+        Key::Backspace,
+        Key::Home,
+        Key::End,
+        Key::F5,
+        Key::Escape,
+    ];
+    let mut frames = 0;
+    for event in 0..10_000u32 {
+        match m.below(10) {
+            0..=2 => h.key_press(keys[m.below(keys.len() as u64) as usize]),
+            3 | 4 => {
+                let pos = egui::pos2(m.below(1280) as f32, m.below(800) as f32);
+                h.event(egui::Event::PointerMoved(pos));
+                for pressed in [true, false] {
+                    h.event(egui::Event::PointerButton {
+                        pos,
+                        button: egui::PointerButton::Primary,
+                        pressed,
+                        modifiers: Default::default(),
+                    });
+                }
+            }
+            5..=7 => {
+                // A slider move: usually a small drag, sometimes all the way to an end.
+                let app = h.state_mut();
+                let Some(l) = app.lesson().cloned() else { continue };
+                if l.file.params.is_empty() {
+                    continue;
+                }
+                let p = &l.file.params[m.below(l.file.params.len() as u64) as usize];
+                let id = p.id.get_ref().clone();
+                let cur = app.params().and_then(|x| x.get(&id).copied()).unwrap_or(p.min);
+                let v = match m.below(300) {
+                    0 => p.min,
+                    1 => p.max,
+                    _ => cur + (m.below(7) as i64 - 3) * p.step,
+                };
+                app.set_param(&id, v);
+            }
+            8 => {
+                let n = m.below(200) as usize;
+                h.state_mut().set_cursor(n);
+            }
+            _ => {
+                let app = h.state_mut();
+                match m.below(3) {
+                    0 => app.lang = if app.lang == Lang::En { Lang::Zh } else { Lang::En },
+                    1 => app.choose_backend(kvscope::compute::BackendKind::ALL[m.below(3) as usize]),
+                    _ => {
+                        let n = app.lessons().len();
+                        app.goto(m.below(n as u64) as usize, m.below(10) as usize);
+                    }
+                }
+            }
+        }
+        if event % 8 == 7 {
+            h.step();
+            frames += 1;
+            let app = h.state();
+            if let Some(out) = app.output() {
+                assert!(!has_nan(out), "NaN in a view after event {event}");
+            }
+            if let Some(r) = app.reports() {
+                assert!(
+                    r.iter().all(|r| r.passed()),
+                    "a check failed after event {event}: {:?}",
+                    r
+                );
+            }
+        }
+    }
+    assert!(frames >= 1000);
+}
+
+fn has_nan(o: &Output) -> bool {
+    o.has_nan()
+}
