@@ -264,3 +264,118 @@ fn check_passes_and_lists_unavailable_backends() {
         }
     }
 }
+
+fn png_colors(path: &Path) -> (u32, u32, usize) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let mut colors = std::collections::HashSet::new();
+    for px in buf[..info.buffer_size()].chunks_exact(4).step_by(7) {
+        colors.insert([px[0], px[1], px[2]]);
+    }
+    (info.width, info.height, colors.len())
+}
+
+/// `kvscope render` writes a non-blank PNG of the full app frame for every step, in both languages.
+#[test]
+fn render_writes_every_step_in_both_languages() {
+    let dir = tempfile::tempdir().unwrap();
+    let lessons = kvscope::lesson::load_embedded().unwrap();
+    let steps: usize = lessons.iter().map(|l| l.file.steps.len()).sum();
+    for lang in ["en", "zh"] {
+        let out = dir.path().join(lang);
+        let o = kvscope(&[
+            "render",
+            "--lesson",
+            "all",
+            "--lang",
+            lang,
+            "--size",
+            "1280x720",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let files: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), steps, "{lang}: one PNG per step");
+        for f in files {
+            let (w, h, colors) = png_colors(&f);
+            assert_eq!((w, h), (1280, 720));
+            assert!(colors > 40, "{}: only {colors} colours, looks blank", f.display());
+        }
+    }
+    // One step at projector size in presentation mode.
+    let one = dir.path().join("one.png");
+    let o = kvscope(&[
+        "render",
+        "--lesson",
+        "paged-cache",
+        "--step",
+        "5",
+        "--present",
+        "--size",
+        "1920x1080",
+        "--out",
+        one.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(png_colors(&one).0, 1920);
+}
+
+#[test]
+fn render_and_app_errors_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.png");
+    let out = out.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["render", "--lesson", "nope", "--out", out], "no lesson `nope`"),
+        (
+            vec!["render", "--lesson", "causal-mask", "--step", "99", "--out", out],
+            "has steps 1..=5",
+        ),
+        (
+            vec!["render", "--lesson", "causal-mask", "--size", "12", "--out", out],
+            "expected WxH",
+        ),
+        (
+            vec!["render", "--lesson", "causal-mask", "--lang", "fr", "--out", out],
+            "expected en or zh",
+        ),
+    ] {
+        let o = kvscope(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A teacher's folder with a broken file: the error names file, line and column.
+    let lessons = dir.path().join("lessons");
+    std::fs::create_dir_all(&lessons).unwrap();
+    std::fs::write(
+        lessons.join("01.toml"),
+        "format_version = 1\nid = \"x\"\nkind = \"attention\"\norder = 1\ntitel = 3\n",
+    )
+    .unwrap();
+    let o = kvscope(&[
+        "--lessons",
+        lessons.to_str().unwrap(),
+        "render",
+        "--lesson",
+        "all",
+        "--out",
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("01.toml:5:1"), "{err}");
+    // No display: the app says so and points at `kvscope render`.
+    let o = Command::new(env!("CARGO_BIN_EXE_kvscope"))
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("no display") && err.contains("kvscope render"), "{err}");
+}

@@ -171,7 +171,11 @@ pub fn timeline(app: &mut KvscopeApp, ui: &mut Ui, out: &Output) {
             c = n - 1;
         }
         let mut v = c;
-        ui.add(egui::Slider::new(&mut v, 0..=n - 1).show_value(false));
+        ui.add(
+            egui::Slider::new(&mut v, 0..=n - 1)
+                .show_value(false)
+                .text(lang.t("timeline", "时间线")),
+        );
         c = v;
         let label = match out {
             Output::Decode(d) => {
@@ -858,10 +862,13 @@ fn tables_view(app: &mut KvscopeApp, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) 
 
 fn bar(ui: &mut Ui, label: &str, value: usize, max: usize, color: Color32, size: f32) {
     ui.horizontal(|ui| {
-        let w = (ui.available_width() - 260.0).max(60.0);
+        let avail = ui.available_width();
+        let lw = (avail * 0.4).min(260.0);
+        let vw = size * 3.0;
+        let w = (avail - lw - vw - 3.0 * ui.spacing().item_spacing.x).max(10.0);
         ui.add_sized(
-            [200.0, size + 4.0],
-            egui::Label::new(RichText::new(label).size(size * 0.9)),
+            [lw, size + 4.0],
+            egui::Label::new(RichText::new(label).size(size * 0.9)).truncate(),
         );
         let (r, _) = ui.allocate_exact_size(egui::vec2(w, size), egui::Sense::hover());
         ui.painter().rect_filled(r, 2.0, Color32::from_gray(45));

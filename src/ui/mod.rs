@@ -70,8 +70,6 @@ pub type HeatKey = (usize, usize, u32, u32);
 pub struct ViewState {
     /// Heatmap zoom/pan by view id, with the matrix and widget size it was made for.
     pub heat: HashMap<u64, (HeatKey, Option<HeatmapView>)>,
-    /// Lesson 2: show the probabilities with the mask on.
-    pub mask_on: bool,
     /// Lesson 5: show the gather-based debug path.
     pub gather: bool,
     /// The kernel panel: which op is shown.
@@ -161,10 +159,7 @@ impl KvscopeApp {
             error: None,
             reports: None,
             compute_ms: 0.0,
-            vs: ViewState {
-                mask_on: true,
-                ..Default::default()
-            },
+            vs: ViewState::default(),
             status: None,
             pending_png: false,
             headless: None,

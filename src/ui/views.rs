@@ -83,23 +83,7 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
     let size = if app.presentation { 20.0 } else { 15.0 };
     ui.horizontal(|ui| {
         ui.label(RichText::new("kvscope").strong().size(size));
-        if let Some(l) = app.lesson().cloned() {
-            let (li, si) = app.position();
-            ui.separator();
-            ui.label(
-                RichText::new(format!(
-                    "{} {}: {}  ·  {} {}/{}: {}",
-                    lang.t("Lesson", "第"),
-                    li + 1,
-                    lang.pick(l.file.title.get_ref()),
-                    lang.t("step", "步骤"),
-                    si + 1,
-                    l.file.steps.len(),
-                    lang.pick(l.file.steps[si].title.get_ref())
-                ))
-                .size(size),
-            );
-        }
+        // Buttons first, from the right; the title takes what is left and is truncated.
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             let pres_label = if app.presentation {
                 lang.t("Exit presentation (Esc)", "退出演示 (Esc)")
@@ -149,6 +133,28 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                 .clicked()
             {
                 app.prev_step();
+            }
+            if let Some(l) = app.lesson().cloned() {
+                let (li, si) = app.position();
+                ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
+                    ui.separator();
+                    ui.add(
+                        egui::Label::new(
+                            RichText::new(format!(
+                                "{} {}: {}  ·  {} {}/{}: {}",
+                                lang.t("Lesson", "第"),
+                                li + 1,
+                                lang.pick(l.file.title.get_ref()),
+                                lang.t("step", "步骤"),
+                                si + 1,
+                                l.file.steps.len(),
+                                lang.pick(l.file.steps[si].title.get_ref())
+                            ))
+                            .size(size),
+                        )
+                        .truncate(),
+                    );
+                });
             }
         });
     });
@@ -215,7 +221,8 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                     .italics()
                     .color(Color32::GRAY),
             );
-        } else if app.compute_ms() > 0.0 {
+        } else if app.compute_ms() > 0.0 && !app.is_sync() {
+            // (Not in tests and `kvscope render`: their frames must not depend on timing.)
             ui.separator();
             ui.label(RichText::new(format!("{:.1} ms", app.compute_ms())).color(Color32::GRAY));
         }
@@ -696,11 +703,26 @@ fn attn_view(app: &mut KvscopeApp, ui: &mut Ui, kind: LessonKind, a: &AttnOut, v
             softmax_row_view(app, ui, a, row, view == "last_row");
         }
         "probs" => {
-            let unmasked = kind == LessonKind::Causal && !app.vs.mask_on;
+            // Lesson 2's `mask` slider (1 = on, 0 = off) switches between the two computed results.
+            let mask_on = app.params().is_none_or(|p| model::get(p, "mask_on", 1) != 0);
+            let unmasked = kind == LessonKind::Causal && !mask_on;
             if kind == LessonKind::Causal {
-                ui.horizontal(|ui| {
-                    ui.checkbox(&mut app.vs.mask_on, lang.t("causal mask on", "启用因果掩码"));
-                });
+                ui.label(
+                    RichText::new(if mask_on {
+                        lang.t("causal mask ON", "因果掩码：开")
+                    } else {
+                        lang.t(
+                            "causal mask OFF: every token sees the future",
+                            "因果掩码：关——每个 token 都能看到未来",
+                        )
+                    })
+                    .strong()
+                    .color(if mask_on {
+                        Color32::from_rgb(90, 200, 110)
+                    } else {
+                        Color32::from_rgb(240, 150, 80)
+                    }),
+                );
             }
             let (data, probs) = match (&a.unmasked, unmasked) {
                 (Some(u), true) => (m.unmasked_probs.clone().unwrap_or_else(|| m.probs[0].clone()), &u.probs),
