@@ -478,6 +478,71 @@ fn run_render(
     Ok(true)
 }
 
+/// What dragging a lesson-3 slider at T = 1024, d_model = 1024, 16 heads costs: the worker's
+/// recompute and verification (off the UI thread), and the UI thread's frame with and without a new
+/// result to upload (headless, on the wgpu adapter found here).
+fn bench_app(kind: BackendKind) -> Result<bool> {
+    use std::time::Instant;
+    let config = AppConfig {
+        lessons_dir: None,
+        sync: true,
+        fresh: true,
+        export_dir: None,
+    };
+    let mut app = KvscopeApp::new(&config, None, None);
+    app.choose_backend(kind);
+    if !app.goto_id("multi-head", 1) {
+        bail!("lesson multi-head not found");
+    }
+    let lesson = app.lesson().cloned().context("lesson")?;
+    let backend = app.backend_arc();
+    let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
+    println!("adapter: {}", headless.adapter());
+    for (seq, d, heads) in [(1024, 1024, 16), (256, 256, 8)] {
+        let mut p = kvscope::ui::model::Params::new();
+        for (k, v) in [("seq", seq), ("d_model", d), ("heads", heads), ("kv_heads", heads)] {
+            p.insert(k.to_string(), v);
+        }
+        kvscope::ui::model::normalize(&lesson, &mut p);
+        let t = Instant::now();
+        let out = kvscope::ui::model::compute(&lesson, &p, backend.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
+        let compute_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let reports = kvscope::ui::worker::verify_output(&out);
+        let verify_ms = t.elapsed().as_secs_f64() * 1e3;
+        drop(out);
+        for (k, v) in &p {
+            app.set_param(k, *v);
+        }
+        // First frame: the app computes (sync here), draws and uploads 16 new heatmaps.
+        let t = Instant::now();
+        headless
+            .render([1600, 900], 1.0, 1, |ui| app.show(ui))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let first_ms = t.elapsed().as_secs_f64() * 1e3 - compute_ms - verify_ms;
+        let mut frames = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            headless
+                .render([1600, 900], 1.0, 1, |ui| app.show(ui))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            frames.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        frames.sort_by(f64::total_cmp);
+        println!(
+            "T={seq} d={d} H={heads} ({}): worker compute {compute_ms:.0} ms, verify {verify_ms:.0} ms ({}); UI frame with new result ≈ {first_ms:.0} ms, steady frame median {:.1} ms (incl. readback)",
+            kind.name(),
+            if reports.iter().all(|r| r.passed()) {
+                "passed"
+            } else {
+                "FAILED"
+            },
+            frames[2]
+        );
+    }
+    Ok(true)
+}
+
 fn run() -> Result<bool> {
     let cli = Cli::parse();
     match cli.command {
@@ -609,8 +674,46 @@ fn run() -> Result<bool> {
             }
             Ok(true)
         }
+        Some(Command::Bench {
+            what: Some(w),
+            backend: kind,
+            json,
+            ..
+        }) if w == "sweep" => {
+            // Exactly what lesson 4's live bandwidth plot measures, printed.
+            use kvscope::ui::views::cache_views::{SWEEP_REQUESTS, measure_point, sweep_contexts};
+            let st = compute::probe(kind);
+            let b = st
+                .backend
+                .map_err(|r| anyhow::anyhow!("backend {} is unavailable: {r}", kind.name()))?;
+            let mut rows = Vec::new();
+            for c in sweep_contexts(kind) {
+                let p = measure_point(kind, b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
+                if !json {
+                    println!(
+                        "{} req × ctx {:5}: decode kernel {:7.2} GB/s   copy {:7.2} GB/s   ratio {:.2}  ({})",
+                        SWEEP_REQUESTS,
+                        p.context,
+                        p.kernel,
+                        p.copy,
+                        p.kernel / p.copy,
+                        kind.name()
+                    );
+                }
+                rows.push(serde_json::json!({"context": p.context, "kernel_gbs": p.kernel, "copy_gbs": p.copy}));
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            }
+            Ok(true)
+        }
+        Some(Command::Bench {
+            what: Some(w),
+            backend: kind,
+            ..
+        }) if w == "app" => bench_app(kind),
         Some(Command::Bench { what: Some(w), .. }) => {
-            bail!("unknown benchmark `{w}` (expected `render`, or no name for P1/P3)")
+            bail!("unknown benchmark `{w}` (expected `render`, `sweep` or `app`, or no name for P1/P3)")
         }
         Some(Command::Bench {
             what: None,

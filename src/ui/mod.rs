@@ -76,7 +76,17 @@ pub struct ViewState {
     pub kernel_op: usize,
     /// Lesson 4: the live bandwidth sweep.
     pub sweep: views::Sweep,
+    /// The heatmap data each view shows now (a new result is swapped in within the upload budget).
+    pub shown: HashMap<u64, Arc<crate::render::heatmap::HeatmapData>>,
+    /// Cells that may still be uploaded this frame.
+    pub upload_budget: usize,
+    /// Finite value range per heatmap generation (for colorbars), so frames do not rescan data.
+    pub ranges: HashMap<u64, (f32, f32)>,
 }
+
+/// Heatmap cells uploaded per frame at most when a new result arrives (4 × 1024²): a big result is
+/// swapped in over a few frames instead of stalling one.
+pub const UPLOAD_BUDGET: usize = 4 << 20;
 
 /// Where a backend stands.
 #[derive(Clone)]
@@ -557,6 +567,10 @@ impl KvscopeApp {
         self.poll();
         self.keys(&ctx);
         self.refresh();
+        self.vs.upload_budget = if self.sync { usize::MAX } else { UPLOAD_BUDGET };
+        if self.vs.ranges.len() > 512 {
+            self.vs.ranges.clear();
+        }
         if self.computing() {
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }

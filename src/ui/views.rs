@@ -13,9 +13,9 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 pub use cache_views::Sweep;
 
-use super::KvscopeApp;
 use super::model::{self, AttnOut, Output};
 use super::text::{self, Lang};
+use super::{KvscopeApp, UPLOAD_BUDGET};
 use crate::compute::{BackendKind, CheckReport, Op};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::{Highlight as StepHighlight, LessonKind};
@@ -491,6 +491,24 @@ pub fn heat_panel(
 ) -> Option<(usize, usize)> {
     let size = body_size(app);
     ui.label(RichText::new(title).strong().size(size));
+    // Swap a new result in within this frame's upload budget; until then the old one stays.
+    let newest = data;
+    let current = app.vs.shown.entry(id).or_insert_with(|| newest.clone()).clone();
+    let data = if current.generation == newest.generation {
+        newest.clone()
+    } else {
+        let cells = newest.rows * newest.cols;
+        if app.vs.upload_budget >= cells || app.vs.upload_budget == UPLOAD_BUDGET {
+            app.vs.upload_budget = app.vs.upload_budget.saturating_sub(cells);
+            app.vs.shown.insert(id, newest.clone());
+            newest.clone()
+        } else {
+            ui.ctx().request_repaint();
+            current
+        }
+    };
+    let stale = data.generation != newest.generation;
+    let data = &data;
     let avail = ui.available_size();
     let bar_w = 56.0;
     let line = size + 8.0;
@@ -509,8 +527,12 @@ pub fn heat_panel(
         grid: true,
         highlight,
     };
+    let (lo, hi) = *app
+        .vs
+        .ranges
+        .entry(data.generation)
+        .or_insert_with(|| data.finite_range());
     let range_shown = range.unwrap_or_else(|| {
-        let (lo, hi) = data.finite_range();
         if colormap == Colormap::Diverging {
             let m = lo.abs().max(hi.abs()).max(1e-6);
             (-m, m)
@@ -536,6 +558,7 @@ pub fn heat_panel(
         e.1 = view;
     }
     let text = match hovered {
+        Some(_) if stale => app.lang.t("updating…", "更新中…").to_string(),
         Some(c) => hover(c),
         None => app
             .lang
