@@ -84,6 +84,9 @@ enum Command {
         /// Slider values, id=value (repeatable).
         #[arg(long = "set", value_parser = parse_set)]
         set: Vec<(String, i64)>,
+        /// Run lesson 4's bandwidth sweep on the backend first, so its plot shows this machine's numbers.
+        #[arg(long)]
+        measure: bool,
         /// Output PNG (or folder, with --lesson all).
         #[arg(long)]
         out: PathBuf,
@@ -409,6 +412,7 @@ fn run_render(
     backend: BackendKind,
     at: Option<usize>,
     set: Vec<(String, i64)>,
+    measure: bool,
     out: PathBuf,
 ) -> Result<bool> {
     let size = parse_size(size)?;
@@ -436,6 +440,20 @@ fn run_render(
     app.choose_backend(backend);
     if app.active_backend() != backend {
         eprintln!("kvscope: {}", app.fallback().unwrap_or("backend unavailable"));
+    }
+    if measure {
+        use kvscope::ui::views::cache_views::{measure_point, sweep_contexts};
+        let kind = app.active_backend();
+        let b = app.backend_arc();
+        for c in sweep_contexts(kind) {
+            let p = measure_point(kind, b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
+            eprintln!(
+                "measured ctx {}: decode {:.2} GB/s, copy {:.2} GB/s",
+                p.context, p.kernel, p.copy
+            );
+            app.vs.sweep.points.push(p);
+        }
+        app.vs.sweep.backend = Some(kind);
     }
     let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
     let mut targets = Vec::new();
@@ -557,6 +575,7 @@ fn run() -> Result<bool> {
             backend,
             at,
             set,
+            measure,
             out,
         }) => run_render(
             cli.lessons,
@@ -569,6 +588,7 @@ fn run() -> Result<bool> {
             backend,
             at,
             set,
+            measure,
             out,
         ),
         Some(Command::Export(cmd)) => run_export(cmd).map(|_| true),

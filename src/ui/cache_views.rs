@@ -545,30 +545,27 @@ fn bandwidth_view(app: &mut KvscopeApp, ui: &mut Ui) {
         let b = app.backend_arc();
         app.vs.sweep.start(kind, b, Some(ui.ctx().clone()));
     }
-    ui.horizontal(|ui| {
-        ui.label(
-            RichText::new(format!(
-                "{} ({} {SWEEP_REQUESTS} {}, H32/KV8, hd128, block 16, f16)",
-                lang.t(
-                    "measured now on this machine: paged decode kernel vs copy",
-                    "在本机实时测量：分页解码 kernel 与内存拷贝"
-                ),
-                lang.t("", ""),
-                lang.t("requests", "个请求")
-            ))
-            .strong()
-            .size(size),
-        );
-        let label = if running {
-            lang.t("measuring…", "测量中…")
-        } else {
-            lang.t("Measure again", "重新测量")
-        };
-        if ui.add_enabled(!running, egui::Button::new(label)).clicked() {
-            let b = app.backend_arc();
-            app.vs.sweep.start(kind, b, Some(ui.ctx().clone()));
-        }
-    });
+    ui.label(
+        RichText::new(format!(
+            "{} ({SWEEP_REQUESTS} {}, H32/KV8, hd128, block 16, f16)",
+            lang.t(
+                "measured now on this machine: paged decode kernel vs copy",
+                "在本机实时测量：分页解码 kernel 与内存拷贝"
+            ),
+            lang.t("requests", "个请求")
+        ))
+        .strong()
+        .size(size),
+    );
+    let label = if running {
+        lang.t("measuring…", "测量中…")
+    } else {
+        lang.t("Measure again", "重新测量")
+    };
+    if ui.add_enabled(!running, egui::Button::new(label)).clicked() {
+        let b = app.backend_arc();
+        app.vs.sweep.start(kind, b, Some(ui.ctx().clone()));
+    }
     let sw = &app.vs.sweep;
     if let Some(e) = &sw.error {
         ui.label(
