@@ -249,6 +249,7 @@ pub fn decode_view(app: &mut KvscopeApp, ui: &mut Ui, d: &DecodeOut, view: &str)
     match view {
         "prefill" => {
             let p = d.prompt;
+            app.vs.reserve_below = 2.0 * size;
             heat_panel(
                 app,
                 ui,
@@ -369,8 +370,9 @@ pub fn decode_view(app: &mut KvscopeApp, ui: &mut Ui, d: &DecodeOut, view: &str)
             let rects = super::grid(ui.available_rect_before_wrap(), 2);
             super::view_in(ui, rects[0], |ui| {
                 let title = format!(
-                    "{} {l}, head 0: {} {}",
+                    "{} {l}{}, head 0: {} {}",
                     lang.t("layer", "第"),
+                    lang.t("", " 层"),
                     lang.t("rows 0..=", "行 0..="),
                     pos
                 );
@@ -403,6 +405,7 @@ pub fn decode_view(app: &mut KvscopeApp, ui: &mut Ui, d: &DecodeOut, view: &str)
                     pos + 1
                 );
                 let row = f.row.clone();
+                app.vs.reserve_below = 3.0 * size;
                 heat_panel(
                     app,
                     ui,

@@ -78,6 +78,8 @@ pub struct ViewState {
     pub sweep: views::Sweep,
     /// The heatmap data each view shows now (a new result is swapped in within the upload budget).
     pub shown: HashMap<u64, Arc<crate::render::heatmap::HeatmapData>>,
+    /// Points the next heatmap leaves free below itself (for a line the caller adds).
+    pub reserve_below: f32,
     /// Cells that may still be uploaded this frame.
     pub upload_budget: usize,
     /// Finite value range per heatmap generation (for colorbars), so frames do not rescan data.

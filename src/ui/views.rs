@@ -141,9 +141,10 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                     ui.add(
                         egui::Label::new(
                             RichText::new(format!(
-                                "{} {}: {}  ·  {} {}/{}: {}",
+                                "{} {}{}: {}  ·  {} {}/{}: {}",
                                 lang.t("Lesson", "第"),
                                 li + 1,
+                                lang.t("", " 课"),
                                 lang.pick(l.file.title.get_ref()),
                                 lang.t("step", "步骤"),
                                 si + 1,
@@ -512,7 +513,9 @@ pub fn heat_panel(
     let avail = ui.available_size();
     let bar_w = 56.0;
     let line = size + 8.0;
-    let h = (avail.y - line).max(20.0);
+    // Room the caller keeps below the heatmap (a check line), taken once.
+    let below = std::mem::take(&mut app.vs.reserve_below);
+    let h = (avail.y - line - below).max(20.0);
     let w = (avail.x - bar_w).max(20.0);
     // Keep cells square when the matrix is small.
     let cell = (w / data.cols as f32).min(h / data.rows as f32);
