@@ -604,3 +604,63 @@ fn ctrl_s_saves_the_frame_as_png() {
     let distinct: std::collections::HashSet<&[u8]> = buf.chunks_exact(4).step_by(5).collect();
     assert!(distinct.len() > 40, "the PNG is not blank");
 }
+
+/// With the worker (the windowed app's mode), a big lesson-3 result arrives off the UI thread while
+/// frames keep running, and its 16 heatmaps are swapped in over several frames (the upload budget)
+/// instead of all in one.
+#[test]
+fn big_results_arrive_off_thread_and_upload_over_several_frames() {
+    use kvscope::ui::views::vid;
+    let cfg = AppConfig {
+        sync: false,
+        ..config()
+    };
+    let mut h = Harness::builder()
+        .with_size(eframe::egui::vec2(1280.0, 800.0))
+        .build_eframe(|cc| kvscope::ui::create(cc, &cfg));
+    let li = lesson_index(&h, "multi-head");
+    h.state_mut().goto(li, 1);
+    for (k, v) in [("seq", 1024), ("d_model", 1024), ("heads", 16), ("kv_heads", 16)] {
+        h.state_mut().set_param(k, v);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut saw_computing = false;
+    let gens = loop {
+        h.step();
+        saw_computing |= h.state().computing();
+        if let Some(Output::Attn(a)) = h.state().output().map(|o| &**o)
+            && a.shape.n_heads == 16
+        {
+            break a.maps.probs.iter().map(|d| d.generation).collect::<Vec<_>>();
+        }
+        assert!(std::time::Instant::now() < deadline, "the result never arrived");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        saw_computing,
+        "the UI kept running (and said so) while the worker computed"
+    );
+    let mut frames = 0;
+    loop {
+        let shown = (0..16)
+            .filter(|&k| {
+                h.state()
+                    .vs
+                    .shown
+                    .get(&vid("head", k))
+                    .is_some_and(|d| d.generation == gens[k])
+            })
+            .count();
+        if shown == 16 {
+            break;
+        }
+        h.step();
+        frames += 1;
+        assert!(frames < 50, "only {shown} of 16 heatmaps swapped in");
+    }
+    // The frame that received the result swapped in the first four.
+    assert!(
+        frames >= 3,
+        "16 × 1024² cells need four frames at 4·2²⁰ per frame; took the arrival frame plus {frames}"
+    );
+}

@@ -1007,11 +1007,7 @@ fn events_view(app: &mut KvscopeApp, ui: &mut Ui, f: &PagedFrame) {
     for (r, b) in &e.finished {
         line(
             ui,
-            format!(
-                "OK  r{r} {} {:?}",
-                lang.t("finished, returned blocks", "完成，归还块"),
-                b
-            ),
+            format!("r{r} {} {:?}", lang.t("finished, returned blocks", "完成，归还块"), b),
             Color32::from_rgb(90, 200, 110),
         );
     }

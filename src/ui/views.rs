@@ -494,18 +494,25 @@ pub fn heat_panel(
     ui.label(RichText::new(title).strong().size(size));
     // Swap a new result in within this frame's upload budget; until then the old one stays.
     let newest = data;
-    let current = app.vs.shown.entry(id).or_insert_with(|| newest.clone()).clone();
-    let data = if current.generation == newest.generation {
-        newest.clone()
-    } else {
-        let cells = newest.rows * newest.cols;
-        if app.vs.upload_budget >= cells || app.vs.upload_budget == UPLOAD_BUDGET {
-            app.vs.upload_budget = app.vs.upload_budget.saturating_sub(cells);
-            app.vs.shown.insert(id, newest.clone());
-            newest.clone()
-        } else {
-            ui.ctx().request_repaint();
-            current
+    let current = app.vs.shown.get(&id).cloned();
+    let data = match current {
+        Some(c) if c.generation == newest.generation => c,
+        current => {
+            let cells = newest.rows * newest.cols;
+            if app.vs.upload_budget >= cells || app.vs.upload_budget == UPLOAD_BUDGET {
+                app.vs.upload_budget = app.vs.upload_budget.saturating_sub(cells);
+                app.vs.shown.insert(id, newest.clone());
+                newest.clone()
+            } else {
+                ui.ctx().request_repaint();
+                match current {
+                    Some(c) => c,
+                    None => {
+                        ui.label(RichText::new(app.lang.t("loading…", "加载中…")).italics());
+                        return None;
+                    }
+                }
+            }
         }
     };
     let stale = data.generation != newest.generation;
