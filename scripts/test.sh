@@ -14,9 +14,10 @@ for comp in rustfmt clippy; do
   fi
 done
 
-# Software GPU adapters for the wgpu renderer tests: lavapipe (Vulkan) and llvmpipe (GL/EGL).
+# Software GPU adapters for the wgpu renderer tests: lavapipe (Vulkan) and llvmpipe (GL/EGL); Xvfb for
+# the windowed app's start-up check.
 need_apt=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri xvfb xauth; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -59,3 +60,20 @@ cargo test --release "$@"
 # too, and must produce the same pixels as on Vulkan.
 log "renderer snapshots on GL"
 WGPU_BACKEND=gl cargo test --release --test render snapshots "$@"
+
+# The real window: eframe + wgpu open under a virtual X display, the app draws its first frame and
+# exits. Prints the start-up time (informational: speed is measured, never asserted, in tests).
+log "the windowed app draws its first frame (Xvfb)"
+if ! out=$(KVSCOPE_EXIT_AFTER_FIRST_FRAME=1 timeout 120 xvfb-run -a -s "-screen 0 1600x1000x24" ./target/release/kvscope --fresh 2>&1); then
+  echo "$out"
+  echo "the app did not start under Xvfb"
+  exit 1
+fi
+echo "$out" | grep "first frame" || { echo "$out"; echo "the app exited without drawing a frame"; exit 1; }
+log "the windowed app walks every lesson step (Xvfb)"
+if ! out=$(KVSCOPE_SMOKE=1 timeout 300 xvfb-run -a -s "-screen 0 1600x1000x24" ./target/release/kvscope --fresh 2>&1); then
+  echo "$out"
+  echo "the smoke walk failed"
+  exit 1
+fi
+echo "$out" | grep "smoke walk drew" || { echo "$out"; echo "the smoke walk did not finish"; exit 1; }

@@ -132,6 +132,7 @@ pub struct KvscopeApp {
     frames: u64,
     job_lessons: HashMap<u64, String>,
     export_dir: PathBuf,
+    smoke_steps: usize,
 }
 
 impl KvscopeApp {
@@ -177,6 +178,7 @@ impl KvscopeApp {
             headless: None,
             frames: 0,
             job_lessons: HashMap::new(),
+            smoke_steps: 0,
             export_dir: config
                 .export_dir
                 .clone()
@@ -691,6 +693,22 @@ impl eframe::App for KvscopeApp {
                 Ok(p) => format!("saved {}", p.display()),
                 Err(e) => format!("PNG export failed: {e}"),
             });
+        }
+        // KVSCOPE_SMOKE=1: walk every step of every lesson in the real window (one step per frame once
+        // its result is there), then exit; scripts/test.sh runs this under Xvfb.
+        if std::env::var_os("KVSCOPE_SMOKE").is_some() {
+            ui.ctx().request_repaint();
+            if self.output().is_some() && !self.computing() {
+                self.smoke_steps += 1;
+                let (l, s) = self.position();
+                let last_lesson = l + 1 == self.lessons.len();
+                let last_step = self.lesson().is_none_or(|x| s + 1 == x.file.steps.len());
+                if last_lesson && last_step {
+                    eprintln!("kvscope: smoke walk drew {} steps in the window", self.smoke_steps);
+                    std::process::exit(0);
+                }
+                self.next_step();
+            }
         }
         if let Some(t0) = STARTUP.get()
             && self.frames == 1
