@@ -56,15 +56,20 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Compute a job on this thread: the output, then its verification.
-pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
+/// Compute a job's output; a panic becomes an error message. Returns it with the milliseconds taken.
+fn compute_job(job: &Job) -> (Result<Arc<Output>, String>, f64) {
     let t0 = Instant::now();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         compute(&job.lesson, &job.params, job.backend.as_ref())
     }))
     .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
     .map(Arc::new);
-    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    (result, t0.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Compute a job on this thread: the output, then its verification.
+pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
+    let (result, ms) = compute_job(job);
     let verified = match &result {
         Ok(out) => Some(Msg::Verified {
             generation: job.generation,
@@ -111,13 +116,7 @@ impl Worker {
                     while let Ok(newer) = job_rx.try_recv() {
                         job = newer;
                     }
-                    let t0 = Instant::now();
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        compute(&job.lesson, &job.params, job.backend.as_ref())
-                    }))
-                    .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
-                    .map(Arc::new);
-                    let ms = t0.elapsed().as_secs_f64() * 1e3;
+                    let (result, ms) = compute_job(&job);
                     let out = result.as_ref().ok().cloned();
                     if msg_tx
                         .send(Msg::Done {
