@@ -61,19 +61,17 @@ cargo test --release "$@"
 log "renderer snapshots on GL"
 WGPU_BACKEND=gl cargo test --release --test render snapshots "$@"
 
-# The real window: eframe + wgpu open under a virtual X display, the app draws its first frame and
-# exits. Prints the start-up time (informational: speed is measured, never asserted, in tests).
+# The real window: eframe + wgpu open under a virtual X display. First: the app draws its first frame and
+# exits, printing the start-up time (informational: speed is measured, never asserted, in tests). Then
+# KVSCOPE_SMOKE=1 walks every lesson step in the window and exits.
+window() { # ENV=VALUE, what it must print, what failed
+  local out
+  if ! out=$(env "$1" timeout 300 xvfb-run -a -s "-screen 0 1600x1000x24" ./target/release/kvscope --fresh 2>&1); then
+    echo "$out"; echo "$3"; exit 1
+  fi
+  echo "$out" | grep "$2" || { echo "$out"; echo "$3"; exit 1; }
+}
 log "the windowed app draws its first frame (Xvfb)"
-if ! out=$(KVSCOPE_EXIT_AFTER_FIRST_FRAME=1 timeout 120 xvfb-run -a -s "-screen 0 1600x1000x24" ./target/release/kvscope --fresh 2>&1); then
-  echo "$out"
-  echo "the app did not start under Xvfb"
-  exit 1
-fi
-echo "$out" | grep "first frame" || { echo "$out"; echo "the app exited without drawing a frame"; exit 1; }
+window KVSCOPE_EXIT_AFTER_FIRST_FRAME=1 "first frame" "the app did not draw a frame under Xvfb"
 log "the windowed app walks every lesson step (Xvfb)"
-if ! out=$(KVSCOPE_SMOKE=1 timeout 300 xvfb-run -a -s "-screen 0 1600x1000x24" ./target/release/kvscope --fresh 2>&1); then
-  echo "$out"
-  echo "the smoke walk failed"
-  exit 1
-fi
-echo "$out" | grep "smoke walk drew" || { echo "$out"; echo "the smoke walk did not finish"; exit 1; }
+window KVSCOPE_SMOKE=1 "smoke walk drew" "the smoke walk did not finish"

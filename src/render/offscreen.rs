@@ -66,22 +66,7 @@ pub fn render(
     mut encoder: wgpu::CommandEncoder,
     items: &[(PxRect, &Paint<'_>)],
 ) -> Result<Image, String> {
-    let (device, queue) = (&gpu.device, &gpu.queue);
-    let size = wgpu::Extent3d {
-        width,
-        height,
-        depth_or_array_layers: 1,
-    };
-    let target = device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("offscreen"),
-        size,
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: wgpu::TextureDimension::D2,
-        format: FORMAT,
-        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-        view_formats: &[],
-    });
+    let target = target(gpu, width, height);
     let view = target.create_view(&Default::default());
     {
         let c = clear.map(|x| x as f64 / 255.0);
@@ -115,8 +100,26 @@ pub fn render(
             paint(&mut pass);
         }
     }
-    queue.submit([encoder.finish()]);
+    gpu.queue.submit([encoder.finish()]);
     read_texture(gpu, &target, width, height)
+}
+
+/// A `width × height` render target in [`FORMAT`] that [`read_texture`] can read back.
+pub fn target(gpu: &Gpu, width: u32, height: u32) -> wgpu::Texture {
+    gpu.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("offscreen"),
+        size: wgpu::Extent3d {
+            width,
+            height,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: FORMAT,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+        view_formats: &[],
+    })
 }
 
 /// Read back an RGBA8 texture (with `COPY_SRC` usage) after everything submitted so far.

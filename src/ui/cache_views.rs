@@ -366,7 +366,7 @@ pub fn decode_view(app: &mut KvscopeApp, ui: &mut Ui, d: &DecodeOut, view: &str)
         }
         "decode_row" => {
             let (l, pos) = (f.layer.unwrap_or(0), f.pos);
-            let m = d.matrix(l, pos);
+            let m = d.matrix(c);
             let rects = super::grid(ui.available_rect_before_wrap(), 2);
             super::view_in(ui, rects[0], |ui| {
                 let title = format!(
@@ -895,38 +895,26 @@ fn occupancy_view(app: &mut KvscopeApp, ui: &mut Ui, p: &PagedOut, f: &PagedFram
         .strong()
         .size(size),
     );
-    bar(
-        ui,
-        lang.t("tokens stored", "已存 token"),
-        s.tokens_stored,
-        max,
-        Color32::from_rgb(90, 170, 110),
-        size,
-    );
-    bar(
-        ui,
-        lang.t("slots allocated (paged)", "已分配槽位（分页）"),
-        s.slots_allocated,
-        max,
-        Color32::from_rgb(70, 130, 200),
-        size,
-    );
-    bar(
-        ui,
-        lang.t("static reservation (max_seq_len each)", "静态预留（每个 max_seq_len）"),
-        s.static_slots,
-        max,
-        Color32::from_rgb(200, 110, 70),
-        size,
-    );
-    bar(
-        ui,
-        lang.t("pool capacity", "块池容量"),
-        cap,
-        max,
-        Color32::from_gray(120),
-        size,
-    );
+    for (label, value, color) in [
+        (
+            lang.t("tokens stored", "已存 token"),
+            s.tokens_stored,
+            Color32::from_rgb(90, 170, 110),
+        ),
+        (
+            lang.t("slots allocated (paged)", "已分配槽位（分页）"),
+            s.slots_allocated,
+            Color32::from_rgb(70, 130, 200),
+        ),
+        (
+            lang.t("static reservation (max_seq_len each)", "静态预留（每个 max_seq_len）"),
+            s.static_slots,
+            Color32::from_rgb(200, 110, 70),
+        ),
+        (lang.t("pool capacity", "块池容量"), cap, Color32::from_gray(120)),
+    ] {
+        bar(ui, label, value, max, color, size);
+    }
     let frag = s.internal_fragmentation;
     ui.label(
         RichText::new(format!(

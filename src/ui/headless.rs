@@ -10,7 +10,7 @@ use eframe::egui;
 use eframe::egui_wgpu::{self, RendererOptions, ScreenDescriptor};
 
 use crate::render::egui_glue::Renderers;
-use crate::render::offscreen::{FORMAT, Image, read_texture};
+use crate::render::offscreen::{FORMAT, Image, read_texture, target};
 use crate::render::{Gpu, wgpu};
 
 /// An offscreen egui renderer.
@@ -93,20 +93,7 @@ impl Headless {
         let user = self
             .renderer
             .update_buffers(device, queue, &mut encoder, &prims, &screen);
-        let target = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("kvscope headless frame"),
-            size: wgpu::Extent3d {
-                width: w,
-                height: h,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: FORMAT,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-            view_formats: &[],
-        });
+        let target = target(&self.gpu, w, h);
         let view = target.create_view(&Default::default());
         {
             let bg = self.ctx.global_style().visuals.panel_fill;

@@ -74,6 +74,8 @@ pub struct ViewState {
     pub gather: bool,
     /// The kernel panel: which op is shown.
     pub kernel_op: usize,
+    /// The kernel panel's highlighted source, for (op, presentation mode, light theme).
+    pub kernel_src: Option<((crate::compute::Op, bool, bool), eframe::egui::text::LayoutJob)>,
     /// Lesson 4: the live bandwidth sweep.
     pub sweep: views::Sweep,
     /// The heatmap data each view shows now (a new result is swapped in within the upload budget).
@@ -130,7 +132,8 @@ pub struct KvscopeApp {
     pending_png: bool,
     headless: Option<Result<headless::Headless, String>>,
     frames: u64,
-    job_lessons: HashMap<u64, String>,
+    /// The newest generation whose result (or error) arrived.
+    done: u64,
     export_dir: PathBuf,
     smoke_steps: usize,
 }
@@ -177,7 +180,7 @@ impl KvscopeApp {
             pending_png: false,
             headless: None,
             frames: 0,
-            job_lessons: HashMap::new(),
+            done: 0,
             smoke_steps: 0,
             export_dir: config
                 .export_dir
@@ -405,9 +408,7 @@ impl KvscopeApp {
 
     /// Whether a newer result is being computed.
     pub fn computing(&self) -> bool {
-        self.output.as_ref().is_none_or(|(g, _, _)| *g < self.generation)
-            && self.error.as_ref().is_none_or(|_| self.submitted.is_some())
-            && !self.sync
+        !self.sync && self.done < self.generation
     }
 
     /// The error of the current lesson's computation, if it failed.
@@ -421,22 +422,23 @@ impl KvscopeApp {
 
     fn take(&mut self, msg: Msg) {
         match msg {
-            Msg::Done { generation, result, ms } => {
-                let id = self.submitted.as_ref().map(|s| s.0.clone()).unwrap_or_default();
-                if generation < self.output.as_ref().map_or(0, |o| o.0) {
+            Msg::Done {
+                generation,
+                lesson,
+                result,
+                ms,
+            } => {
+                if generation < self.done {
                     return;
                 }
+                self.done = generation;
                 self.compute_ms = ms;
                 match result {
                     Ok(out) => {
-                        let lesson_id = self.job_lessons.get(&generation).cloned().unwrap_or(id);
-                        self.output = Some((generation, lesson_id, out));
+                        self.output = Some((generation, lesson, out));
                         self.error = None;
                     }
-                    Err(e) => {
-                        let lesson_id = self.job_lessons.get(&generation).cloned().unwrap_or(id);
-                        self.error = Some((lesson_id, e));
-                    }
+                    Err(e) => self.error = Some((lesson, e)),
                 }
             }
             Msg::Verified { generation, reports } => self.reports = Some((generation, reports)),
@@ -452,7 +454,6 @@ impl KvscopeApp {
             return;
         }
         self.generation += 1;
-        self.job_lessons.insert(self.generation, l.id().to_string());
         self.submitted = Some(key);
         let job = Job {
             generation: self.generation,
@@ -558,10 +559,8 @@ impl KvscopeApp {
 
     /// Draw one frame of the app into `ui` (the whole window).
     pub fn show(&mut self, ui: &mut egui::Ui) {
+        // (Fonts are installed once by whoever creates the context: `create`, or `Headless::new`.)
         let ctx = ui.ctx().clone();
-        if self.frames == 0 {
-            fonts::install(&ctx);
-        }
         self.frames += 1;
         ctx.set_theme(if self.light {
             egui::Theme::Light
@@ -673,6 +672,11 @@ impl KvscopeApp {
     /// The active backend.
     pub fn backend_arc(&self) -> Arc<dyn crate::compute::Backend> {
         self.backend()
+    }
+
+    /// Whether the light theme is on.
+    pub fn light(&self) -> bool {
+        self.light
     }
 
     /// Whether the app keeps its state in `light` theme.

@@ -141,6 +141,8 @@ pub struct AttnMaps {
     pub probs: Vec<Arc<HeatmapData>>,
     /// Output per head.
     pub out: Vec<Arc<HeatmapData>>,
+    /// Q of every head side by side, `[T, H·hd]` (lesson 3's head split).
+    pub q_heads: Arc<HeatmapData>,
     /// Concatenation.
     pub concat: Arc<HeatmapData>,
     /// After W_O.
@@ -207,6 +209,8 @@ pub struct DecodeFrame {
     pub bytes_read: usize,
     /// FLOPs of this layer's decode attention (Q·K and P·V).
     pub flops: usize,
+    /// The head-0 causal matrix up to this frame, built the first time a view asks for it.
+    matrix: std::sync::OnceLock<Arc<HeatmapData>>,
 }
 
 /// Lesson 5: the scenario replayed on the paged cache.
@@ -313,13 +317,8 @@ fn attention(kind: LessonKind, p: &Params, backend: &dyn Backend) -> Result<Attn
     } else {
         None
     };
-    let (h, t, hd) = core.out.dim();
-    let mut concat = Array2::<f32>::zeros((t, h * hd));
-    for head in 0..h {
-        concat
-            .slice_mut(s![.., head * hd..(head + 1) * hd])
-            .assign(&core.out.index_axis(Axis(0), head));
-    }
+    let (h, t, _) = core.out.dim();
+    let concat = concat_heads(&core.out);
     let y = output_projection(&core.out, &w.wo);
     let mask_values: Vec<f32> = (0..t)
         .flat_map(|i| (0..t).map(move |j| if mask.visible(i, j) { 1.0 } else { 0.0 }))
@@ -335,6 +334,7 @@ fn attention(kind: LessonKind, p: &Params, backend: &dyn Backend) -> Result<Attn
         scores: (0..h).map(|i| heat_head(&core.scores, i)).collect(),
         probs: (0..h).map(|i| heat_head(&core.probs, i)).collect(),
         out: (0..h).map(|i| heat_head(&core.out, i)).collect(),
+        q_heads: heat2(&concat_heads(&qkv.q)),
         concat: heat2(&concat),
         y: heat2(&y),
         mask: heat(t, t, mask_values),
@@ -377,6 +377,17 @@ pub fn verify(out: &AttnOut) -> Vec<CheckReport> {
         )
     };
     vec![c("P", &out.core.probs, &want.probs), c("P·V", &out.core.out, &want.out)]
+}
+
+/// `[H, T, hd]` → `[T, H·hd]`: the heads side by side.
+fn concat_heads(a: &Array3<f32>) -> Array2<f32> {
+    let (h, t, hd) = a.dim();
+    let mut out = Array2::<f32>::zeros((t, h * hd));
+    for head in 0..h {
+        out.slice_mut(s![.., head * hd..(head + 1) * hd])
+            .assign(&a.index_axis(Axis(0), head));
+    }
+    out
 }
 
 fn random_matrix(seed: u64, stream: u64, rows: usize, cols: usize, scale: f64) -> Array2<f32> {
@@ -517,6 +528,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
         check: None,
         bytes_read: 0,
         flops: 0,
+        matrix: Default::default(),
     }];
     let slab = batch * kv_heads * max_seq * hd;
     let tables: Vec<i32> = (0..batch as i32).collect();
@@ -601,6 +613,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                 check: Some(report),
                 bytes_read: batch * (pos + 1) * kv_token_layer,
                 flops: batch * heads * 4 * hd * (pos + 1),
+                matrix: Default::default(),
             });
         }
     }
@@ -624,16 +637,22 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
 }
 
 impl DecodeOut {
-    /// The head-0 causal matrix of `layer` (batch 0) with rows `0..=pos`; the newest row is `pos`.
-    pub fn matrix(&self, layer: usize, pos: usize) -> Arc<HeatmapData> {
-        let n = pos + 1;
-        let mut v = vec![0.0f32; n * n];
-        if let Some(rows) = self.rows.get(layer) {
-            for (i, r) in rows.iter().take(n).enumerate() {
-                v[i * n..i * n + r.len()].copy_from_slice(r);
-            }
-        }
-        heat(n, n, v)
+    /// The head-0 causal matrix (batch 0) of frame `i`'s layer with rows `0..=pos`; the newest row is
+    /// `pos`. Built once per frame, so redrawing a step uploads nothing new.
+    pub fn matrix(&self, i: usize) -> Arc<HeatmapData> {
+        let f = &self.frames[i.min(self.frames.len() - 1)];
+        f.matrix
+            .get_or_init(|| {
+                let n = f.pos + 1;
+                let mut v = vec![0.0f32; n * n];
+                if let Some(rows) = self.rows.get(f.layer.unwrap_or(0)) {
+                    for (i, r) in rows.iter().take(n).enumerate() {
+                        v[i * n..i * n + r.len()].copy_from_slice(r);
+                    }
+                }
+                heat(n, n, v)
+            })
+            .clone()
     }
 }
 
@@ -820,7 +839,7 @@ impl Output {
         match self {
             Output::Attn(a) => {
                 let m = &a.maps;
-                let singles = [&m.x, &m.wq, &m.wk, &m.wv, &m.concat, &m.y, &m.mask];
+                let singles = [&m.x, &m.wq, &m.wk, &m.wv, &m.q_heads, &m.concat, &m.y, &m.mask];
                 singles.iter().any(|d| nan(&d.values))
                     || [&m.q, &m.k, &m.v, &m.scores, &m.probs, &m.out]
                         .iter()

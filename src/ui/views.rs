@@ -94,7 +94,7 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                 app.presentation = !app.presentation;
             }
             if !app.presentation {
-                let light = app.saved().light;
+                let light = app.light();
                 if ui
                     .button(if light {
                         lang.t("Dark", "深色")
@@ -1078,17 +1078,7 @@ fn head_split_view(app: &mut KvscopeApp, ui: &mut Ui, a: &AttnOut) {
     ));
     let q = &a.qkv.q;
     let t = a.shape.seq;
-    let mut vals = vec![0.0f32; t * h * hd];
-    for head in 0..h {
-        for i in 0..t {
-            for j in 0..hd {
-                vals[i * h * hd + head * hd + j] = q[[head, i, j]];
-            }
-        }
-    }
-    let data = model::heat(t, h * hd, vals);
-    let cache_key = vid("split-data", 0);
-    let _ = cache_key;
+    let data = a.maps.q_heads.clone();
     heat_panel(
         app,
         ui,
@@ -1345,17 +1335,21 @@ fn kernel_view(app: &mut KvscopeApp, ui: &mut Ui, kind: LessonKind, out: &Output
         ),
     };
     ui.label(RichText::new(ran_on).italics().size(size * 0.85));
-    // Show the source from a few lines above the entry point; the entry line is highlighted.
-    let lines: Vec<&str> = file.source.lines().collect();
-    let first = line.saturating_sub(4).max(1);
-    let excerpt = lines[first - 1..].join("\n");
-    let job = text::cuda_job(
-        &excerpt,
-        first,
-        Some(line),
-        if app.presentation { 16.0 } else { 12.0 },
-        !app.saved().light,
-    );
+    // Show the source from a few lines above the entry point; the entry line is highlighted. The
+    // highlighted layout is built once per (op, text size, theme), not every frame.
+    let key = (op, app.presentation, app.light());
+    let job = match &app.vs.kernel_src {
+        Some((k, job)) if *k == key => job.clone(),
+        _ => {
+            let lines: Vec<&str> = file.source.lines().collect();
+            let first = line.saturating_sub(4).max(1);
+            let excerpt = lines[first - 1..].join("\n");
+            let size = if app.presentation { 16.0 } else { 12.0 };
+            let job = text::cuda_job(&excerpt, first, Some(line), size, !app.light());
+            app.vs.kernel_src = Some((key, job.clone()));
+            job
+        }
+    };
     egui::ScrollArea::both()
         .id_salt(("kernel-src", sel))
         .auto_shrink([false, false])

@@ -35,6 +35,8 @@ pub enum Msg {
     Done {
         /// The job's generation.
         generation: u64,
+        /// The lesson it was computed for.
+        lesson: String,
         /// The output.
         result: Result<Arc<Output>, String>,
         /// Milliseconds.
@@ -80,6 +82,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
     (
         Msg::Done {
             generation: job.generation,
+            lesson: job.lesson.id().to_string(),
             result,
             ms,
         },
@@ -121,6 +124,7 @@ impl Worker {
                     if msg_tx
                         .send(Msg::Done {
                             generation: job.generation,
+                            lesson: job.lesson.id().to_string(),
                             result,
                             ms,
                         })
