@@ -1,9 +1,10 @@
-//! Benchmarks behind `kvscope bench`. Every figure is a ratio of two things measured in the same run
-//! on the same machine, so it means something on any machine: attention GFLOP/s against the GEMM
-//! crate's own GFLOP/s (P1), and paged-decode KV bytes per second against a plain memory copy of the
-//! same byte count (P3). Nothing here is asserted in tests.
+//! Benchmarks behind `kvscope bench`, and lesson 4's bandwidth sweep. Every figure is a ratio of two
+//! things measured in the same run on the same device, so it means something on any machine: attention
+//! GFLOP/s against the GEMM crate's own GFLOP/s on the host (P1), and paged-decode KV bytes per second
+//! against a copy of the same byte count on the same device (P3; each backend times itself and its own
+//! copy roof through `Backend::time_paged_decode`). Nothing here is asserted in tests.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use half::f16;
 use ndarray::{Array2, Axis};
@@ -11,22 +12,9 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cache::{PagedKvCache, PagedShape};
-use crate::compute::{AttnInput, Backend, DecodeTables};
+use crate::compute::timing::median_time;
+use crate::compute::{AttnInput, Backend, BackendError, BackendKind, CopyRoof, DecodeTables};
 use crate::math::{AttnShape, AttnWeights, Mask, Rng, matmul, project};
-
-/// Median wall time of `reps` runs of `f` after one warm-up run.
-pub fn median_time(reps: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    let mut t: Vec<Duration> = (0..reps.max(1))
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[t.len() / 2]
-}
 
 /// One line of the benchmark table.
 #[derive(Debug, Clone, Serialize)]
@@ -68,11 +56,12 @@ pub fn gemm_gflops(n: usize) -> (f64, Duration) {
     (2.0 * (n * n * n) as f64 / t.as_secs_f64() / 1e9, t)
 }
 
-/// P1: causal attention forward at the size, against GEMM. `materialise` keeps the score
+/// P1: causal attention forward at the size, against GEMM. `keep_matrices` keeps the score
 /// and probability matrices (what the lessons display); otherwise the fused path (what a real forward
 /// pass runs) is measured. FLOPs are the useful ones of a causal mask: Q·Kᵀ and P·V over the `T(T+1)/2`
-/// visible pairs, 2·hd each, per head — the convention of the FlashAttention papers.
-pub fn p1(backend: &dyn Backend, seq: usize, materialise: bool) -> BenchLine {
+/// visible pairs, 2·hd each, per head — the convention of the FlashAttention papers. A backend that
+/// times on a device (not the host) gets no host-GEMM baseline.
+pub fn p1(backend: &dyn Backend, seq: usize, keep_matrices: bool) -> Result<BenchLine, BackendError> {
     let shape = AttnShape {
         seq,
         d_model: 1024,
@@ -87,36 +76,43 @@ pub fn p1(backend: &dyn Backend, seq: usize, materialise: bool) -> BenchLine {
         v: &qkv.v,
         mask: Mask::Causal,
     };
-    let t = median_time(5, || {
-        if materialise {
-            std::hint::black_box(backend.attention(&inp).expect("valid shape"));
-        } else {
-            std::hint::black_box(backend.attention_fused(&inp).expect("valid shape"));
-        }
-    });
+    let (seconds, on_host) = if keep_matrices {
+        backend.attention(&inp)?;
+        let t = median_time(5, || {
+            std::hint::black_box(backend.attention(&inp).ok());
+        });
+        (t.as_secs_f64(), true)
+    } else {
+        backend.time_attention_fused(&inp, 5)?
+    };
     let pairs = (seq * (seq + 1) / 2) as f64;
     let flops = 2.0 * 2.0 * shape.n_heads as f64 * shape.head_dim() as f64 * pairs;
-    let gflops = flops / t.as_secs_f64() / 1e9;
-    let (gemm, _) = gemm_gflops(1024);
-    let (id, kind) = if materialise {
-        ("P1m", "keeping scores+probs")
+    let gflops = flops / seconds / 1e9;
+    let (gemm, what) = if on_host {
+        (gemm_gflops(1024).0, "GEMM crate, 1024³ f32, same threads".to_string())
+    } else {
+        (f64::NAN, "no device GEMM baseline".to_string())
+    };
+    let (id, kind) = if keep_matrices {
+        ("P1-keep", "keeping scores+probs")
     } else {
         ("P1", "fused")
     };
-    BenchLine {
+    Ok(BenchLine {
         id: id.into(),
         what: format!(
-            "attention forward ({kind}), causal, T={seq}, d_model=1024, 16 heads ({})",
-            backend.kind().name()
+            "attention forward ({kind}), causal, T={seq}, d_model=1024, 16 heads ({}: {})",
+            backend.kind().name(),
+            backend.device()
         ),
         value: gflops,
         unit: "GFLOP/s".into(),
         baseline: gemm,
-        baseline_what: "GEMM crate, 1024³ f32, same threads".into(),
+        baseline_what: what,
         ratio: gflops / gemm,
-        goal: if materialise { 0.0 } else { 0.5 },
-        ms: t.as_secs_f64() * 1e3,
-    }
+        goal: if keep_matrices { 0.0 } else { 0.5 },
+        ms: seconds * 1e3,
+    })
 }
 
 /// The P3 problem: `requests` × `context` tokens, 8 KV heads, 32 query heads, hd 128, block 16, with
@@ -179,7 +175,7 @@ impl DecodeProblem {
     pub fn kv_bytes(&self) -> usize {
         let s = self.cache.shape();
         let tokens: usize = self.reqs.iter().map(|&r| self.cache.len(r)).sum();
-        2 * tokens * s.kv_heads * s.head_dim * 2
+        tokens * crate::cache::kv_bytes_per_token(1, s.kv_heads as u64, s.head_dim as u64, 2) as usize
     }
 
     /// Run one decode step on `backend`.
@@ -190,43 +186,81 @@ impl DecodeProblem {
     }
 }
 
-/// Bytes per second of a parallel memory copy of `bytes` bytes (both cores, like the decode).
-pub fn copy_bandwidth(bytes: usize) -> (f64, Duration) {
-    let src = vec![1u8; bytes];
-    let mut dst = vec![0u8; bytes];
-    let chunk = bytes.div_ceil(rayon::current_num_threads() * 8).max(1);
-    let t = median_time(5, || {
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-        std::hint::black_box(&dst);
-    });
-    (bytes as f64 / t.as_secs_f64(), t)
-}
-
-/// P3: paged decode bandwidth against memcpy of the same bytes.
-pub fn p3(backend: &dyn Backend, requests: usize, context: usize) -> BenchLine {
+/// P3: paged decode bandwidth against a copy of the same bytes on the same device, after checking the
+/// kernel's result against the f64 reference on the same problem.
+pub fn p3(backend: &dyn Backend, requests: usize, context: usize) -> Result<BenchLine, BackendError> {
     let prob = DecodeProblem::new(requests, context, 32, 8, 128, 16);
-    let bytes = prob.kv_bytes();
-    let t = median_time(5, || {
-        std::hint::black_box(prob.run(backend));
-    });
-    let bw = bytes as f64 / t.as_secs_f64();
-    let (copy, _) = copy_bandwidth(bytes);
-    BenchLine {
+    let tables = DecodeTables::new(&prob.cache, &prob.reqs);
+    let inp = tables.input(&prob.cache, &prob.q, prob.heads);
+    let report = crate::compute::suite::paged_equals_contiguous(backend, &inp)?;
+    if !report.passed() {
+        return Err(BackendError::Device(format!(
+            "decode kernel disagrees with the reference:\n{report}"
+        )));
+    }
+    let timing = backend.time_paged_decode(&inp, 5)?;
+    let bytes = prob.kv_bytes() as f64;
+    let (bw, copy) = (bytes / timing.decode_s, bytes / timing.copy_s);
+    let roof = match timing.roof {
+        CopyRoof::HostMemcpy => "memcpy of the same {} MB, same threads",
+        CopyRoof::DeviceCopy => "device-to-device copy of the same {} MB",
+    }
+    .replace("{}", &format!("{:.0}", bytes / 1e6));
+    Ok(BenchLine {
         id: "P3".into(),
         what: format!(
-            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block 16 ({})",
-            backend.kind().name()
+            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block 16 ({}: {})",
+            backend.kind().name(),
+            backend.device()
         ),
         value: bw / 1e9,
         unit: "GB/s".into(),
         baseline: copy / 1e9,
-        baseline_what: format!("memcpy of the same {:.0} MB, same threads", bytes as f64 / 1e6),
+        baseline_what: roof,
         ratio: bw / copy,
         goal: 0.7,
-        ms: t.as_secs_f64() * 1e3,
+        ms: timing.decode_s * 1e3,
+    })
+}
+
+/// One measured point of lesson 4's bandwidth sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SweepPoint {
+    /// Context length per request.
+    pub context: usize,
+    /// Achieved K/V read bandwidth of the decode kernel, GB/s.
+    pub kernel: f64,
+    /// Copy bandwidth of the same bytes on the same device, GB/s.
+    pub copy: f64,
+    /// What the copy ran on.
+    pub roof: CopyRoof,
+}
+
+/// Requests in every sweep point (H32/KV8, hd 128, block 16: the benchmark's decode problem).
+pub const SWEEP_REQUESTS: usize = 4;
+
+/// The contexts a sweep measures on `kind` (a backend that simulates every GPU thread gets short ones).
+pub fn sweep_contexts(kind: BackendKind) -> Vec<usize> {
+    if kind.info().simulated {
+        vec![32, 64, 128, 256]
+    } else {
+        vec![256, 512, 1024, 2048, 4096, 8192]
     }
+}
+
+/// Measure one sweep point: decode kernel bandwidth against copy bandwidth, in one run.
+pub fn sweep_point(backend: &dyn Backend, context: usize) -> Result<SweepPoint, String> {
+    let prob = DecodeProblem::new(SWEEP_REQUESTS, context, 32, 8, 128, 16);
+    let tables = DecodeTables::new(&prob.cache, &prob.reqs);
+    let inp = tables.input(&prob.cache, &prob.q, prob.heads);
+    let timing = backend.time_paged_decode(&inp, 5).map_err(|e| e.to_string())?;
+    let bytes = prob.kv_bytes() as f64;
+    Ok(SweepPoint {
+        context,
+        kernel: bytes / timing.decode_s / 1e9,
+        copy: bytes / timing.copy_s / 1e9,
+        roof: timing.roof,
+    })
 }
 
 /// Print the table.
@@ -253,75 +287,4 @@ pub fn print_table(lines: &[BenchLine]) {
             l.baseline_what
         );
     }
-}
-
-/// P1 on the CUDA backend: the fused attention kernel on device-resident data, timed with CUDA
-/// events. There is no GEMM library on the device side of kvscope, so the baseline is left empty.
-pub fn p1_cuda(b: &crate::compute::cuda::CudaBackend, seq: usize) -> Result<BenchLine, crate::compute::BackendError> {
-    let shape = AttnShape {
-        seq,
-        d_model: 1024,
-        n_heads: 16,
-        n_kv_heads: 16,
-    };
-    let qkv = project(&AttnWeights::random(shape, 1));
-    let inp = AttnInput {
-        q: &qkv.q,
-        k: &qkv.k,
-        v: &qkv.v,
-        mask: Mask::Causal,
-    };
-    let ms = b.time_attention_fused(&inp, 20)?;
-    let flops = 2.0 * 2.0 * shape.n_heads as f64 * shape.head_dim() as f64 * (seq * (seq + 1) / 2) as f64;
-    Ok(BenchLine {
-        id: "P1".into(),
-        what: format!(
-            "attention forward (fused kernel), causal, T={seq}, d_model=1024, 16 heads (cuda: {})",
-            b.device()
-        ),
-        value: flops / (ms / 1e3) / 1e9,
-        unit: "GFLOP/s".into(),
-        baseline: f64::NAN,
-        baseline_what: "no device GEMM baseline".into(),
-        ratio: f64::NAN,
-        goal: 0.0,
-        ms,
-    })
-}
-
-/// P3 on the CUDA backend: the paged decode kernels on device-resident data against a device-to-device
-/// copy of the same bytes, both timed with CUDA events on one stream.
-pub fn p3_cuda(
-    b: &crate::compute::cuda::CudaBackend,
-    requests: usize,
-    context: usize,
-) -> Result<BenchLine, crate::compute::BackendError> {
-    let prob = DecodeProblem::new(requests, context, 32, 8, 128, 16);
-    let tables = DecodeTables::new(&prob.cache, &prob.reqs);
-    let inp = tables.input(&prob.cache, &prob.q, prob.heads);
-    // Correctness first: the same problem through the public (validated) path against the reference.
-    let report = crate::compute::suite::paged_equals_contiguous(b, &inp)?;
-    if !report.passed() {
-        return Err(crate::compute::BackendError::Device(format!(
-            "decode kernel disagrees with the reference:\n{report}"
-        )));
-    }
-    let mut bufs = b.upload_decode(&inp)?;
-    let bytes = prob.kv_bytes();
-    let (decode_ms, copy_ms) = b.time_decode_and_copy(&mut bufs, bytes, 50)?;
-    let (bw, copy) = (bytes as f64 / (decode_ms / 1e3), bytes as f64 / (copy_ms / 1e3));
-    Ok(BenchLine {
-        id: "P3".into(),
-        what: format!(
-            "paged decode kernels, {requests} req × {context} ctx, H32/KV8, hd128, f16, block 16 (cuda: {})",
-            b.device()
-        ),
-        value: bw / 1e9,
-        unit: "GB/s".into(),
-        baseline: copy / 1e9,
-        baseline_what: format!("device-to-device copy of the same {:.0} MB", bytes as f64 / 1e6),
-        ratio: bw / copy,
-        goal: 0.8,
-        ms: decode_ms,
-    })
 }

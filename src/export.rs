@@ -1,5 +1,6 @@
-//! `.npy` exports with a JSON manifest: `kvscope export attention` and `kvscope export paged-decode`
-//! (and later the app's Ctrl+E) write the tensors of one computation so they can be checked in NumPy.
+//! `.npy` exports with a JSON manifest: `kvscope export attention` (the arrays of
+//! [`crate::lessons::attention_layer::AttnOut`]), `kvscope export paged-decode` and the app's Ctrl+E
+//! write the tensors of one computation so they can be checked in NumPy.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -11,8 +12,8 @@ use npyz::WriterBuilder;
 use serde::Serialize;
 
 use crate::cache::{PagedKvCache, PagedShape};
-use crate::compute::{AttnInput, Backend, CheckReport, DecodeTables, reference};
-use crate::math::{AttnShape, AttnWeights, Mask, Rng, output_projection, project};
+use crate::compute::{Backend, CheckReport, DecodeTables, PagedAppendInput};
+use crate::math::Rng;
 
 /// The values of one exported array.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,62 +174,6 @@ pub fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
     Ok((shape, values))
 }
 
-/// The arrays of one attention layer computed on `backend`.
-pub fn attention_arrays(
-    backend: &dyn Backend,
-    shape: AttnShape,
-    mask: Mask,
-    seed: u64,
-) -> Result<(Vec<NamedArray>, Vec<CheckReport>)> {
-    let shape = shape.validated()?;
-    let w = AttnWeights::random(shape, seed);
-    let qkv = project(&w);
-    let inp = AttnInput {
-        q: &qkv.q,
-        k: &qkv.k,
-        v: &qkv.v,
-        mask,
-    };
-    let core = backend.attention(&inp)?;
-    let y = output_projection(&core.out, &w.wo);
-    let want = reference::attention(&inp);
-    let tol = crate::compute::Tolerance::F32;
-    let checks = vec![
-        crate::compute::check(
-            "probs",
-            core.probs.shape(),
-            core.probs.as_slice().unwrap_or_default(),
-            want.probs.as_slice().unwrap_or_default(),
-            tol,
-        ),
-        crate::compute::check(
-            "out",
-            core.out.shape(),
-            core.out.as_slice().unwrap_or_default(),
-            want.out.as_slice().unwrap_or_default(),
-            tol,
-        ),
-    ];
-    let f = |name: &str, a: &[usize], v: Vec<f32>| NamedArray::new(name, a, ArrayData::F32(v));
-    let flat3 = |a: &ndarray::Array3<f32>| a.iter().copied().collect::<Vec<f32>>();
-    let flat2 = |a: &ndarray::Array2<f32>| a.iter().copied().collect::<Vec<f32>>();
-    let arrays = vec![
-        f("x", w.x.shape(), flat2(&w.x)),
-        f("wq", w.wq.shape(), flat2(&w.wq)),
-        f("wk", w.wk.shape(), flat2(&w.wk)),
-        f("wv", w.wv.shape(), flat2(&w.wv)),
-        f("wo", w.wo.shape(), flat2(&w.wo)),
-        f("q", qkv.q.shape(), flat3(&qkv.q)),
-        f("k", qkv.k.shape(), flat3(&qkv.k)),
-        f("v", qkv.v.shape(), flat3(&qkv.v)),
-        f("scores", core.scores.shape(), flat3(&core.scores)),
-        f("probs", core.probs.shape(), flat3(&core.probs)),
-        f("out", core.out.shape(), flat3(&core.out)),
-        f("y", y.shape(), flat2(&y)),
-    ];
-    Ok((arrays, checks))
-}
-
 /// Parameters of a paged-decode export.
 #[derive(Debug, Clone, Serialize)]
 pub struct PagedDecodeParams {
@@ -275,8 +220,14 @@ pub fn fill_round_robin(
             rng.normal_vec(slots.len() * row, 1.0),
             rng.normal_vec(slots.len() * row, 1.0),
         );
-        let (kp, vp) = (&mut cache.k_pool, &mut cache.v_pool);
-        backend.paged_append(shape, kp, vp, &slots, &k, &v)?;
+        backend.paged_append(PagedAppendInput {
+            shape,
+            k_pool: &mut cache.k_pool,
+            v_pool: &mut cache.v_pool,
+            slot_mapping: &slots,
+            k: &k,
+            v: &v,
+        })?;
     }
     Ok(cache)
 }

@@ -4,13 +4,16 @@
 //! - [`math`]: the f64 oracle and the f32 fast path (masks, softmax, multi-head/GQA/MQA attention);
 //! - [`cache`]: the static and paged KV-cache models (allocator, block tables, accounting);
 //! - [`compute`]: the `Backend` trait, the CPU backend, the reference ops and the shared checker;
-//! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI.
+//! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI;
+//! - [`lesson`]: lesson files; [`lessons`]: one module per lesson kind (computation, then views);
+//! - [`render`]: the wgpu renderers; [`ui`]: the eframe app and its shared widgets.
 
 pub mod bench;
 pub mod cache;
 pub mod compute;
 pub mod export;
 pub mod lesson;
+pub mod lessons;
 pub mod math;
 pub mod render;
 pub mod ui;

@@ -5,7 +5,9 @@
 use eframe::egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use kvscope::ui::model::Output;
+use kvscope::lessons::Output;
+use kvscope::lessons::attention_layer::AttnOut;
+use kvscope::lessons::paged_cache::PagedOut;
 use kvscope::ui::text::Lang;
 use kvscope::ui::{AppConfig, KvscopeApp};
 
@@ -228,12 +230,12 @@ fn lesson_five_reaches_oom_and_counts_match_the_allocator() {
     // Replay the scenario independently and compare the free-list count on screen at every step.
     let lesson = h.state().lessons()[li].clone();
     let params = h.state().params().unwrap().clone();
-    let specs = kvscope::ui::model::scenario(&lesson, &params);
+    let specs = kvscope::lessons::paged_cache::scenario(&lesson, &params);
     let shape = PagedShape {
         num_blocks: params["num_blocks"] as usize,
         block_size: params["block_size"] as usize,
-        kv_heads: kvscope::ui::model::PAGED_KV_HEADS,
-        head_dim: kvscope::ui::model::PAGED_HEAD_DIM,
+        kv_heads: kvscope::lessons::paged_cache::PAGED_KV_HEADS,
+        head_dim: kvscope::lessons::paged_cache::PAGED_HEAD_DIM,
     };
     let mut s = Scheduler::new(shape, specs).unwrap();
     let free_step = lesson
@@ -383,7 +385,7 @@ fn monkey_ten_thousand_random_events() {
             frames += 1;
             let app = h.state();
             if let Some(out) = app.output() {
-                assert!(!has_nan(out), "NaN in a view after event {event}");
+                assert!(!has_nan(out.as_ref()), "NaN in a view after event {event}");
             }
             if let Some(r) = app.reports() {
                 assert!(
@@ -404,8 +406,8 @@ fn every_lesson_computes_at_its_slider_extremes() {
     let backend = kvscope::compute::CpuBackend::new();
     let lessons = kvscope::lesson::load_embedded().unwrap();
     for l in &lessons {
-        let mut cases: Vec<kvscope::ui::model::Params> = Vec::new();
-        let defaults: kvscope::ui::model::Params = l
+        let mut cases: Vec<kvscope::lessons::Params> = Vec::new();
+        let defaults: kvscope::lessons::Params = l
             .file
             .params
             .iter()
@@ -419,11 +421,11 @@ fn every_lesson_computes_at_its_slider_extremes() {
             cases.push(c);
         }
         for mut params in cases {
-            kvscope::ui::model::normalize(l, &mut params);
-            match kvscope::ui::model::compute(l, &params, &backend) {
+            kvscope::lessons::normalize(l, &mut params);
+            match kvscope::lessons::compute(l, &params, &backend) {
                 Ok(out) => {
                     assert!(!out.has_nan(), "{} {params:?}: NaN", l.id());
-                    for r in kvscope::ui::worker::verify_output(&out) {
+                    for r in kvscope::ui::worker::verify_output(out.as_ref()) {
                         assert!(r.passed(), "{} {params:?}: {r}", l.id());
                     }
                 }
@@ -441,10 +443,10 @@ fn every_lesson_runs_on_the_cuda_sim_backend() {
         .backend
         .unwrap();
     for l in &kvscope::lesson::load_embedded().unwrap() {
-        let mut params = kvscope::ui::model::Params::new();
-        kvscope::ui::model::normalize(l, &mut params);
-        let out = kvscope::ui::model::compute(l, &params, sim.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));
-        let reports = kvscope::ui::worker::verify_output(&out);
+        let mut params = kvscope::lessons::Params::new();
+        kvscope::lessons::normalize(l, &mut params);
+        let out = kvscope::lessons::compute(l, &params, sim.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));
+        let reports = kvscope::ui::worker::verify_output(out.as_ref());
         assert!(!reports.is_empty(), "{}", l.id());
         for r in reports {
             assert!(r.passed(), "{}: {r}", l.id());
@@ -452,7 +454,7 @@ fn every_lesson_runs_on_the_cuda_sim_backend() {
     }
 }
 
-fn has_nan(o: &Output) -> bool {
+fn has_nan(o: &dyn Output) -> bool {
     o.has_nan()
 }
 
@@ -468,8 +470,8 @@ fn worker_recomputes_off_thread_and_verifies() {
     let backend: Arc<dyn kvscope::compute::Backend> = Arc::new(kvscope::compute::CpuBackend::new());
     let main_thread = std::thread::current().id();
     for (g, heads) in [(1u64, 2i64), (2, 4), (3, 8)] {
-        let mut params = kvscope::ui::model::Params::new();
-        kvscope::ui::model::normalize(&l, &mut params);
+        let mut params = kvscope::lessons::Params::new();
+        kvscope::lessons::normalize(&l, &mut params);
         params.insert("heads".into(), heads);
         params.insert("kv_heads".into(), heads);
         w.submit(Job {
@@ -488,7 +490,7 @@ fn worker_recomputes_off_thread_and_verifies() {
                 Msg::Done { generation, result, .. } => {
                     let out = result.unwrap();
                     if generation == 3 {
-                        let Output::Attn(a) = &*out else { panic!() };
+                        let a = out.downcast_ref::<AttnOut>().unwrap();
                         assert_eq!(a.shape.n_heads, 8);
                     }
                     done.push(generation);
@@ -556,7 +558,7 @@ fn ctrl_e_exports_the_current_step() {
 /// attention, and every request finishes with all blocks back on the free list.
 #[test]
 fn lesson_five_replays_keep_the_invariants_at_every_block_size() {
-    use kvscope::ui::model::{self, Output};
+    use kvscope::lessons as model;
     let lessons = kvscope::lesson::load_embedded().unwrap();
     let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
     let backend = kvscope::compute::CpuBackend::new();
@@ -565,9 +567,8 @@ fn lesson_five_replays_keep_the_invariants_at_every_block_size() {
         model::normalize(l, &mut p);
         p.insert("block_size".into(), bs);
         p.insert("num_blocks".into(), blocks);
-        let Output::Paged(out) = model::compute(l, &p, &backend).unwrap() else {
-            panic!()
-        };
+        let out = model::compute(l, &p, &backend).unwrap();
+        let out = out.downcast_ref::<PagedOut>().unwrap();
         assert!(out.error.is_none(), "bs {bs}: {:?}", out.error);
         for (t, f) in out.frames.iter().enumerate() {
             f.invariants
@@ -610,7 +611,7 @@ fn ctrl_s_saves_the_frame_as_png() {
 /// instead of all in one.
 #[test]
 fn big_results_arrive_off_thread_and_upload_over_several_frames() {
-    use kvscope::ui::views::vid;
+    use kvscope::ui::widgets::view_id as vid;
     let cfg = AppConfig {
         sync: false,
         ..config()
@@ -628,7 +629,7 @@ fn big_results_arrive_off_thread_and_upload_over_several_frames() {
     let gens = loop {
         h.step();
         saw_computing |= h.state().computing();
-        if let Some(Output::Attn(a)) = h.state().output().map(|o| &**o)
+        if let Some(a) = h.state().output().and_then(|o| o.downcast_ref::<AttnOut>())
             && a.shape.n_heads == 16
         {
             break a.maps.probs.iter().map(|d| d.generation).collect::<Vec<_>>();
@@ -645,7 +646,8 @@ fn big_results_arrive_off_thread_and_upload_over_several_frames() {
         let shown = (0..16)
             .filter(|&k| {
                 h.state()
-                    .vs
+                    .widgets
+                    .heat
                     .shown
                     .get(&vid("head", k))
                     .is_some_and(|d| d.generation == gens[k])

@@ -112,7 +112,7 @@ proptest! {
 
 #[test]
 fn cpu_backend_passes_the_full_suite() {
-    let reports = suite::run(&CpuBackend::new(), suite::SuiteSize::Full, 42);
+    let reports = suite::run(&CpuBackend::new(), 42);
     let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     assert!(reports.len() > 40);
@@ -122,7 +122,7 @@ fn cpu_backend_passes_the_full_suite() {
 fn cuda_kernels_on_the_cpu_shim_pass_the_full_suite() {
     // The real kernels/*.cu sources, compiled as C++ with kernels/shim and run on CPU threads.
     let b = kvscope::compute::cuda::SimBackend;
-    let reports = suite::run(&b, suite::SuiteSize::Full, 7);
+    let reports = suite::run(&b, 7);
     let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

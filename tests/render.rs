@@ -275,7 +275,7 @@ fn memory_strip_shows_used_reserved_written_and_read_regions() {
     let data = StripData {
         layers: 2,
         heads: 2,
-        max_seq: 8,
+        max_seq_len: 8,
         lens: vec![3, 3],
         write: Some((1, 2)),
         read: Some((1, 2)),
@@ -355,7 +355,7 @@ mod snapshots {
                         let data = StripData {
                             layers: 3,
                             heads: 4,
-                            max_seq: 32,
+                            max_seq_len: 32,
                             lens: vec![10, 10, 9],
                             write: Some((2, 9)),
                             read: Some((2, 9)),

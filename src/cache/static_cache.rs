@@ -1,8 +1,8 @@
 //! The static (preallocated) KV cache of the source notes.
 //!
-//! How it works: one K tensor and one V tensor of shape `[layers, batch, kv_heads, max_seq, head_dim]`
+//! How it works: one K tensor and one V tensor of shape `[layers, batch, kv_heads, max_seq_len, head_dim]`
 //! are reserved up front in f16. Decode step `pos` writes each layer's new K/V row at `pos`, layer after
-//! layer, and that layer's attention then reads rows `0..=pos`. Memory is reserved for `max_seq` tokens
+//! layer, and that layer's attention then reads rows `0..=pos`. Memory is reserved for `max_seq_len` tokens
 //! whether or not they are ever generated.
 
 use half::f16;
@@ -11,12 +11,12 @@ use half::f16;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StaticCacheError {
     /// Position beyond the reservation.
-    #[error("position {pos} is outside the static cache (max_seq_len = {max_seq})")]
+    #[error("position {pos} is outside the static cache (max_seq_len = {max_seq_len})")]
     Full {
         /// The position written.
         pos: usize,
         /// The reservation.
-        max_seq: usize,
+        max_seq_len: usize,
     },
     /// Layer index out of range.
     #[error("layer {layer} does not exist (the cache has {layers} layers)")]
@@ -46,7 +46,7 @@ pub struct StaticShape {
     /// KV heads.
     pub kv_heads: usize,
     /// Reserved positions per sequence.
-    pub max_seq: usize,
+    pub max_seq_len: usize,
     /// Values per head.
     pub head_dim: usize,
 }
@@ -54,12 +54,12 @@ pub struct StaticShape {
 impl StaticShape {
     /// Elements in one of K or V.
     pub fn numel(&self) -> usize {
-        self.layers * self.batch * self.kv_heads * self.max_seq * self.head_dim
+        self.layers * self.batch * self.kv_heads * self.max_seq_len * self.head_dim
     }
 
     /// Flat index of `(layer, b, h, pos, d)`.
     pub fn index(&self, layer: usize, b: usize, h: usize, pos: usize, d: usize) -> usize {
-        (((layer * self.batch + b) * self.kv_heads + h) * self.max_seq + pos) * self.head_dim + d
+        (((layer * self.batch + b) * self.kv_heads + h) * self.max_seq_len + pos) * self.head_dim + d
     }
 }
 
@@ -67,7 +67,7 @@ impl StaticShape {
 #[derive(Debug, Clone)]
 pub struct StaticKvCache {
     shape: StaticShape,
-    /// K storage `[layers, batch, kv_heads, max_seq, head_dim]`.
+    /// K storage `[layers, batch, kv_heads, max_seq_len, head_dim]`.
     pub k: Vec<f16>,
     /// V storage, same shape.
     pub v: Vec<f16>,
@@ -113,10 +113,10 @@ impl StaticKvCache {
                 layers: s.layers,
             });
         }
-        if pos >= s.max_seq {
+        if pos >= s.max_seq_len {
             return Err(StaticCacheError::Full {
                 pos,
-                max_seq: s.max_seq,
+                max_seq_len: s.max_seq_len,
             });
         }
         let expected = s.batch * s.kv_heads * s.head_dim;
@@ -161,10 +161,10 @@ impl StaticKvCache {
                 layers: s.layers,
             });
         }
-        if end > s.max_seq {
+        if end > s.max_seq_len {
             return Err(StaticCacheError::Full {
                 pos: end,
-                max_seq: s.max_seq,
+                max_seq_len: s.max_seq_len,
             });
         }
         let mut k = Vec::with_capacity(s.batch * s.kv_heads * end * s.head_dim);
@@ -197,7 +197,7 @@ impl StaticKvCache {
     /// K/V bytes one decode step at `pos` reads across all layers (each layer reads `0..=pos`).
     pub fn decode_bytes_read(&self, pos: usize) -> usize {
         let s = self.shape;
-        2 * s.layers * s.batch * s.kv_heads * (pos + 1).min(s.max_seq) * s.head_dim * F16_BYTES
+        2 * s.layers * s.batch * s.kv_heads * (pos + 1).min(s.max_seq_len) * s.head_dim * F16_BYTES
     }
 }
 
@@ -211,7 +211,7 @@ mod tests {
             layers: 2,
             batch: 1,
             kv_heads: 2,
-            max_seq: 8,
+            max_seq_len: 8,
             head_dim: 3,
         };
         let mut c = StaticKvCache::new(shape);
@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(c.decode_bytes_read(2), 2 * 2 * 2 * 3 * 3 * 2);
         assert_eq!(
             c.append(0, 8, &[0.0; 6], &[0.0; 6]),
-            Err(StaticCacheError::Full { pos: 8, max_seq: 8 })
+            Err(StaticCacheError::Full { pos: 8, max_seq_len: 8 })
         );
         assert!(matches!(
             c.append(0, 1, &[0.0; 5], &[0.0; 6]),

@@ -67,6 +67,13 @@ impl CheckReport {
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.mismatch_count == 0
     }
+
+    /// A check that could not run because the op failed (`error` says why); it never passes.
+    pub fn failed(label: &str, error: impl fmt::Display) -> Self {
+        let mut r = check::<f32, f64>(label, &[0], &[], &[], Tolerance::EXACT);
+        r.error = Some(error.to_string());
+        r
+    }
 }
 
 fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {

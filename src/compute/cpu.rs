@@ -10,8 +10,8 @@ use half::slice::HalfFloatSliceExt;
 use ndarray::Array3;
 use rayon::prelude::*;
 
-use super::{AttnInput, Backend, BackendError, BackendKind, PagedDecodeInput};
-use crate::cache::{PagedShape, StaticShape};
+use super::{AttnInput, Backend, BackendError, BackendKind, PagedAppendInput, PagedDecodeInput, StaticAppendInput};
+use crate::cache::PagedShape;
 use crate::math::{AttnCore, Real, attention_core, attention_fused, exp_f32};
 
 /// The CPU backend.
@@ -23,6 +23,11 @@ impl CpuBackend {
     pub fn new() -> Self {
         Self
     }
+}
+
+/// The CPU backend's row of the backend table: always ready.
+pub fn probe() -> Result<std::sync::Arc<dyn Backend>, String> {
+    Ok(std::sync::Arc::new(CpuBackend))
 }
 
 /// Eight f16 values as f32 (one `vcvtph2ps` with F16C).
@@ -192,16 +197,16 @@ impl Backend for CpuBackend {
         Ok(attention_fused(inp.q, inp.k, inp.v, inp.mask))
     }
 
-    fn run_static_cache_append(
-        &self,
-        s: StaticShape,
-        k_cache: &mut [f16],
-        v_cache: &mut [f16],
-        layer: usize,
-        pos: usize,
-        k_new: &[f32],
-        v_new: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
+        let StaticAppendInput {
+            shape: s,
+            k_cache,
+            v_cache,
+            layer,
+            pos,
+            k_new,
+            v_new,
+        } = inp;
         for bh in 0..s.batch * s.kv_heads {
             let (b, h) = (bh / s.kv_heads, bh % s.kv_heads);
             let dst = s.index(layer, b, h, pos, 0);
@@ -212,15 +217,15 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn run_paged_append(
-        &self,
-        s: PagedShape,
-        k_pool: &mut [f16],
-        v_pool: &mut [f16],
-        slot_mapping: &[i32],
-        k: &[f32],
-        v: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
+        let PagedAppendInput {
+            shape: s,
+            k_pool,
+            v_pool,
+            slot_mapping,
+            k,
+            v,
+        } = inp;
         let row = s.kv_heads * s.head_dim;
         for (t, &slot) in slot_mapping.iter().enumerate() {
             if slot < 0 {

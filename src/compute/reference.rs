@@ -4,8 +4,7 @@
 use half::f16;
 use ndarray::{Array2, Array3};
 
-use super::{AttnInput, PagedDecodeInput};
-use crate::cache::{PagedShape, StaticShape};
+use super::{AttnInput, PagedAppendInput, PagedDecodeInput, StaticAppendInput};
 use crate::math::{AttnCore, attention_core, decode_attention_f64};
 
 /// Attention in f64 on the same (f32) inputs.
@@ -19,18 +18,10 @@ fn round_f16(x: f32) -> f64 {
 }
 
 /// The caches after a static append, as f64: old contents with the new row rounded to f16.
-#[allow(clippy::too_many_arguments)]
-pub fn static_cache_append(
-    s: StaticShape,
-    k_cache: &[f16],
-    v_cache: &[f16],
-    layer: usize,
-    pos: usize,
-    k_new: &[f32],
-    v_new: &[f32],
-) -> (Vec<f64>, Vec<f64>) {
-    let mut k: Vec<f64> = k_cache.iter().map(|x| x.to_f64()).collect();
-    let mut v: Vec<f64> = v_cache.iter().map(|x| x.to_f64()).collect();
+pub fn static_cache_append(inp: &StaticAppendInput) -> (Vec<f64>, Vec<f64>) {
+    let (s, layer, pos, k_new, v_new) = (inp.shape, inp.layer, inp.pos, inp.k_new, inp.v_new);
+    let mut k: Vec<f64> = inp.k_cache.iter().map(|x| x.to_f64()).collect();
+    let mut v: Vec<f64> = inp.v_cache.iter().map(|x| x.to_f64()).collect();
     for b in 0..s.batch {
         for h in 0..s.kv_heads {
             for d in 0..s.head_dim {
@@ -44,16 +35,10 @@ pub fn static_cache_append(
 }
 
 /// The pools after a paged append, as f64.
-pub fn paged_append(
-    s: PagedShape,
-    k_pool: &[f16],
-    v_pool: &[f16],
-    slots: &[i32],
-    k: &[f32],
-    v: &[f32],
-) -> (Vec<f64>, Vec<f64>) {
-    let mut kp: Vec<f64> = k_pool.iter().map(|x| x.to_f64()).collect();
-    let mut vp: Vec<f64> = v_pool.iter().map(|x| x.to_f64()).collect();
+pub fn paged_append(inp: &PagedAppendInput) -> (Vec<f64>, Vec<f64>) {
+    let (s, slots, k, v) = (inp.shape, inp.slot_mapping, inp.k, inp.v);
+    let mut kp: Vec<f64> = inp.k_pool.iter().map(|x| x.to_f64()).collect();
+    let mut vp: Vec<f64> = inp.v_pool.iter().map(|x| x.to_f64()).collect();
     for (t, &slot) in slots.iter().enumerate() {
         if slot < 0 {
             continue;

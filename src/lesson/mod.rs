@@ -4,8 +4,8 @@
 //! How it works: serde reads a file into [`LessonFile`] with `deny_unknown_fields`, and every field a
 //! check may need to point at is `toml::Spanned`, so each error names the file, line and column and
 //! says how to fix it: an unknown field, a missing Chinese text, a default outside its range, a view the
-//! lesson's kind does not know. The state and visuals of each lesson kind are Rust code (later, in the
-//! app); the files hold only texts, numbers and scripts. The shipped lessons are embedded in the binary;
+//! lesson's kind does not know. The computation and views of each lesson kind are Rust code (one module
+//! per kind in [`crate::lessons`]); the files hold only texts, numbers and scripts. The shipped lessons are embedded in the binary;
 //! `kvscope --lessons DIR` and `kvscope lessons check DIR` read a teacher's own folder instead.
 
 use std::fmt;
@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
+
+use crate::lessons::ui::{LessonUi, REGISTRY, kind_named};
 
 /// The lesson-file format this build reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -35,7 +37,7 @@ pub struct LessonFile {
     pub format_version: Spanned<u32>,
     /// Unique id, e.g. `attention-matrix`; the app stores it to reopen the lesson.
     pub id: Spanned<String>,
-    /// Which Rust lesson state drives the views (see [`LessonKind`]).
+    /// Which lesson kind computes and draws it (a kind of [`crate::lessons::ui::REGISTRY`]).
     pub kind: Spanned<String>,
     /// Position in the navigator (1, 2, …).
     pub order: u32,
@@ -151,93 +153,6 @@ impl ModelConfig {
     }
 }
 
-/// The lesson kinds this build implements, with the views each can draw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LessonKind {
-    /// Lesson 1: X → Q, K, V; QKᵀ/√d; softmax; P·V.
-    Attention,
-    /// Lesson 2: the causal mask.
-    Causal,
-    /// Lesson 3: multi-head attention, GQA and MQA.
-    MultiHead,
-    /// Lesson 4: KV-cache append during decode, and why decode is memory-bound.
-    Decode,
-    /// Lesson 5: the paged KV cache.
-    Paged,
-}
-
-impl LessonKind {
-    /// Every kind.
-    pub const ALL: [LessonKind; 5] = [
-        LessonKind::Attention,
-        LessonKind::Causal,
-        LessonKind::MultiHead,
-        LessonKind::Decode,
-        LessonKind::Paged,
-    ];
-
-    /// The name used in lesson files.
-    pub fn name(self) -> &'static str {
-        match self {
-            LessonKind::Attention => "attention",
-            LessonKind::Causal => "causal",
-            LessonKind::MultiHead => "multihead",
-            LessonKind::Decode => "decode",
-            LessonKind::Paged => "paged",
-        }
-    }
-
-    /// The views this kind draws.
-    pub fn views(self) -> &'static [&'static str] {
-        match self {
-            LessonKind::Attention => &[
-                "x", "weights", "q", "k", "v", "scores", "softmax", "probs", "pv", "out", "kernel",
-            ],
-            LessonKind::Causal => &[
-                "mask",
-                "scores",
-                "masked_scores",
-                "probs",
-                "mask_diff",
-                "last_row",
-                "kernel",
-            ],
-            LessonKind::MultiHead => &[
-                "head_split",
-                "heads_grid",
-                "concat",
-                "y",
-                "kv_groups",
-                "kv_bytes",
-                "model_table",
-                "kernel",
-            ],
-            LessonKind::Decode => &[
-                "prefill",
-                "static_cache",
-                "decode_row",
-                "intensity",
-                "bandwidth",
-                "kernel",
-            ],
-            LessonKind::Paged => &[
-                "pool",
-                "tables",
-                "free_list",
-                "occupancy",
-                "events",
-                "check",
-                "tradeoff",
-                "kernel",
-            ],
-        }
-    }
-
-    fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == s)
-    }
-}
-
 /// A problem in a lesson file, with where it is and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LessonError {
@@ -318,7 +233,7 @@ pub struct Lesson {
     /// Where it came from (a path, or `embedded:lessons/NAME`).
     pub source: PathBuf,
     /// Its kind.
-    pub kind: LessonKind,
+    pub kind: &'static dyn LessonUi,
     /// The file's contents.
     pub file: LessonFile,
 }
@@ -360,9 +275,9 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
             format!("this build reads format_version = {FORMAT_VERSION}"),
         );
     }
-    let kind = LessonKind::from_name(lf.kind.get_ref());
+    let kind = kind_named(lf.kind.get_ref());
     if kind.is_none() {
-        let names: Vec<&str> = LessonKind::ALL.iter().map(|k| k.name()).collect();
+        let names: Vec<&str> = REGISTRY.iter().map(|k| k.name()).collect();
         c.at(
             lf.kind.span(),
             format!("unknown lesson kind `{}`", lf.kind.get_ref()),
@@ -447,11 +362,11 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
         }
         if let Some(k) = kind {
             for v in &s.views {
-                if !k.views().contains(&v.get_ref().as_str()) {
+                if !k.view_names().contains(&v.get_ref().as_str()) {
                     c.at(
                         v.span(),
                         format!("lesson kind `{}` has no view `{}`", k.name(), v.get_ref()),
-                        format!("views of `{}`: {}", k.name(), k.views().join(", ")),
+                        format!("views of `{}`: {}", k.name(), k.view_names().join(", ")),
                     );
                 }
             }

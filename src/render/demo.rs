@@ -221,7 +221,7 @@ pub fn write_views(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
         layers: 4,
         batch: 1,
         kv_heads: 4,
-        max_seq: 48,
+        max_seq_len: 48,
         head_dim: 2,
     });
     let row = vec![0.5f32; 4 * 2];
@@ -236,7 +236,7 @@ pub fn write_views(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
     let sd = StripData {
         layers: 4,
         heads: 4,
-        max_seq: 48,
+        max_seq_len: 48,
         lens: (0..4).map(|l| sc.len(l)).collect(),
         write: Some((1, 11)),
         read: Some((1, 11)),

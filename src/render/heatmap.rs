@@ -81,8 +81,6 @@ pub enum Highlight {
     Row(usize),
     /// One column (a key).
     Col(usize),
-    /// A row and a column.
-    RowCol(usize, usize),
     /// One cell.
     Cell(usize, usize),
 }
@@ -398,7 +396,6 @@ impl HeatmapRenderer {
             Highlight::None => (0, -1, -1),
             Highlight::Row(r) => (1, r as i32, -1),
             Highlight::Col(c) => (2, -1, c as i32),
-            Highlight::RowCol(r, c) => (3, r as i32, c as i32),
             Highlight::Cell(r, c) => (4, r as i32, c as i32),
         };
         let p = Params {

@@ -1,4 +1,4 @@
-//! Memory-strip renderer (`shaders/strip.wgsl`): the static KV cache `[layers × heads × max_seq]`.
+//! Memory-strip renderer (`shaders/strip.wgsl`): the static KV cache `[layers × heads × max_seq_len]`.
 //!
 //! How it works: everything fits in one uniform block (per-layer lengths for up to 64 layers), so
 //! there is no data texture. Rows are (layer, head) pairs, columns positions; used, reserved,
@@ -16,7 +16,7 @@ pub struct StripData {
     /// KV heads per layer.
     pub heads: usize,
     /// Reserved positions.
-    pub max_seq: usize,
+    pub max_seq_len: usize,
     /// Filled length of each layer.
     pub lens: Vec<usize>,
     /// The (layer, pos) being written.
@@ -65,7 +65,7 @@ pub fn geometry(data: &StripData, w: f32, h: f32) -> (f32, f32, f32) {
         0.0
     };
     let row_h = ((h - gap * (layers - 1.0)) / rows).max(0.5);
-    (row_h, gap, w / data.max_seq.max(1) as f32)
+    (row_h, gap, w / data.max_seq_len.max(1) as f32)
 }
 
 /// The memory-strip renderer.
@@ -98,7 +98,7 @@ impl StripRenderer {
         let (row_h, gap, slot_w) = geometry(data, rect[2], rect[3]);
         let mut lens = [[0u32; 4]; 16];
         for (l, &len) in data.lens.iter().take(MAX_LAYERS).enumerate() {
-            lens[l / 4][l % 4] = len.min(data.max_seq) as u32;
+            lens[l / 4][l % 4] = len.min(data.max_seq_len) as u32;
         }
         let (wl, wp) = data.write.map_or((-1, -1), |(l, p)| (l as i32, p as i32));
         let (rl, rp) = data.read.map_or((-1, -1), |(l, p)| (l as i32, p as i32));
@@ -107,7 +107,7 @@ impl StripRenderer {
             dims: [
                 data.layers.clamp(1, MAX_LAYERS) as u32,
                 data.heads.max(1) as u32,
-                data.max_seq.max(1) as u32,
+                data.max_seq_len.max(1) as u32,
                 0,
             ],
             write: [wl, wp, rl, rp],

@@ -2,20 +2,21 @@
 //!
 //! How it works: [`KvscopeApp`] holds the lessons (embedded, or a teacher's folder), where the user
 //! is (lesson, step, timeline position), the slider values per lesson, the language and theme, and the
-//! latest computed [`model::Output`]. Each frame it (1) takes finished results from the
-//! [`worker::Worker`], (2) handles keys, (3) submits a new job when the lesson, sliders or backend
-//! changed — the old view stays on screen with a quiet "computing" hint meanwhile — and (4) draws the
-//! panels: navigator, views ([`views`]), narration and controls, status bar. [`KvscopeApp::show`]
-//! needs no eframe frame, so `kvscope render` and the tests draw exactly the app's frame headlessly
-//! ([`headless`]).
+//! latest computed [`Output`]. Each frame it (1) takes finished results from the [`worker::Worker`],
+//! (2) handles keys, (3) submits a new job when the lesson, sliders or backend changed — the old view
+//! stays on screen with a quiet "computing" hint meanwhile — and (4) draws the panels ([`shell`]):
+//! navigator, the lesson's views (drawn by the lesson's own module through a [`widgets::ViewCtx`]),
+//! narration and controls, status bar. [`KvscopeApp::show`] needs no eframe frame, so `kvscope
+//! render` and the tests draw exactly the app's frame headlessly ([`headless`]).
 
 pub mod fonts;
 pub mod headless;
-pub mod model;
+mod shell;
 pub mod text;
-pub mod views;
+pub mod widgets;
 pub mod worker;
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,11 +24,11 @@ use std::sync::mpsc::Receiver;
 
 use eframe::egui;
 
-use crate::compute::{BackendKind, BackendStatus, CheckReport};
+use crate::compute::{Backend, BackendKind, BackendStatus, CheckReport};
 use crate::lesson::{Lesson, LessonError};
-use crate::render::heatmap::HeatmapView;
-use model::{Output, Params};
+use crate::lessons::{Output, Params};
 use text::Lang;
+use widgets::{ViewCtx, WidgetState, grid, view_in};
 use worker::{Job, Msg, Worker};
 
 /// How the app is started.
@@ -62,36 +63,6 @@ pub struct Saved {
 
 const STORAGE_KEY: &str = "kvscope-state";
 
-/// What a heatmap's zoom and pan were made for: matrix rows and columns, widget width and height.
-pub type HeatKey = (usize, usize, u32, u32);
-
-/// Per-view UI state that survives frames (zoom and pan of each heatmap, toggles).
-#[derive(Default)]
-pub struct ViewState {
-    /// Heatmap zoom/pan by view id, with the matrix and widget size it was made for.
-    pub heat: HashMap<u64, (HeatKey, Option<HeatmapView>)>,
-    /// Lesson 5: show the gather-based debug path.
-    pub gather: bool,
-    /// The kernel panel: which op is shown.
-    pub kernel_op: usize,
-    /// The kernel panel's highlighted source, for (op, presentation mode, light theme).
-    pub kernel_src: Option<((crate::compute::Op, bool, bool), eframe::egui::text::LayoutJob)>,
-    /// Lesson 4: the live bandwidth sweep.
-    pub sweep: views::Sweep,
-    /// The heatmap data each view shows now (a new result is swapped in within the upload budget).
-    pub shown: HashMap<u64, Arc<crate::render::heatmap::HeatmapData>>,
-    /// Points the next heatmap leaves free below itself (for a line the caller adds).
-    pub reserve_below: f32,
-    /// Cells that may still be uploaded this frame.
-    pub upload_budget: usize,
-    /// Finite value range per heatmap generation (for colorbars), so frames do not rescan data.
-    pub ranges: HashMap<u64, (f32, f32)>,
-}
-
-/// Heatmap cells uploaded per frame at most when a new result arrives (4 × 1024²): a big result is
-/// swapped in over a few frames instead of stalling one.
-pub const UPLOAD_BUDGET: usize = 4 << 20;
-
 /// Where a backend stands.
 #[derive(Clone)]
 pub enum BackendSlot {
@@ -122,12 +93,14 @@ pub struct KvscopeApp {
     sync: bool,
     generation: u64,
     submitted: Option<(String, Params, BackendKind)>,
-    output: Option<(u64, String, Arc<Output>)>,
+    output: Option<(u64, String, Arc<dyn Output>)>,
     error: Option<(String, String)>,
     reports: Option<(u64, Vec<CheckReport>)>,
     compute_ms: f64,
-    /// Per-view state.
-    pub vs: ViewState,
+    /// The shared widgets' state (heatmap zoom and uploads, the kernel panel).
+    pub widgets: WidgetState,
+    /// Each lesson kind's own UI state, by kind name.
+    lesson_state: HashMap<&'static str, Box<dyn Any + Send>>,
     status: Option<String>,
     pending_png: bool,
     headless: Option<Result<headless::Headless, String>>,
@@ -175,7 +148,8 @@ impl KvscopeApp {
             error: None,
             reports: None,
             compute_ms: 0.0,
-            vs: ViewState::default(),
+            widgets: WidgetState::default(),
+            lesson_state: HashMap::new(),
             status: None,
             pending_png: false,
             headless: None,
@@ -187,8 +161,8 @@ impl KvscopeApp {
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("kvscope-exports")),
         };
-        // Backends: the CPU and the shim are ready at once; CUDA is probed off the UI thread (driver
-        // loading and NVRTC compilation can take a while), or right here when computing synchronously.
+        // Backends: fast probes run here; slow ones (driver loading, NVRTC compilation) run off the UI
+        // thread, or right here when computing synchronously.
         let mut wanted = None;
         if let Some(s) = saved {
             app.lang = s.lang;
@@ -200,10 +174,13 @@ impl KvscopeApp {
                 app.step = s.step.min(app.lessons[i].file.steps.len().saturating_sub(1));
             }
         }
+        let mut slow = Vec::new();
         for kind in BackendKind::ALL {
-            let slot = match kind {
-                BackendKind::Cuda if !config.sync => BackendSlot::Probing,
-                k => BackendSlot::Ready(crate::compute::probe(k)),
+            let slot = if kind.info().slow_probe && !config.sync {
+                slow.push(kind);
+                BackendSlot::Probing
+            } else {
+                BackendSlot::Ready(crate::compute::probe(kind))
             };
             app.backends.push((kind, slot));
         }
@@ -212,9 +189,11 @@ impl KvscopeApp {
             let wake2: Option<Arc<dyn Fn() + Send + Sync>> = wake.map(Arc::from);
             let w3 = wake2.clone();
             std::thread::spawn(move || {
-                let _ = tx.send(crate::compute::probe(BackendKind::Cuda));
-                if let Some(w) = w3 {
-                    w();
+                for kind in slow {
+                    let _ = tx.send(crate::compute::probe(kind));
+                    if let Some(w) = &w3 {
+                        w();
+                    }
                 }
             });
             app.probe_rx = Some(rx);
@@ -302,7 +281,7 @@ impl KvscopeApp {
     fn ensure_params(&mut self) {
         for l in &self.lessons {
             let p = self.params.entry(l.id().to_string()).or_default();
-            model::normalize(l, p);
+            crate::lessons::normalize(l, p);
         }
     }
 
@@ -316,7 +295,7 @@ impl KvscopeApp {
         let Some(l) = self.lesson().cloned() else { return };
         let p = self.params.entry(l.id().to_string()).or_default();
         p.insert(id.to_string(), value);
-        model::normalize(&l, p);
+        crate::lessons::normalize(&l, p);
     }
 
     /// The timeline position of the current lesson.
@@ -376,7 +355,8 @@ impl KvscopeApp {
         }
     }
 
-    fn backend(&self) -> Arc<dyn crate::compute::Backend> {
+    /// The active backend, ready to run (the CPU if the chosen one is not ready).
+    pub fn running_backend(&self) -> Arc<dyn Backend> {
         for (k, s) in &self.backends {
             if *k == self.active
                 && let BackendSlot::Ready(st) = s
@@ -389,7 +369,7 @@ impl KvscopeApp {
     }
 
     /// The latest output for the current lesson, if it has arrived.
-    pub fn output(&self) -> Option<&Arc<Output>> {
+    pub fn output(&self) -> Option<&Arc<dyn Output>> {
         let l = self.lesson()?;
         self.output
             .as_ref()
@@ -459,7 +439,7 @@ impl KvscopeApp {
             generation: self.generation,
             lesson: l,
             params,
-            backend: self.backend(),
+            backend: self.running_backend(),
         };
         match &self.worker {
             Some(w) => w.submit(job),
@@ -480,15 +460,14 @@ impl KvscopeApp {
     }
 
     fn poll(&mut self) {
-        if let Some(rx) = &self.probe_rx
-            && let Ok(st) = rx.try_recv()
-        {
-            for (k, s) in &mut self.backends {
-                if *k == st.kind {
-                    *s = BackendSlot::Ready(st.clone());
+        if let Some(rx) = &self.probe_rx {
+            for st in rx.try_iter() {
+                for (k, s) in &mut self.backends {
+                    if *k == st.kind {
+                        *s = BackendSlot::Ready(st.clone());
+                    }
                 }
             }
-            self.probe_rx = None;
         }
         let msgs = self.worker.as_ref().map(|w| w.poll()).unwrap_or_default();
         for m in msgs {
@@ -570,14 +549,11 @@ impl KvscopeApp {
         self.poll();
         self.keys(&ctx);
         self.refresh();
-        self.vs.upload_budget = if self.sync { usize::MAX } else { UPLOAD_BUDGET };
-        if self.vs.ranges.len() > 512 {
-            self.vs.ranges.clear();
-        }
+        self.widgets.heat.begin_frame(self.sync);
         if self.computing() {
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
-        views::shell(self, ui);
+        shell::shell(self, ui);
     }
 
     /// Save the current frame as a PNG through the offscreen renderer; returns the path.
@@ -628,20 +604,8 @@ impl KvscopeApp {
         let (Some(l), Some(p), Some(out)) = (self.lesson(), self.params(), self.output()) else {
             return Err("nothing computed yet".into());
         };
-        let backend = self.backend();
-        let (arrays, reports) = views::export_arrays(out, self.cursor(), self.reports());
-        let params = serde_json::to_value(p).map_err(|e| e.to_string())?;
-        crate::export::write_export(
-            dir,
-            l.id(),
-            params,
-            model::get(p, "seed", 0).max(0) as u64,
-            backend.as_ref(),
-            &reports,
-            &arrays,
-        )
-        .map_err(|e| format!("{e:#}"))?;
-        Ok(dir.to_path_buf())
+        let backend = self.running_backend();
+        crate::lessons::export_step(l, p, out.as_ref(), self.cursor(), self.reports(), backend.as_ref(), dir)
     }
 
     /// Milliseconds the last computation took.
@@ -669,9 +633,57 @@ impl KvscopeApp {
         self.sync
     }
 
-    /// The active backend.
-    pub fn backend_arc(&self) -> Arc<dyn crate::compute::Backend> {
-        self.backend()
+    /// Body text size (larger in presentation mode).
+    pub fn body_size(&self) -> f32 {
+        if self.presentation { 22.0 } else { 14.5 }
+    }
+
+    /// The UI state lesson kind `kind` keeps (created on first use), e.g. lesson 4's bandwidth sweep.
+    pub fn lesson_state<T: Default + Send + 'static>(&mut self, kind: &'static str) -> &mut T {
+        let st = self.lesson_state.entry(kind).or_insert_with(|| Box::new(()));
+        if !st.is::<T>() {
+            *st = Box::new(T::default());
+        }
+        st.downcast_mut::<T>().expect("just set")
+    }
+
+    /// Draw the current step's views of `out` (and the lesson's timeline bar) into the central area.
+    fn draw_views(&mut self, ui: &mut egui::Ui, l: &Arc<Lesson>, out: &Arc<dyn Output>) {
+        let step = &l.file.steps[self.step];
+        let kind = l.kind;
+        let size = self.body_size();
+        let runner = self.running_backend();
+        let params = self.params.get(l.id()).cloned().unwrap_or_default();
+        let mut cx = ViewCtx {
+            lang: self.lang,
+            size,
+            presentation: self.presentation,
+            light: self.light,
+            sync: self.sync,
+            lesson: l,
+            params: &params,
+            highlight: step.highlight.as_ref(),
+            backend: self.active,
+            runner,
+            cursor: self.cursor.entry(l.id().to_string()).or_insert(0),
+            widgets: &mut self.widgets,
+            state: self.lesson_state.entry(kind.name()).or_insert_with(|| Box::new(())),
+        };
+        // Children never grow the central panel: each view gets a fixed rectangle and is clipped to it.
+        let mut rect = ui.available_rect_before_wrap();
+        if kind.has_timeline() {
+            let bar_h = size + 14.0;
+            let bar = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), bar_h));
+            let mut child = ui.new_child(egui::UiBuilder::new().max_rect(bar));
+            child.set_clip_rect(bar);
+            kind.timeline(&mut cx, &mut child, out.as_ref());
+            rect.min.y += bar_h + 4.0;
+        }
+        let rects = grid(rect, step.views.len());
+        for (name, r) in step.views.iter().zip(rects) {
+            view_in(ui, r, |ui| kind.show(&mut cx, ui, out.as_ref(), name.get_ref()));
+        }
+        ui.allocate_rect(ui.available_rect_before_wrap(), egui::Sense::hover());
     }
 
     /// Whether the light theme is on.

@@ -3,8 +3,9 @@
 //! How it works: the UI sends a [`Job`] (generation number, lesson, parameters, backend) whenever a
 //! slider or the backend changes. One worker thread takes the newest job (older queued jobs are
 //! skipped, so dragging a slider never builds a backlog), computes it, sends the [`Output`] back and
-//! wakes the UI. It then verifies lessons 1–3 against the f64 reference, unless a newer job is already
-//! waiting. A panic inside a computation becomes an error message; the worker keeps running. Tests and
+//! wakes the UI. It then runs the output's reference verification ([`Output::verify`]: lessons 1–3
+//! check against the f64 reference here; lessons 4–5 checked while computing), unless a newer job is
+//! already waiting. A panic inside a computation becomes an error message; the worker keeps running. Tests and
 //! `kvscope render` use [`run_now`] instead, on the calling thread, so every frame is deterministic.
 
 use std::sync::Arc;
@@ -12,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
-use super::model::{Output, Params, compute, verify};
 use crate::compute::{Backend, CheckReport};
 use crate::lesson::Lesson;
+use crate::lessons::{Output, Params, compute};
 
 /// One recomputation request.
 #[derive(Clone)]
@@ -38,7 +39,7 @@ pub enum Msg {
         /// The lesson it was computed for.
         lesson: String,
         /// The output.
-        result: Result<Arc<Output>, String>,
+        result: Result<Arc<dyn Output>, String>,
         /// Milliseconds.
         ms: f64,
     },
@@ -59,13 +60,13 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Compute a job's output; a panic becomes an error message. Returns it with the milliseconds taken.
-fn compute_job(job: &Job) -> (Result<Arc<Output>, String>, f64) {
+fn compute_job(job: &Job) -> (Result<Arc<dyn Output>, String>, f64) {
     let t0 = Instant::now();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         compute(&job.lesson, &job.params, job.backend.as_ref())
     }))
     .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
-    .map(Arc::new);
+    .map(Arc::from);
     (result, t0.elapsed().as_secs_f64() * 1e3)
 }
 
@@ -75,7 +76,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
     let verified = match &result {
         Ok(out) => Some(Msg::Verified {
             generation: job.generation,
-            reports: verify_output(out),
+            reports: verify_output(out.as_ref()),
         }),
         Err(_) => None,
     };
@@ -90,12 +91,9 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
     )
 }
 
-/// The reference check of an output.
-pub fn verify_output(out: &Output) -> Vec<CheckReport> {
-    match out {
-        Output::Attn(a) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify(a))).unwrap_or_default(),
-        other => other.reports().into_iter().cloned().collect(),
-    }
+/// The reference check of an output; a panic inside it yields no reports.
+pub fn verify_output(out: &dyn Output) -> Vec<CheckReport> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out.verify())).unwrap_or_default()
 }
 
 /// The worker thread's handle.
@@ -136,7 +134,7 @@ impl Worker {
                     if let Some(out) = out
                         && latest2.load(Ordering::Relaxed) == job.generation
                     {
-                        let reports = verify_output(&out);
+                        let reports = verify_output(out.as_ref());
                         if msg_tx
                             .send(Msg::Verified {
                                 generation: job.generation,

@@ -18,8 +18,10 @@ use ndarray::Array3;
 
 use super::launch::{self, LaunchDims};
 use super::sources::{FILES, KernelFile};
-use crate::cache::{PagedShape, StaticShape};
-use crate::compute::{AttnInput, Backend, BackendError, BackendKind, PagedDecodeInput};
+use crate::compute::{
+    AttnInput, Backend, BackendError, BackendKind, CopyRoof, DecodeTiming, PagedAppendInput, PagedDecodeInput,
+    StaticAppendInput,
+};
 use crate::math::AttnCore;
 
 /// Run `f`, turning a panic into `None` without printing it.
@@ -329,7 +331,7 @@ impl CudaBackend {
     }
 
     /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
-    pub fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
+    pub fn time_attention_fused_ms(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
         let (h, _, t, hd) = inp.dims();
         let qkv = self.upload_qkv(inp)?;
         let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
@@ -417,16 +419,16 @@ impl Backend for CudaBackend {
             .map_err(|e| BackendError::Device(e.to_string()))
     }
 
-    fn run_static_cache_append(
-        &self,
-        sh: StaticShape,
-        k_cache: &mut [f16],
-        v_cache: &mut [f16],
-        layer: usize,
-        pos: usize,
-        k_new: &[f32],
-        v_new: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
+        let StaticAppendInput {
+            shape: sh,
+            k_cache,
+            v_cache,
+            layer,
+            pos,
+            k_new,
+            v_new,
+        } = inp;
         let s = &self.stream;
         let mut kc = s.clone_htod(bits(k_cache)).map_err(dev)?;
         let mut vc = s.clone_htod(bits(v_cache)).map_err(dev)?;
@@ -437,7 +439,7 @@ impl Backend for CudaBackend {
             i(pos),
             i(sh.batch),
             i(sh.kv_heads),
-            i(sh.max_seq),
+            i(sh.max_seq_len),
             i(sh.head_dim),
         );
         let l = launch::static_cache_append(sh.batch, sh.kv_heads);
@@ -461,15 +463,15 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn run_paged_append(
-        &self,
-        sh: PagedShape,
-        k_pool: &mut [f16],
-        v_pool: &mut [f16],
-        slot_mapping: &[i32],
-        k: &[f32],
-        v: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
+        let PagedAppendInput {
+            shape: sh,
+            k_pool,
+            v_pool,
+            slot_mapping,
+            k,
+            v,
+        } = inp;
         if slot_mapping.is_empty() {
             return Ok(());
         }
@@ -504,5 +506,23 @@ impl Backend for CudaBackend {
         let mut b = self.upload_decode(inp)?;
         self.launch_decode(&mut b)?;
         self.stream.clone_dtoh(&b.out).map_err(dev)
+    }
+
+    /// Device-resident K/V, timed with CUDA events, against a device-to-device copy of the same bytes.
+    fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
+        inp.validate()?;
+        let mut bufs = self.upload_decode(inp)?;
+        let (decode_ms, copy_ms) = self.time_decode_and_copy(&mut bufs, inp.kv_bytes(), reps)?;
+        Ok(DecodeTiming {
+            decode_s: decode_ms / 1e3,
+            copy_s: copy_ms / 1e3,
+            roof: CopyRoof::DeviceCopy,
+        })
+    }
+
+    /// The fused kernel on device-resident Q/K/V, timed with CUDA events (not on the host).
+    fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<(f64, bool), BackendError> {
+        inp.validate()?;
+        Ok((self.time_attention_fused_ms(inp, reps)? / 1e3, false))
     }
 }

@@ -11,3 +11,13 @@ pub mod sources;
 
 pub use device::{CudaBackend, DecodeBuffers, compile, include_dirs, nvrtc_status, probe};
 pub use sim::{MAX_SIM_THREADS, SimBackend};
+
+/// The CUDA backend's row of the backend table: probe it as a `dyn Backend`.
+pub fn probe_backend() -> Result<std::sync::Arc<dyn crate::compute::Backend>, String> {
+    probe().map(|b| b as std::sync::Arc<dyn crate::compute::Backend>)
+}
+
+/// The shim backend's probe: it is compiled into the binary, so it is always ready.
+pub fn probe_sim() -> Result<std::sync::Arc<dyn crate::compute::Backend>, String> {
+    Ok(std::sync::Arc::new(SimBackend))
+}

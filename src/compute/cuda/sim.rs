@@ -7,8 +7,9 @@ use half::f16;
 use ndarray::Array3;
 
 use super::launch::{self, LaunchDims};
-use crate::cache::{PagedShape, StaticShape};
-use crate::compute::{AttnInput, Backend, BackendError, BackendKind, PagedDecodeInput};
+use crate::compute::{
+    AttnInput, Backend, BackendError, BackendKind, PagedAppendInput, PagedDecodeInput, StaticAppendInput,
+};
 use crate::math::AttnCore;
 
 type G = u32;
@@ -95,7 +96,7 @@ unsafe extern "C" {
         pos: i32,
         batch: i32,
         n_kv_heads: i32,
-        max_seq: i32,
+        max_seq_len: i32,
         head_dim: i32,
     );
     fn kvs_sim_paged_append_f16(
@@ -310,16 +311,16 @@ impl Backend for SimBackend {
         Array3::from_shape_vec((h, t, hd), out).map_err(|e| BackendError::Device(e.to_string()))
     }
 
-    fn run_static_cache_append(
-        &self,
-        s: StaticShape,
-        k_cache: &mut [f16],
-        v_cache: &mut [f16],
-        layer: usize,
-        pos: usize,
-        k_new: &[f32],
-        v_new: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
+        let StaticAppendInput {
+            shape: s,
+            k_cache,
+            v_cache,
+            layer,
+            pos,
+            k_new,
+            v_new,
+        } = inp;
         let l = launch::static_cache_append(s.batch, s.kv_heads);
         budget(&[l])?;
         let (a, b, c, d, e, f) = dims!(l);
@@ -341,22 +342,22 @@ impl Backend for SimBackend {
                 i(pos),
                 i(s.batch),
                 i(s.kv_heads),
-                i(s.max_seq),
+                i(s.max_seq_len),
                 i(s.head_dim),
             )
         };
         Ok(())
     }
 
-    fn run_paged_append(
-        &self,
-        s: PagedShape,
-        k_pool: &mut [f16],
-        v_pool: &mut [f16],
-        slot_mapping: &[i32],
-        k: &[f32],
-        v: &[f32],
-    ) -> Result<(), BackendError> {
+    fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
+        let PagedAppendInput {
+            shape: s,
+            k_pool,
+            v_pool,
+            slot_mapping,
+            k,
+            v,
+        } = inp;
         if slot_mapping.is_empty() {
             return Ok(());
         }

@@ -8,6 +8,8 @@ use crate::compute::Op;
 pub struct KernelFile {
     /// File name under `kernels/`.
     pub file: &'static str,
+    /// Path from the repository root.
+    pub path: &'static str,
     /// Its full text.
     pub source: &'static str,
 }
@@ -16,14 +18,17 @@ pub struct KernelFile {
 pub const FILES: [KernelFile; 3] = [
     KernelFile {
         file: "attention.cu",
+        path: "kernels/attention.cu",
         source: include_str!("../../../kernels/attention.cu"),
     },
     KernelFile {
         file: "kv_cache.cu",
+        path: "kernels/kv_cache.cu",
         source: include_str!("../../../kernels/kv_cache.cu"),
     },
     KernelFile {
         file: "paged_attention.cu",
+        path: "kernels/paged_attention.cu",
         source: include_str!("../../../kernels/paged_attention.cu"),
     },
 ];
@@ -35,6 +40,18 @@ pub fn file_of(op: Op) -> KernelFile {
         .into_iter()
         .find(|f| f.file == name)
         .expect("every op's file is embedded")
+}
+
+/// The file, entry point and line of `op`'s first kernel, for the kernel panel.
+pub fn kernel_source(op: Op) -> Option<crate::compute::KernelSource> {
+    let file = FILES.into_iter().find(|f| f.file == op.kernel_file())?;
+    let entry = *op.cuda_entries().first()?;
+    Some(crate::compute::KernelSource {
+        path: file.path,
+        source: file.source,
+        entry,
+        line: entry_line(&file, entry).unwrap_or(1),
+    })
 }
 
 /// The 1-based line where `entry` is defined in its file (for highlighting), if found: the line that

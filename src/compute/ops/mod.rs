@@ -1,6 +1,13 @@
-//! The ops every backend implements, with one name each across the project: the Rust method, the
-//! CUDA entry point and the kernel file share it (`paged_attention_decode_f16` lives in
-//! `kernels/paged_attention.cu` and is `Backend::paged_decode`).
+//! The ops every backend implements, one file each: the op's input struct, its validation and its
+//! cases in the cross-backend [`super::suite`] sit together. One name each across the project: the Rust
+//! method, the CUDA entry point and the kernel file share it (`paged_attention_decode_f16` lives in
+//! `kernels/paged_attention.cu` and is `Backend::paged_decode`). Launch geometry stays in
+//! [`super::cuda::launch`], the one home of launch configurations.
+
+pub mod attention;
+pub mod paged_append;
+pub mod paged_decode;
+pub mod static_append;
 
 /// One op family of the [`super::Backend`] trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

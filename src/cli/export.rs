@@ -1,0 +1,139 @@
+//! `kvscope export attention|paged-decode`: the tensors of one computation as `.npy` files plus
+//! `manifest.json`, checked against the f64 reference.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use kvscope::compute::BackendKind;
+use kvscope::export::{self, PagedDecodeParams};
+use kvscope::lessons::Output;
+use kvscope::lessons::attention_layer::AttnOut;
+use kvscope::math::{AttnShape, Mask, Rng};
+
+use super::backend;
+
+#[derive(Subcommand)]
+pub enum ExportCmd {
+    /// One attention layer: x, weights, q, k, v, scores, probs, out, y.
+    Attention {
+        #[arg(long, default_value_t = 8)]
+        seq: usize,
+        #[arg(long, default_value_t = 32)]
+        d_model: usize,
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        #[arg(long, default_value_t = 4)]
+        kv_heads: usize,
+        /// none | causal | window:W | window:W,sinks:S
+        #[arg(long, default_value = "causal")]
+        mask: Mask,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// One paged decode step: q, K/V pools, block tables, context lengths and out.
+    PagedDecode {
+        #[arg(long, default_value_t = 2)]
+        requests: usize,
+        /// Comma-separated context length of each request.
+        #[arg(long, value_delimiter = ',', conflicts_with = "max_context")]
+        context_lens: Option<Vec<usize>>,
+        /// Draw each request's context length from 1..=N with the seed.
+        #[arg(long)]
+        max_context: Option<usize>,
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        #[arg(long, default_value_t = 64)]
+        num_blocks: usize,
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        #[arg(long, default_value_t = 2)]
+        kv_heads: usize,
+        #[arg(long, default_value_t = 16)]
+        head_dim: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Run `kvscope export …`.
+pub fn run(cmd: ExportCmd) -> Result<()> {
+    match cmd {
+        ExportCmd::Attention {
+            seq,
+            d_model,
+            heads,
+            kv_heads,
+            mask,
+            seed,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let shape = AttnShape {
+                seq,
+                d_model,
+                n_heads: heads,
+                n_kv_heads: kv_heads,
+            };
+            let layer = AttnOut::compute(shape, mask, seed, false, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
+            let (arrays, checks) = (layer.arrays(), layer.verify());
+            let params = serde_json::json!({"seq": seq, "d_model": d_model, "heads": heads, "kv_heads": kv_heads,
+                "head_dim": d_model / heads, "mask": mask.to_string(), "seed": seed});
+            export::write_export(&out, "attention", params, seed, b.as_ref(), &checks, &arrays)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
+        ExportCmd::PagedDecode {
+            requests,
+            context_lens,
+            max_context,
+            block_size,
+            num_blocks,
+            heads,
+            kv_heads,
+            head_dim,
+            seed,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let lens = match (context_lens, max_context) {
+                (Some(l), _) => {
+                    if l.len() != requests {
+                        bail!("--context-lens has {} values but --requests is {requests}", l.len());
+                    }
+                    l
+                }
+                (None, Some(n)) if n >= 1 => {
+                    let mut rng = Rng::stream(seed, 3);
+                    (0..requests).map(|_| 1 + rng.below(n)).collect()
+                }
+                (None, Some(_)) => bail!("--max-context must be at least 1"),
+                (None, None) => bail!("give --context-lens a,b,... or --max-context N"),
+            };
+            let p = PagedDecodeParams {
+                context_lens: lens,
+                block_size,
+                num_blocks,
+                heads,
+                kv_heads,
+                head_dim,
+            };
+            let (arrays, checks) = export::paged_decode_arrays(b.as_ref(), &p, seed)?;
+            let mut params = serde_json::to_value(&p)?;
+            params["requests"] = requests.into();
+            params["seed"] = seed.into();
+            export::write_export(&out, "paged-decode", params, seed, b.as_ref(), &checks, &arrays)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! `kvscope kernels list|ptx`: which op lives in which kernel file, and the PTX NVRTC makes of them.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use kvscope::compute;
+
+#[derive(Subcommand)]
+pub enum KernelsCmd {
+    /// Each op with its kernel file, entry points and source line.
+    List,
+    /// Compile every kernels/*.cu with NVRTC to DIR/<file>.ptx.
+    Ptx {
+        /// NVRTC virtual architecture, e.g. compute_80 or compute_90.
+        #[arg(long, default_value = "compute_90")]
+        arch: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Run `kvscope kernels …`.
+pub fn run(cmd: KernelsCmd) -> Result<bool> {
+    match cmd {
+        KernelsCmd::List => {
+            use compute::cuda::sources;
+            for op in compute::Op::ALL {
+                let f = sources::file_of(op);
+                for entry in op.cuda_entries() {
+                    let line = sources::entry_line(&f, entry).unwrap_or(0);
+                    println!("{:20} kernels/{}:{line:<5} {entry}", format!("{op:?}"), f.file);
+                }
+            }
+            Ok(true)
+        }
+        KernelsCmd::Ptx { arch, out } => {
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            for f in compute::cuda::sources::FILES {
+                let ptx = compute::cuda::compile(&f, &arch).map_err(|log| anyhow::anyhow!(log))?;
+                let path = out.join(f.file.replace(".cu", ".ptx"));
+                std::fs::write(&path, ptx.to_src()).with_context(|| format!("cannot write {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(true)
+        }
+    }
+}

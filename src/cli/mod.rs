@@ -1,0 +1,47 @@
+//! The subcommands of `kvscope`, one module each; `main.rs` only parses and dispatches.
+
+pub mod app;
+pub mod bench;
+pub mod check;
+pub mod export;
+pub mod kernels;
+pub mod lessons;
+pub mod render;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use kvscope::compute::{self, Backend, BackendKind};
+
+/// `all`, or one backend by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// Every backend (unavailable ones are listed with the reason).
+    All,
+    /// One backend.
+    One(BackendKind),
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(BackendChoice::All);
+        }
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .map(BackendChoice::One)
+            .ok_or_else(|| {
+                let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown backend `{s}` (expected all, {})", names.join(", "))
+            })
+    }
+}
+
+/// A ready backend, or an error that says why it is unavailable.
+pub fn backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
+    compute::probe(kind)
+        .backend
+        .map_err(|reason| anyhow::anyhow!("backend {} is unavailable: {reason}", kind.name()))
+}

@@ -1,0 +1,167 @@
+//! `kvscope render`: the app's real frame of a lesson step (or of every step) drawn without a window.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kvscope::bench::{sweep_contexts, sweep_point};
+use kvscope::compute::BackendKind;
+use kvscope::lessons::LessonKind;
+use kvscope::lessons::kv_decode::KvDecode;
+use kvscope::lessons::kv_decode::sweep::Sweep;
+use kvscope::ui::headless::Headless;
+use kvscope::ui::text::Lang;
+use kvscope::ui::{AppConfig, KvscopeApp};
+
+/// What `kvscope render` draws.
+#[derive(Args)]
+pub struct RenderArgs {
+    /// Lesson id (see `kvscope lessons list`), or `all` to render every step of every lesson
+    /// into the folder given by --out.
+    #[arg(long)]
+    pub lesson: String,
+    /// Step number, from 1.
+    #[arg(long, default_value_t = 1)]
+    pub step: usize,
+    /// Language: en or zh.
+    #[arg(long, default_value = "en")]
+    pub lang: String,
+    /// Frame size in pixels, WxH.
+    #[arg(long, default_value = "1600x900")]
+    pub size: String,
+    /// Presentation mode.
+    #[arg(long)]
+    pub present: bool,
+    /// Light theme.
+    #[arg(long)]
+    pub light: bool,
+    /// Backend to compute on.
+    #[arg(long, default_value = "cpu")]
+    pub backend: BackendKind,
+    /// Timeline position (decode token / scheduler step) instead of the step's own.
+    #[arg(long)]
+    pub at: Option<usize>,
+    /// Slider values, id=value (repeatable).
+    #[arg(long = "set", value_parser = parse_set)]
+    pub set: Vec<(String, i64)>,
+    /// Run lesson 4's bandwidth sweep on the backend first, so its plot shows this machine's numbers.
+    #[arg(long)]
+    pub measure: bool,
+    /// Output PNG (or folder, with --lesson all).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Run `kvscope render`.
+pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
+    let RenderArgs {
+        lesson,
+        step,
+        lang,
+        size,
+        present,
+        light,
+        backend,
+        at,
+        set,
+        measure,
+        out,
+    } = args;
+    let size = parse_size(&size)?;
+    let lang = match lang.as_str() {
+        "en" => Lang::En,
+        "zh" => Lang::Zh,
+        other => bail!("--lang {other}: expected en or zh"),
+    };
+    let config = AppConfig {
+        lessons_dir: lessons,
+        sync: true,
+        fresh: true,
+        export_dir: None,
+    };
+    let mut app = KvscopeApp::new(&config, None, None);
+    if !app.load_errors().is_empty() {
+        for e in app.load_errors() {
+            eprintln!("{e}");
+        }
+        bail!("the lesson files have errors");
+    }
+    app.lang = lang;
+    app.presentation = present;
+    app.set_light(light);
+    app.choose_backend(backend);
+    if app.active_backend() != backend {
+        eprintln!("kvscope: {}", app.fallback().unwrap_or("backend unavailable"));
+    }
+    if measure {
+        let b = app.running_backend();
+        let mut points = Vec::new();
+        for c in sweep_contexts(b.kind()) {
+            let p = sweep_point(b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
+            eprintln!(
+                "measured ctx {}: decode {:.2} GB/s, copy {:.2} GB/s",
+                p.context, p.kernel, p.copy
+            );
+            points.push(p);
+        }
+        let sweep = app.lesson_state::<Sweep>(KvDecode.name());
+        sweep.points = points;
+        sweep.backend = Some(b.kind());
+    }
+    let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
+    let mut targets = Vec::new();
+    if lesson == "all" {
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+        for (i, l) in app.lessons().iter().enumerate() {
+            for j in 0..l.file.steps.len() {
+                let suffix = if lang == Lang::Zh { "-zh" } else { "" };
+                targets.push((i, j, out.join(format!("{}-{:02}{suffix}.png", l.id(), j + 1))));
+            }
+        }
+    } else {
+        let Some(i) = app.lessons().iter().position(|l| l.id() == lesson) else {
+            let ids: Vec<String> = app.lessons().iter().map(|l| l.id().to_string()).collect();
+            bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
+        };
+        let n = app.lessons()[i].file.steps.len();
+        if step == 0 || step > n {
+            bail!("--step {step}: lesson `{lesson}` has steps 1..={n}");
+        }
+        targets.push((i, step - 1, out.clone()));
+    }
+    for (i, j, path) in targets {
+        app.goto(i, j);
+        for (k, v) in &set {
+            app.set_param(k, *v);
+        }
+        if let Some(a) = at {
+            app.set_cursor(a);
+        }
+        let img = headless
+            .render(size, 1.0, 3, |ui| app.show(ui))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        img.write_png(&path).map_err(|e| anyhow::anyhow!(e))?;
+        println!("{}", path.display());
+    }
+    Ok(true)
+}
+
+fn parse_set(s: &str) -> Result<(String, i64), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected id=value"))?;
+    let v = v.trim().parse::<i64>().map_err(|e| format!("`{s}`: {e}"))?;
+    Ok((k.trim().to_string(), v))
+}
+
+fn parse_size(s: &str) -> Result<[u32; 2]> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .with_context(|| format!("--size {s}: expected WxH, e.g. 1600x900"))?;
+    let (w, h) = (w.parse::<u32>()?, h.parse::<u32>()?);
+    if !(64..=8192).contains(&w) || !(64..=8192).contains(&h) {
+        bail!("--size {s}: width and height must lie in 64..=8192");
+    }
+    Ok([w, h])
+}

@@ -1,0 +1,124 @@
+//! Attention forward (`Backend::attention`: scores, softmax and P·V as three kernels;
+//! `Backend::attention_fused`: one online-softmax kernel): the input, its validation and its suite cases.
+
+use ndarray::Array3;
+
+use crate::compute::{Backend, BackendError, CheckReport, MAX_HEAD_DIM, Tolerance, check, invalid, reference};
+use crate::math::{AttnShape, AttnWeights, Mask, project};
+
+/// Inputs of an attention forward: Q `[H,T,hd]`, K and V `[KVH,T,hd]`.
+#[derive(Debug, Clone, Copy)]
+pub struct AttnInput<'a> {
+    /// Queries.
+    pub q: &'a Array3<f32>,
+    /// Keys.
+    pub k: &'a Array3<f32>,
+    /// Values.
+    pub v: &'a Array3<f32>,
+    /// The mask.
+    pub mask: Mask,
+}
+
+impl AttnInput<'_> {
+    /// (H, KVH, T, hd).
+    pub fn dims(&self) -> (usize, usize, usize, usize) {
+        let (h, t, hd) = self.q.dim();
+        (h, self.k.dim().0, t, hd)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), BackendError> {
+        let (h, t, hd) = self.q.dim();
+        let (kvh, tk, hdk) = self.k.dim();
+        if self.v.dim() != self.k.dim() {
+            return Err(invalid(format!("K is {:?} but V is {:?}", self.k.dim(), self.v.dim())));
+        }
+        if tk != t || hdk != hd {
+            return Err(invalid(format!(
+                "Q is {:?} but K is {:?}: seq and head_dim must agree",
+                self.q.dim(),
+                self.k.dim()
+            )));
+        }
+        if h == 0 || kvh == 0 || t == 0 || hd == 0 || h % kvh != 0 {
+            return Err(invalid(format!(
+                "{h} query heads and {kvh} KV heads: both must be positive and KV heads must divide query heads"
+            )));
+        }
+        if hd > MAX_HEAD_DIM {
+            return Err(invalid(format!(
+                "head_dim {hd} is larger than the kernels' limit {MAX_HEAD_DIM}"
+            )));
+        }
+        for (name, a) in [("q", self.q), ("k", self.k), ("v", self.v)] {
+            if !a.is_standard_layout() {
+                return Err(invalid(format!("{name} must be contiguous")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Suite cases: (T, d_model, H, KVH, mask), odd shapes and every mask kind included.
+fn cases() -> Vec<(usize, usize, usize, usize, Mask)> {
+    vec![
+        (1, 1, 1, 1, Mask::Causal),
+        (5, 9, 3, 1, Mask::None),
+        (7, 16, 4, 2, Mask::Causal),
+        (9, 24, 4, 4, Mask::Window { window: 3, sinks: 0 }),
+        (13, 20, 5, 5, Mask::Window { window: 2, sinks: 3 }),
+        (6, 6, 2, 1, Mask::Window { window: 10, sinks: 0 }),
+        (33, 32, 2, 1, Mask::Causal),
+        (64, 128, 4, 2, Mask::Causal),
+        (100, 96, 6, 2, Mask::Window { window: 17, sinks: 4 }),
+        (130, 256, 1, 1, Mask::None),
+    ]
+}
+
+/// Both attention ops of `b` on every case, against the f64 reference.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    for (i, (t, d, h, kvh, mask)) in cases().into_iter().enumerate() {
+        let shape = AttnShape {
+            seq: t,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        };
+        let qkv = project(&AttnWeights::random(shape, seed + i as u64));
+        let inp = AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        };
+        let want = reference::attention(&inp);
+        let tag = format!("T{t} H{h}/{kvh} hd{} {mask}", d / h);
+        match b.attention(&inp) {
+            Ok(got) => {
+                for (name, g, w) in [
+                    ("scores", &got.scores, &want.scores),
+                    ("probs", &got.probs, &want.probs),
+                    ("out", &got.out, &want.out),
+                ] {
+                    out.push(check(
+                        &format!("attention.{name} {tag}"),
+                        g.shape(),
+                        g.as_slice().unwrap_or_default(),
+                        w.as_slice().unwrap_or_default(),
+                        Tolerance::F32,
+                    ));
+                }
+            }
+            Err(e) => out.push(CheckReport::failed(&format!("attention {tag}"), e)),
+        }
+        match b.attention_fused(&inp) {
+            Ok(g) => out.push(check(
+                &format!("attention_fused.out {tag}"),
+                g.shape(),
+                g.as_slice().unwrap_or_default(),
+                want.out.as_slice().unwrap_or_default(),
+                Tolerance::F32,
+            )),
+            Err(e) => out.push(CheckReport::failed(&format!("attention_fused {tag}"), e)),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! `Backend::paged_append`: write tokens' K/V into the paged pools through a slot mapping (vLLM's
+//! `reshape_and_cache`). The input, its validation and its suite cases.
+
+use half::f16;
+
+use crate::cache::PagedShape;
+use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::math::Rng;
+
+/// Tokens' K/V (`[tokens, kv_heads, head_dim]`, f32) written into the f16 pools at `slot_mapping`
+/// (slot = block · block_size + offset; negative slots are skipped).
+#[derive(Debug)]
+pub struct PagedAppendInput<'a> {
+    /// The pool's shape.
+    pub shape: PagedShape,
+    /// K pool, written in place.
+    pub k_pool: &'a mut [f16],
+    /// V pool, written in place.
+    pub v_pool: &'a mut [f16],
+    /// One slot per token.
+    pub slot_mapping: &'a [i32],
+    /// The tokens' K.
+    pub k: &'a [f32],
+    /// The tokens' V.
+    pub v: &'a [f32],
+}
+
+impl PagedAppendInput<'_> {
+    pub(crate) fn validate(&self) -> Result<(), BackendError> {
+        let s = self.shape;
+        if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
+            return Err(invalid(format!("pools must have {} values", s.numel())));
+        }
+        let n = self.slot_mapping.len() * s.kv_heads * s.head_dim;
+        if self.k.len() != n || self.v.len() != n {
+            return Err(invalid(format!(
+                "k/v must be [tokens, kv_heads, head_dim] = {n} values"
+            )));
+        }
+        let cap = s.num_blocks * s.block_size;
+        if let Some(bad) = self.slot_mapping.iter().find(|&&x| x >= 0 && x as usize >= cap) {
+            return Err(invalid(format!("slot {bad} is outside the pool ({cap} slots)")));
+        }
+        Ok(())
+    }
+}
+
+/// Scattered slots with a skipped (−1) entry, against the reference.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    let mut rng = Rng::stream(seed, 101);
+    let p = PagedShape {
+        num_blocks: 6,
+        block_size: 3,
+        kv_heads: 2,
+        head_dim: 5,
+    };
+    let mut k_pool = vec![f16::ZERO; p.numel()];
+    let mut v_pool = vec![f16::ZERO; p.numel()];
+    let slots = [16, 0, -1, 5, 9, 17, 3];
+    let n = slots.len() * p.kv_heads * p.head_dim;
+    let (k, v) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
+    let inp = PagedAppendInput {
+        shape: p,
+        k_pool: &mut k_pool,
+        v_pool: &mut v_pool,
+        slot_mapping: &slots,
+        k: &k,
+        v: &v,
+    };
+    let (wk, wv) = reference::paged_append(&inp);
+    let dims = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
+    match b.paged_append(inp) {
+        Ok(()) => {
+            let kf: Vec<f64> = k_pool.iter().map(|x| x.to_f64()).collect();
+            let vf: Vec<f64> = v_pool.iter().map(|x| x.to_f64()).collect();
+            out.push(check("paged_append.k_pool", &dims, &kf, &wk, Tolerance::EXACT));
+            out.push(check("paged_append.v_pool", &dims, &vf, &wv, Tolerance::EXACT));
+        }
+        Err(e) => out.push(CheckReport::failed("paged_append", e)),
+    }
+}

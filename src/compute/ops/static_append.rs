@@ -1,0 +1,88 @@
+//! `Backend::static_cache_append`: write one token of one layer into a static cache
+//! `[layers, batch, kv_heads, max_seq_len, head_dim]`. The input, its validation and its suite cases.
+
+use half::f16;
+
+use crate::cache::StaticShape;
+use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::math::Rng;
+
+/// One token's K/V (`[batch, kv_heads, head_dim]`, f32) written at (`layer`, `pos`) of the f16 caches.
+#[derive(Debug)]
+pub struct StaticAppendInput<'a> {
+    /// The cache's shape.
+    pub shape: StaticShape,
+    /// K cache, written in place.
+    pub k_cache: &'a mut [f16],
+    /// V cache, written in place.
+    pub v_cache: &'a mut [f16],
+    /// Layer written.
+    pub layer: usize,
+    /// Position written.
+    pub pos: usize,
+    /// The new K row.
+    pub k_new: &'a [f32],
+    /// The new V row.
+    pub v_new: &'a [f32],
+}
+
+impl StaticAppendInput<'_> {
+    pub(crate) fn validate(&self) -> Result<(), BackendError> {
+        let s = self.shape;
+        if self.k_cache.len() != s.numel() || self.v_cache.len() != s.numel() {
+            return Err(invalid(format!("caches must have {} values", s.numel())));
+        }
+        if self.layer >= s.layers || self.pos >= s.max_seq_len {
+            return Err(invalid(format!(
+                "(layer {}, pos {}) is outside the cache [{} layers, {} positions]",
+                self.layer, self.pos, s.layers, s.max_seq_len
+            )));
+        }
+        let n = s.batch * s.kv_heads * s.head_dim;
+        if self.k_new.len() != n || self.v_new.len() != n {
+            return Err(invalid(format!(
+                "k_new/v_new must be [batch, kv_heads, head_dim] = {n} values"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A few (layer, pos) writes on top of earlier contents, against the reference.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    let mut rng = Rng::stream(seed, 100);
+    let s = StaticShape {
+        layers: 2,
+        batch: 2,
+        kv_heads: 3,
+        max_seq_len: 7,
+        head_dim: 5,
+    };
+    let mut k_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    let mut v_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    for (layer, pos) in [(0, 0), (1, 6), (0, 3)] {
+        let n = s.batch * s.kv_heads * s.head_dim;
+        let (k_new, v_new) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
+        let inp = StaticAppendInput {
+            shape: s,
+            k_cache: &mut k_cache,
+            v_cache: &mut v_cache,
+            layer,
+            pos,
+            k_new: &k_new,
+            v_new: &v_new,
+        };
+        let (wk, wv) = reference::static_cache_append(&inp);
+        let dims = [s.layers, s.batch, s.kv_heads, s.max_seq_len, s.head_dim];
+        match b.static_cache_append(inp) {
+            Ok(()) => {
+                let kf: Vec<f64> = k_cache.iter().map(|x| x.to_f64()).collect();
+                let vf: Vec<f64> = v_cache.iter().map(|x| x.to_f64()).collect();
+                let label = |which: &str| format!("static_cache_append.{which} l{layer} p{pos}");
+                out.push(check(&label("k"), &dims, &kf, &wk, Tolerance::EXACT));
+                out.push(check(&label("v"), &dims, &vf, &wv, Tolerance::EXACT));
+            }
+            Err(e) => out.push(CheckReport::failed("static_cache_append", e)),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Timing helpers shared by the backends' default timings and the benchmarks: a median of repeated
+//! runs, and the host's read-only roofs measured on the same threads.
+
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+/// Median wall time of `reps` runs of `f` after one warm-up run.
+pub fn median_time(reps: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    let mut t: Vec<Duration> = (0..reps.max(1))
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[t.len() / 2]
+}
+
+/// Seconds of one parallel host copy of `bytes` bytes (every rayon thread, like the decode), median
+/// of `reps`.
+pub fn host_copy_seconds(bytes: usize, reps: usize) -> f64 {
+    let src = vec![1u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let chunk = bytes.div_ceil(rayon::current_num_threads() * 8).max(1);
+    median_time(reps, || {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        std::hint::black_box(&dst);
+    })
+    .as_secs_f64()
+}

@@ -1,0 +1,242 @@
+//! One attention layer, as lessons 1–3 and `kvscope export attention` compute it: X and random weights
+//! from a seed, Q/K/V projections, attention on the backend (scores, softmax and P·V as three kernels),
+//! heads concatenated and projected by W_O. The heatmaps of every tensor are built once here.
+//!
+//! Lessons 1–3 are three kinds ([`super::attention_matrix`], [`super::causal_mask`],
+//! [`super::multi_head`]) over this one computation; their shared views are in `view.rs`.
+
+pub mod view;
+
+use std::sync::Arc;
+
+use ndarray::{Array2, Array3, Axis, s};
+
+use super::{Output, any_nan, heat, heat_head, heat_matrix};
+use crate::compute::cuda::launch::{self, LaunchDims};
+use crate::compute::{AttnInput, Backend, CheckReport, Op, Tolerance, check, reference};
+use crate::export::{ArrayData, NamedArray};
+use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
+use crate::render::heatmap::HeatmapData;
+
+/// One attention layer computed on a backend.
+pub struct AttnOut {
+    /// Its shape.
+    pub shape: AttnShape,
+    /// The mask the lesson applies.
+    pub mask: Mask,
+    /// X and the weights.
+    pub w: AttnWeights<f32>,
+    /// Q, K, V per head.
+    pub qkv: Qkv<f32>,
+    /// Scores, probabilities and per-head output, from the backend.
+    pub core: AttnCore<f32>,
+    /// Lesson 2: the same with the mask off (for the toggle and the difference).
+    pub unmasked: Option<AttnCore<f32>>,
+    /// Concatenated heads `[T, H·hd]`.
+    pub concat: Array2<f32>,
+    /// Output after W_O, `[T, d_model]`.
+    pub y: Array2<f32>,
+    /// Heatmaps, by view.
+    pub maps: AttnMaps,
+}
+
+/// The heatmaps of an [`AttnOut`].
+pub struct AttnMaps {
+    /// X.
+    pub x: Arc<HeatmapData>,
+    /// W_Q.
+    pub wq: Arc<HeatmapData>,
+    /// W_K.
+    pub wk: Arc<HeatmapData>,
+    /// W_V.
+    pub wv: Arc<HeatmapData>,
+    /// Q per query head.
+    pub q: Vec<Arc<HeatmapData>>,
+    /// K per KV head.
+    pub k: Vec<Arc<HeatmapData>>,
+    /// V per KV head.
+    pub v: Vec<Arc<HeatmapData>>,
+    /// Scaled (masked) scores per head.
+    pub scores: Vec<Arc<HeatmapData>>,
+    /// Probabilities per head.
+    pub probs: Vec<Arc<HeatmapData>>,
+    /// Output per head.
+    pub out: Vec<Arc<HeatmapData>>,
+    /// Q of every head side by side, `[T, H·hd]` (lesson 3's head split).
+    pub q_heads: Arc<HeatmapData>,
+    /// Concatenation.
+    pub concat: Arc<HeatmapData>,
+    /// After W_O.
+    pub y: Arc<HeatmapData>,
+    /// The mask (1 = visible, 0 = masked).
+    pub mask: Arc<HeatmapData>,
+    /// Lesson 2: unmasked scores of head 0.
+    pub unmasked_scores: Option<Arc<HeatmapData>>,
+    /// Unmasked probabilities of head 0.
+    pub unmasked_probs: Option<Arc<HeatmapData>>,
+    /// Masked − unmasked probabilities of head 0.
+    pub diff: Option<Arc<HeatmapData>>,
+}
+
+impl AttnOut {
+    /// Compute one layer of `shape` with `mask` from `seed` on `backend`; with `unmasked`, also the
+    /// same layer without the mask.
+    pub fn compute(
+        shape: AttnShape,
+        mask: Mask,
+        seed: u64,
+        unmasked: bool,
+        backend: &dyn Backend,
+    ) -> Result<AttnOut, String> {
+        let shape = shape.validated().map_err(|e| e.to_string())?;
+        let w = AttnWeights::random(shape, seed);
+        let qkv = project(&w);
+        let inp = AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        };
+        let core = backend.attention(&inp).map_err(|e| e.to_string())?;
+        let unmasked = if unmasked {
+            Some(
+                backend
+                    .attention(&AttnInput {
+                        mask: Mask::None,
+                        ..inp
+                    })
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
+        let (h, t, _) = core.out.dim();
+        let concat = concat_heads(&core.out);
+        let y = output_projection(&core.out, &w.wo);
+        let mask_values: Vec<f32> = (0..t)
+            .flat_map(|i| (0..t).map(move |j| if mask.visible(i, j) { 1.0 } else { 0.0 }))
+            .collect();
+        let maps = AttnMaps {
+            x: heat_matrix(&w.x),
+            wq: heat_matrix(&w.wq),
+            wk: heat_matrix(&w.wk),
+            wv: heat_matrix(&w.wv),
+            q: (0..h).map(|i| heat_head(&qkv.q, i)).collect(),
+            k: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.k, i)).collect(),
+            v: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.v, i)).collect(),
+            scores: (0..h).map(|i| heat_head(&core.scores, i)).collect(),
+            probs: (0..h).map(|i| heat_head(&core.probs, i)).collect(),
+            out: (0..h).map(|i| heat_head(&core.out, i)).collect(),
+            q_heads: heat_matrix(&concat_heads(&qkv.q)),
+            concat: heat_matrix(&concat),
+            y: heat_matrix(&y),
+            mask: heat(t, t, mask_values),
+            unmasked_scores: unmasked.as_ref().map(|u| heat_head(&u.scores, 0)),
+            unmasked_probs: unmasked.as_ref().map(|u| heat_head(&u.probs, 0)),
+            diff: unmasked.as_ref().map(|u| {
+                let d = &core.probs.index_axis(Axis(0), 0) - &u.probs.index_axis(Axis(0), 0);
+                heat_matrix(&d)
+            }),
+        };
+        Ok(AttnOut {
+            shape,
+            mask,
+            w,
+            qkv,
+            core,
+            unmasked,
+            concat,
+            y,
+            maps,
+        })
+    }
+
+    /// Every tensor of the layer, named as in the `.npy` export.
+    pub fn arrays(&self) -> Vec<NamedArray> {
+        fn f<D: ndarray::Dimension>(name: &str, a: &ndarray::Array<f32, D>) -> NamedArray {
+            NamedArray::new(name, a.shape(), ArrayData::F32(a.iter().copied().collect()))
+        }
+        let mut v = vec![
+            f("x", &self.w.x),
+            f("wq", &self.w.wq),
+            f("wk", &self.w.wk),
+            f("wv", &self.w.wv),
+            f("wo", &self.w.wo),
+            f("q", &self.qkv.q),
+            f("k", &self.qkv.k),
+            f("v", &self.qkv.v),
+            f("scores", &self.core.scores),
+            f("probs", &self.core.probs),
+            f("out", &self.core.out),
+            f("y", &self.y),
+        ];
+        if let Some(u) = &self.unmasked {
+            v.push(f("probs_unmasked", &u.probs));
+        }
+        v
+    }
+}
+
+impl Output for AttnOut {
+    /// Probabilities and output against the f64 reference.
+    fn verify(&self) -> Vec<CheckReport> {
+        let inp = AttnInput {
+            q: &self.qkv.q,
+            k: &self.qkv.k,
+            v: &self.qkv.v,
+            mask: self.mask,
+        };
+        let want = reference::attention(&inp);
+        let c = |label: &str, got: &Array3<f32>, want: &Array3<f64>| {
+            check(
+                label,
+                got.shape(),
+                got.as_slice().unwrap_or_default(),
+                want.as_slice().unwrap_or_default(),
+                Tolerance::F32,
+            )
+        };
+        vec![
+            c("probs", &self.core.probs, &want.probs),
+            c("out", &self.core.out, &want.out),
+        ]
+    }
+
+    fn has_nan(&self) -> bool {
+        let m = &self.maps;
+        let singles = [&m.x, &m.wq, &m.wk, &m.wv, &m.q_heads, &m.concat, &m.y, &m.mask];
+        singles.iter().any(|d| any_nan(&d.values))
+            || [&m.q, &m.k, &m.v, &m.scores, &m.probs, &m.out]
+                .iter()
+                .any(|v| v.iter().any(|d| any_nan(&d.values)))
+            || [&m.unmasked_scores, &m.unmasked_probs, &m.diff]
+                .iter()
+                .any(|d| d.as_ref().is_some_and(|d| any_nan(&d.values)))
+    }
+
+    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+        let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
+        match op {
+            Op::AttentionScores => vec![launch::attention_scores(h, t)],
+            Op::Softmax => vec![launch::softmax_rows(h * t)],
+            Op::AttentionPv => vec![launch::attention_pv(h, t, hd)],
+            Op::AttentionFused => vec![launch::attention_fused(h, t)],
+            _ => Vec::new(),
+        }
+    }
+
+    fn export_arrays(&self, _cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
+        (self.arrays(), verified.map(|r| r.to_vec()).unwrap_or_default())
+    }
+}
+
+/// `[H, T, hd]` → `[T, H·hd]`: the heads side by side.
+fn concat_heads(a: &Array3<f32>) -> Array2<f32> {
+    let (h, t, hd) = a.dim();
+    let mut out = Array2::<f32>::zeros((t, h * hd));
+    for head in 0..h {
+        out.slice_mut(s![.., head * hd..(head + 1) * hd])
+            .assign(&a.index_axis(Axis(0), head));
+    }
+    out
+}

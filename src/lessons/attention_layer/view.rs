@@ -1,0 +1,374 @@
+//! The views lessons 1–3 share over an [`AttnOut`]: X and the weights, Q/K/V, scores, one softmax row,
+//! probabilities, P·V and the output, each with hover text that shows the numbers behind a cell.
+
+use std::sync::Arc;
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::AttnOut;
+use crate::render::colormap::Colormap;
+use crate::render::heatmap::{HeatmapData, Highlight};
+use crate::ui::widgets::{ViewCtx, grid, heat_panel, step_highlight, view_id, view_in};
+
+/// The step's highlight on the T×T matrices.
+pub fn seq_highlight(cx: &ViewCtx, a: &AttnOut) -> Highlight {
+    step_highlight(cx.highlight, a.shape.seq, a.shape.seq)
+}
+
+/// Only the row of a highlight (for `[T, ·]` matrices whose columns are not keys).
+pub fn rows_only(h: Highlight) -> Highlight {
+    match h {
+        Highlight::Row(r) | Highlight::Cell(r, _) => Highlight::Row(r),
+        _ => Highlight::None,
+    }
+}
+
+fn dot(a: ndarray::ArrayView1<f32>, b: ndarray::ArrayView1<f32>) -> f32 {
+    a.iter().zip(b.iter()).map(|(x, y)| x * y).sum()
+}
+
+/// The numbers behind score/probability cell (i, j) of head `h`.
+pub fn score_hover(
+    a: &AttnOut,
+    h: usize,
+    probs: &ndarray::Array3<f32>,
+    mask_on: bool,
+    (i, j): (usize, usize),
+) -> String {
+    let kvh = a.shape.kv_head_of(h);
+    let hd = a.shape.head_dim();
+    let qk = dot(
+        a.qkv.q.slice(ndarray::s![h, i, ..]),
+        a.qkv.k.slice(ndarray::s![kvh, j, ..]),
+    );
+    let masked = mask_on && !a.mask.visible(i, j);
+    format!(
+        "q{i}·k{j} = {qk:.3}   /√{hd} = {:.3}   {}   p = {:.4}",
+        qk / (hd as f32).sqrt(),
+        if masked { "masked → −∞" } else { "visible" },
+        probs[[h, i, j]]
+    )
+}
+
+/// What P·V cell (i, d) of head `h` is made of: its largest terms p_ij · v_jd.
+pub fn pv_hover(a: &AttnOut, h: usize, (i, d): (usize, usize)) -> String {
+    let kvh = a.shape.kv_head_of(h);
+    let t = a.shape.seq;
+    let mut terms: Vec<(usize, f32)> = (0..t)
+        .map(|j| (j, a.core.probs[[h, i, j]] * a.qkv.v[[kvh, j, d]]))
+        .collect();
+    terms.sort_by(|x, y| y.1.abs().total_cmp(&x.1.abs()));
+    let top: Vec<String> = terms
+        .iter()
+        .take(3)
+        .map(|(j, v)| format!("p{i},{j}·v{j},{d} = {v:.3}"))
+        .collect();
+    format!(
+        "out[{i},{d}] = {:.4} = Σ_j p·v; largest: {}",
+        a.core.out[[h, i, d]],
+        top.join(", ")
+    )
+}
+
+/// X, the token embeddings.
+pub fn x(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let (t, d, x) = (a.shape.seq, a.shape.d_model, &a.w.x);
+    let token = cx.t("token", "token");
+    heat_panel(
+        cx,
+        ui,
+        view_id("x", 0),
+        &format!("X  [T={t}, d={d}]"),
+        &a.maps.x,
+        Colormap::Diverging,
+        None,
+        Highlight::None,
+        &|(i, j)| format!("X[{i},{j}] = {:.4}  ({token} {i})", x[[i, j]]),
+    );
+}
+
+/// W_Q, W_K and W_V side by side.
+pub fn weights(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let m = &a.maps;
+    let rects = grid(ui.available_rect_before_wrap(), 3);
+    for (k, (name, data)) in [("W_Q", &m.wq), ("W_K", &m.wk), ("W_V", &m.wv)].into_iter().enumerate() {
+        view_in(ui, rects[k], |ui| {
+            heat_panel(
+                cx,
+                ui,
+                view_id("w", k),
+                &format!("{name}  [{}, {}]", data.rows, data.cols),
+                data,
+                Colormap::Diverging,
+                None,
+                Highlight::None,
+                &|_| String::new(),
+            );
+        });
+    }
+}
+
+/// Which projection [`projection`] shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qkv {
+    /// Queries.
+    Q,
+    /// Keys.
+    K,
+    /// Values.
+    V,
+}
+
+/// Q, K or V of head 0: X·W.
+pub fn projection(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, which: Qkv) {
+    let (t, hd, m) = (a.shape.seq, a.shape.head_dim(), &a.maps);
+    let (id, name, maps, arr) = match which {
+        Qkv::Q => ("q", "Q", &m.q, &a.qkv.q),
+        Qkv::K => ("k", "K", &m.k, &a.qkv.k),
+        Qkv::V => ("v", "V", &m.v, &a.qkv.v),
+    };
+    let hl = rows_only(seq_highlight(cx, a));
+    heat_panel(
+        cx,
+        ui,
+        view_id(id, 0),
+        &format!("{name} = X·W_{name}  [T={t}, {hd}]"),
+        &maps[0],
+        Colormap::Diverging,
+        None,
+        hl,
+        &|(i, j)| format!("{name}[{i},{j}] = {:.4}", arr[[0, i, j]]),
+    );
+}
+
+/// Head 0's scores `QKᵀ/√d`: `data` is the masked or the unmasked matrix, `masked` says which.
+pub fn scores(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, id: &str, data: &Arc<HeatmapData>, masked: bool) {
+    let t = a.shape.seq;
+    let title = if masked {
+        format!(
+            "{}  [T={t}, T={t}]",
+            cx.t(
+                "masked scores QK^T/√d (−∞ hatched)",
+                "掩码后的分数 QK^T/√d（−∞ 为斜纹）"
+            )
+        )
+    } else {
+        format!("{}  [T={t}, T={t}]", cx.t("scores QK^T/√d", "分数 QK^T/√d"))
+    };
+    let hl = seq_highlight(cx, a);
+    heat_panel(
+        cx,
+        ui,
+        view_id(id, 0),
+        &title,
+        data,
+        Colormap::Diverging,
+        None,
+        hl,
+        &|c| score_hover(a, 0, &a.core.probs, masked, c),
+    );
+}
+
+/// Head 0's probabilities: `data`/`probs` are the masked or unmasked result (`mask_on` says which).
+pub fn probs(
+    cx: &mut ViewCtx,
+    ui: &mut Ui,
+    a: &AttnOut,
+    data: &Arc<HeatmapData>,
+    probs: &ndarray::Array3<f32>,
+    mask_on: bool,
+) {
+    let t = a.shape.seq;
+    let title = format!(
+        "P = softmax(scores)  [T={t}, T={t}]  {}",
+        cx.t("each row sums to 1", "每行之和为 1")
+    );
+    let hl = seq_highlight(cx, a);
+    heat_panel(
+        cx,
+        ui,
+        view_id(if mask_on { "probs" } else { "probs-off" }, 0),
+        &title,
+        data,
+        Colormap::Sequential,
+        Some((0.0, 1.0)),
+        hl,
+        &|c| score_hover(a, 0, probs, mask_on, c),
+    );
+}
+
+/// P, V and P·V side by side.
+pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let m = &a.maps;
+    let rects = grid(ui.available_rect_before_wrap(), 3);
+    #[allow(clippy::type_complexity)]
+    let pairs: [(&str, &Arc<HeatmapData>, Colormap, Option<(f32, f32)>); 3] = [
+        ("P", &m.probs[0], Colormap::Sequential, Some((0.0, 1.0))),
+        ("V", &m.v[0], Colormap::Diverging, None),
+        ("P·V", &m.out[0], Colormap::Diverging, None),
+    ];
+    for (k, (name, data, cm, range)) in pairs.into_iter().enumerate() {
+        view_in(ui, rects[k], |ui| {
+            let title = format!("{name}  [{}, {}]", data.rows, data.cols);
+            if k == 2 {
+                heat_panel(
+                    cx,
+                    ui,
+                    view_id("pv", k),
+                    &title,
+                    data,
+                    cm,
+                    range,
+                    Highlight::None,
+                    &|c| pv_hover(a, 0, c),
+                );
+            } else {
+                heat_panel(
+                    cx,
+                    ui,
+                    view_id("pv", k),
+                    &title,
+                    data,
+                    cm,
+                    range,
+                    Highlight::None,
+                    &|_| String::new(),
+                );
+            }
+        });
+    }
+}
+
+/// Head 0's output P·V.
+pub fn out(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let (t, hd) = (a.shape.seq, a.shape.head_dim());
+    let hl = rows_only(seq_highlight(cx, a));
+    let title = format!(
+        "{}  [T={t}, {hd}]",
+        cx.t(
+            "output P·V: each row mixes the V rows",
+            "输出 P·V：每行是 V 各行的加权混合"
+        )
+    );
+    heat_panel(
+        cx,
+        ui,
+        view_id("out", 0),
+        &title,
+        &a.maps.out[0],
+        Colormap::Diverging,
+        None,
+        hl,
+        &|c| pv_hover(a, 0, c),
+    );
+}
+
+/// The query row a softmax view explains: the step's highlighted row, or the middle one.
+pub fn highlighted_row(cx: &ViewCtx, a: &AttnOut) -> usize {
+    match seq_highlight(cx, a) {
+        Highlight::Row(r) | Highlight::Cell(r, _) => r,
+        _ => a.shape.seq / 2,
+    }
+}
+
+/// One row's scores and probabilities as bars, with the sum of the probabilities.
+pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causal_note: bool) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let t = a.shape.seq;
+    let scores: Vec<f32> = (0..t).map(|j| a.core.scores[[0, row, j]]).collect();
+    let probs: Vec<f32> = (0..t).map(|j| a.core.probs[[0, row, j]]).collect();
+    let sum: f64 = probs.iter().map(|&p| p as f64).sum();
+    ui.label(
+        RichText::new(format!(
+            "{} {row}: softmax(s)_j = exp(s_j − max s) / Σ_k exp(s_k − max s)",
+            lang.t("query row", "查询行")
+        ))
+        .strong()
+        .size(size),
+    );
+    let avail = ui.available_size();
+    let h = ((avail.y - 3.0 * size) / 2.0).max(40.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(avail.x, 2.0 * h + size), egui::Sense::hover());
+    let p = ui.painter_at(rect);
+    let n = t.max(1) as f32;
+    let bw = rect.width() / n;
+    let finite: Vec<f32> = scores.iter().copied().filter(|s| s.is_finite()).collect();
+    let smax = finite.iter().fold(1e-6f32, |m, s| m.max(s.abs()));
+    let base = rect.top() + h / 2.0;
+    let text_color = ui.visuals().text_color();
+    p.text(
+        rect.left_top(),
+        egui::Align2::LEFT_TOP,
+        lang.t("scores s", "分数 s"),
+        egui::FontId::proportional(size * 0.8),
+        text_color,
+    );
+    for (j, s) in scores.iter().enumerate() {
+        let x0 = rect.left() + j as f32 * bw + bw * 0.1;
+        let x1 = x0 + bw * 0.8;
+        if s.is_finite() {
+            let y = base - s / smax * (h / 2.0 - 4.0);
+            let c = if *s >= 0.0 {
+                Color32::from_rgb(200, 90, 80)
+            } else {
+                Color32::from_rgb(80, 120, 200)
+            };
+            p.rect_filled(
+                egui::Rect::from_two_pos(egui::pos2(x0, base), egui::pos2(x1, y)),
+                0.0,
+                c,
+            );
+        } else {
+            p.text(
+                egui::pos2((x0 + x1) / 2.0, base),
+                egui::Align2::CENTER_CENTER,
+                "−∞",
+                egui::FontId::proportional(size * 0.75),
+                Color32::GRAY,
+            );
+        }
+    }
+    let pbase = rect.top() + 2.0 * h + size * 0.2;
+    p.text(
+        egui::pos2(rect.left(), rect.top() + h + 2.0),
+        egui::Align2::LEFT_TOP,
+        lang.t("probabilities p", "概率 p"),
+        egui::FontId::proportional(size * 0.8),
+        text_color,
+    );
+    for (j, pr) in probs.iter().enumerate() {
+        let x0 = rect.left() + j as f32 * bw + bw * 0.1;
+        let x1 = x0 + bw * 0.8;
+        let y = pbase - pr * (h - size);
+        p.rect_filled(
+            egui::Rect::from_two_pos(egui::pos2(x0, pbase), egui::pos2(x1, y)),
+            0.0,
+            Color32::from_rgb(90, 190, 120),
+        );
+        if bw > 28.0 {
+            p.text(
+                egui::pos2((x0 + x1) / 2.0, y - 2.0),
+                egui::Align2::CENTER_BOTTOM,
+                format!("{pr:.2}"),
+                egui::FontId::proportional(size * 0.7),
+                text_color,
+            );
+        }
+    }
+    let masked = scores.iter().filter(|s| !s.is_finite()).count();
+    ui.label(RichText::new(format!("Σ_j p_j = {sum:.6}")).size(size).strong());
+    if causal_note || masked > 0 {
+        ui.label(
+            RichText::new(format!(
+                "{masked} {} {}",
+                lang.t(
+                    "keys masked (exp(−∞) = 0); the visible",
+                    "个键被掩码（exp(−∞) = 0）；其余"
+                ),
+                lang.t("ones share the whole probability mass", "可见的键分享全部概率")
+            ))
+            .size(size * 0.9),
+        );
+    }
+}

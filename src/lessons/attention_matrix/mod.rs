@@ -1,0 +1,79 @@
+//! Lesson 1, the attention matrix (kind `attention`): X → Q, K, V; QKᵀ/√d; softmax; P·V. One head,
+//! no mask, computed by the backend's three attention kernels.
+
+mod view;
+
+use super::attention_layer::AttnOut;
+use super::{LessonKind, Output, Params, get};
+use crate::compute::{Backend, Op};
+use crate::lesson::Lesson;
+use crate::math::{AttnShape, Mask};
+
+crate::views! {
+    /// The views of lesson 1.
+    pub enum View {
+        /// X, the token embeddings.
+        X = "x",
+        /// W_Q, W_K, W_V.
+        Weights = "weights",
+        /// Q = X·W_Q.
+        Q = "q",
+        /// K = X·W_K.
+        K = "k",
+        /// V = X·W_V.
+        V = "v",
+        /// The scores.
+        Scores = "scores",
+        /// One row's softmax, as bars.
+        Softmax = "softmax",
+        /// The probabilities.
+        Probs = "probs",
+        /// P, V and P·V.
+        Pv = "pv",
+        /// The output.
+        Out = "out",
+        /// The kernels that ran.
+        Kernel = "kernel",
+    }
+}
+
+/// The ops behind lessons 1–3, in the order a student meets them.
+pub const ATTENTION_OPS: &[Op] = &[Op::AttentionScores, Op::Softmax, Op::AttentionPv, Op::AttentionFused];
+
+/// The shape of lessons 1–3's layer from their sliders (`heads`/`kv_heads` only in lesson 3).
+pub fn layer_shape(p: &Params, heads: i64, kv_heads: i64) -> AttnShape {
+    AttnShape {
+        seq: get(p, "seq", 8).max(1) as usize,
+        d_model: get(p, "d_model", 16).max(1) as usize,
+        n_heads: heads.max(1) as usize,
+        n_kv_heads: kv_heads.max(1) as usize,
+    }
+}
+
+/// Lesson 1.
+pub struct AttentionMatrix;
+
+impl LessonKind for AttentionMatrix {
+    fn name(&self) -> &'static str {
+        "attention"
+    }
+
+    fn view_names(&self) -> &'static [&'static str] {
+        View::NAMES
+    }
+
+    fn ops(&self) -> &'static [Op] {
+        ATTENTION_OPS
+    }
+
+    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let seed = get(p, "seed", 0).max(0) as u64;
+        Ok(Box::new(AttnOut::compute(
+            layer_shape(p, 1, 1),
+            Mask::None,
+            seed,
+            false,
+            backend,
+        )?))
+    }
+}

@@ -1,0 +1,59 @@
+//! Lesson 2, the causal mask (kind `causal`): the same layer with the causal mask, and once more
+//! without it, so the lesson can toggle between them and show the difference.
+
+mod view;
+
+use super::attention_layer::AttnOut;
+use super::attention_matrix::{ATTENTION_OPS, layer_shape};
+use super::{LessonKind, Output, Params, get};
+use crate::compute::{Backend, Op};
+use crate::lesson::Lesson;
+use crate::math::Mask;
+
+crate::views! {
+    /// The views of lesson 2.
+    pub enum View {
+        /// The mask itself.
+        Mask = "mask",
+        /// The scores without the mask.
+        Scores = "scores",
+        /// The scores with the mask (−∞ hatched).
+        MaskedScores = "masked_scores",
+        /// The probabilities, with the mask on or off (the `mask_on` slider).
+        Probs = "probs",
+        /// P(mask on) − P(mask off).
+        MaskDiff = "mask_diff",
+        /// The last query row's softmax, as bars.
+        LastRow = "last_row",
+        /// The kernels that ran.
+        Kernel = "kernel",
+    }
+}
+
+/// Lesson 2.
+pub struct CausalMask;
+
+impl LessonKind for CausalMask {
+    fn name(&self) -> &'static str {
+        "causal"
+    }
+
+    fn view_names(&self) -> &'static [&'static str] {
+        View::NAMES
+    }
+
+    fn ops(&self) -> &'static [Op] {
+        ATTENTION_OPS
+    }
+
+    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let seed = get(p, "seed", 0).max(0) as u64;
+        Ok(Box::new(AttnOut::compute(
+            layer_shape(p, 1, 1),
+            Mask::Causal,
+            seed,
+            true,
+            backend,
+        )?))
+    }
+}

@@ -1,0 +1,229 @@
+//! The lessons: one module per lesson kind, each with what it computes (this side has no egui) and
+//! how it draws it (`view.rs`, egui).
+//!
+//! How it works: a lesson file (`lessons/*.toml`, loaded by [`crate::lesson`]) names a *kind*. A kind
+//! implements [`LessonKind`]: its view names (an enum made with [`views!`], so an unknown view in a
+//! file fails to load with file:line:col and a missing view is a compile error), the ops it runs,
+//! which slider values it allows, and `compute(lesson, params, backend)`, which returns an [`Output`].
+//! An output knows its own check reports, reference verification, NaN check, export arrays, launch
+//! geometry per op, and the length of its timeline. The UI side of a kind ([`ui::LessonUi`]) draws the
+//! output's views, and [`ui::REGISTRY`] lists every kind once: the app, `kvscope render`, the tests and
+//! `kvscope lessons check` all iterate it.
+//!
+//! Adding a lesson is one folder here, one line in [`ui::REGISTRY`] and one lesson file (see
+//! ARCHITECTURE.md, "How to add a lesson").
+
+pub mod attention_layer;
+pub mod attention_matrix;
+pub mod causal_mask;
+pub mod kv_decode;
+pub mod multi_head;
+pub mod paged_cache;
+pub mod ui;
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ndarray::{Array2, Array3, Axis};
+
+use crate::compute::cuda::launch::LaunchDims;
+use crate::compute::{Backend, CheckReport, Op};
+use crate::export::NamedArray;
+use crate::lesson::Lesson;
+use crate::render::heatmap::HeatmapData;
+
+/// Slider values by parameter id.
+pub type Params = BTreeMap<String, i64>;
+
+/// What a lesson kind computes. Implemented once per kind; no egui here.
+pub trait LessonKind: Send + Sync + 'static {
+    /// The name lesson files use (`kind = "paged"`).
+    fn name(&self) -> &'static str;
+    /// The views this kind draws, by the names lesson files use.
+    fn view_names(&self) -> &'static [&'static str];
+    /// The ops behind the lesson, in the order a student meets them (the kernel panel lists them).
+    fn ops(&self) -> &'static [Op];
+    /// The values parameter `id` may take given the others, when the kind restricts them (heads must
+    /// divide d_model, KV heads must divide heads); `None` means every value in the slider's range.
+    fn allowed_values(&self, _id: &str, _p: &Params) -> Option<Vec<i64>> {
+        None
+    }
+    /// Compute the lesson's output for (normalised) `p` on `backend`.
+    fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String>;
+}
+
+/// One computed lesson: what the views draw and what export, verification and the kernel panel need.
+pub trait Output: Any + Send + Sync {
+    /// The check reports made while computing (lessons whose kernels run step by step check as they go).
+    fn reports(&self) -> Vec<&CheckReport> {
+        Vec::new()
+    }
+    /// The reference check, run after the result is shown (a second phase on the worker). By default
+    /// the reports made while computing.
+    fn verify(&self) -> Vec<CheckReport> {
+        self.reports().into_iter().cloned().collect()
+    }
+    /// Whether any value the views draw is NaN (masked entries are −∞, which is allowed).
+    fn has_nan(&self) -> bool;
+    /// The launches of `op` this output's computation made (or one representative of them).
+    fn launches(&self, op: Op) -> Vec<LaunchDims>;
+    /// The arrays of timeline position `cursor` for Ctrl+E, and the checks that go into the manifest
+    /// (`verified`: the reference reports of the shown output, when they have arrived).
+    fn export_arrays(&self, cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>);
+    /// Frames of the lesson's timeline (1 when it has none).
+    fn frames(&self) -> usize {
+        1
+    }
+}
+
+impl dyn Output {
+    /// The concrete output of a kind.
+    pub fn downcast_ref<T: Output>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref()
+    }
+}
+
+/// Declare a kind's views: an enum whose variants carry the names lesson files use.
+#[macro_export]
+macro_rules! views {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $text:literal ),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant, )*
+        }
+
+        impl $name {
+            /// Every view's name, as lesson files write it.
+            pub const NAMES: &'static [&'static str] = &[$($text),*];
+
+            /// The view a lesson file names.
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// Its name in lesson files.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+/// Read a parameter, falling back to `default` when a teacher's lesson file leaves it out.
+pub fn get(p: &Params, id: &str, default: i64) -> i64 {
+    p.get(id).copied().unwrap_or(default)
+}
+
+/// The divisors of `n` (for sliders that must divide another).
+pub fn divisors(n: i64) -> Vec<i64> {
+    (1..=n.max(1)).filter(|d| n % d == 0).collect()
+}
+
+fn snap_to(v: i64, allowed: &[i64]) -> i64 {
+    allowed.iter().copied().min_by_key(|a| (a - v).abs()).unwrap_or(v)
+}
+
+/// The values slider `id` of `lesson` may take now: the kind's restriction within the slider's range.
+pub fn allowed_values(lesson: &Lesson, id: &str, p: &Params) -> Option<Vec<i64>> {
+    let prm = lesson.file.params.iter().find(|x| x.id.get_ref() == id)?;
+    lesson
+        .kind
+        .allowed_values(id, p)
+        .map(|a| {
+            a.into_iter()
+                .filter(|v| (prm.min..=prm.max).contains(v))
+                .collect::<Vec<_>>()
+        })
+        .filter(|a| !a.is_empty())
+}
+
+/// Bring dependent parameters back to valid values (in slider order), so that no slider
+/// combination reaches a kernel with an impossible shape.
+pub fn normalize(lesson: &Lesson, p: &mut Params) {
+    for prm in &lesson.file.params {
+        let id = prm.id.get_ref();
+        let v = get(p, id, *prm.default.get_ref()).clamp(prm.min, prm.max);
+        p.insert(id.clone(), v);
+    }
+    for prm in &lesson.file.params {
+        let id = prm.id.get_ref();
+        if let Some(allowed) = allowed_values(lesson, id, p) {
+            let v = snap_to(p[id], &allowed);
+            p.insert(id.clone(), v);
+        }
+    }
+}
+
+/// Compute a lesson's output for `params` on `backend` (the parameters are normalised first).
+pub fn compute(lesson: &Lesson, params: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+    let mut p = params.clone();
+    normalize(lesson, &mut p);
+    lesson.kind.compute(lesson, &p, backend)
+}
+
+/// Ctrl+E: write timeline position `cursor` of `out` as `.npy` files plus `manifest.json` into `dir`.
+pub fn export_step(
+    lesson: &Lesson,
+    params: &Params,
+    out: &dyn Output,
+    cursor: usize,
+    verified: Option<&[CheckReport]>,
+    backend: &dyn Backend,
+    dir: &Path,
+) -> Result<PathBuf, String> {
+    let (arrays, reports) = out.export_arrays(cursor, verified);
+    let json = serde_json::to_value(params).map_err(|e| e.to_string())?;
+    let seed = get(params, "seed", 0).max(0) as u64;
+    crate::export::write_export(dir, lesson.id(), json, seed, backend, &reports, &arrays)
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(dir.to_path_buf())
+}
+
+/// The worst of several reports (largest max abs error; any failure first).
+pub fn worst<'a>(reports: impl IntoIterator<Item = &'a CheckReport>) -> Option<&'a CheckReport> {
+    reports.into_iter().max_by(|a, b| {
+        (!a.passed(), a.max_abs)
+            .partial_cmp(&(!b.passed(), b.max_abs))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh generation number for new heatmap data (the renderer re-uploads when it changes).
+pub fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Heatmap data of a `rows × cols` row-major matrix.
+pub fn heat(rows: usize, cols: usize, values: Vec<f32>) -> Arc<HeatmapData> {
+    let g = next_generation();
+    Arc::new(
+        HeatmapData::new(rows, cols, values, g)
+            .unwrap_or_else(|_| HeatmapData::new(1, 1, vec![0.0], g).expect("1×1 is valid")),
+    )
+}
+
+/// Heatmap data of a matrix.
+pub fn heat_matrix(a: &Array2<f32>) -> Arc<HeatmapData> {
+    heat(a.nrows(), a.ncols(), a.iter().copied().collect())
+}
+
+/// Heatmap data of head `h` of a `[H, rows, cols]` tensor.
+pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
+    heat_matrix(&a.index_axis(Axis(0), h).to_owned())
+}
+
+/// Whether any value is NaN.
+pub fn any_nan(v: &[f32]) -> bool {
+    v.iter().any(|x| x.is_nan())
+}

@@ -1,0 +1,66 @@
+//! Lesson 3, multi-head attention with GQA and MQA (kind `multihead`): H query heads over KVH key/value
+//! heads (KVH divides H), every head's probabilities, the concatenation and W_O, and the KV-cache
+//! bytes the choice of KVH saves, for this setting and for real models' configurations.
+
+mod view;
+
+use super::attention_layer::AttnOut;
+use super::attention_matrix::{ATTENTION_OPS, layer_shape};
+use super::{LessonKind, Output, Params, divisors, get};
+use crate::compute::{Backend, Op};
+use crate::lesson::Lesson;
+use crate::math::Mask;
+
+crate::views! {
+    /// The views of lesson 3.
+    pub enum View {
+        /// d_model split into heads, and Q of every head side by side.
+        HeadSplit = "head_split",
+        /// Every head's probabilities.
+        HeadsGrid = "heads_grid",
+        /// The heads' outputs concatenated.
+        Concat = "concat",
+        /// Y = concat · W_O.
+        Y = "y",
+        /// Which query heads share which K/V head (MHA, GQA, MQA), with the bytes per token.
+        KvGroups = "kv_groups",
+        /// KV-cache bytes per token for MHA, this setting and MQA.
+        KvBytes = "kv_bytes",
+        /// KV-cache bytes of real models, from their configurations.
+        ModelTable = "model_table",
+        /// The kernels that ran.
+        Kernel = "kernel",
+    }
+}
+
+/// Lesson 3.
+pub struct MultiHead;
+
+impl LessonKind for MultiHead {
+    fn name(&self) -> &'static str {
+        "multihead"
+    }
+
+    fn view_names(&self) -> &'static [&'static str] {
+        View::NAMES
+    }
+
+    fn ops(&self) -> &'static [Op] {
+        ATTENTION_OPS
+    }
+
+    fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
+        match id {
+            "heads" => Some(divisors(get(p, "d_model", 32))),
+            "kv_heads" => Some(divisors(get(p, "heads", 1))),
+            _ => None,
+        }
+    }
+
+    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let heads = get(p, "heads", 4);
+        let shape = layer_shape(p, heads, get(p, "kv_heads", heads));
+        let seed = get(p, "seed", 0).max(0) as u64;
+        Ok(Box::new(AttnOut::compute(shape, Mask::Causal, seed, false, backend)?))
+    }
+}

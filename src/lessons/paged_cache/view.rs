@@ -1,0 +1,281 @@
+//! Lesson 5's views: the block pool, the block tables, the free list and the OOM banner, and the
+//! timeline of scheduler steps (occupancy, events, the decode check and the block-size trade-off are in
+//! `view_stats.rs`).
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::{PagedCache, PagedFrame, PagedOut, View, view_stats};
+use crate::lessons::ui::LessonUi;
+use crate::lessons::{LessonKind, Output};
+use crate::render::colormap::owner_color;
+use crate::render::egui_glue;
+use crate::ui::widgets::{ViewCtx, color_of, kernel_panel, legend_chip, timeline, view_id};
+
+impl LessonUi for PagedCache {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(p), Some(view)) = (out.downcast_ref::<PagedOut>(), View::from_name(view)) else {
+            return;
+        };
+        match view {
+            View::Kernel => kernel_panel(cx, ui, self.ops(), out),
+            view => show(cx, ui, p, view),
+        }
+    }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(p) = out.downcast_ref::<PagedOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        timeline(
+            cx,
+            ui,
+            p.frames.len(),
+            |ui, c, n| {
+                if ui.button(lang.t("< step", "< 上一步")).clicked() {
+                    *c = c.saturating_sub(1);
+                }
+                if ui.button(lang.t("next step >", "下一步 >")).clicked() {
+                    *c = (*c + 1).min(n - 1);
+                }
+            },
+            |c| format!("{} {} / {}", lang.t("scheduler step", "调度步"), c, p.frames.len() - 1),
+        );
+    }
+}
+
+/// Lesson 5's views of `p` (the kernel panel is drawn by the caller).
+fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
+    let lang = cx.lang;
+    let size = cx.size;
+    if let Some(e) = &p.error {
+        ui.label(
+            RichText::new(format!("{}: {e}", lang.t("This scenario cannot run", "该场景无法运行")))
+                .color(Color32::from_rgb(240, 120, 120))
+                .size(size),
+        );
+        ui.label(
+            RichText::new(lang.t(
+                "Raise the number of blocks or the block size, or use fewer requests.",
+                "请增加块数或块大小，或减少请求数。",
+            ))
+            .size(size),
+        );
+        if p.frames.is_empty() {
+            return;
+        }
+    }
+    let Some(f) = p.frames.get((*cx.cursor).min(p.frames.len().saturating_sub(1))) else {
+        return;
+    };
+    let bs = p.shape.block_size;
+    match view {
+        View::Pool => {
+            ui.label(
+                RichText::new(format!(
+                    "{}: {} × {} {} = {} {}",
+                    lang.t("physical block pool", "物理块池"),
+                    p.shape.num_blocks,
+                    bs,
+                    lang.t("slots", "个槽位"),
+                    p.shape.num_blocks * bs,
+                    lang.t("token slots", "个 token 槽位")
+                ))
+                .strong()
+                .size(size),
+            );
+            if f.events.oom() {
+                oom_banner(cx, ui, f);
+            }
+            let w = ui.available_width();
+            let h = (ui.available_height() - 2.5 * size).max(60.0);
+            let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h));
+            ui.horizontal_wrapped(|ui| {
+                for r in f.tables.keys() {
+                    legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
+                }
+                legend_chip(ui, [40, 40, 48, 255], lang.t("free", "空闲"), size);
+            });
+            let text = match hovered {
+                Some(b) => match f.grid.owners.get(b).copied().filter(|&o| o >= 0) {
+                    Some(o) => {
+                        let idx = f
+                            .tables
+                            .get(&(o as u32))
+                            .and_then(|t| t.iter().position(|&x| x as usize == b))
+                            .unwrap_or(0);
+                        format!(
+                            "block {b}: r{o}, {} {idx}, {}/{bs} {}",
+                            lang.t("logical block", "逻辑块"),
+                            f.grid.filled[b],
+                            lang.t("slots filled", "槽位已用")
+                        )
+                    }
+                    None => format!("block {b}: {}", lang.t("free", "空闲")),
+                },
+                None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
+            };
+            ui.label(RichText::new(text).monospace().size(size * 0.85));
+        }
+        View::Tables => tables_view(cx, ui, p, f),
+        View::FreeList => {
+            ui.label(
+                RichText::new(format!(
+                    "{} ({} {})",
+                    lang.t("free list", "空闲列表"),
+                    f.free.len(),
+                    lang.t("blocks", "块")
+                ))
+                .strong()
+                .size(size),
+            );
+            ui.horizontal_wrapped(|ui| {
+                for (i, b) in f.free.iter().enumerate() {
+                    let last = i + 1 == f.free.len();
+                    let t = RichText::new(format!("{b}")).monospace().size(size);
+                    let t = if last {
+                        t.strong().color(Color32::from_rgb(255, 200, 80))
+                    } else {
+                        t
+                    };
+                    ui.label(t);
+                }
+                if f.free.is_empty() {
+                    ui.label(
+                        RichText::new(lang.t("(empty: the pool is exhausted)", "（空：块池已耗尽）"))
+                            .color(Color32::from_rgb(240, 120, 120))
+                            .size(size),
+                    );
+                } else {
+                    ui.label(
+                        RichText::new(lang.t("← allocate() pops from this end", "← allocate() 从这一端弹出"))
+                            .italics()
+                            .size(size * 0.85),
+                    );
+                }
+            });
+            let returned: Vec<String> = f
+                .events
+                .finished
+                .iter()
+                .chain(&f.events.preempted)
+                .map(|(r, b)| format!("r{r} → {:?}", b))
+                .collect();
+            if !returned.is_empty() {
+                ui.label(
+                    RichText::new(format!(
+                        "{}: {}",
+                        lang.t("returned this step", "本步归还"),
+                        returned.join(", ")
+                    ))
+                    .size(size * 0.9)
+                    .color(Color32::from_rgb(120, 200, 255)),
+                );
+            }
+        }
+        View::Occupancy => view_stats::occupancy(cx, ui, p, f),
+        View::Events => view_stats::events(cx, ui, f),
+        View::Check => view_stats::check(cx, ui, p, f),
+        View::Tradeoff => view_stats::tradeoff(cx, ui, p, f),
+        View::Kernel => {}
+    }
+}
+
+pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let mut parts = Vec::new();
+    for (r, b) in &f.events.preempted {
+        parts.push(format!(
+            "r{r} {} {:?} {}",
+            lang.t("preempted: blocks", "被抢占：块"),
+            b,
+            lang.t("freed, it will be recomputed", "已释放，稍后重新计算")
+        ));
+    }
+    for r in &f.events.waiting {
+        parts.push(format!(
+            "r{r} {}",
+            lang.t(
+                "waits: not enough free blocks for its prompt",
+                "等待：空闲块不足以容纳其提示"
+            )
+        ));
+    }
+    egui::Frame::new()
+        .fill(Color32::from_rgb(120, 30, 30))
+        .inner_margin(6.0)
+        .show(ui, |ui| {
+            ui.label(
+                RichText::new(format!(
+                    "OOM — {}: {}",
+                    lang.t("out of blocks", "块已耗尽"),
+                    parts.join("; ")
+                ))
+                .color(Color32::WHITE)
+                .strong()
+                .size(size),
+            );
+        });
+}
+
+fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let bs = p.shape.block_size;
+    ui.label(
+        RichText::new(lang.t("block tables: logical block → physical block", "块表：逻辑块 → 物理块"))
+            .strong()
+            .size(size),
+    );
+    if let Some((r, pos)) = f.write
+        && let Some(t) = f.tables.get(&r)
+    {
+        let (lb, off) = (pos / bs, pos % bs);
+        if let Some(&b) = t.get(lb) {
+            ui.label(
+                RichText::new(format!(
+                    "r{r} pos {pos}: {pos} // {bs} = {lb}, {pos} % {bs} = {off} → {} {b}, slot {b}·{bs}+{off} = {}",
+                    lang.t("physical block", "物理块"),
+                    b as usize * bs + off
+                ))
+                .monospace()
+                .size(size * 0.95)
+                .color(Color32::from_rgb(255, 200, 80)),
+            );
+        }
+    }
+    egui::ScrollArea::vertical().id_salt("tables").show(ui, |ui| {
+        egui::Grid::new("block-tables").spacing([6.0, 4.0]).show(ui, |ui| {
+            for (r, t) in &f.tables {
+                let len = f.lens.get(r).copied().unwrap_or(0);
+                ui.label(
+                    RichText::new(format!("r{r} ({len} tok)"))
+                        .color(color_of(*r as usize))
+                        .strong()
+                        .size(size),
+                );
+                ui.horizontal(|ui| {
+                    for (i, b) in t.iter().enumerate() {
+                        let is_hl = f.write.is_some_and(|(wr, pos)| wr == *r && pos / bs == i);
+                        let txt = RichText::new(format!("{i}→{b}")).monospace().size(size * 0.9);
+                        let txt = if is_hl {
+                            txt.strong().background_color(Color32::from_rgb(120, 90, 20))
+                        } else {
+                            txt
+                        };
+                        ui.label(txt);
+                    }
+                });
+                ui.end_row();
+            }
+        });
+        if f.tables.is_empty() {
+            ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        }
+    });
+}

@@ -1,0 +1,360 @@
+//! The window around the lessons: top bar, status bar with the "verified" badge, navigator, narration
+//! with the lesson's sliders and the backend selector, and the central area where the lesson draws its
+//! views (or a lesson-file error, or why this setting cannot be computed).
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::KvscopeApp;
+use super::text::{self, Lang};
+
+/// The whole window.
+pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
+    let pres = app.presentation;
+    egui::Panel::top("kvscope-top").show(ui, |ui| top_bar(app, ui));
+    egui::Panel::bottom("kvscope-status").show(ui, |ui| status_bar(app, ui));
+    if !pres {
+        egui::Panel::left("kvscope-nav")
+            .resizable(false)
+            .exact_size(210.0)
+            .show(ui, |ui| navigator(app, ui));
+    }
+    let side_w = if pres { 440.0 } else { 330.0 };
+    egui::Panel::right("kvscope-side")
+        .resizable(false)
+        .exact_size(side_w)
+        .show(ui, |ui| side_panel(app, ui));
+    egui::CentralPanel::default_margins().show(ui, |ui| central(app, ui));
+}
+
+fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    let size = if app.presentation { 20.0 } else { 15.0 };
+    ui.horizontal(|ui| {
+        ui.label(RichText::new("kvscope").strong().size(size));
+        // Buttons first, from the right; the title takes what is left and is truncated.
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            let pres_label = if app.presentation {
+                lang.t("Exit presentation (Esc)", "退出演示 (Esc)")
+            } else {
+                lang.t("Present (F5)", "演示模式 (F5)")
+            };
+            if ui.button(pres_label).clicked() {
+                app.presentation = !app.presentation;
+            }
+            if !app.presentation {
+                let light = app.light();
+                if ui
+                    .button(if light {
+                        lang.t("Dark", "深色")
+                    } else {
+                        lang.t("Light", "浅色")
+                    })
+                    .clicked()
+                {
+                    app.set_light(!light);
+                }
+                for l in [Lang::Zh, Lang::En] {
+                    if ui.selectable_label(app.lang == l, l.label()).clicked() {
+                        app.lang = l;
+                    }
+                }
+                if ui
+                    .button(lang.t("Export .npy (Ctrl+E)", "导出 .npy (Ctrl+E)"))
+                    .clicked()
+                {
+                    app.export_npy();
+                }
+                if ui.button(lang.t("Save PNG (Ctrl+S)", "保存 PNG (Ctrl+S)")).clicked() {
+                    app.request_png();
+                }
+            }
+            if ui
+                .button(">")
+                .on_hover_text(lang.t("Next step (→, Space)", "下一步 (→、空格)"))
+                .clicked()
+            {
+                app.next_step();
+            }
+            if ui
+                .button("<")
+                .on_hover_text(lang.t("Previous step (←)", "上一步 (←)"))
+                .clicked()
+            {
+                app.prev_step();
+            }
+            if let Some(l) = app.lesson().cloned() {
+                let (li, si) = app.position();
+                ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
+                    ui.separator();
+                    ui.add(
+                        egui::Label::new(
+                            RichText::new(format!(
+                                "{} {}{}: {}  ·  {} {}/{}: {}",
+                                lang.t("Lesson", "第"),
+                                li + 1,
+                                lang.t("", " 课"),
+                                lang.pick(l.file.title.get_ref()),
+                                lang.t("step", "步骤"),
+                                si + 1,
+                                l.file.steps.len(),
+                                lang.pick(l.file.steps[si].title.get_ref())
+                            ))
+                            .size(size),
+                        )
+                        .truncate(),
+                    );
+                });
+            }
+        });
+    });
+}
+
+fn verified_text(app: &KvscopeApp) -> (String, Color32) {
+    let lang = app.lang;
+    let worst = app.reports().and_then(|r| crate::lessons::worst(r.iter()));
+    match (app.reports(), worst) {
+        (None, _) => (
+            lang.t(
+                "verifying against the CPU f64 reference…",
+                "正在与 CPU f64 参考结果核对…",
+            )
+            .into(),
+            Color32::GRAY,
+        ),
+        (Some(_), None) => (lang.t("nothing to verify", "无需核对").into(), Color32::GRAY),
+        (Some(_), Some(w)) if w.passed() => (
+            format!(
+                "OK  {} {}: max abs err {:.1e}, max rel err {:.1e}",
+                lang.t("verified vs CPU f64 reference", "已与 CPU f64 参考结果核对"),
+                app.active_backend().name(),
+                w.max_abs,
+                w.max_rel
+            ),
+            Color32::from_rgb(90, 200, 110),
+        ),
+        (Some(_), Some(w)) => (
+            format!(
+                "MISMATCH  {} {}: {} ({} of {} values)",
+                app.active_backend().name(),
+                lang.t("disagrees with the reference", "与参考结果不一致"),
+                w.label,
+                w.mismatch_count,
+                w.count
+            ),
+            Color32::from_rgb(240, 90, 90),
+        ),
+    }
+}
+
+fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    ui.horizontal(|ui| {
+        let device = app
+            .backend_statuses()
+            .into_iter()
+            .find(|(k, _)| *k == app.active_backend())
+            .and_then(|(_, s)| s.ok())
+            .unwrap_or_default();
+        ui.label(format!(
+            "{}: {} ({device})",
+            lang.t("backend", "后端"),
+            app.active_backend().name()
+        ));
+        ui.separator();
+        let (t, c) = verified_text(app);
+        ui.label(RichText::new(t).color(c));
+        if app.computing() {
+            ui.separator();
+            ui.label(
+                RichText::new(lang.t("computing…", "计算中…"))
+                    .italics()
+                    .color(Color32::GRAY),
+            );
+        } else if app.compute_ms() > 0.0 && !app.is_sync() {
+            // (Not in tests and `kvscope render`: their frames must not depend on timing.)
+            ui.separator();
+            ui.label(RichText::new(format!("{:.1} ms", app.compute_ms())).color(Color32::GRAY));
+        }
+        if let Some(s) = app.status_message() {
+            ui.separator();
+            ui.label(s.to_string());
+        }
+    });
+}
+
+fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        ui.heading(lang.t("Lessons", "课程"));
+        if !app.load_errors().is_empty() {
+            ui.label(RichText::new(lang.t("Lesson files have errors:", "课程文件有错误：")).color(Color32::RED));
+        }
+        let (cur, step) = app.position();
+        let lessons: Vec<_> = app.lessons().to_vec();
+        for (i, l) in lessons.iter().enumerate() {
+            let title = format!("{}. {}", i + 1, lang.pick(l.file.title.get_ref()));
+            if ui.selectable_label(i == cur, RichText::new(title).strong()).clicked() && i != cur {
+                app.goto(i, 0);
+            }
+            if i == cur {
+                ui.indent("steps", |ui| {
+                    for (j, s) in l.file.steps.iter().enumerate() {
+                        let t = format!("{}. {}", j + 1, lang.pick(s.title.get_ref()));
+                        if ui.selectable_label(j == step, t).clicked() {
+                            app.goto(i, j);
+                        }
+                    }
+                });
+            }
+        }
+        ui.add_space(8.0);
+        ui.label(
+            RichText::new(lang.t(
+                "→/Space next · ←/Backspace back · Home/End · F5 present · Ctrl+S PNG · Ctrl+E .npy",
+                "→/空格 下一步 · ←/退格 上一步 · Home/End · F5 演示 · Ctrl+S PNG · Ctrl+E .npy",
+            ))
+            .small()
+            .color(Color32::GRAY),
+        );
+    });
+}
+
+fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    let size = app.body_size();
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        let Some(l) = app.lesson().cloned() else {
+            return;
+        };
+        let (_, si) = app.position();
+        let step = &l.file.steps[si];
+        ui.label(
+            RichText::new(lang.pick(step.title.get_ref()))
+                .strong()
+                .size(size * 1.25),
+        );
+        ui.add_space(4.0);
+        text::markdown(ui, lang.pick(step.narration.get_ref()), size);
+        if app.presentation {
+            return;
+        }
+        ui.separator();
+        ui.label(RichText::new(lang.t("Parameters", "参数")).strong());
+        let params = app.params().cloned().unwrap_or_default();
+        for prm in &l.file.params {
+            let id = prm.id.get_ref();
+            let cur = crate::lessons::get(&params, id, *prm.default.get_ref());
+            let label = lang.pick(prm.label.get_ref()).to_string();
+            let allowed = crate::lessons::allowed_values(&l, id, &params);
+            let mut changed = None;
+            let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
+            ui.scope(|ui| {
+                ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
+                match &allowed {
+                    Some(vals) => {
+                        let mut idx = vals.iter().position(|v| *v == cur).unwrap_or(0);
+                        let r = ui
+                            .add(
+                                egui::Slider::new(&mut idx, 0..=vals.len() - 1)
+                                    .custom_formatter(|i, _| {
+                                        vals.get(i as usize).map_or(String::new(), |v| v.to_string())
+                                    })
+                                    .custom_parser(|t| {
+                                        let v: i64 = t.trim().parse().ok()?;
+                                        vals.iter().position(|x| *x == v).map(|i| i as f64)
+                                    }),
+                            )
+                            .labelled_by(label_id);
+                        if r.changed() {
+                            changed = vals.get(idx).copied();
+                        }
+                    }
+                    None => {
+                        let mut v = cur;
+                        let r = ui
+                            .add(
+                                egui::Slider::new(&mut v, prm.min..=prm.max)
+                                    .step_by(prm.step as f64)
+                                    .logarithmic(prm.max - prm.min.max(1) >= 256),
+                            )
+                            .labelled_by(label_id);
+                        if r.changed() {
+                            changed = Some(v);
+                        }
+                    }
+                }
+            });
+            if let Some(v) = changed {
+                app.set_param(id, v);
+            }
+        }
+        if ui
+            .button(lang.t("Reset to the lesson's defaults", "恢复默认参数"))
+            .clicked()
+        {
+            for prm in &l.file.params {
+                app.set_param(prm.id.get_ref(), *prm.default.get_ref());
+            }
+        }
+        ui.separator();
+        ui.label(RichText::new(lang.t("Backend", "计算后端")).strong());
+        for (kind, st) in app.backend_statuses() {
+            let ok = st.is_ok();
+            let sel = app.active_backend() == kind;
+            let r = ui.add_enabled(ok, egui::RadioButton::new(sel, kind.name()));
+            if r.clicked() {
+                app.choose_backend(kind);
+            }
+            let (txt, color) = match st {
+                Ok(dev) => (dev, Color32::GRAY),
+                Err(why) => (
+                    format!("{}: {why}", lang.t("unavailable", "不可用")),
+                    Color32::from_rgb(220, 150, 80),
+                ),
+            };
+            ui.label(RichText::new(txt).small().color(color));
+        }
+        if let Some(n) = app.fallback() {
+            ui.label(RichText::new(n).small().color(Color32::from_rgb(220, 150, 80)));
+        }
+    });
+}
+
+fn central(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    if !app.load_errors().is_empty() {
+        ui.heading(lang.t("A lesson file has problems", "课程文件有问题"));
+        for e in app.load_errors() {
+            ui.label(
+                RichText::new(e.to_string())
+                    .monospace()
+                    .color(Color32::from_rgb(240, 120, 120)),
+            );
+        }
+        ui.label(lang.t(
+            "Fix the file and restart kvscope (or run `kvscope lessons check DIR`).",
+            "修改文件后重新启动 kvscope（或运行 `kvscope lessons check DIR`）。",
+        ));
+        return;
+    }
+    let Some(l) = app.lesson().cloned() else {
+        ui.label(lang.t("No lessons.", "没有课程。"));
+        return;
+    };
+    if let Some(e) = app.error() {
+        ui.label(
+            RichText::new(format!(
+                "{}: {e}",
+                lang.t("This setting cannot be computed", "此参数组合无法计算")
+            ))
+            .color(Color32::from_rgb(240, 120, 120)),
+        );
+        ui.label(lang.t("Change a slider to continue.", "请调整滑块后继续。"));
+        return;
+    }
+    let Some(out) = app.output().cloned() else {
+        ui.centered_and_justified(|ui| ui.label(RichText::new(lang.t("computing…", "计算中…")).italics()));
+        return;
+    };
+    app.draw_views(ui, &l, &out);
+}

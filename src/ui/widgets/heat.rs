@@ -1,0 +1,164 @@
+//! The heatmap panel: a titled heatmap (the wgpu renderer in an egui paint callback) with its
+//! colorbar and a hover line.
+//!
+//! How it works: a new result is swapped into a view within the frame's upload budget (so a 16-head
+//! 1024² result arrives over a few frames instead of stalling one); until then the old data stays.
+//! Colorbar ranges are cached per data generation, so frames never rescan the data.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use eframe::egui::{self, RichText, Ui};
+
+use super::ViewCtx;
+use crate::lesson::Highlight as StepHighlight;
+use crate::render::colormap::Colormap;
+use crate::render::egui_glue;
+use crate::render::heatmap::{HeatmapData, HeatmapStyle, HeatmapView, Highlight};
+
+/// What a heatmap's zoom and pan were made for: matrix rows and columns, widget width and height.
+pub type HeatKey = (usize, usize, u32, u32);
+
+/// Heatmap cells uploaded per frame at most when a new result arrives (4 × 1024²): a big result is
+/// swapped in over a few frames instead of stalling one.
+pub const UPLOAD_BUDGET: usize = 4 << 20;
+
+/// The heatmaps' state across frames.
+#[derive(Default)]
+pub struct HeatState {
+    /// Zoom/pan by view id, with the matrix and widget size it was made for.
+    pub zoom: HashMap<u64, (HeatKey, Option<HeatmapView>)>,
+    /// The data each view shows now (a new result is swapped in within the upload budget).
+    pub shown: HashMap<u64, Arc<HeatmapData>>,
+    /// Points the next heatmap leaves free below itself (for a line the caller adds).
+    pub reserve_below: f32,
+    /// Cells that may still be uploaded this frame.
+    pub upload_budget: usize,
+    /// Finite value range per data generation (for colorbars).
+    pub ranges: HashMap<u64, (f32, f32)>,
+}
+
+impl HeatState {
+    /// Start a frame: `sync` frames (tests, headless renders) upload everything at once.
+    pub fn begin_frame(&mut self, sync: bool) {
+        self.upload_budget = if sync { usize::MAX } else { UPLOAD_BUDGET };
+        if self.ranges.len() > 512 {
+            self.ranges.clear();
+        }
+    }
+}
+
+/// A titled heatmap with a colorbar and a hover line; returns the hovered cell.
+#[allow(clippy::too_many_arguments)]
+pub fn heat_panel(
+    cx: &mut ViewCtx,
+    ui: &mut Ui,
+    id: u64,
+    title: &str,
+    data: &Arc<HeatmapData>,
+    colormap: Colormap,
+    range: Option<(f32, f32)>,
+    highlight: Highlight,
+    hover: &dyn Fn((usize, usize)) -> String,
+) -> Option<(usize, usize)> {
+    let size = cx.size;
+    let st = &mut cx.widgets.heat;
+    ui.label(RichText::new(title).strong().size(size));
+    // Swap a new result in within this frame's upload budget; until then the old one stays.
+    let newest = data;
+    let current = st.shown.get(&id).cloned();
+    let data = match current {
+        Some(c) if c.generation == newest.generation => c,
+        current => {
+            let cells = newest.rows * newest.cols;
+            if st.upload_budget >= cells || st.upload_budget == UPLOAD_BUDGET {
+                st.upload_budget = st.upload_budget.saturating_sub(cells);
+                st.shown.insert(id, newest.clone());
+                newest.clone()
+            } else {
+                ui.ctx().request_repaint();
+                match current {
+                    Some(c) => c,
+                    None => {
+                        ui.label(RichText::new(cx.lang.t("loading…", "加载中…")).italics());
+                        return None;
+                    }
+                }
+            }
+        }
+    };
+    let stale = data.generation != newest.generation;
+    let data = &data;
+    let avail = ui.available_size();
+    let bar_w = 56.0;
+    let line = size + 8.0;
+    // Room the caller keeps below the heatmap (a check line), taken once.
+    let below = std::mem::take(&mut st.reserve_below);
+    let h = (avail.y - line - below).max(20.0);
+    let w = (avail.x - bar_w).max(20.0);
+    // Keep cells square when the matrix is small.
+    let cell = (w / data.cols as f32).min(h / data.rows as f32);
+    let (w, h) = if data.rows * data.cols <= 64 * 64 {
+        (cell * data.cols as f32, cell * data.rows as f32)
+    } else {
+        (w, h)
+    };
+    let style = HeatmapStyle {
+        colormap,
+        range,
+        grid: true,
+        highlight,
+    };
+    let (lo, hi) = *st.ranges.entry(data.generation).or_insert_with(|| data.finite_range());
+    let range_shown = range.unwrap_or_else(|| {
+        if colormap == Colormap::Diverging {
+            let m = lo.abs().max(hi.abs()).max(1e-6);
+            (-m, m)
+        } else if hi > lo {
+            (lo, hi)
+        } else {
+            (lo, lo + 1.0)
+        }
+    });
+    let key = (data.rows, data.cols, w.round() as u32, h.round() as u32);
+    let entry = st.zoom.entry(id).or_insert((key, None));
+    if entry.0 != key {
+        *entry = (key, None);
+    }
+    let mut view = entry.1;
+    let mut hovered = None;
+    ui.horizontal(|ui| {
+        let r = egui_glue::heatmap(ui, id, data, &mut view, &style, egui::vec2(w, h));
+        hovered = r.hovered;
+        egui_glue::colorbar(ui, id ^ 0x5a5a, range_shown, colormap, egui::vec2(bar_w - 8.0, h));
+    });
+    if let Some(e) = st.zoom.get_mut(&id) {
+        e.1 = view;
+    }
+    let text = match hovered {
+        Some(_) if stale => cx.lang.t("updating…", "更新中…").to_string(),
+        Some(c) => hover(c),
+        None => cx
+            .lang
+            .t(
+                "hover: numbers · scroll: zoom · drag: pan",
+                "悬停看数值 · 滚轮缩放 · 拖动平移",
+            )
+            .to_string(),
+    };
+    ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+    hovered
+}
+
+/// The renderer highlight of a step's `highlight` on a `rows × cols` matrix (negative = from the end).
+pub fn step_highlight(hl: Option<&StepHighlight>, rows: usize, cols: usize) -> Highlight {
+    let row = hl.and_then(|h| h.row).map(|r| if r < 0 { rows as i64 + r } else { r });
+    let col = hl.and_then(|h| h.col).map(|c| if c < 0 { cols as i64 + c } else { c });
+    let ok = |v: i64, n: usize| v >= 0 && (v as usize) < n;
+    match (row, col) {
+        (Some(r), Some(c)) if ok(r, rows) && ok(c, cols) => Highlight::Cell(r as usize, c as usize),
+        (Some(r), _) if ok(r, rows) => Highlight::Row(r as usize),
+        (_, Some(c)) if ok(c, cols) => Highlight::Col(c as usize),
+        _ => Highlight::None,
+    }
+}

@@ -1,0 +1,74 @@
+//! The kernel panel: the source of the ops behind a lesson, as the active backend runs them, with the
+//! entry line highlighted and the launch geometry of this result.
+
+use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
+
+use super::ViewCtx;
+use crate::compute::{Op, kernel_source};
+use crate::lessons::Output;
+use crate::ui::text;
+
+/// Which op the panel shows, and its highlighted source.
+#[derive(Default)]
+pub struct KernelPanelState {
+    /// Index into the lesson's ops.
+    pub op: usize,
+    /// The highlighted source, for (op, presentation mode, light theme): built once, not every frame.
+    pub source: Option<((Op, bool, bool), LayoutJob)>,
+}
+
+/// The kernel panel for `ops` (the lesson's) and the computed `out`.
+pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output) {
+    let lang = cx.lang;
+    let size = cx.size;
+    if ops.is_empty() {
+        return;
+    }
+    let sel = cx.widgets.kernel.op.min(ops.len() - 1);
+    ui.horizontal_wrapped(|ui| {
+        for (i, op) in ops.iter().enumerate() {
+            if ui.selectable_label(i == sel, op.cuda_entries()[0]).clicked() {
+                cx.widgets.kernel.op = i;
+            }
+        }
+    });
+    let op = ops[sel];
+    let Some(src) = kernel_source(cx.backend, op) else {
+        return;
+    };
+    ui.label(
+        RichText::new(format!("{} : {} {}", src.path, lang.t("line", "第"), src.line))
+            .monospace()
+            .size(size * 0.9),
+    );
+    for dims in out.launches(op) {
+        ui.label(
+            RichText::new(format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程")))
+                .monospace()
+                .size(size * 0.85)
+                .color(Color32::from_rgb(230, 190, 90)),
+        );
+    }
+    let [en, zh] = cx.backend.info().ran;
+    ui.label(RichText::new(lang.t(en, zh)).italics().size(size * 0.85));
+    // Show the source from a few lines above the entry point; the entry line is highlighted.
+    let key = (op, cx.presentation, cx.light);
+    let job = match &cx.widgets.kernel.source {
+        Some((k, job)) if *k == key => job.clone(),
+        _ => {
+            let lines: Vec<&str> = src.source.lines().collect();
+            let first = src.line.saturating_sub(4).max(1);
+            let excerpt = lines[first - 1..].join("\n");
+            let code_size = if cx.presentation { 16.0 } else { 12.0 };
+            let job = text::cuda_job(&excerpt, first, Some(src.line), code_size, !cx.light);
+            cx.widgets.kernel.source = Some((key, job.clone()));
+            job
+        }
+    };
+    egui::ScrollArea::both()
+        .id_salt(("kernel-src", sel))
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            ui.label(job);
+        });
+}

@@ -1,0 +1,203 @@
+//! The widgets every lesson's views share, and the small context views draw with.
+//!
+//! How it works: the app hands each view a [`ViewCtx`]: the language and text size, the lesson, its
+//! slider values and step highlight, the active backend, the lesson's timeline position, the shared
+//! widget state ([`WidgetState`]) and the lesson's own UI state. Views never see the app.
+
+mod heat;
+mod kernel;
+mod layout;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
+pub use kernel::{KernelPanelState, kernel_panel};
+pub use layout::{grid, view_in};
+
+use super::text::Lang;
+use crate::compute::{Backend, BackendKind, CheckReport};
+use crate::lesson::{Highlight, Lesson};
+use crate::lessons::Params;
+use crate::render::colormap::owner_color;
+
+/// State of the shared widgets that survives frames.
+#[derive(Default)]
+pub struct WidgetState {
+    /// Heatmaps: zoom and pan, the data shown, the upload budget, colorbar ranges.
+    pub heat: HeatState,
+    /// The kernel panel.
+    pub kernel: KernelPanelState,
+}
+
+/// What a view may use.
+pub struct ViewCtx<'a> {
+    /// Language.
+    pub lang: Lang,
+    /// Body text size (larger in presentation mode).
+    pub size: f32,
+    /// Presentation mode.
+    pub presentation: bool,
+    /// Light theme.
+    pub light: bool,
+    /// Results are computed on the UI thread (tests, headless renders): nothing is measured live.
+    pub sync: bool,
+    /// The lesson.
+    pub lesson: &'a Lesson,
+    /// Its slider values.
+    pub params: &'a Params,
+    /// What the step highlights.
+    pub highlight: Option<&'a Highlight>,
+    /// The active backend.
+    pub backend: BackendKind,
+    /// The active backend, ready to run (live measurements).
+    pub runner: Arc<dyn Backend>,
+    /// The lesson's timeline position (views clamp it to the frames that exist).
+    pub cursor: &'a mut usize,
+    /// The shared widgets' state.
+    pub widgets: &'a mut WidgetState,
+    /// The lesson's own UI state.
+    pub state: &'a mut Box<dyn Any + Send>,
+}
+
+impl ViewCtx<'_> {
+    /// Pick the string of the current language.
+    pub fn t(&self, en: &'static str, zh: &'static str) -> &'static str {
+        self.lang.t(en, zh)
+    }
+
+    /// The lesson's own UI state, created on first use.
+    pub fn state<T: Default + Send + 'static>(&mut self) -> &mut T {
+        if !self.state.is::<T>() {
+            *self.state = Box::new(T::default());
+        }
+        self.state.downcast_mut::<T>().expect("just set")
+    }
+}
+
+/// A stable renderer id for view `name` number `i`.
+pub fn view_id(name: &str, i: usize) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    (name, i).hash(&mut h);
+    h.finish()
+}
+
+/// Colour of a request / KV head `i` (the block-grid palette, so colours agree across views).
+pub fn color_of(i: usize) -> Color32 {
+    let [r, g, b, _] = owner_color(i as u32);
+    Color32::from_rgb(r, g, b)
+}
+
+/// Format bytes with binary units.
+pub fn bytes(n: f64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// One line saying whether a kernel result matches the f64 reference.
+pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str) {
+    let size = cx.size;
+    match r {
+        Some(r) if r.passed() => ui.label(
+            RichText::new(format!(
+                "OK  {what} {}: max abs err {:.1e}",
+                cx.t("matches the f64 reference", "与 f64 参考结果一致"),
+                r.max_abs
+            ))
+            .size(size * 0.9)
+            .color(Color32::from_rgb(90, 200, 110)),
+        ),
+        Some(r) => ui.label(
+            RichText::new(format!(
+                "MISMATCH  {what}: {}",
+                r.to_string().lines().next().unwrap_or_default()
+            ))
+            .size(size * 0.9)
+            .color(Color32::from_rgb(240, 90, 90)),
+        ),
+        None => ui.label(RichText::new(format!("{what}: —")).size(size * 0.9)),
+    };
+}
+
+/// A colour chip with its meaning.
+pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
+    ui.horizontal(|ui| {
+        let (r, _) = ui.allocate_exact_size(egui::vec2(size, size * 0.8), egui::Sense::hover());
+        ui.painter().rect_filled(r, 2.0, Color32::from_rgb(c[0], c[1], c[2]));
+        ui.label(RichText::new(text).size(size * 0.85));
+    });
+}
+
+/// A labelled horizontal bar of `value` out of `max`.
+pub fn bar(ui: &mut Ui, label: &str, value: usize, max: usize, color: Color32, size: f32) {
+    ui.horizontal(|ui| {
+        let avail = ui.available_width();
+        let lw = (avail * 0.4).min(260.0);
+        let vw = size * 3.0;
+        let w = (avail - lw - vw - 3.0 * ui.spacing().item_spacing.x).max(10.0);
+        ui.add_sized(
+            [lw, size + 4.0],
+            egui::Label::new(RichText::new(label).size(size * 0.9)).truncate(),
+        );
+        let (r, _) = ui.allocate_exact_size(egui::vec2(w, size), egui::Sense::hover());
+        ui.painter().rect_filled(r, 2.0, Color32::from_gray(45));
+        let frac = value as f32 / max.max(1) as f32;
+        let fill = egui::Rect::from_min_size(r.min, egui::vec2(r.width() * frac.min(1.0), r.height()));
+        ui.painter().rect_filled(fill, 2.0, color);
+        ui.label(RichText::new(value.to_string()).monospace().size(size * 0.9));
+    });
+}
+
+/// The timeline bar of lessons whose output has frames: start, the lesson's own step buttons, end, a
+/// slider and a label. `buttons` moves the position (it gets the clamped position and the frame count);
+/// `label` describes a position.
+pub fn timeline(
+    cx: &mut ViewCtx,
+    ui: &mut Ui,
+    frames: usize,
+    buttons: impl FnOnce(&mut Ui, &mut usize, usize),
+    label: impl FnOnce(usize) -> String,
+) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let n = frames;
+    if n == 0 {
+        return;
+    }
+    let mut c = (*cx.cursor).min(n - 1);
+    ui.horizontal(|ui| {
+        if ui.button("|<").on_hover_text(lang.t("start", "开始")).clicked() {
+            c = 0;
+        }
+        buttons(ui, &mut c, n);
+        if ui.button(">|").on_hover_text(lang.t("end", "结束")).clicked() {
+            c = n - 1;
+        }
+        let mut v = c;
+        ui.add(
+            egui::Slider::new(&mut v, 0..=n - 1)
+                .show_value(false)
+                .text(lang.t("timeline", "时间线")),
+        );
+        c = v;
+        ui.label(RichText::new(label(c)).strong().size(size));
+    });
+    if c != *cx.cursor {
+        *cx.cursor = c;
+    }
+}
