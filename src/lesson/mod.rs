@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::lessons::ui::{LessonUi, REGISTRY, kind_named};
+use crate::lessons::REGISTRY;
+use crate::lessons::ui::{LessonUi, kind_named};
 
 /// The lesson-file format this build reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -37,7 +38,7 @@ pub struct LessonFile {
     pub format_version: Spanned<u32>,
     /// Unique id, e.g. `attention-matrix`; the app stores it to reopen the lesson.
     pub id: Spanned<String>,
-    /// Which lesson kind computes and draws it (a kind of [`crate::lessons::ui::REGISTRY`]).
+    /// Which lesson kind computes and draws it (a kind of [`crate::lessons::REGISTRY`]).
     pub kind: Spanned<String>,
     /// Position in the navigator (1, 2, …).
     pub order: u32,
@@ -402,17 +403,8 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
     }
 }
 
-/// The lessons shipped in the binary, by file name.
-pub const EMBEDDED: [(&str, &str); 5] = [
-    (
-        "01-attention-matrix.toml",
-        include_str!("../../lessons/01-attention-matrix.toml"),
-    ),
-    ("02-causal-mask.toml", include_str!("../../lessons/02-causal-mask.toml")),
-    ("03-multi-head.toml", include_str!("../../lessons/03-multi-head.toml")),
-    ("04-kv-decode.toml", include_str!("../../lessons/04-kv-decode.toml")),
-    ("05-paged-cache.toml", include_str!("../../lessons/05-paged-cache.toml")),
-];
+/// The lessons shipped in the binary: every `lessons/*.toml` (listed by `build.rs`), by file name.
+pub const EMBEDDED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/embedded_lessons.rs"));
 
 /// Every lesson, sorted by `order`, or every error found (all files are checked). Duplicate ids and
 /// orders across files are errors too.

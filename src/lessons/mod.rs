@@ -7,19 +7,33 @@
 //! which slider values it allows, and `compute(lesson, params, backend)`, which returns an [`Output`].
 //! An output knows its own check reports, reference verification, NaN check, export arrays, launch
 //! geometry per op, and the length of its timeline. The UI side of a kind ([`ui::LessonUi`]) draws the
-//! output's views, and [`ui::REGISTRY`] lists every kind once: the app, `kvscope render`, the tests and
+//! output's views, and [`REGISTRY`] lists every kind once: the app, `kvscope render`, the tests and
 //! `kvscope lessons check` all iterate it.
 //!
-//! Adding a lesson is one folder here, one line in [`ui::REGISTRY`] and one lesson file (see
+//! Adding a lesson is one folder here, one line in `registry!` below and one lesson file (see
 //! ARCHITECTURE.md, "How to add a lesson").
 
 pub mod attention_layer;
-pub mod attention_matrix;
-pub mod causal_mask;
-pub mod kv_decode;
-pub mod multi_head;
-pub mod paged_cache;
 pub mod ui;
+
+/// The registry: each lesson kind's module and type, one line each. It declares the modules and makes
+/// [`REGISTRY`], which the app, `kvscope render`, the tests and `kvscope lessons check` iterate.
+macro_rules! registry {
+    ($($module:ident::$kind:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every lesson kind, in registry order.
+        pub static REGISTRY: [&'static dyn ui::LessonUi; [$(stringify!($kind)),*].len()] = [$(&$module::$kind),*];
+    };
+}
+
+registry! {
+    attention_matrix::AttentionMatrix,
+    causal_mask::CausalMask,
+    multi_head::MultiHead,
+    kv_decode::KvDecode,
+    paged_cache::PagedCache,
+}
 
 use std::any::Any;
 use std::collections::BTreeMap;

@@ -1,14 +1,13 @@
-//! The UI side of a lesson kind, and the registry of every kind.
+//! The UI side of a lesson kind.
 //!
 //! Modelled on egui's `egui_demo_lib`: a kind implements [`super::LessonKind`] (what it computes) and
-//! [`LessonUi`] (how it draws), and [`REGISTRY`] lists each kind on one line. The app, `kvscope render`,
-//! the tests and `kvscope lessons check` all iterate it.
+//! [`LessonUi`] (how it draws), and [`super::REGISTRY`] lists each kind on one line.
 
 use std::fmt;
 
 use eframe::egui::Ui;
 
-use super::{LessonKind, Output, attention_matrix, causal_mask, kv_decode, multi_head, paged_cache};
+use super::{LessonKind, Output, REGISTRY};
 use crate::ui::widgets::ViewCtx;
 
 /// How a lesson kind draws its output.
@@ -30,15 +29,6 @@ impl fmt::Debug for dyn LessonUi {
         write!(f, "LessonKind({})", self.name())
     }
 }
-
-/// Every lesson kind, one line each.
-pub static REGISTRY: [&'static dyn LessonUi; 5] = [
-    &attention_matrix::AttentionMatrix,
-    &causal_mask::CausalMask,
-    &multi_head::MultiHead,
-    &kv_decode::KvDecode,
-    &paged_cache::PagedCache,
-];
 
 /// The kind lesson files call `name`.
 pub fn kind_named(name: &str) -> Option<&'static dyn LessonUi> {

@@ -9,27 +9,32 @@
 //! narration and controls, status bar. [`KvscopeApp::show`] needs no eframe frame, so `kvscope
 //! render` and the tests draw exactly the app's frame headlessly ([`headless`]).
 
+mod actions;
+mod backends;
 pub mod fonts;
 pub mod headless;
 mod shell;
 pub mod text;
 pub mod widgets;
+mod window;
 pub mod worker;
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
 use eframe::egui;
 
-use crate::compute::{Backend, BackendKind, BackendStatus, CheckReport};
+use crate::compute::{BackendKind, BackendStatus, CheckReport};
 use crate::lesson::{Lesson, LessonError};
 use crate::lessons::{Output, Params};
 use text::Lang;
 use widgets::{ViewCtx, WidgetState, grid, view_in};
 use worker::{Job, Msg, Worker};
+
+pub use window::{STARTUP, create, load_saved};
 
 /// How the app is started.
 #[derive(Debug, Clone, Default)]
@@ -313,61 +318,6 @@ impl KvscopeApp {
         }
     }
 
-    /// The backend in use.
-    pub fn active_backend(&self) -> BackendKind {
-        self.active
-    }
-
-    /// Every backend with its status (ready, or the reason it is not).
-    pub fn backend_statuses(&self) -> Vec<(BackendKind, Result<String, String>)> {
-        self.backends
-            .iter()
-            .map(|(k, s)| {
-                let st = match s {
-                    BackendSlot::Probing => Err("probing…".to_string()),
-                    BackendSlot::Ready(st) => st.backend.as_ref().map(|b| b.device()).map_err(|e| e.clone()),
-                };
-                (*k, st)
-            })
-            .collect()
-    }
-
-    /// Switch backends; an unavailable one is refused with its reason in the status bar.
-    pub fn choose_backend(&mut self, kind: BackendKind) {
-        let found = self.backends.iter().find(|(k, _)| *k == kind).map(|(_, s)| s.clone());
-        match found {
-            Some(BackendSlot::Ready(st)) => match &st.backend {
-                Ok(_) => {
-                    self.active = kind;
-                    self.fallback_note = None;
-                }
-                Err(why) => {
-                    self.fallback_note = Some(format!(
-                        "{} is unavailable ({why}); running on {}",
-                        kind.name(),
-                        self.active.name()
-                    ))
-                }
-            },
-            _ => {
-                self.fallback_note = Some(format!("{} is still being probed", kind.name()));
-            }
-        }
-    }
-
-    /// The active backend, ready to run (the CPU if the chosen one is not ready).
-    pub fn running_backend(&self) -> Arc<dyn Backend> {
-        for (k, s) in &self.backends {
-            if *k == self.active
-                && let BackendSlot::Ready(st) = s
-                && let Ok(b) = &st.backend
-            {
-                return b.clone();
-            }
-        }
-        Arc::new(crate::compute::CpuBackend::new())
-    }
-
     /// The latest output for the current lesson, if it has arrived.
     pub fn output(&self) -> Option<&Arc<dyn Output>> {
         let l = self.lesson()?;
@@ -487,55 +437,6 @@ impl KvscopeApp {
         }
     }
 
-    fn keys(&mut self, ctx: &egui::Context) {
-        use egui::{Key, Modifiers};
-        let focused = ctx.memory(|m| m.focused().is_some());
-        let (save, export) = ctx.input_mut(|i| {
-            (
-                i.consume_key(Modifiers::COMMAND, Key::S),
-                i.consume_key(Modifiers::COMMAND, Key::E),
-            )
-        });
-        let (next, prev, home, end, pres, esc) = ctx.input(|i| {
-            let plain = !i.modifiers.command && !i.modifiers.alt;
-            (
-                plain && (i.key_pressed(Key::ArrowRight) || i.key_pressed(Key::Space)),
-                plain && (i.key_pressed(Key::ArrowLeft) || i.key_pressed(Key::Backspace)),
-                plain && i.key_pressed(Key::Home),
-                plain && i.key_pressed(Key::End),
-                plain && (i.key_pressed(Key::F5) || i.key_pressed(Key::F)),
-                i.key_pressed(Key::Escape),
-            )
-        });
-        if !focused {
-            if next {
-                self.next_step();
-            }
-            if prev {
-                self.prev_step();
-            }
-            if home {
-                self.goto(self.cur, 0);
-            }
-            if end {
-                let n = self.lesson().map_or(0, |l| l.file.steps.len());
-                self.goto(self.cur, n.saturating_sub(1));
-            }
-        }
-        if pres {
-            self.presentation = !self.presentation;
-        }
-        if esc {
-            self.presentation = false;
-        }
-        if save {
-            self.pending_png = true;
-        }
-        if export {
-            self.export_npy();
-        }
-    }
-
     /// Draw one frame of the app into `ui` (the whole window).
     pub fn show(&mut self, ui: &mut egui::Ui) {
         // (Fonts are installed once by whoever creates the context: `create`, or `Headless::new`.)
@@ -556,58 +457,6 @@ impl KvscopeApp {
         shell::shell(self, ui);
     }
 
-    /// Save the current frame as a PNG through the offscreen renderer; returns the path.
-    pub fn export_png(&mut self, size: [u32; 2], dir: &Path) -> Result<PathBuf, String> {
-        if self.headless.is_none() {
-            self.headless = Some(headless::Headless::new());
-        }
-        let mut h = match self.headless.take() {
-            Some(Ok(h)) => h,
-            Some(Err(e)) => {
-                self.headless = Some(Err(e.clone()));
-                return Err(e);
-            }
-            None => return Err("no renderer".into()),
-        };
-        let img = h.render(size, 1.0, 2, |ui| self.show(ui));
-        self.headless = Some(Ok(h));
-        let img = img?;
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let (lesson, step) = (
-            self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),
-            self.step + 1,
-        );
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let path = dir.join(format!("{lesson}-step{step:02}-{stamp}.png"));
-        img.write_png(&path)?;
-        Ok(path)
-    }
-
-    /// Ctrl+E: the current step's tensors as `.npy` files plus `manifest.json`.
-    pub fn export_npy(&mut self) {
-        let dir = self.export_dir.join(format!(
-            "{}-step{:02}",
-            self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),
-            self.step + 1
-        ));
-        self.status = Some(match self.export_npy_to(&dir) {
-            Ok(p) => format!("exported {}", p.display()),
-            Err(e) => format!("export failed: {e}"),
-        });
-    }
-
-    /// Write the export into `dir`.
-    pub fn export_npy_to(&self, dir: &Path) -> Result<PathBuf, String> {
-        let (Some(l), Some(p), Some(out)) = (self.lesson(), self.params(), self.output()) else {
-            return Err("nothing computed yet".into());
-        };
-        let backend = self.running_backend();
-        crate::lessons::export_step(l, p, out.as_ref(), self.cursor(), self.reports(), backend.as_ref(), dir)
-    }
-
     /// Milliseconds the last computation took.
     pub fn compute_ms(&self) -> f64 {
         self.compute_ms
@@ -621,11 +470,6 @@ impl KvscopeApp {
     /// Why the chosen backend is not the one running, if it is not.
     pub fn fallback(&self) -> Option<&str> {
         self.fallback_note.as_deref()
-    }
-
-    /// Ask for a PNG of the next frame (Ctrl+S).
-    pub fn request_png(&mut self) {
-        self.pending_png = true;
     }
 
     /// Whether results are computed on the UI thread (tests, headless rendering).
@@ -695,75 +539,4 @@ impl KvscopeApp {
     pub fn set_light(&mut self, light: bool) {
         self.light = light;
     }
-}
-
-impl eframe::App for KvscopeApp {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        self.show(ui);
-        if self.pending_png {
-            self.pending_png = false;
-            let size = ui.ctx().content_rect().size() * ui.ctx().pixels_per_point();
-            let size = [size.x.round().max(64.0) as u32, size.y.round().max(64.0) as u32];
-            let dir = self.export_dir.clone();
-            self.status = Some(match self.export_png(size, &dir) {
-                Ok(p) => format!("saved {}", p.display()),
-                Err(e) => format!("PNG export failed: {e}"),
-            });
-        }
-        // KVSCOPE_SMOKE=1: walk every step of every lesson in the real window (one step per frame once
-        // its result is there), then exit; scripts/test.sh runs this under Xvfb.
-        if std::env::var_os("KVSCOPE_SMOKE").is_some() {
-            ui.ctx().request_repaint();
-            if self.output().is_some() && !self.computing() {
-                self.smoke_steps += 1;
-                let (l, s) = self.position();
-                let last_lesson = l + 1 == self.lessons.len();
-                let last_step = self.lesson().is_none_or(|x| s + 1 == x.file.steps.len());
-                if last_lesson && last_step {
-                    eprintln!("kvscope: smoke walk drew {} steps in the window", self.smoke_steps);
-                    std::process::exit(0);
-                }
-                self.next_step();
-            }
-        }
-        if let Some(t0) = STARTUP.get()
-            && self.frames == 1
-        {
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            eprintln!("kvscope: first frame after {ms:.1} ms");
-            if std::env::var_os("KVSCOPE_EXIT_AFTER_FIRST_FRAME").is_some() {
-                std::process::exit(0);
-            }
-        }
-    }
-
-    fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        if let Ok(s) = serde_json::to_string(&self.saved()) {
-            storage.set_string(STORAGE_KEY, s);
-        }
-    }
-}
-
-/// When the process started (set first thing in `main`), for the start-up measurement.
-pub static STARTUP: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-
-/// Read the stored state from eframe's storage.
-pub fn load_saved(storage: Option<&dyn eframe::Storage>) -> Option<Saved> {
-    storage
-        .and_then(|s| s.get_string(STORAGE_KEY))
-        .and_then(|s| serde_json::from_str(&s).ok())
-}
-
-/// Create the app inside eframe: install the renderers into the wgpu render state.
-pub fn create(cc: &eframe::CreationContext<'_>, config: &AppConfig) -> KvscopeApp {
-    if let Some(rs) = &cc.wgpu_render_state {
-        crate::render::egui_glue::install(rs);
-    }
-    fonts::install(&cc.egui_ctx);
-    let ctx = cc.egui_ctx.clone();
-    KvscopeApp::new(
-        config,
-        load_saved(cc.storage),
-        Some(Box::new(move || ctx.request_repaint())),
-    )
 }

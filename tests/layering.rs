@@ -1,0 +1,83 @@
+//! The layering stays true: `math`, `cache` and `compute` import no UI crate and nothing above them;
+//! a lesson's computation (every file of `src/lessons/` but `ui.rs` and `view*.rs`) imports no egui;
+//! the UI imports neither `export` nor `bench` (that work belongs to the lessons and the CLI).
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `(file, line number, line)` of every non-comment line in `files` that mentions one of `banned`.
+fn offenders(files: &[PathBuf], banned: &[&str]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for f in files {
+        for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if banned.iter().any(|b| code.contains(b)) {
+                bad.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    bad
+}
+
+fn src(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(sub)
+}
+
+#[test]
+fn math_cache_and_compute_import_nothing_above_them() {
+    let mut files = Vec::new();
+    for d in ["math", "cache", "compute"] {
+        files.extend(rust_files(&src(d)));
+    }
+    assert!(files.len() > 10);
+    let bad = offenders(
+        &files,
+        &[
+            "egui",
+            "eframe",
+            "wgpu",
+            "crate::ui",
+            "crate::render",
+            "crate::lesson",
+            "crate::export",
+            "crate::bench",
+        ],
+    );
+    assert!(bad.is_empty(), "lower layers import upper ones:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn lesson_computation_imports_no_egui() {
+    let files: Vec<PathBuf> = rust_files(&src("lessons"))
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name != "ui.rs" && !name.starts_with("view")
+        })
+        .collect();
+    assert!(files.len() >= 7, "{files:?}");
+    let bad = offenders(&files, &["egui", "eframe", "crate::ui"]);
+    assert!(bad.is_empty(), "lesson computation imports the UI:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn the_ui_leaves_exports_and_benchmarks_to_the_layers_below() {
+    let bad = offenders(&rust_files(&src("ui")), &["crate::export", "crate::bench"]);
+    assert!(
+        bad.is_empty(),
+        "the UI does work that belongs below it:\n{}",
+        bad.join("\n")
+    );
+}
