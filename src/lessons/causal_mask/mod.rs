@@ -1,5 +1,5 @@
-//! Lesson 2, the causal mask (kind `causal`): the same layer with the causal mask, and once more
-//! without it, so the lesson can toggle between them and show the difference.
+//! Lesson 2, the causal mask (kind `causal`): one head with the causal mask, and the same layer
+//! computed once more without it, for the mask toggle and the difference view.
 
 mod view;
 
@@ -13,13 +13,13 @@ use crate::math::Mask;
 crate::views! {
     /// The views of lesson 2.
     pub enum View {
-        /// The mask itself.
+        /// The mask itself (1 = may attend, 0 = future).
         Mask = "mask",
         /// The scores without the mask.
         Scores = "scores",
         /// The scores with the mask (−∞ hatched).
         MaskedScores = "masked_scores",
-        /// The probabilities, with the mask on or off (the `mask_on` slider).
+        /// The probabilities, masked or not as the `mask_on` slider says.
         Probs = "probs",
         /// P(mask on) − P(mask off).
         MaskDiff = "mask_diff",

@@ -1,5 +1,5 @@
-//! Lesson 2's views: the mask, masked and unmasked scores and probabilities, their difference, and the
-//! last row's softmax.
+//! Lesson 2's views: the mask, the scores before and after it, the probabilities with the mask on or
+//! off, their difference and the last row's softmax.
 
 use eframe::egui::{Color32, RichText, Ui};
 
@@ -17,89 +17,99 @@ impl LessonUi for CausalMask {
         let (Some(a), Some(view)) = (out.downcast_ref::<AttnOut>(), View::from_name(view)) else {
             return;
         };
-        let (t, m) = (a.shape.seq, &a.maps);
+        let m = &a.maps;
         match view {
-            View::Mask => {
-                let title = format!(
-                    "{}  [T={t}, T={t}]",
-                    cx.t(
-                        "causal mask: 1 = may attend, 0 = future",
-                        "因果掩码：1 = 可见，0 = 未来"
-                    )
-                );
-                heat_panel(
-                    cx,
-                    ui,
-                    view_id("mask", 0),
-                    &title,
-                    &m.mask,
-                    Colormap::Sequential,
-                    Some((0.0, 1.0)),
-                    Highlight::None,
-                    &|(i, j)| {
-                        format!(
-                            "query {i}, key {j}: {}",
-                            if a.mask.visible(i, j) {
-                                "j ≤ i, visible"
-                            } else {
-                                "j > i, future → masked"
-                            }
-                        )
-                    },
-                );
-            }
+            View::Mask => mask(cx, ui, a),
             View::Scores => {
                 let data = m.unmasked_scores.clone().unwrap_or_else(|| m.scores[0].clone());
                 attn::scores(cx, ui, a, "scores", &data, false);
             }
             View::MaskedScores => attn::scores(cx, ui, a, "masked_scores", &m.scores[0], true),
-            View::Probs => {
-                // The `mask_on` slider (1 = on, 0 = off) switches between the two computed results.
-                let mask_on = get(cx.params, "mask_on", 1) != 0;
-                ui.label(
-                    RichText::new(if mask_on {
-                        cx.t("causal mask ON", "因果掩码：开")
-                    } else {
-                        cx.t(
-                            "causal mask OFF: every token sees the future",
-                            "因果掩码：关——每个 token 都能看到未来",
-                        )
-                    })
-                    .strong()
-                    .color(if mask_on {
-                        Color32::from_rgb(90, 200, 110)
-                    } else {
-                        Color32::from_rgb(240, 150, 80)
-                    }),
-                );
-                match (&a.unmasked, mask_on) {
-                    (Some(u), false) => {
-                        let data = m.unmasked_probs.clone().unwrap_or_else(|| m.probs[0].clone());
-                        attn::probs(cx, ui, a, &data, &u.probs, false);
-                    }
-                    _ => attn::probs(cx, ui, a, &m.probs[0], &a.core.probs, true),
-                }
-            }
-            View::MaskDiff => {
-                let Some(diff) = m.diff.clone() else { return };
-                let title = format!(
-                    "{}  [T={t}, T={t}]",
-                    cx.t("P(mask on) − P(mask off)", "P(有掩码) − P(无掩码)")
-                );
-                heat_panel(
-                    cx,
-                    ui,
-                    view_id("diff", 0),
-                    &title,
-                    &diff,
-                    Colormap::Diverging,
-                    None,
-                    Highlight::None,
-                    &|(i, j)| format!("ΔP[{i},{j}] = {:+.4}", diff.values[i * t + j]),
-                );
-            }
-            View::LastRow => attn::softmax_row(cx, ui, a, t - 1, true),
+            View::Probs => probs(cx, ui, a),
+            View::MaskDiff => mask_diff(cx, ui, a),
+            View::LastRow => attn::softmax_row(cx, ui, a, a.shape.seq - 1, true),
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }
+}
+
+/// The causal mask: 1 where query i may attend to key j (j ≤ i), 0 for the future.
+fn mask(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let t = a.shape.seq;
+    let title = format!(
+        "{}  [T={t}, T={t}]",
+        cx.t(
+            "causal mask: 1 = may attend, 0 = future",
+            "因果掩码：1 = 可见，0 = 未来"
+        )
+    );
+    heat_panel(
+        cx,
+        ui,
+        view_id("mask", 0),
+        &title,
+        &a.maps.mask,
+        Colormap::Sequential,
+        Some((0.0, 1.0)),
+        Highlight::None,
+        &|(i, j)| {
+            format!(
+                "query {i}, key {j}: {}",
+                if a.mask.visible(i, j) {
+                    "j ≤ i, visible"
+                } else {
+                    "j > i, future → masked"
+                }
+            )
+        },
+    );
+}
+
+/// The probabilities with the mask on or off (the `mask_on` slider switches between the two computed
+/// results), under a line saying which.
+fn probs(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let mask_on = get(cx.params, "mask_on", 1) != 0;
+    ui.label(
+        RichText::new(if mask_on {
+            cx.t("causal mask ON", "因果掩码：开")
+        } else {
+            cx.t(
+                "causal mask OFF: every token sees the future",
+                "因果掩码：关——每个 token 都能看到未来",
+            )
+        })
+        .strong()
+        .color(if mask_on {
+            Color32::from_rgb(90, 200, 110)
+        } else {
+            Color32::from_rgb(240, 150, 80)
+        }),
+    );
+    let m = &a.maps;
+    let (data, probs) = match (&a.unmasked, mask_on) {
+        (Some(u), false) => (m.unmasked_probs.clone().unwrap_or_else(|| m.probs[0].clone()), &u.probs),
+        _ => (m.probs[0].clone(), &a.core.probs),
+    };
+    attn::probs(cx, ui, a, &data, probs, mask_on);
+}
+
+/// P(mask on) − P(mask off) for head 0.
+fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let Some(diff) = a.maps.diff.clone() else { return };
+    let t = a.shape.seq;
+    let title = format!(
+        "{}  [T={t}, T={t}]",
+        cx.t("P(mask on) − P(mask off)", "P(有掩码) − P(无掩码)")
+    );
+    heat_panel(
+        cx,
+        ui,
+        view_id("diff", 0),
+        &title,
+        &diff,
+        Colormap::Diverging,
+        None,
+        Highlight::None,
+        &|(i, j)| format!("ΔP[{i},{j}] = {:+.4}", diff.values[i * t + j]),
+    );
 }
