@@ -300,8 +300,10 @@ impl PagedKvCache {
         Ok(table)
     }
 
-    /// Copy `req`'s K and V into contiguous `[kv_heads, len, head_dim]` f32 tensors. For checking
-    /// only: the real decode kernel reads through the block table instead.
+    /// Copy `req`'s K and V into contiguous `[kv_heads, len, head_dim]` f32 tensors: a debugging aid
+    /// (the cache's round-trip test uses it). The decode kernels never gather: they read through the
+    /// block table. Only the f64 reference (`compute::reference::paged_decode`) gathers, into its own
+    /// f64 copy, from the raw pools.
     pub fn gather(&self, req: RequestId) -> Result<(Vec<f32>, Vec<f32>), PagedError> {
         let s = self.shape;
         let table = self.tables.get(&req).ok_or(PagedError::UnknownRequest(req))?;

@@ -210,31 +210,18 @@ pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     for (k, (name, data, cm, range)) in pairs.into_iter().enumerate() {
         view_in(ui, rects[k], |ui| {
             let title = format!("{name}  [{}, {}]", data.rows, data.cols);
-            if k == 2 {
-                heat_panel(
-                    cx,
-                    ui,
-                    view_id("pv", k),
-                    &title,
-                    data,
-                    cm,
-                    range,
-                    Highlight::None,
-                    &|c| pv_hover(a, 0, c),
-                );
-            } else {
-                heat_panel(
-                    cx,
-                    ui,
-                    view_id("pv", k),
-                    &title,
-                    data,
-                    cm,
-                    range,
-                    Highlight::None,
-                    &|_| String::new(),
-                );
-            }
+            let hover = |c| if k == 2 { pv_hover(a, 0, c) } else { String::new() };
+            heat_panel(
+                cx,
+                ui,
+                view_id("pv", k),
+                &title,
+                data,
+                cm,
+                range,
+                Highlight::None,
+                &hover,
+            );
         });
     }
 }

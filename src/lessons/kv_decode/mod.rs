@@ -155,6 +155,32 @@ struct LayerWeights {
     wo: Array2<f32>,
 }
 
+/// Write one token's K/V (`[batch, kv_heads, hd]`) of layer `l` at `pos` through the backend's
+/// static-append kernel, and mark it written.
+fn append(
+    backend: &dyn Backend,
+    cache: &mut StaticKvCache,
+    l: usize,
+    pos: usize,
+    k_new: &[f32],
+    v_new: &[f32],
+) -> Result<(), String> {
+    let shape = cache.shape();
+    backend
+        .static_cache_append(StaticAppendInput {
+            shape,
+            k_cache: &mut cache.k,
+            v_cache: &mut cache.v,
+            layer: l,
+            pos,
+            k_new,
+            v_new,
+        })
+        .map_err(|e| e.to_string())?;
+    cache.mark_written(l, pos);
+    Ok(())
+}
+
 fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
     let layers = get(p, "layers", 2).clamp(1, 64) as usize;
     let batch = get(p, "batch", 1).clamp(1, 64) as usize;
@@ -214,19 +240,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                     .flat_map(|x| x.slice(s![.., pos, ..]).iter().copied().collect::<Vec<_>>())
                     .collect()
             };
-            let (k_new, v_new) = (gather(&ks), gather(&vs));
-            backend
-                .static_cache_append(StaticAppendInput {
-                    shape,
-                    k_cache: &mut cache.k,
-                    v_cache: &mut cache.v,
-                    layer: l,
-                    pos,
-                    k_new: &k_new,
-                    v_new: &v_new,
-                })
-                .map_err(err)?;
-            cache.mark_written(l, pos);
+            append(backend, &mut cache, l, pos, &gather(&ks), &gather(&vs))?;
         }
         let mut next = Vec::new();
         for b in 0..batch {
@@ -287,18 +301,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                 k_new.extend(matmul(hb.view(), w.wk.view()).iter().copied());
                 v_new.extend(matmul(hb.view(), w.wv.view()).iter().copied());
             }
-            backend
-                .static_cache_append(StaticAppendInput {
-                    shape,
-                    k_cache: &mut cache.k,
-                    v_cache: &mut cache.v,
-                    layer: l,
-                    pos,
-                    k_new: &k_new,
-                    v_new: &v_new,
-                })
-                .map_err(err)?;
-            cache.mark_written(l, pos);
+            append(backend, &mut cache, l, pos, &k_new, &v_new)?;
             // The static cache of one layer is `[batch, kv_heads, max_seq_len, hd]`: a paged pool whose
             // blocks are max_seq_len long, one per request. The decode kernel reads it through that table.
             let lens = vec![(pos + 1) as i32; batch];
