@@ -266,12 +266,12 @@ pub fn sweep_point(backend: &dyn Backend, context: usize) -> Result<SweepPoint, 
 /// Print the table.
 pub fn print_table(lines: &[BenchLine]) {
     println!(
-        "{:4} {:>10} {:>10} {:>12} {:>8} {:>6}  what / baseline",
+        "{:7} {:>10} {:>10} {:>12} {:>8} {:>6}  what / baseline",
         "id", "ms", "value", "baseline", "ratio", "goal"
     );
     for l in lines {
         println!(
-            "{:4} {:>10.2} {:>10.2} {:>12.2} {:>8.3} {:>6}  {} [{}] / {}",
+            "{:7} {:>10.2} {:>10.2} {:>12.2} {:>8.3} {:>6}  {} [{}] / {}",
             l.id,
             l.ms,
             l.value,
