@@ -69,7 +69,7 @@ fn run() -> Result<bool> {
     match cli.command {
         None => cli::app::run(cli.lessons, cli.fresh),
         Some(Command::Render(args)) => cli::render::run(cli.lessons, args),
-        Some(Command::Export(cmd)) => cli::export::run(cmd).map(|_| true),
+        Some(Command::Export(cmd)) => cli::export::run(cmd, cli.lessons).map(|_| true),
         Some(Command::Lessons(cmd)) => cli::lessons::run(cmd),
         Some(Command::Kernels(cmd)) => cli::kernels::run(cmd),
         Some(Command::Check { backend, json, seed }) => cli::check::run(backend, json, seed),

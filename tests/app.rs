@@ -231,12 +231,8 @@ fn lesson_five_reaches_oom_and_counts_match_the_allocator() {
     let lesson = h.state().lessons()[li].clone();
     let params = h.state().params().unwrap().clone();
     let specs = kvscope::lessons::paged_cache::scenario(&lesson, &params);
-    let shape = PagedShape {
-        num_blocks: params["num_blocks"] as usize,
-        block_size: params["block_size"] as usize,
-        kv_heads: kvscope::lessons::paged_cache::PAGED_KV_HEADS,
-        head_dim: kvscope::lessons::paged_cache::PAGED_HEAD_DIM,
-    };
+    let shape: PagedShape = kvscope::lessons::paged_cache::pool_shape(&params);
+    assert_eq!(shape.num_blocks * shape.block_size, params["token_slots"] as usize);
     let mut s = Scheduler::new(shape, specs).unwrap();
     let free_step = lesson
         .file
@@ -562,11 +558,12 @@ fn lesson_five_replays_keep_the_invariants_at_every_block_size() {
     let lessons = kvscope::lesson::load_embedded().unwrap();
     let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
     let backend = kvscope::compute::CpuBackend::new();
-    for (bs, blocks) in [(1, 64), (2, 32), (3, 24), (4, 16), (8, 16), (16, 16), (64, 8)] {
+    for (bs, slots) in [(1, 64), (2, 64), (3, 72), (4, 64), (8, 128), (16, 256), (64, 512)] {
+        let blocks = slots / bs;
         let mut p = model::Params::new();
         model::normalize(l, &mut p);
         p.insert("block_size".into(), bs);
-        p.insert("num_blocks".into(), blocks);
+        p.insert("token_slots".into(), slots);
         let out = model::compute(l, &p, &backend).unwrap();
         let out = out.downcast_ref::<PagedOut>().unwrap();
         assert!(out.error.is_none(), "bs {bs}: {:?}", out.error);

@@ -379,3 +379,114 @@ fn render_and_app_errors_are_clear() {
     assert!(!o.status.success());
     assert!(err.contains("no display") && err.contains("kvscope render"), "{err}");
 }
+
+/// `kvscope export schedule` at every block size: the pool keeps its token capacity (as many whole
+/// blocks as fit), and every step follows vLLM V1's policy, checked on the exported replay alone:
+/// running requests decode first in arrival order, only the newest are preempted, nothing is admitted in
+/// a step that preempts, admission is first come first served, and a recomputed request prefills its
+/// prompt plus every token it had generated.
+#[test]
+fn export_schedule_follows_the_policy_at_every_block_size() {
+    use serde_json::Value;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+    let firsts = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|x| x[0].as_u64().unwrap()).collect() };
+    for bs in [1, 2, 3, 4, 8, 16, 64] {
+        let out = dir.path().join(format!("bs{bs}"));
+        let o = kvscope(&[
+            "export",
+            "schedule",
+            "--set",
+            &format!("block_size={bs}"),
+            "--set",
+            "token_slots=128",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let d: Value = serde_json::from_str(&std::fs::read_to_string(out.join("schedule.json")).unwrap()).unwrap();
+        let (nb, b) = (d["num_blocks"].as_u64().unwrap(), d["block_size"].as_u64().unwrap());
+        assert_eq!(b, bs);
+        assert_eq!(d["token_slots"], 128);
+        assert!(
+            nb * b <= 128 && nb * b > 128 - b,
+            "bs {bs}: {nb} blocks hold {} slots",
+            nb * b
+        );
+        let specs = d["requests"].as_array().unwrap();
+        let mut generated = vec![0u64; specs.len()];
+        let (mut running, mut waiting): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+        for st in d["steps"].as_array().unwrap() {
+            let step = st["step"].as_u64().unwrap();
+            let (decoded, preempted, admitted) =
+                (firsts(&st["decoded"]), ids(&st["preempted"]), firsts(&st["admitted"]));
+            let kept: Vec<u64> = running.iter().copied().filter(|r| !preempted.contains(r)).collect();
+            assert_eq!(
+                decoded, kept,
+                "bs {bs} step {step}: running decode first, in arrival order"
+            );
+            let newest: Vec<u64> = running.iter().rev().take(preempted.len()).copied().collect();
+            assert_eq!(preempted, newest, "bs {bs} step {step}: only the newest are preempted");
+            if !preempted.is_empty() {
+                assert!(
+                    admitted.is_empty(),
+                    "bs {bs} step {step}: admitted in a step that preempts"
+                );
+            }
+            let mut queue: Vec<u64> = preempted.iter().rev().copied().collect();
+            queue.extend(&waiting);
+            queue.extend(ids(&st["arrived"]));
+            assert_eq!(
+                admitted[..],
+                queue[..admitted.len()],
+                "bs {bs} step {step}: first come, first served"
+            );
+            for a in st["admitted"].as_array().unwrap() {
+                let (r, len) = (a[0].as_u64().unwrap() as usize, a[1].as_u64().unwrap());
+                assert_eq!(
+                    len,
+                    specs[r]["prompt"].as_u64().unwrap() + generated[r],
+                    "bs {bs} step {step}: r{r} prefill"
+                );
+            }
+            for &r in &decoded {
+                generated[r as usize] += 1;
+            }
+            running = ids(&st["running"]);
+            waiting = ids(&st["waiting"]);
+        }
+        for (r, s) in specs.iter().enumerate() {
+            assert_eq!(
+                generated[r],
+                s["generate"].as_u64().unwrap(),
+                "bs {bs}: r{r} generated everything"
+            );
+        }
+    }
+    // Unknown slider names are errors that list the lesson's parameters.
+    let o = kvscope(&[
+        "export",
+        "schedule",
+        "--set",
+        "nosuch=3",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("--set nosuch: no such parameter in paged-cache (parameters: block_size")
+    );
+    let o = kvscope(&[
+        "render",
+        "--lesson",
+        "causal-mask",
+        "--set",
+        "nosuch=3",
+        "--out",
+        dir.path().join("x.png").to_str().unwrap(),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--set nosuch: no such parameter in causal-mask (parameters: seq")
+    );
+}

@@ -2,13 +2,20 @@
 //! it: the engine for lesson 5's step-by-step views.
 //!
 //! How it works: requests arrive at given steps with a prompt length and a number of tokens to
-//! generate. Each [`Scheduler::step`]:
-//! 1. admits waiting requests in arrival order while the pool has blocks for their whole prompt
-//!    (prefill); a request that does not fit keeps waiting (and so do those behind it);
-//! 2. appends one decoded token to every running request, oldest first; when the pool is empty the
-//!    newest running request is **preempted** — its blocks are freed and it goes back to the front of
-//!    the queue, to be prefilled again later (recompute), as vLLM does;
-//! 3. finishes requests that generated all their tokens and returns their blocks to the free list.
+//! generate. Each [`Scheduler::step`] follows the policy of vLLM's V1 scheduler (`vllm/v1/core/sched/
+//! scheduler.py`), reduced to whole prompts and one token per decode:
+//! 1. the **running** requests are served first, in arrival order: each appends one decoded token. When
+//!    one needs a block and none is free, the newest running request is **preempted**: its blocks are
+//!    freed and it goes back to the front of the waiting queue, to be prefilled again later
+//!    (recompute: its prompt plus every token it had generated);
+//! 2. only in a step without preemption, **waiting** requests are admitted in arrival order while their
+//!    whole prompt fits (prefill); the first that does not fit waits, and so does everyone behind it.
+//!    A request admitted in a step decodes from the next step on;
+//! 3. requests that generated all their tokens finish and return their blocks to the free list.
+//!
+//! Real engines differ in ways the lesson names: vLLM also keeps a watermark of free blocks, schedules
+//! by a token budget (chunked prefill), and vLLM V0 could swap a preempted request's blocks to CPU
+//! memory instead of recomputing them.
 //!
 //! Every step reports what happened, so a lesson can show it; the cache's invariants hold throughout.
 
@@ -42,6 +49,9 @@ pub struct StepEvents {
     pub preempted: Vec<(RequestId, Vec<u32>)>,
     /// Requests that could not be admitted (OOM for their prompt).
     pub waiting: Vec<RequestId>,
+    /// Admitted requests that had been preempted, with the tokens they prefill again (prompt plus the
+    /// tokens they had generated): the cost of recompute.
+    pub recomputed: Vec<(RequestId, usize)>,
     /// Requests that finished, with the blocks they returned.
     pub finished: Vec<(RequestId, Vec<u32>)>,
 }
@@ -159,29 +169,13 @@ impl Scheduler {
                 });
             }
         }
-        // 1. admission (prefill), strictly in order
-        while let Some(front) = self.waiting.front().copied() {
-            let len = front.spec.prompt + front.generated; // a preempted request recomputes what it had
-            match self.cache.append_slots(front.id, len) {
-                Ok(_) => {
-                    self.waiting.pop_front();
-                    ev.admitted.push((front.id, len));
-                    self.running.push(front);
-                }
-                Err(_) => {
-                    ev.waiting.extend(self.waiting.iter().map(|l| l.id));
-                    break;
-                }
-            }
-        }
-        // 2. one decode token per running request that still has tokens to generate, oldest first
+        // 1. The running requests first, oldest first: one decoded token each. When one needs a block
+        //    and none is free, the newest running request is preempted (its blocks are freed and it
+        //    goes back to the front of the queue, to be recomputed), until the block is found or the
+        //    request needing it was itself the newest.
         let mut i = 0;
         while i < self.running.len() {
             let live = self.running[i];
-            if live.generated >= live.spec.generate {
-                i += 1;
-                continue;
-            }
             match self.cache.append_slots(live.id, 1) {
                 Ok(_) => {
                     ev.decoded.push((live.id, self.cache.len(live.id) - 1));
@@ -189,7 +183,6 @@ impl Scheduler {
                     i += 1;
                 }
                 Err(_) => {
-                    // Preempt the newest running request and retry this one (unless it is the newest).
                     let victim = self.running.pop().expect("running is not empty");
                     let blocks = self
                         .cache
@@ -198,6 +191,23 @@ impl Scheduler {
                     ev.preempted.push((victim.id, blocks));
                     self.waiting.push_front(victim);
                 }
+            }
+        }
+        // 2. Admission (prefill), in arrival order, only in a step without preemption, while the whole
+        //    prompt fits; a preempted request recomputes its prompt plus the tokens it had generated.
+        if ev.preempted.is_empty() {
+            while let Some(front) = self.waiting.front().copied() {
+                let len = front.spec.prompt + front.generated;
+                if self.cache.append_slots(front.id, len).is_err() {
+                    ev.waiting.extend(self.waiting.iter().map(|l| l.id));
+                    break;
+                }
+                self.waiting.pop_front();
+                ev.admitted.push((front.id, len));
+                if front.generated > 0 {
+                    ev.recomputed.push((front.id, len));
+                }
+                self.running.push(front);
             }
         }
         // 3. finish
@@ -298,6 +308,10 @@ mod tests {
             "the newest request is preempted"
         );
         assert!(log.iter().any(|e| !e.waiting.is_empty()), "a request waits for blocks");
+        assert!(
+            log.iter().any(|e| !e.recomputed.is_empty()),
+            "a preempted request is recomputed"
+        );
         assert!(s.is_done());
         // every decoded position is the next one of its request
         let mut next = [0usize; 5];
@@ -309,6 +323,80 @@ mod tests {
                 assert_eq!(pos, next[id as usize]);
                 next[id as usize] += 1;
             }
+        }
+    }
+
+    /// The policy of vLLM's V1 scheduler, checked step by step at every block size: running requests
+    /// decode first in arrival order; only the newest running request is preempted, and only when a
+    /// block is missing; nothing is admitted in a step that preempts; admission is in arrival order and
+    /// stops at the first request whose prompt does not fit; an admitted request does not also decode in
+    /// that step; a recomputed request prefills its prompt plus what it had generated.
+    #[test]
+    fn steps_follow_the_v1_policy_at_every_block_size() {
+        for bs in [1, 2, 3, 4, 8, 16, 64] {
+            let blocks = (28usize).div_ceil(bs).max(4);
+            let mut s = Scheduler::new(shape(blocks, bs), SCENARIO.to_vec()).unwrap();
+            let mut generated = [0usize; 5];
+            while !s.is_done() {
+                let running_before = s.running();
+                let waiting_before = s.waiting();
+                let free_before = s.cache().allocator().num_free();
+                let ev = s.step();
+                let arrived: Vec<u32> = ev.arrived.clone();
+                // decode order: the running requests of the step, oldest first, minus the preempted tail
+                let decoded: Vec<u32> = ev.decoded.iter().map(|d| d.0).collect();
+                let preempted: Vec<u32> = ev.preempted.iter().map(|p| p.0).collect();
+                let kept: Vec<u32> = running_before
+                    .iter()
+                    .copied()
+                    .filter(|r| !preempted.contains(r))
+                    .collect();
+                assert_eq!(
+                    decoded, kept,
+                    "bs {bs} step {}: running decode first, in order",
+                    ev.step
+                );
+                // only the newest are preempted, newest first
+                let tail: Vec<u32> = running_before.iter().rev().take(preempted.len()).copied().collect();
+                assert_eq!(preempted, tail, "bs {bs} step {}: newest preempted first", ev.step);
+                if !preempted.is_empty() {
+                    assert!(
+                        ev.admitted.is_empty(),
+                        "bs {bs} step {}: no admission with preemption",
+                        ev.step
+                    );
+                    assert!(
+                        free_before < running_before.len(),
+                        "bs {bs} step {}: preempted only when short",
+                        ev.step
+                    );
+                }
+                // admission: a prefix of the queue (preempted first, then waiting, then new arrivals)
+                let queue: Vec<u32> = waiting_before.iter().chain(&arrived).copied().collect();
+                let admitted: Vec<u32> = ev.admitted.iter().map(|a| a.0).collect();
+                assert_eq!(
+                    admitted,
+                    queue[..admitted.len()].to_vec(),
+                    "bs {bs} step {}: FCFS",
+                    ev.step
+                );
+                for &(id, len) in &ev.admitted {
+                    assert!(
+                        !decoded.contains(&id),
+                        "bs {bs} step {}: r{id} prefilled and decoded",
+                        ev.step
+                    );
+                    assert_eq!(len, SCENARIO[id as usize].prompt + generated[id as usize]);
+                    if generated[id as usize] > 0 {
+                        assert!(ev.recomputed.contains(&(id, len)));
+                    }
+                }
+                for &id in &decoded {
+                    generated[id as usize] += 1;
+                }
+                assert!(ev.step < 500);
+            }
+            assert_eq!(generated, SCENARIO.map(|r| r.generate), "bs {bs}");
         }
     }
 

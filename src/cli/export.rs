@@ -1,14 +1,16 @@
-//! `kvscope export attention|paged-decode`: the tensors of one computation as `.npy` files plus
-//! `manifest.json`, checked against the f64 reference.
+//! `kvscope export attention|paged-decode|schedule`: the tensors of one computation as `.npy` files plus
+//! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
+//! `schedule.json`.
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kvscope::compute::BackendKind;
 use kvscope::export::{self, PagedDecodeParams};
 use kvscope::lessons::Output;
 use kvscope::lessons::attention_layer::AttnOut;
+use kvscope::lessons::paged_cache::PagedOut;
 use kvscope::math::{AttnShape, Mask, Rng};
 
 use super::backend;
@@ -62,11 +64,54 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
+    /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
+    /// the block tables.
+    Schedule {
+        /// The lesson (a lesson of kind `paged`).
+        #[arg(long, default_value = "paged-cache")]
+        lesson: String,
+        /// Slider values, id=value (repeatable).
+        #[arg(long = "set", value_parser = super::parse_set)]
+        set: Vec<(String, i64)>,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Run `kvscope export …`.
-pub fn run(cmd: ExportCmd) -> Result<()> {
+pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
     match cmd {
+        ExportCmd::Schedule {
+            lesson,
+            set,
+            backend: kind,
+            out,
+        } => {
+            let all = super::load_lessons(lessons.as_deref())?;
+            let Some(l) = all.iter().find(|l| l.id() == lesson) else {
+                let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
+                bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
+            };
+            super::check_sets(&[l], &set)?;
+            let mut params = kvscope::lessons::Params::new();
+            params.extend(set);
+            let b = backend(kind)?;
+            let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
+            let Some(replay) = computed.downcast_ref::<PagedOut>() else {
+                bail!(
+                    "lesson `{lesson}` is of kind `{}`, not a paged-cache lesson",
+                    l.kind.name()
+                );
+            };
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            let path = out.join("schedule.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&replay.schedule())?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote {} ({} steps)", path.display(), replay.frames.len());
+        }
         ExportCmd::Attention {
             seq,
             d_model,

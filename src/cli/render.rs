@@ -42,7 +42,7 @@ pub struct RenderArgs {
     #[arg(long)]
     pub at: Option<usize>,
     /// Slider values, id=value (repeatable).
-    #[arg(long = "set", value_parser = parse_set)]
+    #[arg(long = "set", value_parser = super::parse_set)]
     pub set: Vec<(String, i64)>,
     /// Run lesson 4's bandwidth sweep on the backend first, so its plot shows this machine's numbers.
     #[arg(long)]
@@ -129,9 +129,17 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         targets.push((i, step - 1, out.clone()));
     }
+    let chosen: Vec<&kvscope::lesson::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
+    super::check_sets(&chosen, &set)?;
     for (i, j, path) in targets {
         app.goto(i, j);
-        for (k, v) in &set {
+        let params: Vec<String> = app.lessons()[i]
+            .file
+            .params
+            .iter()
+            .map(|p| p.id.get_ref().clone())
+            .collect();
+        for (k, v) in set.iter().filter(|(k, _)| params.contains(k)) {
             app.set_param(k, *v);
         }
         if let Some(a) = at {
@@ -147,12 +155,6 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         println!("{}", path.display());
     }
     Ok(true)
-}
-
-fn parse_set(s: &str) -> Result<(String, i64), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected id=value"))?;
-    let v = v.trim().parse::<i64>().map_err(|e| format!("`{s}`: {e}"))?;
-    Ok((k.trim().to_string(), v))
 }
 
 fn parse_size(s: &str) -> Result<[u32; 2]> {

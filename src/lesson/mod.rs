@@ -108,10 +108,42 @@ pub struct Step {
     /// What the views highlight.
     #[serde(default)]
     pub highlight: Option<Highlight>,
-    /// Where the step moves the lesson's timeline when it opens: the decode token for lesson 4
-    /// (0 = just after prefill), the scheduler step for lesson 5. The user can move on from there.
+    /// Where the step moves the lesson's timeline when it opens: a position (the decode token for
+    /// lesson 4, 0 = just after prefill; the scheduler step for lesson 5), or a point the lesson finds
+    /// in its own result (`at = "preempt"`), so the step stays right when a slider moves. The user can
+    /// move on from there.
     #[serde(default)]
-    pub at: Option<Spanned<i64>>,
+    pub at: Option<Spanned<At>>,
+}
+
+/// Where a step opens a lesson's timeline.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum At {
+    /// A timeline position.
+    Step(i64),
+    /// A named point of the lesson kind (its `timeline_points`), found in the computed result.
+    Point(String),
+}
+
+/// The `{name}` placeholders in `text`: names of lowercase letters, digits and `_`.
+pub fn placeholders(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('{') {
+        rest = &rest[i + 1..];
+        if let Some(j) = rest.find('}') {
+            let name = &rest[..j];
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                out.push(name);
+            }
+        }
+    }
+    out
 }
 
 /// A highlight: a query row, a key column, or both.
@@ -362,6 +394,49 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
             );
         }
         if let Some(k) = kind {
+            for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
+                .into_iter()
+                .flatten()
+            {
+                for name in placeholders(t) {
+                    if !k.placeholders().contains(&name) {
+                        c.at(
+                            s.narration.span(),
+                            format!(
+                                "the narration of step `{}` uses `{{{name}}}`, which lesson kind `{}` does not fill",
+                                s.id.get_ref(),
+                                k.name()
+                            ),
+                            if k.placeholders().is_empty() {
+                                format!(
+                                    "kind `{}` fills no placeholders: write the text without braces",
+                                    k.name()
+                                )
+                            } else {
+                                format!("placeholders of `{}`: {}", k.name(), k.placeholders().join(", "))
+                            },
+                        );
+                    }
+                }
+            }
+            if let Some(at) = &s.at
+                && let At::Point(name) = at.get_ref()
+                && !k.timeline_points().contains(&name.as_str())
+            {
+                c.at(
+                    at.span(),
+                    format!("lesson kind `{}` has no timeline point `{name}`", k.name()),
+                    if k.timeline_points().is_empty() {
+                        "use a number (the timeline position)".to_string()
+                    } else {
+                        format!(
+                            "points of `{}`: {} (or a number)",
+                            k.name(),
+                            k.timeline_points().join(", ")
+                        )
+                    },
+                );
+            }
             for v in &s.views {
                 if !k.view_names().contains(&v.get_ref().as_str()) {
                     c.at(
@@ -384,11 +459,12 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
     }
     for s in &lf.steps {
         if let Some(at) = &s.at
-            && (*at.get_ref() < 0 || *at.get_ref() > 100_000)
+            && let At::Step(v) = at.get_ref()
+            && (*v < 0 || *v > 100_000)
         {
             c.at(
                 at.span(),
-                format!("`at = {}` is outside 0..=100000", at.get_ref()),
+                format!("`at = {v}` is outside 0..=100000"),
                 "use the decode token (lesson 4) or scheduler step (lesson 5) the step should open at",
             );
         }

@@ -65,6 +65,14 @@ pub trait LessonKind: Send + Sync + 'static {
     fn allowed_values(&self, _id: &str, _p: &Params) -> Option<Vec<i64>> {
         None
     }
+    /// The `{name}` placeholders its narration may use; [`Output::values`] fills them.
+    fn placeholders(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The named timeline points a step may open at (`at = "name"`); [`Output::point`] finds them.
+    fn timeline_points(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Compute the lesson's output for (normalised) `p` on `backend`.
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String>;
 }
@@ -91,6 +99,25 @@ pub trait Output: Any + Send + Sync {
     fn frames(&self) -> usize {
         1
     }
+    /// The values of the kind's placeholders, computed from this result (numbers in narration).
+    fn values(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    /// Where a named timeline point is in this result.
+    fn point(&self, _name: &str) -> Option<usize> {
+        None
+    }
+}
+
+/// `template` with every `{name}` replaced by its value; a placeholder without a value (nothing
+/// computed yet) shows as `…`.
+pub fn fill(template: &str, values: &[(&'static str, String)]) -> String {
+    let mut out = template.to_string();
+    for name in crate::lesson::placeholders(template) {
+        let v = values.iter().find(|(n, _)| *n == name).map_or("…", |(_, v)| v.as_str());
+        out = out.replace(&format!("{{{name}}}"), v);
+    }
+    out
 }
 
 impl dyn Output {

@@ -28,7 +28,7 @@ use std::sync::mpsc::Receiver;
 use eframe::egui;
 
 use crate::compute::{BackendKind, BackendStatus, CheckReport};
-use crate::lesson::{Lesson, LessonError};
+use crate::lesson::{At, Lesson, LessonError};
 use crate::lessons::{Output, Params};
 use text::Lang;
 use widgets::{ViewCtx, WidgetState, grid, view_in};
@@ -114,6 +114,8 @@ pub struct KvscopeApp {
     done: u64,
     export_dir: PathBuf,
     smoke_steps: usize,
+    /// A named timeline point the current step opens at, until the result that locates it arrives.
+    pending_point: Option<String>,
 }
 
 impl KvscopeApp {
@@ -161,6 +163,7 @@ impl KvscopeApp {
             frames: 0,
             done: 0,
             smoke_steps: 0,
+            pending_point: None,
             export_dir: config
                 .export_dir
                 .clone()
@@ -245,10 +248,20 @@ impl KvscopeApp {
         self.step = step.min(steps.saturating_sub(1));
         self.ensure_params();
         let l = &self.lessons[self.cur];
-        if let Some(at) = l.file.steps.get(self.step).and_then(|s| s.at.as_ref()) {
-            let v = (*at.get_ref()).max(0) as usize;
-            let id = l.id().to_string();
-            self.cursor.insert(id, v);
+        self.pending_point = None;
+        match l
+            .file
+            .steps
+            .get(self.step)
+            .and_then(|s| s.at.as_ref())
+            .map(|a| a.get_ref())
+        {
+            Some(At::Step(v)) => {
+                let id = l.id().to_string();
+                self.cursor.insert(id, (*v).max(0) as usize);
+            }
+            Some(At::Point(name)) => self.pending_point = Some(name.clone()),
+            None => {}
         }
     }
 
@@ -312,6 +325,7 @@ impl KvscopeApp {
 
     /// Move the timeline (clamped by the views to what exists).
     pub fn set_cursor(&mut self, v: usize) {
+        self.pending_point = None;
         if let Some(l) = self.lesson() {
             let id = l.id().to_string();
             self.cursor.insert(id, v);
@@ -407,6 +421,24 @@ impl KvscopeApp {
     pub fn update_now(&mut self) {
         self.poll();
         self.refresh();
+        self.resolve_point();
+    }
+
+    /// A step that opens at a named point moves the timeline there once the lesson's result is in.
+    fn resolve_point(&mut self) {
+        let Some(out) = self.output().cloned() else { return };
+        if let Some(name) = self.pending_point.take() {
+            let v = out.point(&name).unwrap_or(0);
+            self.set_cursor(v);
+        }
+    }
+
+    /// The current step's narration, its `{placeholders}` filled from the lesson's result.
+    pub fn narration(&self) -> Option<String> {
+        let l = self.lesson()?;
+        let template = self.lang.pick(l.file.steps.get(self.step)?.narration.get_ref());
+        let values = self.output().map(|o| o.values()).unwrap_or_default();
+        Some(crate::lessons::fill(template, &values))
     }
 
     fn poll(&mut self) {
@@ -450,6 +482,7 @@ impl KvscopeApp {
         self.poll();
         self.keys(&ctx);
         self.refresh();
+        self.resolve_point();
         self.widgets.heat.begin_frame(self.sync);
         if self.computing() {
             ctx.request_repaint_after(std::time::Duration::from_millis(100));

@@ -234,7 +234,7 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 .size(size * 1.25),
         );
         ui.add_space(4.0);
-        text::markdown(ui, lang.pick(step.narration.get_ref()), size);
+        text::markdown(ui, &app.narration().unwrap_or_default(), size);
         if app.presentation {
             return;
         }

@@ -60,6 +60,14 @@ impl LessonKind for PagedCache {
         &[Op::PagedAppend, Op::PagedDecode]
     }
 
+    fn placeholders(&self) -> &'static [&'static str] {
+        PLACEHOLDERS
+    }
+
+    fn timeline_points(&self) -> &'static [&'static str] {
+        POINTS
+    }
+
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         Ok(Box::new(paged(lesson, p, backend)?))
     }
@@ -69,6 +77,8 @@ impl LessonKind for PagedCache {
 pub struct PagedOut {
     /// The pool.
     pub shape: PagedShape,
+    /// The capacity the slider asked for (the pool holds as many whole blocks as fit in it).
+    pub token_slots: usize,
     /// The static reservation compared against.
     pub max_seq_len: usize,
     /// The requests.
@@ -114,6 +124,32 @@ fn token_kv(seed: u64, req: RequestId, pos: usize, n: usize) -> (Vec<f32>, Vec<f
     (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0))
 }
 
+/// The numbers lesson 5's narration may show, all from the replay (`—` when it did not happen).
+const PLACEHOLDERS: &[&str] = &[
+    "block_size",
+    "num_blocks",
+    "token_slots",
+    "requests",
+    "busiest_step",
+    "busiest_running",
+    "first_wait_step",
+    "first_wait",
+    "preempt_step",
+    "preempted",
+    "first_finish_step",
+    "first_finished",
+    "recompute_step",
+    "recomputed",
+    "recompute_tokens",
+    "recompute_prompt",
+    "recompute_generated",
+    "steps",
+];
+
+/// Named timeline points: the step with the most running requests, the first step where a request
+/// could not be admitted, the first preemption, the first finish, and the first recompute.
+const POINTS: &[&str] = &["busiest", "first_wait", "preempt", "first_finish", "recompute"];
+
 /// Heads and head_dim of lesson 5's small pool.
 pub const PAGED_KV_HEADS: usize = 2;
 /// Query heads of lesson 5's decode (GQA group of 2).
@@ -143,18 +179,27 @@ pub fn scenario(lesson: &Lesson, p: &Params) -> Vec<RequestSpec> {
 /// Most scheduler steps one replay runs.
 pub const MAX_STEPS: usize = 4096;
 
-fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut, String> {
-    let shape = PagedShape {
-        num_blocks: get(p, "num_blocks", 16).clamp(1, 8192) as usize,
-        block_size: get(p, "block_size", 4).clamp(1, 1024) as usize,
+/// The pool of the sliders: `token_slots` of capacity cut into blocks of `block_size` tokens, so the
+/// capacity stays (as nearly as whole blocks allow) the same while the block size changes.
+pub fn pool_shape(p: &Params) -> PagedShape {
+    let block_size = get(p, "block_size", 4).clamp(1, 1024) as usize;
+    let token_slots = get(p, "token_slots", 64).clamp(1, 1 << 20) as usize;
+    PagedShape {
+        num_blocks: (token_slots / block_size).clamp(1, 8192),
+        block_size,
         kv_heads: PAGED_KV_HEADS,
         head_dim: PAGED_HEAD_DIM,
-    };
+    }
+}
+
+fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut, String> {
+    let shape = pool_shape(p);
     let max_seq_len = get(p, "max_seq_len", 32).max(1) as usize;
     let seed = get(p, "seed", 0).max(0) as u64;
     let specs = scenario(lesson, p);
     let mut out = PagedOut {
         shape,
+        token_slots: get(p, "token_slots", 64).max(1) as usize,
         max_seq_len,
         specs: specs.clone(),
         error: None,
@@ -320,5 +365,119 @@ impl Output for PagedOut {
 
     fn frames(&self) -> usize {
         self.frames.len()
+    }
+
+    fn values(&self) -> Vec<(&'static str, String)> {
+        self.named_values()
+    }
+
+    fn point(&self, name: &str) -> Option<usize> {
+        self.locate(name)
+    }
+}
+
+impl PagedOut {
+    /// The replay as data (`kvscope export schedule`): the pool, then per step what the scheduler did,
+    /// who runs and waits, the free blocks and the block tables.
+    pub fn schedule(&self) -> serde_json::Value {
+        let steps: Vec<serde_json::Value> = self
+            .frames
+            .iter()
+            .map(|f| {
+                let e = &f.events;
+                serde_json::json!({
+                    "step": e.step,
+                    "arrived": e.arrived,
+                    "admitted": e.admitted,
+                    "recomputed": e.recomputed,
+                    "decoded": e.decoded,
+                    "preempted": e.preempted.iter().map(|(r, _)| r).collect::<Vec<_>>(),
+                    "finished": e.finished.iter().map(|(r, _)| r).collect::<Vec<_>>(),
+                    "running": f.running,
+                    "waiting": f.waiting,
+                    "free_blocks": f.free.len(),
+                    "block_tables": f.tables.iter().map(|(r, t)| (r.to_string(), t.clone())).collect::<BTreeMap<_, _>>(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "block_size": self.shape.block_size,
+            "num_blocks": self.shape.num_blocks,
+            "token_slots": self.token_slots,
+            "requests": self.specs,
+            "error": self.error,
+            "steps": steps,
+        })
+    }
+}
+
+impl PagedOut {
+    /// The first step whose events satisfy `f`.
+    fn first(&self, f: impl Fn(&StepEvents) -> bool) -> Option<usize> {
+        self.frames.iter().position(|fr| f(&fr.events))
+    }
+
+    /// The step with the most running requests (the first of them).
+    fn busiest(&self) -> Option<usize> {
+        let most = self.frames.iter().map(|f| f.running.len()).max()?;
+        self.frames.iter().position(|f| f.running.len() == most)
+    }
+
+    fn locate(&self, name: &str) -> Option<usize> {
+        match name {
+            "busiest" => self.busiest(),
+            "first_wait" => self.first(|e| !e.waiting.is_empty()),
+            "preempt" => self.first(|e| !e.preempted.is_empty()),
+            "first_finish" => self.first(|e| !e.finished.is_empty()),
+            "recompute" => self.first(|e| !e.recomputed.is_empty()),
+            _ => None,
+        }
+    }
+
+    fn named_values(&self) -> Vec<(&'static str, String)> {
+        let dash = || "—".to_string();
+        let step = |p: Option<usize>| p.map_or_else(dash, |s| s.to_string());
+        let ids = |v: Vec<RequestId>| {
+            if v.is_empty() {
+                dash()
+            } else {
+                v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(", ")
+            }
+        };
+        let at = |p: Option<usize>| p.and_then(|s| self.frames.get(s)).map(|f| &f.events);
+        let rec = at(self.locate("recompute")).and_then(|e| e.recomputed.first().copied());
+        let rec_prompt = rec.and_then(|(r, _)| self.specs.get(r as usize)).map(|s| s.prompt);
+        vec![
+            ("block_size", self.shape.block_size.to_string()),
+            ("num_blocks", self.shape.num_blocks.to_string()),
+            ("token_slots", (self.shape.num_blocks * self.shape.block_size).to_string()),
+            ("requests", self.specs.len().to_string()),
+            ("busiest_step", step(self.busiest())),
+            (
+                "busiest_running",
+                self.busiest().map_or_else(dash, |s| self.frames[s].running.len().to_string()),
+            ),
+            ("first_wait_step", step(self.locate("first_wait"))),
+            ("first_wait", ids(at(self.locate("first_wait")).map(|e| e.waiting.clone()).unwrap_or_default())),
+            ("preempt_step", step(self.locate("preempt"))),
+            (
+                "preempted",
+                ids(at(self.locate("preempt")).map(|e| e.preempted.iter().map(|p| p.0).collect()).unwrap_or_default()),
+            ),
+            ("first_finish_step", step(self.locate("first_finish"))),
+            (
+                "first_finished",
+                ids(at(self.locate("first_finish")).map(|e| e.finished.iter().map(|p| p.0).collect()).unwrap_or_default()),
+            ),
+            ("recompute_step", step(self.locate("recompute"))),
+            ("recomputed", ids(rec.map(|(r, _)| vec![r]).unwrap_or_default())),
+            ("recompute_tokens", rec.map_or_else(dash, |(_, n)| n.to_string())),
+            ("recompute_prompt", rec_prompt.map_or_else(dash, |p| p.to_string())),
+            (
+                "recompute_generated",
+                rec.zip(rec_prompt).map_or_else(dash, |((_, n), p)| (n - p).to_string()),
+            ),
+            ("steps", self.frames.len().to_string()),
+        ]
     }
 }
