@@ -26,14 +26,7 @@ fn embed_lessons() {
 
 fn main() {
     embed_lessons();
-    for f in [
-        "kernels/attention.cu",
-        "kernels/kv_cache.cu",
-        "kernels/paged_attention.cu",
-        "kernels/shim",
-    ] {
-        println!("cargo:rerun-if-changed={f}");
-    }
+    println!("cargo:rerun-if-changed=kernels");
     cc::Build::new()
         .cpp(true)
         .std("c++20")

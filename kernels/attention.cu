@@ -50,6 +50,12 @@
 //                             accumulator acc; when the max grows from m to m', rescale
 //                             l and acc by exp(m - m'). Scores never touch global memory.
 //                             head_dim <= 256.
+//      What is simplified next to FlashAttention(-2): a block serves ONE query row (no Q
+//      tiling: FlashAttention stages a tile of Br query rows in shared memory), so K and V
+//      are re-read from global memory once per query (T times per head instead of about
+//      T/Br times), there is no K/V tile staging in shared memory beyond the probabilities,
+//      and there is no backward pass. It avoids the T x T matrices, as FlashAttention
+//      does, but not the repeated K/V reads.
 //
 // This file must compile with NVRTC (no system headers) and with the CPU shim in
 // kernels/shim (no inline asm, no dynamic shared memory, full-mask warp shuffles only).

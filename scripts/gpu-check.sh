@@ -2,7 +2,8 @@
 # Everything a machine with an NVIDIA GPU should check, in one call (< 8 minutes on one H200):
 #   1. build kvscope (or use a prebuilt target/release/kvscope when cargo is absent);
 #   2. kvscope check --backend cuda: every kernel against the f64 reference;
-#   3. the CUDA P1/P3 benchmarks (P3 as a ratio to a device-to-device copy), and the CPU ones for scale;
+#   3. the CUDA P1/P3 benchmarks (P3 as a ratio to a read-only stream kernel over the same bytes; a
+#      device-to-device copy is reported too, counted as bytes read + written), and the CPU ones for scale;
 #   4. a short table at the end.
 # Needs the CUDA driver and NVRTC 12.x (from the toolkit or the nvidia-cuda-nvrtc-cu12 wheel); no internet.
 set -uo pipefail

@@ -62,7 +62,21 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 7] = [
+    let cases: [(String, usize, usize, &str, &str); 9] = [
+        (
+            GOOD.replace("Some text.", "The pool fills at step {oom_step}."),
+            17,
+            13,
+            "uses `{oom_step}`, which lesson kind `attention` does not fill",
+            "fills no placeholders",
+        ),
+        (
+            GOOD.replace(r#"views = ["scores"]"#, "views = [\"scores\"]\nat = \"preempt\""),
+            19,
+            6,
+            "has no timeline point `preempt`",
+            "use a number",
+        ),
         (
             GOOD.replace("max = 64\n", "max = 64\ncolour = 3\n"),
             13,
@@ -153,4 +167,133 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         "{err}"
     );
     assert!(!err.contains("panicked"));
+}
+
+/// The template of a narration with everything that may hold a digit legitimately taken out:
+/// `{placeholders}`, `code spans`, list markers, references to other lessons, and a few facts that no
+/// slider changes (a data type's width, vLLM's default block size).
+fn untyped(template: &str) -> String {
+    const FACTS: [&str; 4] = ["16-bit", "16 位", "16 tokens per block", "每块 16 个 token"];
+    let mut t = template.to_string();
+    for f in FACTS {
+        t = t.replace(f, "");
+    }
+    let mut out = String::new();
+    let (mut in_code, mut in_ph) = (false, false);
+    for ch in t.chars() {
+        match ch {
+            '`' => in_code = !in_code,
+            '{' if !in_code => in_ph = true,
+            '}' if in_ph => in_ph = false,
+            _ if in_code || in_ph => {}
+            _ => out.push(ch),
+        }
+    }
+    let lines: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let trimmed = l.trim_start();
+            let digits = trimmed.chars().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && trimmed[digits..].starts_with(". ") {
+                trimmed[digits + 2..].to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let mut s = lines.join("\n");
+    for n in 1..=9 {
+        for r in [format!("lesson {n}"), format!("Lesson {n}"), format!("第 {n} 课")] {
+            s = s.replace(&r, "");
+        }
+    }
+    s
+}
+
+/// Standalone numbers in `text` (digit runs not part of a word such as `f16` or `Llama-3`).
+fn numbers(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() && (i == 0 || !word(chars[i - 1])) {
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == chars.len() || !(chars[i].is_ascii_alphabetic() || chars[i] == '_') {
+                out.push(chars[start..i].iter().collect());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// No narration types a number a slider could change: the only numbers left in the templates are 0, 1
+/// and 2 (as in "every row sums to 1"); everything else is a `{placeholder}` filled from the lesson's
+/// own computation. Filled with the default sliders and with every slider at its maximum and its
+/// minimum, no placeholder is left unfilled.
+#[test]
+fn narration_numbers_come_from_the_computation() {
+    let backend = kvscope::compute::CpuBackend::new();
+    let lessons = lesson::load_embedded().unwrap();
+    for l in &lessons {
+        for s in &l.file.steps {
+            for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
+                .into_iter()
+                .flatten()
+            {
+                let typed: Vec<String> = numbers(&untyped(t))
+                    .into_iter()
+                    .filter(|n| n.parse::<u64>().is_ok_and(|v| v > 2))
+                    .collect();
+                assert!(
+                    typed.is_empty(),
+                    "{} step `{}` types {typed:?}: use a placeholder",
+                    l.id(),
+                    s.id.get_ref()
+                );
+            }
+        }
+        let defaults: kvscope::lessons::Params = Default::default();
+        let maxed: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.max)).collect();
+        let mined: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.min)).collect();
+        for params in [defaults, maxed, mined] {
+            let out = kvscope::lessons::compute(l, &params, &backend).ok();
+            let values = l.kind.values(l, out.as_deref());
+            for s in &l.file.steps {
+                for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
+                    .into_iter()
+                    .flatten()
+                {
+                    let filled = kvscope::lessons::fill(t, &values);
+                    if out.is_some() {
+                        assert!(
+                            !filled.contains('…') || t.contains('…'),
+                            "{} step `{}` {params:?}: a placeholder has no value:\n{filled}",
+                            l.id(),
+                            s.id.get_ref()
+                        );
+                    }
+                    assert!(
+                        lesson::placeholders(&filled).is_empty(),
+                        "{} step `{}`: {filled}",
+                        l.id(),
+                        s.id.get_ref()
+                    );
+                }
+            }
+        }
+    }
+    // The scanner itself: a typed number is caught, placeholders and code are not.
+    assert_eq!(numbers(&untyped("the pool fills at step 5")), ["5"]);
+    assert!(
+        numbers(&untyped(
+            "step {oom_step}, `[0, :, :, pos, :]`, f16, Llama-3-8B, lesson 4"
+        ))
+        .is_empty()
+    );
 }

@@ -62,6 +62,10 @@ void kvs_sim_paged_attention_reduce_f32(unsigned gx, unsigned gy, unsigned gz, u
                                         const float* tmp_sum, const int* context_lens,
                                         int num_partitions, int n_heads, int head_dim);
 
+/* kernels/bandwidth.cu; `data` holds n_words 16-byte words */
+void kvs_sim_read_stream_u32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, const uint32_t* data, long long n_words, uint32_t* partial);
+
 #ifdef __cplusplus
 }
 #endif

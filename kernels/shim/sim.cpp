@@ -21,6 +21,9 @@ namespace kvs_kv_cache {
 namespace kvs_paged_attention {
 #include "../paged_attention.cu"
 }
+namespace kvs_bandwidth {
+#include "../bandwidth.cu"
+}
 
 static_assert(sizeof(__half) == sizeof(uint16_t), "__half must be 16 bits");
 
@@ -104,6 +107,12 @@ void kvs_sim_paged_attention_reduce_f32(unsigned gx, unsigned gy, unsigned gz, u
                                         int num_partitions, int n_heads, int head_dim) {
     KVS_LAUNCH(kvs_paged_attention::paged_attention_reduce_f32(
         out, tmp_out, tmp_max, tmp_sum, context_lens, num_partitions, n_heads, head_dim));
+}
+
+void kvs_sim_read_stream_u32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, const uint32_t* data, long long n_words, uint32_t* partial) {
+    const uint4* words = reinterpret_cast<const uint4*>(data);
+    KVS_LAUNCH(kvs_bandwidth::read_stream_u32(words, n_words, partial));
 }
 
 }  // extern "C"

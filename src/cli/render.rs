@@ -99,14 +99,19 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         for c in sweep_contexts(b.kind()) {
             let p = sweep_point(b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
             eprintln!(
-                "measured ctx {}: decode {:.2} GB/s, copy {:.2} GB/s",
-                p.context, p.kernel, p.copy
+                "measured ctx {}: decode {:.2} GB/s, read-only stream {:.2} GB/s, copy (read+written) {:.2} GB/s",
+                p.context, p.kernel, p.read, p.copy
             );
             points.push(p);
         }
+        let balance = points
+            .last()
+            .filter(|p| p.device == kvscope::compute::Device::Host)
+            .map(|p| (kvscope::bench::gemm_gflops(1024).0, p.read));
         let sweep = app.lesson_state::<Sweep>(KvDecode.name());
         sweep.points = points;
         sweep.backend = Some(b.kind());
+        sweep.balance = balance;
     }
     let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
     let mut targets = Vec::new();

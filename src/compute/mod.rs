@@ -58,24 +58,37 @@ pub(crate) fn invalid(msg: impl Into<String>) -> BackendError {
 /// The largest head_dim the kernels accept (their shared-memory arrays are sized for it).
 pub const MAX_HEAD_DIM: usize = 256;
 
-/// What the read-only roof of a decode timing was measured with.
+/// Where a timing ran: on the host's threads, or on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum CopyRoof {
-    /// A parallel memcpy on the host's threads.
-    HostMemcpy,
-    /// A device-to-device copy on the GPU.
-    DeviceCopy,
+pub enum Device {
+    /// The host CPU (rayon threads).
+    Host,
+    /// A GPU, timed with its own events.
+    Gpu,
 }
 
-/// A paged-decode step and a copy of the same K/V bytes, timed on the same device in one run.
+/// A paged-decode step, a read-only stream over the same K/V bytes (the roof of a kernel that only
+/// reads them) and a copy of them (which reads and writes each byte), timed on the same device in one
+/// run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DecodeTiming {
     /// Seconds of one decode step.
     pub decode_s: f64,
-    /// Seconds of one copy of the K/V bytes the step reads.
+    /// Seconds of one read-only pass over the K/V bytes the step reads.
+    pub read_s: f64,
+    /// Seconds of one copy of them (N bytes read and N written).
     pub copy_s: f64,
-    /// What the copy ran on.
-    pub roof: CopyRoof,
+    /// Where it ran.
+    pub device: Device,
+}
+
+impl DecodeTiming {
+    /// GB/s of the decode, the read stream and the copy for `bytes` K/V bytes; the copy counts the
+    /// bytes it reads and the bytes it writes (2 · bytes).
+    pub fn gbs(&self, bytes: usize) -> (f64, f64, f64) {
+        let b = bytes as f64 / 1e9;
+        (b / self.decode_s, b / self.read_s, 2.0 * b / self.copy_s)
+    }
 }
 
 /// A compute backend. Implement the `run_*` methods it supports (the others say "not implemented on
@@ -108,9 +121,10 @@ pub trait Backend: Send + Sync {
         Err(self.not_implemented("paged_decode"))
     }
 
-    /// Time one paged-decode step against a copy of the same K/V bytes on the same device (lesson 4's
-    /// sweep, `kvscope bench`). The default times the host-in/host-out op and a host memcpy on the
-    /// same threads; a GPU backend times device-resident data against a device-to-device copy.
+    /// Time one paged-decode step against a read-only stream and a copy of the same K/V bytes on the
+    /// same device (lesson 4's sweep, `kvscope bench`). The default times the host-in/host-out op, a
+    /// parallel sum and a memcpy on the same threads; a GPU backend times device-resident data against
+    /// a reduction kernel and a device-to-device copy.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
         inp.validate()?;
         let mut failed = None;
@@ -125,8 +139,9 @@ pub trait Backend: Send + Sync {
         }
         Ok(DecodeTiming {
             decode_s,
+            read_s: timing::host_read_seconds(inp.kv_bytes(), reps),
             copy_s: timing::host_copy_seconds(inp.kv_bytes(), reps),
-            roof: CopyRoof::HostMemcpy,
+            device: Device::Host,
         })
     }
     /// Seconds of one fused attention forward (median of `reps`; a GPU backend times device-resident

@@ -172,6 +172,9 @@ pub struct ModelConfig {
     pub head_dim: u32,
     /// Bytes per stored value (2 for fp16/bf16).
     pub dtype_bytes: u32,
+    /// Total parameters, from the model card (for the bytes of weights a decode step reads).
+    #[serde(default)]
+    pub parameters: Option<u64>,
 }
 
 impl ModelConfig {
@@ -183,6 +186,11 @@ impl ModelConfig {
             self.head_dim as u64,
             self.dtype_bytes as u64,
         )
+    }
+
+    /// Bytes of all weights at `dtype_bytes` each, when the parameter count is given.
+    pub fn weight_bytes(&self) -> Option<u64> {
+        self.parameters.map(|p| p * self.dtype_bytes as u64)
     }
 }
 

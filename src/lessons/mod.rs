@@ -75,6 +75,29 @@ pub trait LessonKind: Send + Sync + 'static {
     }
     /// Compute the lesson's output for (normalised) `p` on `backend`.
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String>;
+    /// The values of the placeholders: by default the output's ([`Output::values`]); a kind may add
+    /// values computed from the lesson file (its model table) even before anything is computed.
+    fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+        out.map(|o| o.values()).unwrap_or_default()
+    }
+}
+
+/// What an op reads from and writes to global memory, tensor by tensor, for the kernel panel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpIo {
+    /// Tensors read: name and shape.
+    pub reads: Vec<(&'static str, Vec<usize>)>,
+    /// Tensors written: name and shape.
+    pub writes: Vec<(&'static str, Vec<usize>)>,
+    /// Bytes per element.
+    pub elem_bytes: usize,
+}
+
+impl OpIo {
+    /// Bytes of a list of tensors.
+    pub fn bytes(&self, tensors: &[(&'static str, Vec<usize>)]) -> usize {
+        tensors.iter().map(|(_, s)| s.iter().product::<usize>()).sum::<usize>() * self.elem_bytes
+    }
 }
 
 /// One computed lesson: what the views draw and what export, verification and the kernel panel need.
@@ -105,6 +128,14 @@ pub trait Output: Any + Send + Sync {
     }
     /// Where a named timeline point is in this result.
     fn point(&self, _name: &str) -> Option<usize> {
+        None
+    }
+    /// What `op` reads and writes in global memory for this result, when the lesson says.
+    fn io(&self, _op: Op) -> Option<OpIo> {
+        None
+    }
+    /// A check of `op`'s result made while computing (the fused kernel against the three kernels).
+    fn op_check(&self, _op: Op) -> Option<&CheckReport> {
         None
     }
 }
@@ -267,4 +298,22 @@ pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
 /// Whether any value is NaN.
 pub fn any_nan(v: &[f32]) -> bool {
     v.iter().any(|x| x.is_nan())
+}
+
+/// Format bytes with binary units.
+pub fn format_bytes(n: f64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
 }

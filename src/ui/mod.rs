@@ -437,7 +437,7 @@ impl KvscopeApp {
     pub fn narration(&self) -> Option<String> {
         let l = self.lesson()?;
         let template = self.lang.pick(l.file.steps.get(self.step)?.narration.get_ref());
-        let values = self.output().map(|o| o.values()).unwrap_or_default();
+        let values = l.kind.values(l, self.output().map(|o| o.as_ref()));
         Some(crate::lessons::fill(template, &values))
     }
 

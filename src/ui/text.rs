@@ -110,13 +110,21 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
         }
     }
     for block in blocks.into_iter().filter(|b| !b.is_empty()) {
-        let mut items: Vec<(usize, String)> = Vec::new(); // (kind: 0 text, 1 bullet, 2 heading)
+        // (kind: 0 text, 1 bullet, 2 heading, 3 numbered item; its marker)
+        let mut items: Vec<(usize, String)> = Vec::new();
+        let mut markers: Vec<String> = Vec::new();
         for line in block {
             let t = line.trim_start();
+            let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
             if let Some(rest) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {
                 items.push((1, rest.to_string()));
+                markers.push("•".into());
+            } else if digits > 0 && t[digits..].starts_with(". ") {
+                items.push((3, t[digits + 2..].to_string()));
+                markers.push(t[..digits + 1].to_string());
             } else if let Some(rest) = t.strip_prefix("#") {
                 items.push((2, rest.trim_start_matches('#').trim().to_string()));
+                markers.push(String::new());
             } else if let Some(last) = items.last_mut().filter(|(k, _)| *k != 2) {
                 let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
                 if !(cjk(last.1.chars().last()) && cjk(t.chars().next())) {
@@ -125,9 +133,10 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
                 last.1.push_str(t);
             } else {
                 items.push((0, t.to_string()));
+                markers.push(String::new());
             }
         }
-        for (kind, text) in items {
+        for ((kind, text), marker) in items.into_iter().zip(markers) {
             let mut job = LayoutJob {
                 wrap: egui::text::TextWrapping {
                     max_width: width - if kind == 1 { size * 1.2 } else { 0.0 },
@@ -136,6 +145,8 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
                 ..Default::default()
             };
             let s = if kind == 2 { size * 1.15 } else { size };
+            // A numbered item is its own paragraph, led by its number.
+            let text = if kind == 3 { format!("{marker} {text}") } else { text };
             push_inline(
                 &mut job,
                 &text,
@@ -146,7 +157,7 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
             );
             if kind == 1 {
                 ui.horizontal_top(|ui| {
-                    ui.label(egui::RichText::new("•").size(size).color(color));
+                    ui.label(egui::RichText::new(marker).size(size).color(color));
                     ui.label(job);
                 });
             } else {

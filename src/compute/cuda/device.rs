@@ -17,9 +17,9 @@ use half::f16;
 use ndarray::Array3;
 
 use super::launch::{self, LaunchDims};
-use super::sources::{FILES, KernelFile};
+use super::sources::{FILES, KernelFile, MEASURING_ENTRIES};
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, CopyRoof, DecodeTiming, PagedAppendInput, PagedDecodeInput,
+    AttnInput, Backend, BackendError, BackendKind, DecodeTiming, Device, PagedAppendInput, PagedDecodeInput,
     StaticAppendInput,
 };
 use crate::math::AttnCore;
@@ -135,16 +135,19 @@ fn probe_uncached() -> Result<CudaBackend, String> {
         let module = ctx
             .load_module(ptx)
             .map_err(|e| driver_error(&format!("loading kernels/{} failed", file.file), e))?;
-        for op in crate::compute::Op::ALL
+        let op_entries = crate::compute::Op::ALL
             .into_iter()
             .filter(|op| op.kernel_file() == file.file)
-        {
-            for &entry in op.cuda_entries() {
-                let f = module
-                    .load_function(entry)
-                    .map_err(|e| driver_error(&format!("kernel {entry} not found"), e))?;
-                funcs.insert(entry, f);
-            }
+            .flat_map(|op| op.cuda_entries().iter().copied());
+        let measuring = MEASURING_ENTRIES
+            .iter()
+            .filter(|(f, _)| *f == file.file)
+            .map(|(_, e)| *e);
+        for entry in op_entries.chain(measuring) {
+            let f = module
+                .load_function(entry)
+                .map_err(|e| driver_error(&format!("kernel {entry} not found"), e))?;
+            funcs.insert(entry, f);
         }
     }
     Ok(CudaBackend {
@@ -257,14 +260,15 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Milliseconds of `reps` decode steps on device-resident data, and of `reps` device-to-device copies
-    /// of the K/V bytes one step reads (`kv_bytes`), timed with CUDA events on the same stream.
-    pub fn time_decode_and_copy(
+    /// Milliseconds of one decode step on device-resident data, of one read-only stream over the K/V
+    /// bytes one step reads (`kv_bytes`, the `read_stream_u32` kernel), and of one device-to-device copy
+    /// of them; each the mean of `reps`, timed with CUDA events on the same stream.
+    pub fn time_decode_read_copy(
         &self,
         b: &mut DecodeBuffers,
         kv_bytes: usize,
         reps: usize,
-    ) -> Result<(f64, f64), BackendError> {
+    ) -> Result<(f64, f64, f64), BackendError> {
         let ev = || {
             self.ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -288,7 +292,28 @@ impl CudaBackend {
         }
         c1.record(&self.stream).map_err(dev)?;
         let copy_ms = c0.elapsed_ms(&c1).map_err(dev)? as f64 / reps as f64;
-        Ok((decode_ms, copy_ms))
+        // The read-only roof over the same bytes (rounded up to whole 16-byte words).
+        let words = kv_bytes.div_ceil(16);
+        let l = launch::read_stream(words);
+        let data: CudaSlice<u8> = self.stream.alloc_zeros(words * 16).map_err(dev)?;
+        let mut partial: CudaSlice<u32> = self.stream.alloc_zeros(l.grid[0] as usize).map_err(dev)?;
+        let n_words = words as i64;
+        let mut read = || -> Result<(), BackendError> {
+            let mut a = self.stream.launch_builder(self.func(l.entry)?);
+            a.arg(&data).arg(&n_words).arg(&mut partial);
+            // SAFETY: matches read_stream_u32: data holds n_words 16-byte words, partial one u32 per block.
+            unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+            Ok(())
+        };
+        read()?; // warm-up
+        let (r0, r1) = (ev()?, ev()?);
+        r0.record(&self.stream).map_err(dev)?;
+        for _ in 0..reps {
+            read()?;
+        }
+        r1.record(&self.stream).map_err(dev)?;
+        let read_ms = r0.elapsed_ms(&r1).map_err(dev)? as f64 / reps as f64;
+        Ok((decode_ms, read_ms, copy_ms))
     }
 
     /// Upload Q, K and V of an attention problem.
@@ -512,11 +537,12 @@ impl Backend for CudaBackend {
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
         inp.validate()?;
         let mut bufs = self.upload_decode(inp)?;
-        let (decode_ms, copy_ms) = self.time_decode_and_copy(&mut bufs, inp.kv_bytes(), reps)?;
+        let (decode_ms, read_ms, copy_ms) = self.time_decode_read_copy(&mut bufs, inp.kv_bytes(), reps)?;
         Ok(DecodeTiming {
             decode_s: decode_ms / 1e3,
+            read_s: read_ms / 1e3,
             copy_s: copy_ms / 1e3,
-            roof: CopyRoof::DeviceCopy,
+            device: Device::Gpu,
         })
     }
 

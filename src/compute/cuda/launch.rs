@@ -113,6 +113,16 @@ pub fn paged_decode(kv_heads: usize, requests: usize, partitions: usize) -> Laun
     }
 }
 
+/// `read_stream_u32` (the read-only roof): 256 threads per block, grid-stride over `words` 16-byte
+/// words, at most 4096 blocks.
+pub fn read_stream(words: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "read_stream_u32",
+        grid: [d(words.div_ceil(256).clamp(1, 4096)), 1, 1],
+        block: [256, 1, 1],
+    }
+}
+
 /// `paged_attention_reduce_f32`: one block per (query head, request).
 pub fn paged_reduce(heads: usize, requests: usize) -> LaunchDims {
     LaunchDims {

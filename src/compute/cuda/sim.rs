@@ -155,6 +155,17 @@ unsafe extern "C" {
         n_heads: i32,
         head_dim: i32,
     );
+    fn kvs_sim_read_stream_u32(
+        gx: G,
+        gy: G,
+        gz: G,
+        bx: G,
+        by: G,
+        bz: G,
+        data: *const u32,
+        n_words: i64,
+        partial: *mut u32,
+    );
 }
 
 /// The most simulated CUDA threads one call may launch (about a second of CPU time).
@@ -449,5 +460,40 @@ impl Backend for SimBackend {
             )
         };
         Ok(out)
+    }
+}
+
+impl SimBackend {
+    /// Run `read_stream_u32` (kernels/bandwidth.cu, the read-only roof the CUDA backend times) over
+    /// `data`, padded with zeros to whole 16-byte words; returns the per-block partial sums.
+    pub fn read_stream_partials(&self, data: &[u32]) -> Result<Vec<u32>, BackendError> {
+        let mut words = data.to_vec();
+        words.resize(data.len().div_ceil(4) * 4, 0);
+        let n_words = words.len() / 4;
+        let l = launch::read_stream(n_words);
+        budget(&[l])?;
+        let mut partial = vec![0u32; l.grid[0] as usize];
+        let (a, b, c, d, e, f) = dims!(l);
+        // SAFETY: `words` holds n_words 16-byte words (a multiple of 4 u32s); `partial` holds one u32
+        // per block of the grid; the kernel reads only words[0..n_words] and writes partial[blockIdx.x].
+        unsafe { kvs_sim_read_stream_u32(a, b, c, d, e, f, words.as_ptr(), n_words as i64, partial.as_mut_ptr()) };
+        Ok(partial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read-only stream kernel reads every word exactly once: its partial sums add up to the
+    /// host's sum, for lengths that are not multiples of the block or of the grid.
+    #[test]
+    fn read_stream_kernel_reads_every_word_once() {
+        for n in [1usize, 3, 4, 1023, 1024, 1025, 70_001] {
+            let data: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+            let want = data.iter().fold(0u32, |a, &x| a.wrapping_add(x));
+            let got = SimBackend.read_stream_partials(&data).unwrap();
+            assert_eq!(got.iter().fold(0u32, |a, &x| a.wrapping_add(x)), want, "n = {n}");
+        }
     }
 }

@@ -15,7 +15,7 @@ pub struct KernelFile {
 }
 
 /// Every kernel file, in the order the CUDA backend compiles them.
-pub const FILES: [KernelFile; 3] = [
+pub const FILES: [KernelFile; 4] = [
     KernelFile {
         file: "attention.cu",
         path: "kernels/attention.cu",
@@ -31,7 +31,15 @@ pub const FILES: [KernelFile; 3] = [
         path: "kernels/paged_attention.cu",
         source: include_str!("../../../kernels/paged_attention.cu"),
     },
+    KernelFile {
+        file: "bandwidth.cu",
+        path: "kernels/bandwidth.cu",
+        source: include_str!("../../../kernels/bandwidth.cu"),
+    },
 ];
+
+/// Entry points that are not ops: the read-only stream that measures a device's read roof.
+pub const MEASURING_ENTRIES: [(&str, &str); 1] = [("bandwidth.cu", "read_stream_u32")];
 
 /// The file that holds `op`.
 pub fn file_of(op: Op) -> KernelFile {

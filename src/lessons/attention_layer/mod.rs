@@ -1,6 +1,7 @@
 //! One attention layer, as lessons 1–3 and `kvscope export attention` compute it: X and random weights
-//! from a seed, Q/K/V projections, attention on the backend (scores, softmax and P·V as three kernels),
-//! heads concatenated and projected by W_O. The heatmaps of every tensor are built once here.
+//! from a seed, Q/K/V projections, attention on the backend (scores, softmax and P·V as three kernels,
+//! and once more as the fused online-softmax kernel, which must agree), heads concatenated and projected
+//! by W_O. The heatmaps of every tensor are built once here.
 //!
 //! Lessons 1–3 are three kinds ([`super::attention_matrix`], [`super::causal_mask`],
 //! [`super::multi_head`]) over this one computation; their shared views are in `view.rs`.
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use ndarray::{Array2, Array3, Axis, s};
 
-use super::{Output, any_nan, heat, heat_head, heat_matrix};
+use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix};
 use crate::compute::cuda::launch::{self, LaunchDims};
 use crate::compute::{AttnInput, Backend, CheckReport, Op, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
@@ -32,6 +33,12 @@ pub struct AttnOut {
     pub core: AttnCore<f32>,
     /// Lesson 2: the same with the mask off (for the toggle and the difference).
     pub unmasked: Option<AttnCore<f32>>,
+    /// Whether the scores are scaled by 1/√d_k (lesson 1's switch turns it off to show saturation).
+    pub scaled: bool,
+    /// The output of the fused kernel on the same input `[H,T,hd]`.
+    pub fused: Array3<f32>,
+    /// The fused kernel's output checked against the three kernels' (`out`).
+    pub fused_check: CheckReport,
     /// Concatenated heads `[T, H·hd]`.
     pub concat: Array2<f32>,
     /// Output after W_O, `[T, d_model]`.
@@ -88,16 +95,42 @@ impl AttnOut {
         unmasked: bool,
         backend: &dyn Backend,
     ) -> Result<AttnOut, String> {
+        Self::compute_scaled(shape, mask, seed, unmasked, true, backend)
+    }
+
+    /// [`AttnOut::compute`], with the 1/√d_k scaling of the scores switched off when `scaled` is false
+    /// (the kernels always scale, so they get Q·√d_k: the scores are then the raw dot products).
+    pub fn compute_scaled(
+        shape: AttnShape,
+        mask: Mask,
+        seed: u64,
+        unmasked: bool,
+        scaled: bool,
+        backend: &dyn Backend,
+    ) -> Result<AttnOut, String> {
         let shape = shape.validated().map_err(|e| e.to_string())?;
         let w = AttnWeights::random(shape, seed);
         let qkv = project(&w);
+        let q_in = if scaled {
+            None
+        } else {
+            Some(qkv.q.mapv(|x| x * (shape.head_dim() as f32).sqrt()))
+        };
         let inp = AttnInput {
-            q: &qkv.q,
+            q: q_in.as_ref().unwrap_or(&qkv.q),
             k: &qkv.k,
             v: &qkv.v,
             mask,
         };
         let core = backend.attention(&inp).map_err(|e| e.to_string())?;
+        let fused = backend.attention_fused(&inp).map_err(|e| e.to_string())?;
+        let fused_check = check(
+            "fused == three kernels",
+            fused.shape(),
+            fused.as_slice().unwrap_or_default(),
+            &core.out.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            Tolerance::F32,
+        );
         let unmasked = if unmasked {
             Some(
                 backend
@@ -145,6 +178,9 @@ impl AttnOut {
             qkv,
             core,
             unmasked,
+            scaled,
+            fused,
+            fused_check,
             concat,
             y,
             maps,
@@ -173,15 +209,27 @@ impl AttnOut {
         if let Some(u) = &self.unmasked {
             v.push(f("probs_unmasked", &u.probs));
         }
+        v.push(f("out_fused", &self.fused));
         v
+    }
+
+    /// The Q the kernels were given: Q itself, or Q·√d_k when the scaling is switched off.
+    pub fn kernel_q(&self) -> Array3<f32> {
+        if self.scaled {
+            self.qkv.q.clone()
+        } else {
+            self.qkv.q.mapv(|x| x * (self.shape.head_dim() as f32).sqrt())
+        }
     }
 }
 
 impl Output for AttnOut {
-    /// Probabilities and output against the f64 reference.
+    /// Probabilities and output of the three kernels, and the fused kernel's output, against the f64
+    /// reference.
     fn verify(&self) -> Vec<CheckReport> {
+        let q = self.kernel_q();
         let inp = AttnInput {
-            q: &self.qkv.q,
+            q: &q,
             k: &self.qkv.k,
             v: &self.qkv.v,
             mask: self.mask,
@@ -199,7 +247,35 @@ impl Output for AttnOut {
         vec![
             c("probs", &self.core.probs, &want.probs),
             c("out", &self.core.out, &want.out),
+            c("fused.out", &self.fused, &want.out),
         ]
+    }
+
+    fn op_check(&self, op: Op) -> Option<&CheckReport> {
+        (op == Op::AttentionFused).then_some(&self.fused_check)
+    }
+
+    fn io(&self, op: Op) -> Option<OpIo> {
+        let (h, kvh, t, hd) = (
+            self.shape.n_heads,
+            self.shape.n_kv_heads,
+            self.shape.seq,
+            self.shape.head_dim(),
+        );
+        let (q, k, v) = (vec![h, t, hd], vec![kvh, t, hd], vec![kvh, t, hd]);
+        let (s, o) = (vec![h, t, t], vec![h, t, hd]);
+        let (reads, writes) = match op {
+            Op::AttentionScores => (vec![("Q", q), ("K", k)], vec![("S", s)]),
+            Op::Softmax => (vec![("S", s.clone())], vec![("P", s)]),
+            Op::AttentionPv => (vec![("P", s), ("V", v)], vec![("O", o)]),
+            Op::AttentionFused => (vec![("Q", q), ("K", k), ("V", v)], vec![("O", o)]),
+            _ => return None,
+        };
+        Some(OpIo {
+            reads,
+            writes,
+            elem_bytes: 4,
+        })
     }
 
     fn has_nan(&self) -> bool {
@@ -209,6 +285,7 @@ impl Output for AttnOut {
             || [&m.q, &m.k, &m.v, &m.scores, &m.probs, &m.out]
                 .iter()
                 .any(|v| v.iter().any(|d| any_nan(&d.values)))
+            || any_nan(self.fused.as_slice().unwrap_or_default())
             || [&m.unmasked_scores, &m.unmasked_probs, &m.diff]
                 .iter()
                 .any(|d| d.as_ref().is_some_and(|d| any_nan(&d.values)))

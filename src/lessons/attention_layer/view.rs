@@ -8,6 +8,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 use super::AttnOut;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::{HeatmapData, Highlight};
+use crate::ui::text::Lang;
 use crate::ui::widgets::{ViewCtx, grid, heat_panel, step_highlight, view_id, view_in};
 
 /// The step's highlight on the T×T matrices.
@@ -29,6 +30,7 @@ fn dot(a: ndarray::ArrayView1<f32>, b: ndarray::ArrayView1<f32>) -> f32 {
 
 /// The numbers behind score/probability cell (i, j) of head `h`.
 pub fn score_hover(
+    lang: Lang,
     a: &AttnOut,
     h: usize,
     probs: &ndarray::Array3<f32>,
@@ -42,12 +44,24 @@ pub fn score_hover(
         a.qkv.k.slice(ndarray::s![kvh, j, ..]),
     );
     let masked = mask_on && !a.mask.visible(i, j);
-    format!(
-        "q{i}·k{j} = {qk:.3}   /√{hd} = {:.3}   {}   p = {:.4}",
-        qk / (hd as f32).sqrt(),
-        if masked { "masked → −∞" } else { "visible" },
-        probs[[h, i, j]]
-    )
+    let state = if masked {
+        lang.t("masked → −∞", "被掩码 → −∞")
+    } else {
+        lang.t("visible", "可见")
+    };
+    if a.scaled {
+        format!(
+            "q{i}·k{j} = {qk:.3}   /√{hd} = {:.3}   {state}   p = {:.4}",
+            qk / (hd as f32).sqrt(),
+            probs[[h, i, j]]
+        )
+    } else {
+        let not_scaled = lang.t("(not scaled)", "（未缩放）");
+        format!(
+            "q{i}·k{j} = {qk:.3}   {not_scaled}   {state}   p = {:.4}",
+            probs[[h, i, j]]
+        )
+    }
 }
 
 /// What P·V cell (i, d) of head `h` is made of: its largest terms p_ij · v_jd.
@@ -141,19 +155,23 @@ pub fn projection(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, which: Qkv) {
     );
 }
 
-/// Head 0's scores `QKᵀ/√d`: `data` is the masked or the unmasked matrix, `masked` says which.
+/// Head 0's scores `QKᵀ/√d_k`: `data` is the masked or the unmasked matrix, `masked` says which.
 pub fn scores(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, id: &str, data: &Arc<HeatmapData>, masked: bool) {
+    let lang = cx.lang;
     let t = a.shape.seq;
-    let title = if masked {
-        format!(
+    let title = match (masked, a.scaled) {
+        (true, _) => format!(
             "{}  [T={t}, T={t}]",
             cx.t(
-                "masked scores QK^T/√d (−∞ hatched)",
-                "掩码后的分数 QK^T/√d（−∞ 为斜纹）"
+                "masked scores QK^T/√d_k (−∞ hatched)",
+                "掩码后的分数 QK^T/√d_k（−∞ 为斜纹）"
             )
-        )
-    } else {
-        format!("{}  [T={t}, T={t}]", cx.t("scores QK^T/√d", "分数 QK^T/√d"))
+        ),
+        (false, true) => format!("{}  [T={t}, T={t}]", cx.t("scores QK^T/√d_k", "分数 QK^T/√d_k")),
+        (false, false) => format!(
+            "{}  [T={t}, T={t}]",
+            cx.t("scores QK^T, not scaled", "分数 QK^T（未缩放）")
+        ),
     };
     let hl = seq_highlight(cx, a);
     heat_panel(
@@ -165,7 +183,7 @@ pub fn scores(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, id: &str, data: &Arc<H
         Colormap::Diverging,
         None,
         hl,
-        &|c| score_hover(a, 0, &a.core.probs, masked, c),
+        &|c| score_hover(lang, a, 0, &a.core.probs, masked, c),
     );
 }
 
@@ -178,6 +196,7 @@ pub fn probs(
     probs: &ndarray::Array3<f32>,
     mask_on: bool,
 ) {
+    let lang = cx.lang;
     let t = a.shape.seq;
     let title = format!(
         "P = softmax(scores)  [T={t}, T={t}]  {}",
@@ -193,7 +212,7 @@ pub fn probs(
         Colormap::Sequential,
         Some((0.0, 1.0)),
         hl,
-        &|c| score_hover(a, 0, probs, mask_on, c),
+        &|c| score_hover(lang, a, 0, probs, mask_on, c),
     );
 }
 

@@ -1,4 +1,4 @@
-//! Lesson 1, the attention matrix (kind `attention`): X → Q, K, V; QKᵀ/√d; softmax; P·V. One head,
+//! Lesson 1, the attention matrix (kind `attention`): X → Q, K, V; QKᵀ/√d_k; softmax; P·V. One head,
 //! no mask, computed by the backend's three attention kernels.
 
 mod view;
@@ -68,12 +68,8 @@ impl LessonKind for AttentionMatrix {
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
-        Ok(Box::new(AttnOut::compute(
-            layer_shape(p, 1, 1),
-            Mask::None,
-            seed,
-            false,
-            backend,
-        )?))
+        let scaled = get(p, "scale_on", 1) != 0;
+        let shape = layer_shape(p, 1, 1);
+        Ok(Box::new(AttnOut::compute_scaled(shape, Mask::None, seed, false, scaled, backend)?))
     }
 }

@@ -35,7 +35,7 @@ impl LessonUi for CausalMask {
 
 /// The causal mask: 1 where query i may attend to key j (j ≤ i), 0 for the future.
 fn mask(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
-    let t = a.shape.seq;
+    let (t, lang) = (a.shape.seq, cx.lang);
     let title = format!(
         "{}  [T={t}, T={t}]",
         cx.t(
@@ -56,9 +56,9 @@ fn mask(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             format!(
                 "query {i}, key {j}: {}",
                 if a.mask.visible(i, j) {
-                    "j ≤ i, visible"
+                    lang.t("j ≤ i, visible", "j ≤ i，可见")
                 } else {
-                    "j > i, future → masked"
+                    lang.t("j > i, future → masked", "j > i，未来 → 被掩码")
                 }
             )
         },
@@ -101,6 +101,9 @@ fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         "{}  [T={t}, T={t}]",
         cx.t("P(mask on) − P(mask off)", "P(有掩码) − P(无掩码)")
     );
+    // The last query already sees every key, so the mask changes nothing in its row: decode in miniature.
+    let last = diff.values[(t - 1) * t..].iter().fold(0f32, |m, x| m.max(x.abs()));
+    cx.widgets.heat.reserve_below = 1.6 * cx.size;
     heat_panel(
         cx,
         ui,
@@ -109,7 +112,19 @@ fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         &diff,
         Colormap::Diverging,
         None,
-        Highlight::None,
+        Highlight::Row(t - 1),
         &|(i, j)| format!("ΔP[{i},{j}] = {:+.4}", diff.values[i * t + j]),
+    );
+    ui.label(
+        RichText::new(format!(
+            "{} {}: max |ΔP| = {last:.1e} {}",
+            cx.t("last row, query", "最后一行，query"),
+            t - 1,
+            cx.t(
+                "(it sees every key with or without the mask)",
+                "（无论有没有掩码，它都能看到所有 key）"
+            )
+        ))
+        .size(cx.size * 0.9),
     );
 }

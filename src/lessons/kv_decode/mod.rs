@@ -63,8 +63,18 @@ impl LessonKind for KvDecode {
         (id == "kv_heads").then(|| super::divisors(get(p, "heads", 1)))
     }
 
-    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
-        Ok(Box::new(decode(p, backend)?))
+    fn placeholders(&self) -> &'static [&'static str] {
+        PLACEHOLDERS
+    }
+
+    fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let mut out = decode(p, backend)?;
+        out.model = lesson
+            .file
+            .models
+            .iter()
+            .find_map(|m| Some((m.name.clone(), m.weight_bytes()?, m.kv_bytes_per_token())));
+        Ok(Box::new(out))
     }
 }
 
@@ -100,7 +110,25 @@ pub struct DecodeOut {
     pub prefill_probs: Arc<HeatmapData>,
     /// Backend check of every prefill attention against the reference.
     pub prefill_check: CheckReport,
+    /// The lesson file's first model with a parameter count: its name, the bytes of its weights and
+    /// the K/V bytes one token takes over all layers (for "weights against K/V").
+    pub model: Option<(String, u64, u64)>,
 }
+
+/// The batch of the narration's worked example of where K/V reads pass weight reads.
+const EXAMPLE_BATCH: u64 = 32;
+
+/// The numbers lesson 4's narration may show.
+const PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "first_pos",
+    "model",
+    "model_weights",
+    "model_kv_per_token",
+    "crossover_tokens",
+    "example_batch",
+    "example_context",
+];
 
 /// One point of lesson 4's timeline.
 pub struct DecodeFrame {
@@ -380,6 +408,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
         rows,
         prefill_probs: prefill_probs.unwrap_or_else(|| heat(1, 1, vec![0.0])),
         prefill_check,
+        model: None,
     })
 }
 
@@ -450,4 +479,24 @@ impl Output for DecodeOut {
     fn frames(&self) -> usize {
         self.frames.len()
     }
+
+    fn values(&self) -> Vec<(&'static str, String)> {
+        let mut v = vec![("prompt", self.prompt.to_string()), ("first_pos", self.prompt.to_string())];
+        if let Some((name, weights, per_token)) = &self.model {
+            let crossover = weights.div_ceil(*per_token);
+            v.extend([
+                ("model", name.clone()),
+                ("model_weights", gib(*weights)),
+                ("model_kv_per_token", gib(*per_token)),
+                ("crossover_tokens", crossover.to_string()),
+                ("example_batch", EXAMPLE_BATCH.to_string()),
+                ("example_context", crossover.div_ceil(EXAMPLE_BATCH).to_string()),
+            ]);
+        }
+        v
+    }
+}
+
+fn gib(n: u64) -> String {
+    super::format_bytes(n as f64)
 }

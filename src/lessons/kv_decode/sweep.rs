@@ -5,13 +5,21 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 
-use crate::bench::{SweepPoint, sweep_contexts, sweep_point};
-use crate::compute::{Backend, BackendKind};
+use crate::bench::{SweepPoint, gemm_gflops, sweep_contexts, sweep_point};
+use crate::compute::{Backend, BackendKind, Device};
+
+/// What the measuring thread sends.
+enum Measured {
+    /// One context length.
+    Point(SweepPoint),
+    /// GEMM GFLOP/s and read GB/s, for the balance point.
+    Balance(f64, f64),
+}
 
 /// The sweep's state.
 #[derive(Default)]
 pub struct Sweep {
-    rx: Option<Receiver<Result<SweepPoint, String>>>,
+    rx: Option<Receiver<Result<Measured, String>>>,
     /// Points so far.
     pub points: Vec<SweepPoint>,
     /// Which backend they were measured on.
@@ -20,6 +28,9 @@ pub struct Sweep {
     pub error: Option<String>,
     /// Whether it started automatically once already.
     pub auto_started: bool,
+    /// The machine's balance point, measured after the points on a host backend: GEMM GFLOP/s on the
+    /// same threads and the read-only GB/s of the longest context (FLOP/byte = their ratio).
+    pub balance: Option<(f64, f64)>,
 }
 
 impl Sweep {
@@ -29,16 +40,22 @@ impl Sweep {
         self.rx = Some(rx);
         self.points.clear();
         self.error = None;
+        self.balance = None;
         self.backend = Some(backend.kind());
         std::thread::spawn(move || {
+            let mut last = None;
             for c in sweep_contexts(backend.kind()) {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sweep_point(backend.as_ref(), c)))
                     .unwrap_or_else(|_| Err("the measurement panicked".into()));
+                last = r.as_ref().ok().copied();
                 let stop = r.is_err();
-                if tx.send(r).is_err() || stop {
+                if tx.send(r.map(Measured::Point)).is_err() || stop {
                     break;
                 }
                 wake();
+            }
+            if let Some(p) = last.filter(|p| p.device == Device::Host) {
+                let _ = tx.send(Ok(Measured::Balance(gemm_gflops(1024).0, p.read)));
             }
             wake();
         });
@@ -49,7 +66,8 @@ impl Sweep {
         let Some(rx) = &self.rx else { return false };
         loop {
             match rx.try_recv() {
-                Ok(Ok(p)) => self.points.push(p),
+                Ok(Ok(Measured::Point(p))) => self.points.push(p),
+                Ok(Ok(Measured::Balance(flops, read))) => self.balance = Some((flops, read)),
                 Ok(Err(e)) => {
                     self.error = Some(e);
                     self.rx = None;

@@ -233,7 +233,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                             .and_then(|r| r.get(j))
                             .copied()
                             .unwrap_or(0.0);
-                        format!("p[{i},{j}] = {v:.4}{}", if i == pos { "  (new row)" } else { "" })
+                        format!("p[{i},{j}] = {v:.4}{}", if i == pos { lang.t("  (new row)", "  （新行）") } else { "" })
                     },
                 );
             });
@@ -257,7 +257,8 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     Highlight::None,
                     &|(h, j)| {
                         format!(
-                            "head {h} (KV {}) → pos {j}: p = {:.4}",
+                            "{} {h} (KV {}) → pos {j}: p = {:.4}",
+                            lang.t("head", "头"),
                             h / (d.heads / d.kv_heads).max(1),
                             row.values[h * row.cols + j]
                         )

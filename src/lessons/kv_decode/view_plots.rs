@@ -1,5 +1,6 @@
 //! Lesson 4's plots: arithmetic intensity of decode (FLOPs against K/V bytes read), and the live
-//! bandwidth sweep of the paged decode kernel against a copy of the same bytes.
+//! bandwidth sweep of the paged decode kernel against a read-only stream over the same bytes (its roof)
+//! and a copy of them (counted as the bytes it reads plus the bytes it writes).
 
 use eframe::egui::{self, Color32, RichText, Ui};
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
@@ -8,7 +9,7 @@ use super::DecodeOut;
 use super::sweep::Sweep;
 use crate::bench::SWEEP_REQUESTS;
 use crate::cache::kv_bytes_per_token;
-use crate::compute::CopyRoof;
+use crate::compute::Device;
 use crate::ui::widgets::{ViewCtx, bytes};
 
 pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
@@ -75,6 +76,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
             );
         });
     let kv_options: Vec<usize> = (1..=d.heads).filter(|k| d.heads.is_multiple_of(*k)).collect();
+    let balance = cx.state::<Sweep>().balance;
     Plot::new("intensity-batch")
         .height(h)
         .legend(Legend::default())
@@ -96,7 +98,33 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                     .collect();
                 p.line(Line::new(name, pts));
             }
+            if let Some((gflops, gbs)) = balance {
+                let name = format!(
+                    "{} {:.0} FLOP/B",
+                    lang.t("balance point of this machine (measured)", "本机平衡点（实测）"),
+                    gflops / gbs
+                );
+                p.line(Line::new(name, PlotPoints::new(vec![[1.0, gflops / gbs], [16.0, gflops / gbs]])));
+            }
         });
+    ui.label(
+        RichText::new(match balance {
+            Some((gflops, gbs)) => format!(
+                "{}: {gflops:.0} GFLOP/s ÷ {gbs:.1} GB/s = {:.0} FLOP/byte; {} {:.0} FLOP/byte",
+                lang.t("balance point, measured on this machine", "本机实测平衡点"),
+                gflops / gbs,
+                lang.t("decode attention reads K/V at", "解码注意力读取 K/V 的算术强度为"),
+                d.heads as f64 / d.kv_heads as f64
+            ),
+            None => lang
+                .t(
+                    "The machine's balance point (its FLOP/s ÷ its read bandwidth) is measured in the next step.",
+                    "本机的平衡点（FLOP/s ÷ 读取带宽）在下一步实测。",
+                )
+                .to_string(),
+        })
+        .size(size * 0.9),
+    );
 }
 
 pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
@@ -117,8 +145,8 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
         RichText::new(format!(
             "{} ({SWEEP_REQUESTS} {}, H32/KV8, hd128, block 16, f16)",
             lang.t(
-                "measured now on this machine: paged decode kernel vs copy",
-                "在本机实时测量：分页解码 kernel 与内存拷贝"
+                "measured now on this machine: paged decode kernel vs reading the same bytes",
+                "在本机实时测量：分页解码 kernel 与读取同样字节的对比"
             ),
             lang.t("requests", "个请求")
         ))
@@ -149,9 +177,15 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
         return;
     }
     let on = sw.backend.map_or("?", |b| b.name());
-    let copy_label = match sw.points[0].roof {
-        CopyRoof::DeviceCopy => lang.t("device-to-device copy (roof)", "显存到显存拷贝（上限）"),
-        CopyRoof::HostMemcpy => lang.t("memcpy, same threads (roof)", "memcpy，同样线程数（上限）"),
+    let (read_label, copy_label) = match sw.points[0].device {
+        Device::Gpu => (
+            lang.t("read-only stream kernel (roof)", "只读流 kernel（上限）"),
+            lang.t("device copy, bytes read + written", "显存拷贝，读 + 写字节"),
+        ),
+        Device::Host => (
+            lang.t("read-only stream, same threads (roof)", "只读流，同样线程数（上限）"),
+            lang.t("memcpy, bytes read + written", "memcpy，读 + 写字节"),
+        ),
     };
     Plot::new("bandwidth")
         .height((ui.available_height() - 3.0 * size).max(100.0))
@@ -167,23 +201,35 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
                 .iter()
                 .map(|q| [(q.context as f64).log2(), q.kernel])
                 .collect();
+            let r: PlotPoints = sw.points.iter().map(|q| [(q.context as f64).log2(), q.read]).collect();
             let c: PlotPoints = sw.points.iter().map(|q| [(q.context as f64).log2(), q.copy]).collect();
             p.line(Line::new(
                 format!("{} ({on})", lang.t("decode kernel K/V read", "解码 kernel 读取 K/V")),
                 k,
             ));
+            p.line(Line::new(read_label, r));
             p.line(Line::new(copy_label, c));
         });
+    if let Some((gflops, gbs)) = sw.balance {
+        ui.label(
+            RichText::new(format!(
+                "{}: GEMM {gflops:.0} GFLOP/s ÷ {gbs:.1} GB/s = {:.0} FLOP/byte",
+                lang.t("balance point of this machine", "本机平衡点"),
+                gflops / gbs
+            ))
+            .size(size),
+        );
+    }
     let last = sw.points[sw.points.len() - 1];
     ui.label(
         RichText::new(format!(
             "ctx {}: {:.1} GB/s {} {:.1} GB/s = {:.0}% {}",
             last.context,
             last.kernel,
-            lang.t("vs copy", "对比拷贝"),
-            last.copy,
-            100.0 * last.kernel / last.copy.max(1e-9),
-            lang.t("of the copy roof", "的拷贝上限")
+            lang.t("vs reading the same bytes", "对比读取同样字节"),
+            last.read,
+            100.0 * last.kernel / last.read.max(1e-9),
+            lang.t("of the read roof", "的读取上限")
         ))
         .size(size),
     );

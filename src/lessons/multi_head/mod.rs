@@ -57,6 +57,28 @@ impl LessonKind for MultiHead {
         }
     }
 
+    fn placeholders(&self) -> &'static [&'static str] {
+        &["table_head_dims", "gqa_model", "gqa_heads", "gqa_kv_heads"]
+    }
+
+    /// From the lesson's model table: the head sizes it holds, and its first GQA model.
+    fn values(&self, lesson: &Lesson, _out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+        let m = &lesson.file.models;
+        let mut dims: Vec<u32> = m.iter().map(|m| m.head_dim).collect();
+        dims.sort_unstable();
+        dims.dedup();
+        let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        let mut v = vec![("table_head_dims", dims.join(", "))];
+        if let Some(g) = m.iter().find(|m| m.kv_heads > 1 && m.kv_heads < m.heads) {
+            v.extend([
+                ("gqa_model", g.name.clone()),
+                ("gqa_heads", g.heads.to_string()),
+                ("gqa_kv_heads", g.kv_heads.to_string()),
+            ]);
+        }
+        v
+    }
+
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let heads = get(p, "heads", 4);
         let shape = layer_shape(p, heads, get(p, "kv_heads", heads));

@@ -18,6 +18,7 @@ impl LessonUi for MultiHead {
             return;
         };
         let (t, hd, d, m) = (a.shape.seq, a.shape.head_dim(), a.shape.d_model, &a.maps);
+        let lang = cx.lang;
         match view {
             View::HeadSplit => head_split(cx, ui, a),
             View::HeadsGrid => {
@@ -36,7 +37,7 @@ impl LessonUi for MultiHead {
                             Colormap::Sequential,
                             Some((0.0, 1.0)),
                             Highlight::None,
-                            &|c| score_hover(a, k, &a.core.probs, true, c),
+                            &|c| score_hover(lang, a, k, &a.core.probs, true, c),
                         );
                     });
                 }

@@ -109,13 +109,14 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                             .and_then(|t| t.iter().position(|&x| x as usize == b))
                             .unwrap_or(0);
                         format!(
-                            "block {b}: r{o}, {} {idx}, {}/{bs} {}",
+                            "{} {b}: r{o}, {} {idx}, {}/{bs} {}",
+                            lang.t("block", "块"),
                             lang.t("logical block", "逻辑块"),
                             f.grid.filled[b],
                             lang.t("slots filled", "槽位已用")
                         )
                     }
-                    None => format!("block {b}: {}", lang.t("free", "空闲")),
+                    None => format!("{} {b}: {}", lang.t("block", "块"), lang.t("free", "空闲")),
                 },
                 None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
             };

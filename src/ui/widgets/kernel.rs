@@ -49,6 +49,31 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output)
                 .color(Color32::from_rgb(230, 190, 90)),
         );
     }
+    if let Some(io) = out.io(op) {
+        let list = |t: &[(&str, Vec<usize>)]| {
+            t.iter()
+                .map(|(n, s)| format!("{n} {s:?}"))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        };
+        ui.label(
+            RichText::new(format!(
+                "{} {} = {} · {} {} = {}",
+                lang.t("reads", "读"),
+                list(&io.reads),
+                super::bytes(io.bytes(&io.reads) as f64),
+                lang.t("writes", "写"),
+                list(&io.writes),
+                super::bytes(io.bytes(&io.writes) as f64),
+            ))
+            .monospace()
+            .size(size * 0.85),
+        );
+    }
+    if let Some(r) = out.op_check(op) {
+        let what = lang.t("fused kernel vs the three kernels", "融合 kernel 与三个 kernel 的结果");
+        super::check_line(cx, ui, Some(r), what);
+    }
     let [en, zh] = cx.backend.info().ran;
     ui.label(RichText::new(lang.t(en, zh)).italics().size(size * 0.85));
     // Show the source from a few lines above the entry point; the entry line is highlighted.

@@ -17,6 +17,8 @@ pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{grid, view_in};
 
+pub use crate::lessons::format_bytes as bytes;
+
 use super::text::Lang;
 use crate::compute::{Backend, BackendKind, CheckReport};
 use crate::lesson::{Highlight, Lesson};
@@ -89,24 +91,6 @@ pub fn view_id(name: &str, i: usize) -> u64 {
 pub fn color_of(i: usize) -> Color32 {
     let [r, g, b, _] = owner_color(i as u32);
     Color32::from_rgb(r, g, b)
-}
-
-/// Format bytes with binary units.
-pub fn bytes(n: f64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} B")
-    } else if v >= 100.0 {
-        format!("{v:.0} {}", U[i])
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 /// One line saying whether a kernel result matches the f64 reference.
