@@ -15,9 +15,10 @@ for comp in rustfmt clippy; do
 done
 
 # Software GPU adapters for the wgpu renderer tests: lavapipe (Vulkan) and llvmpipe (GL/EGL); Xvfb for
-# the windowed app's start-up check.
+# the windowed app's start-up check; g++ with the ThreadSanitizer, AddressSanitizer and UBSan runtimes for
+# the kernels on the CPU shim.
 need_apt=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri xvfb xauth; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri xvfb xauth g++ libtsan2 libasan8 libubsan1; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -55,6 +56,14 @@ cargo clippy --release --all-targets -- -D warnings
 
 log "cargo test --release"
 cargo test --release "$@"
+
+# The CUDA kernels on the CPU shim under ThreadSanitizer (races between a block's threads: a missing
+# __syncthreads) and AddressSanitizer + UBSan (out-of-bounds accesses, undefined behaviour). Any report
+# fails the run; tests/kernels.rs makes sure the selftest runs every kernel entry point.
+log "kernels under ThreadSanitizer and AddressSanitizer + UBSan (scripts/sanitize.sh)"
+t0=$(date +%s)
+./scripts/sanitize.sh all
+echo "sanitizers took $(( $(date +%s) - t0 )) s"
 
 # The egui snapshots once more on the GL backend (llvmpipe): the paint callbacks must work there
 # too, and must produce the same pixels as on Vulkan.

@@ -1,7 +1,9 @@
 // kernels/shim/selftest.cpp -- standalone check of the kvscope kernels on the CPU shim.
-// Not part of the cargo build. Build and run:
+// Not part of the cargo build. Build and run (scripts/sanitize.sh does the same under ThreadSanitizer
+// and under AddressSanitizer + UBSan, and CI runs it):
 //   g++ -std=c++20 -O1 -pthread -I kernels/shim -I kernels
 //       kernels/shim/selftest.cpp kernels/shim/sim.cpp -o /tmp/selftest && /tmp/selftest
+// Every kernel entry point must be run here (tests/kernels.rs checks it).
 //
 // Every op is compared with a simple double-precision reference on random inputs,
 // including odd sizes (T = 1, head_dim = 1 or 3, block_size = 1, block_size > T, empty
@@ -387,6 +389,32 @@ void test_paged_append() {
 }
 
 // ---------------------------------------------------------------------------------------
+// bandwidth.cu: the read-only stream (every word read once; partial sums add up)
+// ---------------------------------------------------------------------------------------
+void test_read_stream() {
+    for (long long words : {1LL, 255LL, 256LL, 257LL, 5000LL}) {
+        std::vector<uint32_t> data((size_t)words * 4);
+        uint32_t want = 0;
+        for (size_t i = 0; i < data.size(); ++i) {
+            data[i] = (uint32_t)(i * 2654435761u);
+            want += data[i];
+        }
+        const unsigned grid = (unsigned)std::min<long long>((words + 255) / 256, 4096);
+        std::vector<uint32_t> partial(grid, 0);
+        kvs_sim_read_stream_u32(grid, 1, 1, 256, 1, 1, data.data(), words, partial.data());
+        uint32_t got = 0;
+        for (uint32_t p : partial) got += p;
+        Stat& s = stat("read_stream");
+        s.checked += 1;
+        if (got != want) {
+            std::printf("  MISMATCH read_stream words %lld: %u != %u\n", words, got, want);
+            s.bad += 1;
+            s.max_err = kInf;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // paged_attention.cu: decode (split context) + reduce
 // ---------------------------------------------------------------------------------------
 const int kPartition = 512;
@@ -515,6 +543,7 @@ int main() {
     test_fully_masked_rows();
     test_static_append();
     test_paged_append();
+    test_read_stream();
 
     const PagedCase paged_cases[] = {
         {4, 1, 128, 16, {1, 17, 600}},   // G = 4 (one pass), hd 128, 2 partitions

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The CUDA kernels on the CPU shim under sanitizers: the kernel selftest (kernels/shim/selftest.cpp, which
+# runs every kernel entry point at small, odd shapes against a double-precision reference) built and run
+#   tsan  with -fsanitize=thread: a data race between the simulated threads of a block (a missing
+#         __syncthreads) is reported;
+#   asan  with -fsanitize=address,undefined: an out-of-bounds read or write in shared memory (the shim makes
+#         __shared__ arrays globals), in a local array or in a global buffer (the selftest's buffers have
+#         exact sizes), and undefined behaviour, are reported.
+# Any report fails the run. Usage: scripts/sanitize.sh [tsan|asan|all] (default all).
+# Needs g++ with libtsan and libasan/libubsan (Debian: libtsan2 libasan8 libubsan1; scripts/test.sh installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+OUT="${SANITIZE_OUT:-$(mktemp -d)}"
+CXX="${CXX:-g++}"
+src=(kernels/shim/selftest.cpp kernels/shim/sim.cpp)
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -pthread -I kernels/shim -I kernels)
+
+run_tsan() {
+  echo "== ThreadSanitizer: building the kernel selftest"
+  "$CXX" "${flags[@]}" -fsanitize=thread "${src[@]}" -o "$OUT/selftest-tsan"
+  echo "== ThreadSanitizer: running it"
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0" "$OUT/selftest-tsan"
+}
+
+run_asan() {
+  echo "== AddressSanitizer + UBSan: building the kernel selftest"
+  "$CXX" "${flags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=all "${src[@]}" -o "$OUT/selftest-asan"
+  echo "== AddressSanitizer + UBSan: running it"
+  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" "$OUT/selftest-asan"
+}
+
+case "$what" in
+  tsan) run_tsan ;;
+  asan) run_asan ;;
+  all) run_tsan; run_asan ;;
+  *) echo "usage: $0 [tsan|asan|all]" >&2; exit 2 ;;
+esac

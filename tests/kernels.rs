@@ -1,0 +1,67 @@
+//! Every CUDA kernel is covered where it can be checked without a GPU: each `extern "C" __global__`
+//! entry point of `kernels/*.cu` has a CPU-shim wrapper (`kernels/shim/sim.cpp`) and is run by the kernel
+//! selftest (`kernels/shim/selftest.cpp`), which `scripts/sanitize.sh` runs under ThreadSanitizer and
+//! AddressSanitizer + UBSan in CI; every file is compiled by NVRTC (`compute::cuda::sources::FILES`). A new
+//! entry point that the selftest does not run fails here instead of leaving a silent gap.
+
+use std::path::Path;
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
+}
+
+/// `(file, entry)` of every `extern "C" __global__ void entry(` in `kernels/*.cu`.
+fn entries() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        let src = std::fs::read_to_string(&f).unwrap();
+        let flat = src.split_whitespace().collect::<Vec<_>>().join(" ");
+        for part in flat.split("extern \"C\" __global__ void ").skip(1) {
+            // Skip a `__launch_bounds__(…)` qualifier before the name.
+            let part = match part.strip_prefix("__launch_bounds__") {
+                Some(rest) => rest.split_once(") ").map_or(rest, |(_, after)| after),
+                None => part,
+            };
+            let entry = part.split('(').next().unwrap().trim().to_string();
+            out.push((name.clone(), entry));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kernel_entry_runs_on_the_shim_under_the_sanitizers() {
+    let (sim, selftest) = (read("kernels/shim/sim.cpp"), read("kernels/shim/selftest.cpp"));
+    let all = entries();
+    assert!(all.len() >= 9, "{all:?}");
+    let mut missing = Vec::new();
+    for (file, entry) in &all {
+        let wrapper = format!("kvs_sim_{entry}(");
+        if !sim.contains(&format!("#include \"../{file}\"")) {
+            missing.push(format!("kernels/shim/sim.cpp does not include {file}"));
+        }
+        if !sim.contains(&wrapper) {
+            missing.push(format!("kernels/shim/sim.cpp has no wrapper {wrapper}…) for {file}"));
+        }
+        if !selftest.contains(&wrapper) {
+            missing.push(format!("kernels/shim/selftest.cpp never runs {entry} ({file})"));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    // NVRTC compiles every file (tests/cuda_backend.rs compiles FILES for sm_80 and sm_90).
+    let files: Vec<&str> = kvscope::compute::cuda::sources::FILES.iter().map(|f| f.file).collect();
+    for (file, _) in &all {
+        assert!(
+            files.contains(&file.as_str()),
+            "{file} is not in compute::cuda::sources::FILES"
+        );
+    }
+}
