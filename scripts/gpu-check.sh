@@ -36,16 +36,19 @@ if [ -x "$BIN" ]; then
   # --- 3. benchmarks --------------------------------------------------------------------------
   if timeout 180 "$BIN" bench --backend cuda --json > "$OUT/bench-cuda.json"; then note "bench cuda" ok; else note "bench cuda" FAILED; fi
   if timeout 120 "$BIN" bench --backend cpu --only p1,p3 --json > "$OUT/bench-cpu.json"; then note "bench cpu" ok; else note "bench cpu" FAILED; fi
+  # The WGSL twins on the same GPU through wgpu (Vulkan), next to CUDA.
+  if timeout 180 "$BIN" check --backend wgpu | tee "$OUT/check-wgpu.txt" | tail -3; then note "check wgpu" ok; else note "check wgpu" FAILED; fi
+  if timeout 180 "$BIN" bench --backend wgpu --quick --json > "$OUT/bench-wgpu.json"; then note "bench wgpu" ok; else note "bench wgpu" FAILED; fi
 fi
 
 # --- 4. summary -------------------------------------------------------------------------------
 echo
 echo "================ kvscope gpu-check summary ================"
 for s in "${status[@]}"; do printf '%-12s %s\n' "${s%%|*}" "${s#*|}"; done
-grep -E "^== cuda" "$OUT/check-cuda.txt" 2>/dev/null
+grep -E "^== (cuda|wgpu)" "$OUT/check-cuda.txt" "$OUT/check-wgpu.txt" 2>/dev/null
 python3 - "$OUT" <<'PY' 2>/dev/null || cat "$OUT"/bench-*.json 2>/dev/null
 import json, sys, os
-for name in ("bench-cuda.json", "bench-cpu.json"):
+for name in ("bench-cuda.json", "bench-cpu.json", "bench-wgpu.json"):
     p = os.path.join(sys.argv[1], name)
     if not os.path.exists(p) or os.path.getsize(p) == 0:
         continue

@@ -47,7 +47,6 @@ fn math_cache_and_compute_import_nothing_above_them() {
         &[
             "egui",
             "eframe",
-            "wgpu",
             "crate::ui",
             "crate::render",
             "crate::lesson",

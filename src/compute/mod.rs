@@ -16,6 +16,7 @@ pub mod ops;
 pub mod reference;
 pub mod suite;
 pub mod timing;
+pub mod wgsl;
 
 use std::sync::Arc;
 
@@ -263,8 +264,8 @@ backend_table! {
         simulated: false,
         kernel_source: |_| None,
         ran: [
-            "the CPU backend ran the same op in Rust; choose cuda or cuda-sim to run this source",
-            "CPU 后端用 Rust 计算同一运算；选择 cuda 或 cuda-sim 运行这份源码",
+            "the CPU backend ran the same op in Rust; choose cuda or cuda-sim to run this source, wgpu for its WGSL twin",
+            "CPU 后端用 Rust 计算同一运算；选择 cuda 或 cuda-sim 运行这份源码，选择 wgpu 运行它的 WGSL 孪生版本",
         ],
     }
     /// NVIDIA GPU through cudarc + NVRTC.
@@ -284,6 +285,17 @@ backend_table! {
         ran: [
             "this exact source ran on CPU threads (cuda-sim shim)",
             "这份源码在 CPU 线程上运行（cuda-sim 模拟）",
+        ],
+    }
+    /// The WGSL twins of the kernels on any GPU wgpu drives (Vulkan, Metal, DX12; lavapipe too).
+    Wgpu = "wgpu" {
+        probe: wgsl::probe_backend,
+        slow_probe: true,
+        simulated: false,
+        kernel_source: wgsl::kernel_source,
+        ran: [
+            "this WGSL twin ran through wgpu on the adapter in the status bar",
+            "这份 WGSL 孪生 kernel 经 wgpu 在状态栏所示的适配器上运行",
         ],
     }
 }

@@ -1,0 +1,120 @@
+//! The wgpu backend (the WGSL twins of the CUDA kernels) on the adapter found here: lavapipe (Vulkan)
+//! in CI. `scripts/test.sh` sets `KVSCOPE_REQUIRE_BACKENDS=vulkan,gl`, and then a missing adapter is a
+//! failure, not a skip.
+//!
+//! - The full cross-backend suite against the f64 reference (odd shapes, every mask, block size 1 and
+//!   larger than the context, empty contexts, several partitions, GQA and MQA).
+//! - Each WGSL kernel against its CUDA twin on identical inputs (the CUDA source on the CPU shim), directly.
+//! - Every lesson computed on it, with every check passing.
+
+use kvscope::compute::{self, Backend, BackendKind, Tolerance, check, suite};
+use kvscope::math::{AttnShape, AttnWeights, Mask, Rng, project};
+
+fn wgpu() -> Option<std::sync::Arc<dyn Backend>> {
+    let required = std::env::var("KVSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b == "vulkan"));
+    match compute::probe(BackendKind::Wgpu).backend {
+        Ok(b) => Some(b),
+        Err(e) if required => panic!("KVSCOPE_REQUIRE_BACKENDS names vulkan but the wgpu backend is unavailable: {e}"),
+        Err(e) => {
+            eprintln!("skipped: the wgpu backend is unavailable here: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn wgpu_backend_passes_the_full_suite() {
+    let Some(b) = wgpu() else { return };
+    eprintln!("wgpu backend on {}", b.device());
+    for seed in [3, 11] {
+        let reports = suite::run(b.as_ref(), seed);
+        let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+        assert!(reports.len() > 40);
+    }
+}
+
+/// WGSL and CUDA (on the shim) on identical inputs, compared directly with each other.
+#[test]
+fn wgsl_kernels_agree_with_their_cuda_twins() {
+    let Some(w) = wgpu() else { return };
+    let sim = compute::probe(BackendKind::CudaSim).backend.unwrap();
+    let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    for (t, d, h, kvh, mask) in [
+        (1, 4, 1, 1, Mask::Causal),
+        (17, 24, 4, 2, Mask::Window { window: 5, sinks: 2 }),
+        (40, 48, 6, 1, Mask::None),
+    ] {
+        let shape = AttnShape {
+            seq: t,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        };
+        let qkv = project(&AttnWeights::random(shape, 9));
+        let inp = compute::AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        };
+        let (a, b) = (w.attention(&inp).unwrap(), sim.attention(&inp).unwrap());
+        for (name, x, y) in [("probs", &a.probs, &b.probs), ("out", &a.out, &b.out)] {
+            let r = check(
+                name,
+                x.shape(),
+                x.as_slice().unwrap(),
+                &f64s(y.as_slice().unwrap()),
+                Tolerance::F32,
+            );
+            assert!(r.passed(), "WGSL vs CUDA {mask}: {r}");
+        }
+        let (a, b) = (w.attention_fused(&inp).unwrap(), sim.attention_fused(&inp).unwrap());
+        let r = check(
+            "fused",
+            a.shape(),
+            a.as_slice().unwrap(),
+            &f64s(b.as_slice().unwrap()),
+            Tolerance::F32,
+        );
+        assert!(r.passed(), "WGSL vs CUDA fused {mask}: {r}");
+    }
+    for (bs, heads, kvh, hd, lens) in [
+        (1, 4, 4, 3, vec![7, 0]),
+        (16, 8, 2, 64, vec![300, 5]),
+        (64, 6, 1, 8, vec![20]),
+    ] {
+        let mut rng = Rng::new(5);
+        let blocks: usize = lens.iter().map(|l: &usize| l.div_ceil(bs)).sum::<usize>() * 2 + 2;
+        let shape = kvscope::cache::PagedShape {
+            num_blocks: blocks,
+            block_size: bs,
+            kv_heads: kvh,
+            head_dim: hd,
+        };
+        let cache = suite::scattered_cache(shape, &lens, &mut rng);
+        let reqs: Vec<u32> = (0..lens.len() as u32).collect();
+        let dt = compute::DecodeTables::new(&cache, &reqs);
+        let q = rng.normal_vec(lens.len() * heads * hd, 1.0);
+        let inp = dt.input(&cache, &q, heads);
+        let (a, b) = (w.paged_decode(&inp).unwrap(), sim.paged_decode(&inp).unwrap());
+        let r = check("paged_decode", &[a.len()], &a, &f64s(&b), Tolerance::F32);
+        assert!(r.passed(), "WGSL vs CUDA paged decode bs{bs}: {r}");
+    }
+}
+
+/// Every lesson at its defaults on the wgpu backend: every kernel result agrees with the reference.
+#[test]
+fn every_lesson_runs_on_the_wgpu_backend() {
+    let Some(b) = wgpu() else { return };
+    for l in &kvscope::lesson::load_embedded().unwrap() {
+        let mut params = kvscope::lessons::Params::new();
+        kvscope::lessons::normalize(l, &mut params);
+        let out = kvscope::lessons::compute(l, &params, b.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));
+        let reports = kvscope::ui::worker::verify_output(out.as_ref());
+        assert!(!reports.is_empty(), "{}", l.id());
+        for r in reports {
+            assert!(r.passed(), "{}: {r}", l.id());
+        }
+    }
+}
