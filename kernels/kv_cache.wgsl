@@ -11,11 +11,11 @@
 // One invocation per element written, workgroup 64; the host dispatches ceil(n / 64)
 // workgroups (in x, and in y past 65535).
 //
-// WGSL has no 16-bit storage without the shader-f16 feature, so the caches are arrays of
-// u32, two f16 per word (element 2w in the low half). Two invocations may write the two
-// halves of one word (an odd head_dim), so each half is set with atomicAnd/atomicOr on its own
-// bits. f32 -> f16 is done bit by bit with round-to-nearest-even, as __float2half does, so
-// the result is exact on every adapter.
+// f32 -> f16 is done bit by bit with round-to-nearest-even, as __float2half does, so the
+// result is exact on every adapter; store_k/store_v then write the 16 bits: into u32 pairs on
+// every adapter (f16_write_packed.wgsl: two invocations may write the two halves of one word,
+// so each half is set with atomicAnd/atomicOr on its own bits), or into array<f16> where the
+// adapter has shader-f16 (f16_write_native.wgsl).
 // =======================================================================================
 
 struct Params {
@@ -39,8 +39,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> k_src: array<f32>;
 @group(0) @binding(2) var<storage, read> v_src: array<f32>;
 @group(0) @binding(3) var<storage, read> slots: array<i32>;
-@group(0) @binding(4) var<storage, read_write> k_dst: array<atomic<u32>>;
-@group(0) @binding(5) var<storage, read_write> v_dst: array<atomic<u32>>;
+// Bindings 4 and 5 (k_dst, v_dst) and store_k/store_v come from kernels/f16_write_packed.wgsl or
+// kernels/f16_write_native.wgsl, which the backend puts in front of this file.
 
 // f32 -> IEEE binary16 bits, round to nearest, ties to even (NaN stays NaN, overflow -> inf).
 fn f16_bits(f: f32) -> u32 {
@@ -75,18 +75,6 @@ fn f16_bits(f: f32) -> u32 {
         h += 1u;  // a carry into the exponent is correct, up to inf
     }
     return sign | h;
-}
-
-fn store_k(idx: u32, bits: u32) {
-    let sh = (idx & 1u) * 16u;
-    atomicAnd(&k_dst[idx >> 1u], ~(0xffffu << sh));
-    atomicOr(&k_dst[idx >> 1u], bits << sh);
-}
-
-fn store_v(idx: u32, bits: u32) {
-    let sh = (idx & 1u) * 16u;
-    atomicAnd(&v_dst[idx >> 1u], ~(0xffffu << sh));
-    atomicOr(&v_dst[idx >> 1u], bits << sh);
 }
 
 fn element(w: vec3<u32>, nw: vec3<u32>, l: u32) -> u32 {

@@ -17,8 +17,9 @@
 // Token pos of request r lives in block tables[r, pos / bs] at offset pos % bs: it is read in
 // place (no gather). A request with no tokens gets zeros.
 //
-// K and V are arrays of u32, two f16 each (element 2w in the low half), read with
-// unpack2x16float, so the shader needs no f16 feature. Differences from CUDA, for WebGPU's
+// K and V are read through k_at / v_at: as u32 pairs with unpack2x16float on every adapter
+// (f16_read_packed.wgsl), or as array<f16> where the adapter has shader-f16
+// (f16_read_native.wgsl). Differences from CUDA, for WebGPU's
 // defaults: 256-token partitions and 4 heads per pass keep workgroup memory near 8 KiB; no warp
 // shuffles; the context length is read with workgroupUniformLoad so that every barrier is in
 // uniform control flow.
@@ -37,8 +38,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_pool: array<u32>;
-@group(0) @binding(3) var<storage, read> v_pool: array<u32>;
+// Bindings 2 and 3 (k_pool, v_pool) and k_at/v_at come from kernels/f16_read_packed.wgsl or
+// kernels/f16_read_native.wgsl, which the backend puts in front of this file.
 @group(0) @binding(4) var<storage, read> tables: array<i32>;
 @group(0) @binding(5) var<storage, read> lens: array<i32>;
 @group(0) @binding(6) var<storage, read_write> tmp_out: array<f32>;
@@ -54,16 +55,6 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 
 fn neg_inf() -> f32 {
     return bitcast<f32>(NEG_INF_BITS);
-}
-
-fn k_at(i: u32) -> f32 {
-    let pair = unpack2x16float(k_pool[i >> 1u]);
-    return select(pair.x, pair.y, (i & 1u) == 1u);
-}
-
-fn v_at(i: u32) -> f32 {
-    let pair = unpack2x16float(v_pool[i >> 1u]);
-    return select(pair.x, pair.y, (i & 1u) == 1u);
 }
 
 var<workgroup> s_q: array<f32, 1024>;  // HP * MAX_HD: the pass's scaled query rows

@@ -3,7 +3,7 @@
 //! failure, not a skip.
 //!
 //! - The full cross-backend suite against the f64 reference (odd shapes, every mask, block size 1 and
-//!   larger than the context, empty contexts, several partitions, GQA and MQA).
+//!   larger than the context, empty contexts, several partitions, GQA and MQA), on both f16 paths.
 //! - Each WGSL kernel against its CUDA twin on identical inputs (the CUDA source on the CPU shim), directly.
 //! - Every lesson computed on it, with every check passing.
 
@@ -22,15 +22,29 @@ fn wgpu() -> Option<std::sync::Arc<dyn Backend>> {
     }
 }
 
+/// Both f16 paths: u32 pairs (every adapter) and native `array<f16>` (adapters with shader-f16; lavapipe
+/// has it).
 #[test]
-fn wgpu_backend_passes_the_full_suite() {
-    let Some(b) = wgpu() else { return };
-    eprintln!("wgpu backend on {}", b.device());
-    for seed in [3, 11] {
-        let reports = suite::run(b.as_ref(), seed);
-        let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
-        assert!(failed.is_empty(), "{}", failed.join("\n"));
-        assert!(reports.len() > 40);
+fn wgpu_backend_passes_the_full_suite_on_both_f16_paths() {
+    use kvscope::compute::wgsl::{F16Path, WgpuBackend};
+    let Some(default) = wgpu() else { return };
+    eprintln!("wgpu backend on {}", default.device());
+    for path in [F16Path::Packed, F16Path::Native] {
+        let b = match WgpuBackend::open(Some(path)) {
+            Ok(b) => b,
+            Err(e) if path == F16Path::Native => {
+                eprintln!("skipped the native f16 path: {e}");
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(b.f16_path(), path);
+        for seed in [3, 11] {
+            let reports = suite::run(&b, seed);
+            let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
+            assert!(failed.is_empty(), "{path:?}: {}", failed.join("\n"));
+            assert!(reports.len() > 40);
+        }
     }
 }
 

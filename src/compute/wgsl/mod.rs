@@ -9,8 +9,9 @@
 //! mappable buffers and reads them back; `read` maps through a callback and polls, so the same code can
 //! run asynchronously later (a web build).
 //!
-//! f16 K/V are stored as u32 pairs and read with `unpack2x16float`: the baseline that runs on every
-//! adapter. (A native-f16 variant for adapters with `SHADER_F16` is not written yet.)
+//! f16 K/V take one of two paths ([`F16Path`]): u32 pairs read with `unpack2x16float`, the baseline
+//! that runs on every adapter, or `array<f16>` where the adapter has `SHADER_F16`. Only the small pool
+//! snippet (`kernels/f16_{read,write}_{packed,native}.wgsl`) differs; the device string says which runs.
 
 mod sources;
 
@@ -21,7 +22,7 @@ use half::f16;
 use ndarray::Array3;
 use wgpu::util::DeviceExt;
 
-pub use sources::{FILES, kernel_source};
+pub use sources::{F16Path, FILES, kernel_source};
 
 use crate::compute::timing::median_time;
 use crate::compute::{
@@ -39,6 +40,7 @@ pub struct WgpuBackend {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
+    f16: F16Path,
 }
 
 static PROBE: OnceLock<Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -47,7 +49,7 @@ static PROBE: OnceLock<Result<Arc<WgpuBackend>, String>> = OnceLock::new();
 pub fn probe() -> Result<Arc<WgpuBackend>, String> {
     PROBE
         .get_or_init(|| {
-            std::panic::catch_unwind(probe_uncached)
+            std::panic::catch_unwind(|| WgpuBackend::open(None))
                 .unwrap_or_else(|_| Err("wgpu panicked while opening the device".into()))
                 .map(Arc::new)
         })
@@ -59,15 +61,44 @@ pub fn probe_backend() -> Result<Arc<dyn Backend>, String> {
     probe().map(|b| b as Arc<dyn Backend>)
 }
 
-fn probe_uncached() -> Result<WgpuBackend, String> {
+impl WgpuBackend {
+    /// Open a device and compile every pipeline for `f16` (or, for `None`, the native path where the
+    /// adapter has shader-f16 and `KVSCOPE_WGPU_F16` is not `packed`, else the packed one).
+    pub fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
+        open(f16)
+    }
+
+    /// Which f16 path runs.
+    pub fn f16_path(&self) -> F16Path {
+        self.f16
+    }
+}
+
+fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
     let instance = wgpu::Instance::new(desc);
     let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
         .map_err(|e| format!("no GPU adapter with compute shaders ({e}); install a Vulkan driver (mesa-vulkan-drivers gives lavapipe)"))?;
     let info = adapter.get_info();
+    let has_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+    let f16 = f16.unwrap_or(
+        if has_f16 && std::env::var("KVSCOPE_WGPU_F16").as_deref() != Ok("packed") {
+            F16Path::Native
+        } else {
+            F16Path::Packed
+        },
+    );
+    if f16 == F16Path::Native && !has_f16 {
+        return Err(format!("{} has no shader-f16 feature", info.name));
+    }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("kvscope compute"),
+        required_features: if f16 == F16Path::Native {
+            wgpu::Features::SHADER_F16
+        } else {
+            wgpu::Features::empty()
+        },
         required_limits: wgpu::Limits::default(),
         ..Default::default()
     }))
@@ -82,7 +113,7 @@ fn probe_uncached() -> Result<WgpuBackend, String> {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(file.file),
-            source: wgpu::ShaderSource::Wgsl(file.source.into()),
+            source: wgpu::ShaderSource::Wgsl(file.module(f16).into()),
         });
         for &entry in file.entries {
             let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -96,7 +127,12 @@ fn probe_uncached() -> Result<WgpuBackend, String> {
             pipelines.insert(entry, p);
         }
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(format!("kernels/{} does not compile on {}: {e}", file.file, info.name));
+            return Err(format!(
+                "kernels/{} does not compile on {}: {}",
+                file.file,
+                info.name,
+                describe(&e)
+            ));
         }
     }
     Ok(WgpuBackend {
@@ -104,7 +140,16 @@ fn probe_uncached() -> Result<WgpuBackend, String> {
         queue,
         info,
         pipelines,
+        f16,
     })
+}
+
+/// A wgpu error with its details (a validation error's description names the line and column).
+fn describe(e: &wgpu::Error) -> String {
+    match e {
+        wgpu::Error::Validation { description, .. } => description.trim().to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn dev(e: impl std::fmt::Display) -> BackendError {
@@ -193,7 +238,7 @@ impl WgpuBackend {
         }
         let idx = self.queue.submit([encoder.finish()]);
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(dev(format!("wgpu rejected the dispatch: {e}")));
+            return Err(dev(format!("wgpu rejected the dispatch: {}", describe(&e))));
         }
         let mut result = Vec::new();
         for (s, len) in staging {
@@ -349,7 +394,11 @@ impl Backend for WgpuBackend {
     }
 
     fn device(&self) -> String {
-        format!("{} ({:?})", self.info.name, self.info.backend)
+        let f16 = match self.f16 {
+            F16Path::Packed => "f16 as u32 pairs",
+            F16Path::Native => "native f16",
+        };
+        format!("{} ({:?}), {f16}", self.info.name, self.info.backend)
     }
 
     fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
