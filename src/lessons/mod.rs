@@ -113,8 +113,12 @@ pub trait Output: Any + Send + Sync {
     }
     /// Whether any value the views draw is NaN (masked entries are −∞, which is allowed).
     fn has_nan(&self) -> bool;
-    /// The launches of `op` this output's computation made (or one representative of them).
+    /// The CUDA launches of `op` this output's computation made (or one representative of them).
     fn launches(&self, op: Op) -> Vec<LaunchDims>;
+    /// The same for the WGSL twins: workgroups (`grid`) and `@workgroup_size` (`block`).
+    fn wgsl_dispatches(&self, _op: Op) -> Vec<LaunchDims> {
+        Vec::new()
+    }
     /// The arrays of timeline position `cursor` for Ctrl+E, and the checks that go into the manifest
     /// (`verified`: the reference reports of the shown output, when they have arrived).
     fn export_arrays(&self, cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>);

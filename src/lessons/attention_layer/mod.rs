@@ -302,6 +302,18 @@ impl Output for AttnOut {
         }
     }
 
+    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
+        use crate::compute::wgsl::dispatch;
+        let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
+        match op {
+            Op::AttentionScores => vec![dispatch::attention_scores(h, t)],
+            Op::Softmax => vec![dispatch::softmax_rows(h * t)],
+            Op::AttentionPv => vec![dispatch::attention_pv(h, t, hd)],
+            Op::AttentionFused => vec![dispatch::attention_fused(h, t)],
+            _ => Vec::new(),
+        }
+    }
+
     fn export_arrays(&self, _cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
         (self.arrays(), verified.map(|r| r.to_vec()).unwrap_or_default())
     }

@@ -459,6 +459,22 @@ impl Output for DecodeOut {
         }
     }
 
+    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
+        use crate::compute::wgsl::dispatch;
+        match op {
+            Op::StaticCacheAppend => vec![dispatch::static_cache_append(self.batch, self.kv_heads, self.head_dim)],
+            Op::PagedDecode => vec![
+                dispatch::paged_decode(
+                    self.kv_heads,
+                    self.batch,
+                    dispatch::num_partitions(self.prompt + self.generate),
+                ),
+                dispatch::paged_reduce(self.heads, self.batch),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
         let fr = &self.frames[cursor.min(self.frames.len() - 1)];
         let v = vec![

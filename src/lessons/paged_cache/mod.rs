@@ -330,6 +330,22 @@ impl Output for PagedOut {
         }
     }
 
+    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
+        use crate::compute::wgsl::dispatch;
+        let reqs = self.specs.len().max(1);
+        match op {
+            Op::PagedAppend => vec![dispatch::paged_append(1, self.shape.kv_heads, self.shape.head_dim)],
+            Op::PagedDecode => {
+                let longest = self.specs.iter().map(|s| s.prompt + s.generate).max().unwrap_or(1);
+                vec![
+                    dispatch::paged_decode(self.shape.kv_heads, reqs, dispatch::num_partitions(longest)),
+                    dispatch::paged_reduce(PAGED_HEADS, reqs),
+                ]
+            }
+            _ => Vec::new(),
+        }
+    }
+
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
         let Some(fr) = self.frames.get(cursor.min(self.frames.len().saturating_sub(1))) else {
             return (Vec::new(), Vec::new());

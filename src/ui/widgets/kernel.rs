@@ -4,7 +4,8 @@
 use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
 
 use super::ViewCtx;
-use crate::compute::{Op, kernel_source};
+use crate::compute::wgsl::dispatch;
+use crate::compute::{BackendKind, Op, kernel_source};
 use crate::lessons::Output;
 use crate::ui::text;
 
@@ -41,13 +42,35 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output)
             .monospace()
             .size(size * 0.9),
     );
+    // What ran: the WGSL dispatch on the wgpu backend (with its CUDA twin's launch under it), the
+    // CUDA launch otherwise.
+    let gold = Color32::from_rgb(230, 190, 90);
+    let line = |ui: &mut Ui, text: String, color: Color32| {
+        ui.label(RichText::new(text).monospace().size(size * 0.85).color(color));
+    };
+    let wgsl = cx.backend == BackendKind::Wgpu;
+    if wgsl {
+        for dims in out.wgsl_dispatches(op) {
+            let n = dims.threads();
+            line(
+                ui,
+                format!(
+                    "{}  = {n} {}",
+                    dispatch::describe(&dims),
+                    lang.t("invocations", "次调用")
+                ),
+                gold,
+            );
+        }
+    }
     for dims in out.launches(op) {
-        ui.label(
-            RichText::new(format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程")))
-                .monospace()
-                .size(size * 0.85)
-                .color(Color32::from_rgb(230, 190, 90)),
-        );
+        let text = format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程"));
+        let (text, color) = if wgsl {
+            (format!("CUDA: {text}"), Color32::GRAY)
+        } else {
+            (text, gold)
+        };
+        line(ui, text, color);
     }
     if let Some(io) = out.io(op) {
         let list = |t: &[(&str, Vec<usize>)]| {
