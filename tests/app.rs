@@ -201,6 +201,65 @@ fn backend_selector_shows_why_a_backend_is_unavailable() {
     );
 }
 
+/// The "kernels that ran" steps say which code computed the result and where (`{ran_on}`), for every
+/// backend that runs here, in both languages.
+#[test]
+fn kernel_steps_name_the_code_that_ran() {
+    use kvscope::compute::BackendKind;
+    let mut h = harness(false);
+    settle(&mut h);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while h
+        .state()
+        .backend_statuses()
+        .iter()
+        .any(|(_, s)| s.as_ref().is_err_and(|e| e.contains("probing")))
+        && std::time::Instant::now() < deadline
+    {
+        h.step();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let statuses = h.state().backend_statuses();
+    for lesson in [0, 3] {
+        let step = h.state().lessons()[lesson]
+            .file
+            .steps
+            .iter()
+            .position(|s| s.id.get_ref() == "kernel")
+            .expect("a kernel step");
+        let cases = [
+            (BackendKind::Cpu, "as their Rust twins on the CPU", "CPU 上的 Rust 版本"),
+            (
+                BackendKind::CudaSim,
+                "as the `.cu` source itself, on CPU threads",
+                "CPU 线程上的 `.cu` 源码本身",
+            ),
+            (BackendKind::Wgpu, "as their WGSL twins on ", " 上的 WGSL 版本"),
+        ];
+        for (kind, en, zh) in cases {
+            let Some((_, Ok(device))) = statuses.iter().find(|(k, _)| *k == kind) else {
+                assert_ne!(kind, BackendKind::Cpu);
+                continue;
+            };
+            let app = h.state_mut();
+            app.choose_backend(kind);
+            app.goto(lesson, step);
+            app.update_now();
+            for (lang, want) in [(Lang::En, en), (Lang::Zh, zh)] {
+                h.state_mut().lang = lang;
+                let n = h.state().narration().unwrap();
+                assert!(n.contains(want), "lesson {lesson} on {}: {n}", kind.name());
+                assert!(!n.contains("{ran_on}") && !n.contains('…'), "{n}");
+                if kind == BackendKind::Wgpu {
+                    let adapter = device.rsplit_once(", ").map_or(device.as_str(), |(a, _)| a);
+                    assert!(n.contains(adapter), "{n}");
+                }
+            }
+            h.state_mut().lang = Lang::En;
+        }
+    }
+}
+
 #[test]
 fn language_switch_changes_ui_and_narration() {
     let mut h = harness(false);
@@ -315,6 +374,7 @@ fn monkey_ten_thousand_random_events() {
         Key::Escape,
     ];
     let mut frames = 0;
+    let mut wgpu_frames = 0;
     let events: u32 = std::env::var("KVSCOPE_MONKEY_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -364,10 +424,15 @@ fn monkey_ten_thousand_random_events() {
                 let app = h.state_mut();
                 match m.below(3) {
                     0 => app.lang = if app.lang == Lang::En { Lang::Zh } else { Lang::En },
-                    // cpu and cuda (unavailable without a GPU: the refusal path); the shim is slow on
-                    // big shapes and has its own test, `every_lesson_runs_on_the_cuda_sim_backend`.
+                    // cpu, wgpu (lavapipe here) and cuda (unavailable without a GPU: the refusal path);
+                    // the shim is slow on big shapes and has its own test,
+                    // `every_lesson_runs_on_the_cuda_sim_backend`.
                     1 => app.choose_backend(
-                        [kvscope::compute::BackendKind::Cpu, kvscope::compute::BackendKind::Cuda][m.below(2) as usize],
+                        [
+                            kvscope::compute::BackendKind::Cpu,
+                            kvscope::compute::BackendKind::Wgpu,
+                            kvscope::compute::BackendKind::Cuda,
+                        ][m.below(3) as usize],
                     ),
                     _ => {
                         let n = app.lessons().len();
@@ -380,6 +445,9 @@ fn monkey_ten_thousand_random_events() {
             h.step();
             frames += 1;
             let app = h.state();
+            if app.active_backend() == kvscope::compute::BackendKind::Wgpu {
+                wgpu_frames += 1;
+            }
             if let Some(out) = app.output() {
                 assert!(!has_nan(out.as_ref()), "NaN in a view after event {event}");
             }
@@ -393,6 +461,16 @@ fn monkey_ten_thousand_random_events() {
         }
     }
     assert!(frames >= events / 8);
+    let wgpu_ready = h
+        .state()
+        .backend_statuses()
+        .iter()
+        .any(|(k, s)| *k == kvscope::compute::BackendKind::Wgpu && s.is_ok());
+    eprintln!("monkey: {frames} frames, {wgpu_frames} of them on wgpu");
+    assert!(
+        !wgpu_ready || events < 1000 || wgpu_frames > 0,
+        "the monkey never ran on wgpu"
+    );
 }
 
 /// Every lesson at all its sliders' minimums, all maximums, and each slider alone at its maximum:

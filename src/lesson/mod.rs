@@ -407,7 +407,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                 .flatten()
             {
                 for name in placeholders(t) {
-                    if !k.placeholders().contains(&name) {
+                    if !k.placeholders().contains(&name) && !crate::lessons::COMMON_PLACEHOLDERS.contains(&name) {
                         c.at(
                             s.narration.span(),
                             format!(
@@ -417,11 +417,17 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                             ),
                             if k.placeholders().is_empty() {
                                 format!(
-                                    "kind `{}` fills no placeholders: write the text without braces",
-                                    k.name()
+                                    "kind `{}` fills no placeholders of its own (every lesson may use {})",
+                                    k.name(),
+                                    crate::lessons::COMMON_PLACEHOLDERS.join(", ")
                                 )
                             } else {
-                                format!("placeholders of `{}`: {}", k.name(), k.placeholders().join(", "))
+                                format!(
+                                    "placeholders of `{}`: {} (and, in every lesson, {})",
+                                    k.name(),
+                                    k.placeholders().join(", "),
+                                    crate::lessons::COMMON_PLACEHOLDERS.join(", ")
+                                )
                             },
                         );
                     }

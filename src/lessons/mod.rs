@@ -144,6 +144,10 @@ pub trait Output: Any + Send + Sync {
     }
 }
 
+/// Placeholders every lesson's narration may use, filled by the app rather than by a kind:
+/// `ran_on` names the code that computed the shown result and where ("WGSL on llvmpipe (Vulkan)").
+pub const COMMON_PLACEHOLDERS: &[&str] = &["ran_on"];
+
 /// `template` with every `{name}` replaced by its value; a placeholder without a value (nothing
 /// computed yet) shows as `…`.
 pub fn fill(template: &str, values: &[(&'static str, String)]) -> String {

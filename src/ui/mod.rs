@@ -102,6 +102,8 @@ pub struct KvscopeApp {
     error: Option<(String, String)>,
     reports: Option<(u64, Vec<CheckReport>)>,
     compute_ms: f64,
+    /// The backend (and device) that computed the shown output.
+    shown_on: Option<(BackendKind, String)>,
     /// The shared widgets' state (heatmap zoom and uploads, the kernel panel).
     pub widgets: WidgetState,
     /// Each lesson kind's own UI state, by kind name.
@@ -155,6 +157,7 @@ impl KvscopeApp {
             error: None,
             reports: None,
             compute_ms: 0.0,
+            shown_on: None,
             widgets: WidgetState::default(),
             lesson_state: HashMap::new(),
             status: None,
@@ -371,6 +374,7 @@ impl KvscopeApp {
                 lesson,
                 result,
                 ms,
+                ran_on,
             } => {
                 if generation < self.done {
                     return;
@@ -380,6 +384,7 @@ impl KvscopeApp {
                 match result {
                     Ok(out) => {
                         self.output = Some((generation, lesson, out));
+                        self.shown_on = Some(ran_on);
                         self.error = None;
                     }
                     Err(e) => self.error = Some((lesson, e)),
@@ -437,7 +442,10 @@ impl KvscopeApp {
     pub fn narration(&self) -> Option<String> {
         let l = self.lesson()?;
         let template = self.lang.pick(l.file.steps.get(self.step)?.narration.get_ref());
-        let values = l.kind.values(l, self.output().map(|o| o.as_ref()));
+        let mut values = l.kind.values(l, self.output().map(|o| o.as_ref()));
+        if let Some((kind, device)) = &self.shown_on {
+            values.push(("ran_on", backends::ran_on(*kind, device, self.lang)));
+        }
         Some(crate::lessons::fill(template, &values))
     }
 

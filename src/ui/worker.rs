@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
-use crate::compute::{Backend, CheckReport};
+use crate::compute::{Backend, BackendKind, CheckReport};
 use crate::lesson::Lesson;
 use crate::lessons::{Output, Params, compute};
 
@@ -42,6 +42,8 @@ pub enum Msg {
         result: Result<Arc<dyn Output>, String>,
         /// Milliseconds.
         ms: f64,
+        /// The backend that computed it and its device.
+        ran_on: (BackendKind, String),
     },
     /// The reference check of a generation's output.
     Verified {
@@ -86,6 +88,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
             lesson: job.lesson.id().to_string(),
             result,
             ms,
+            ran_on: (job.backend.kind(), job.backend.device()),
         },
         verified,
     )
@@ -125,6 +128,7 @@ impl Worker {
                             lesson: job.lesson.id().to_string(),
                             result,
                             ms,
+                            ran_on: (job.backend.kind(), job.backend.device()),
                         })
                         .is_err()
                     {
