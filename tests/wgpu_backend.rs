@@ -39,12 +39,25 @@ fn wgpu_backend_passes_the_full_suite_on_both_f16_paths() {
             Err(e) => panic!("{e}"),
         };
         assert_eq!(b.f16_path(), path);
+        let mut created = Vec::new();
         for seed in [3, 11] {
             let reports = suite::run(&b, seed);
             let failed: Vec<String> = reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()).collect();
             assert!(failed.is_empty(), "{path:?}: {}", failed.join("\n"));
             assert!(reports.len() > 40);
+            let st = b.pool_stats();
+            eprintln!(
+                "{path:?} seed {seed}: {} buffers created, {} reused",
+                st.created, st.reused
+            );
+            created.push(st.created);
         }
+        // The second pass has the same shapes: every buffer it needs is already in the pool (and the
+        // results above still pass, so reused buffers hold no stale data).
+        assert_eq!(
+            created[0], created[1],
+            "{path:?}: the second suite pass created buffers"
+        );
     }
 }
 

@@ -4,8 +4,8 @@
 //! How it works: probing opens a device with WebGPU's default limits (256 invocations and 16 KiB of
 //! workgroup memory per workgroup, at most 8 storage buffers per stage) and compiles every pipeline once,
 //! inside validation error scopes, so a shader the adapter rejects becomes the reason the backend is
-//! unavailable instead of a panic. The device and pipelines live for the process (`OnceLock`). Each op
-//! uploads its inputs, dispatches the same geometry the WGSL header describes, copies the outputs into
+//! unavailable instead of a panic. The device and pipelines live for the process (`OnceLock`), and
+//! buffers are reused through a pool (`pool.rs`). Each op uploads its inputs, dispatches the same geometry the WGSL header describes, copies the outputs into
 //! mappable buffers and reads them back; `read` maps through a callback and polls, so the same code can
 //! run asynchronously later (a web build).
 //!
@@ -15,15 +15,17 @@
 
 pub mod dispatch;
 mod ops;
+mod pool;
 mod sources;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use half::f16;
-use wgpu::util::DeviceExt;
 
 pub use dispatch::PARTITION;
+pub use pool::PoolStats;
+use pool::{Kind, Pool, Pooled};
 pub use sources::{F16Path, FILES, kernel_source};
 
 use crate::compute::{Backend, BackendError};
@@ -35,6 +37,7 @@ pub struct WgpuBackend {
     info: wgpu::AdapterInfo,
     pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
     f16: F16Path,
+    pool: Arc<Pool>,
 }
 
 static PROBE: OnceLock<Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -65,6 +68,11 @@ impl WgpuBackend {
     /// Which f16 path runs.
     pub fn f16_path(&self) -> F16Path {
         self.f16
+    }
+
+    /// How many buffers this backend has created and how often it reused one.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 }
 
@@ -135,6 +143,7 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         info,
         pipelines,
         f16,
+        pool: Arc::default(),
     })
 }
 
@@ -170,54 +179,43 @@ fn unpack_f16(words: &[u32], out: &mut [f16]) {
 /// One dispatch: a pipeline, its bindings (binding number, buffer) and the workgroup counts.
 struct Dispatch<'a> {
     entry: &'static str,
-    bindings: Vec<(u32, &'a wgpu::Buffer)>,
+    bindings: Vec<(u32, &'a Pooled)>,
     groups: [u32; 3],
 }
 
 impl WgpuBackend {
-    fn storage<T: bytemuck::Pod>(&self, data: &[T], writable: bool) -> wgpu::Buffer {
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        // A binding may not be empty: give empty inputs one zero word.
+    /// A pooled buffer of `kind` holding `bytes` (written through the queue, so after every earlier
+    /// submission). A binding may not be empty: empty data gets one zero word.
+    fn filled(&self, kind: Kind, bytes: &[u8]) -> Pooled {
         let zero = [0u8; 4];
         let contents = if bytes.is_empty() { &zero[..] } else { bytes };
-        let mut usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        if writable {
-            usage |= wgpu::BufferUsages::COPY_SRC;
-        }
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents,
-            usage,
-        })
+        let b = self.pool.take(&self.device, kind, contents.len() as u64);
+        self.queue.write_buffer(b.buffer(), 0, contents);
+        b
     }
 
-    fn zeros(&self, words: usize) -> wgpu::Buffer {
-        self.storage(&vec![0u32; words.max(1)], true)
+    fn storage<T: bytemuck::Pod>(&self, data: &[T]) -> Pooled {
+        self.filled(Kind::Storage, bytemuck::cast_slice(data))
     }
 
-    fn uniform<T: bytemuck::Pod>(&self, params: &T) -> wgpu::Buffer {
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: bytemuck::bytes_of(params),
-            usage: wgpu::BufferUsages::UNIFORM,
-        })
+    fn zeros(&self, words: usize) -> Pooled {
+        self.storage(&vec![0u32; words.max(1)])
+    }
+
+    fn uniform<T: bytemuck::Pod>(&self, params: &T) -> Pooled {
+        self.filled(Kind::Uniform, bytemuck::bytes_of(params))
     }
 
     /// Encode `dispatches` in order in one submission, then read `outputs` back (each `len` elements
     /// of 4 bytes). Reading maps through a callback and polls the device.
-    fn run(&self, dispatches: &[Dispatch], outputs: &[(&wgpu::Buffer, usize)]) -> Result<Vec<Vec<u32>>, BackendError> {
+    fn run(&self, dispatches: &[Dispatch], outputs: &[(&Pooled, usize)]) -> Result<Vec<Vec<u32>>, BackendError> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self.encode(dispatches)?;
         let mut staging = Vec::new();
         for (buf, len) in outputs {
             let size = (len.max(&1) * 4) as u64;
-            let s = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            encoder.copy_buffer_to_buffer(buf, 0, &s, 0, size);
+            let s = self.pool.take(&self.device, Kind::Staging, size);
+            encoder.copy_buffer_to_buffer(buf.buffer(), 0, s.buffer(), 0, size);
             staging.push((s, *len));
         }
         let idx = self.queue.submit([encoder.finish()]);
@@ -226,21 +224,17 @@ impl WgpuBackend {
         }
         let mut result = Vec::new();
         for (s, len) in staging {
-            result.push(self.read(&s, len, idx.clone())?);
+            result.push(self.read(s, len, idx.clone())?);
         }
         Ok(result)
     }
 
     /// Submit `dispatches` and `copies` (source, destination, bytes) and wait until the device is done:
     /// what the timings measure.
-    fn submit_wait(
-        &self,
-        dispatches: &[Dispatch],
-        copies: &[(&wgpu::Buffer, &wgpu::Buffer, u64)],
-    ) -> Result<(), BackendError> {
+    fn submit_wait(&self, dispatches: &[Dispatch], copies: &[(&Pooled, &Pooled, u64)]) -> Result<(), BackendError> {
         let mut encoder = self.encode(dispatches)?;
         for (src, dst, bytes) in copies {
-            encoder.copy_buffer_to_buffer(src, 0, dst, 0, *bytes);
+            encoder.copy_buffer_to_buffer(src.buffer(), 0, dst.buffer(), 0, *bytes);
         }
         let idx = self.queue.submit([encoder.finish()]);
         self.device
@@ -267,7 +261,7 @@ impl WgpuBackend {
                 .iter()
                 .map(|(b, buf)| wgpu::BindGroupEntry {
                     binding: *b,
-                    resource: buf.as_entire_binding(),
+                    resource: buf.binding(),
                 })
                 .collect();
             let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -286,22 +280,31 @@ impl WgpuBackend {
         Ok(encoder)
     }
 
-    fn read(&self, buf: &wgpu::Buffer, len: usize, idx: wgpu::SubmissionIndex) -> Result<Vec<u32>, BackendError> {
+    /// Read `len` words of a staging buffer once submission `idx` is done. The buffer goes back to the
+    /// pool only when it was read and unmapped.
+    fn read(&self, staging: Pooled, len: usize, idx: wgpu::SubmissionIndex) -> Result<Vec<u32>, BackendError> {
+        let buf = staging.buffer();
+        let slice = buf.slice(..staging.bytes());
         let (tx, rx) = std::sync::mpsc::channel();
-        buf.slice(..).map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-        self.device
+        slice.map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
+        let mapped = self
+            .device
             .poll(wgpu::PollType::Wait {
                 submission_index: Some(idx),
                 timeout: Some(std::time::Duration::from_secs(120)),
             })
-            .map_err(dev)?;
-        rx.recv().map_err(dev)?.map_err(dev)?;
-        let words = {
-            let data = buf.slice(..).get_mapped_range().map_err(dev)?;
-            bytemuck::cast_slice::<u8, u32>(&data)[..len].to_vec()
+            .map_err(dev)
+            .and_then(|_| rx.recv().map_err(dev)?.map_err(dev));
+        if let Err(e) = mapped {
+            staging.discard();
+            return Err(e);
+        }
+        let words = match slice.get_mapped_range() {
+            Ok(data) => Ok(bytemuck::cast_slice::<u8, u32>(&data)[..len].to_vec()),
+            Err(e) => Err(dev(e)),
         };
         buf.unmap();
-        Ok(words)
+        words
     }
 }
 

@@ -4,6 +4,7 @@
 use half::f16;
 use ndarray::Array3;
 
+use super::pool::{Kind, Pooled};
 use super::{Dispatch, F16Path, WgpuBackend, dev, dispatch, f32s, pack_f16, u, unpack_f16};
 use crate::compute::cuda::launch::LaunchDims;
 use crate::compute::timing::median_time;
@@ -92,9 +93,9 @@ impl Backend for WgpuBackend {
     fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
         let (h, _, t, hd) = inp.dims();
         let p = self.uniform(&self.attn_params(inp)?);
-        let q = self.storage(inp.q.as_slice().unwrap_or_default(), false);
-        let k = self.storage(inp.k.as_slice().unwrap_or_default(), false);
-        let v = self.storage(inp.v.as_slice().unwrap_or_default(), false);
+        let q = self.storage(inp.q.as_slice().unwrap_or_default());
+        let k = self.storage(inp.k.as_slice().unwrap_or_default());
+        let v = self.storage(inp.v.as_slice().unwrap_or_default());
         let (n_s, n_o) = (h * t * t, h * t * hd);
         let (scores, probs, out) = (self.zeros(n_s), self.zeros(n_s), self.zeros(n_o));
         let got = self.run(
@@ -130,9 +131,9 @@ impl Backend for WgpuBackend {
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
         let (h, _, t, hd) = inp.dims();
         let p = self.uniform(&self.attn_params(inp)?);
-        let q = self.storage(inp.q.as_slice().unwrap_or_default(), false);
-        let k = self.storage(inp.k.as_slice().unwrap_or_default(), false);
-        let v = self.storage(inp.v.as_slice().unwrap_or_default(), false);
+        let q = self.storage(inp.q.as_slice().unwrap_or_default());
+        let k = self.storage(inp.k.as_slice().unwrap_or_default());
+        let v = self.storage(inp.v.as_slice().unwrap_or_default());
         let out = self.zeros(h * t * hd);
         if t > 65535 {
             return Err(BackendError::InvalidInput(format!(
@@ -213,9 +214,9 @@ impl Backend for WgpuBackend {
         inp.validate()?;
         let (h, _, t, hd) = inp.dims();
         let p = self.uniform(&self.attn_params(inp)?);
-        let q = self.storage(inp.q.as_slice().unwrap_or_default(), false);
-        let k = self.storage(inp.k.as_slice().unwrap_or_default(), false);
-        let v = self.storage(inp.v.as_slice().unwrap_or_default(), false);
+        let q = self.storage(inp.q.as_slice().unwrap_or_default());
+        let k = self.storage(inp.k.as_slice().unwrap_or_default());
+        let v = self.storage(inp.v.as_slice().unwrap_or_default());
         let out = self.zeros(h * t * hd);
         let fused = [Dispatch {
             entry: "attention_fused_f32",
@@ -264,18 +265,8 @@ impl Backend for WgpuBackend {
         let decode_s = timed(&|| self.submit_wait(&decode, &[]));
         // The same K/V byte count, as two passes over one half (a binding holds at most 128 MiB).
         let half = inp.kv_bytes().div_ceil(2).div_ceil(16).max(1) * 16;
-        let data = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("read roof"),
-            size: half as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let dst = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("copy roof"),
-            size: half as u64,
-            usage: wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let data = self.pool.take(&self.device, Kind::Storage, half as u64);
+        let dst = self.pool.take(&self.device, Kind::Storage, half as u64);
         let words = half / 16;
         let stream = dispatch::read_stream(words);
         let p = self.uniform(&[u(words)?, 0u32, 0, 0]);
@@ -302,16 +293,16 @@ impl Backend for WgpuBackend {
 
 /// A decode problem uploaded to the device.
 struct DecodeBuffers {
-    params: wgpu::Buffer,
-    q: wgpu::Buffer,
-    k_pool: wgpu::Buffer,
-    v_pool: wgpu::Buffer,
-    tables: wgpu::Buffer,
-    lens: wgpu::Buffer,
-    tmp_out: wgpu::Buffer,
-    tmp_max: wgpu::Buffer,
-    tmp_sum: wgpu::Buffer,
-    out: wgpu::Buffer,
+    params: Pooled,
+    q: Pooled,
+    k_pool: Pooled,
+    v_pool: Pooled,
+    tables: Pooled,
+    lens: Pooled,
+    tmp_out: Pooled,
+    tmp_max: Pooled,
+    tmp_sum: Pooled,
+    out: Pooled,
     /// Workgroups of the decode and of the reduce.
     groups: ([u32; 3], [u32; 3]),
 }
@@ -367,11 +358,11 @@ impl WgpuBackend {
         };
         Ok(DecodeBuffers {
             params: self.uniform(&params),
-            q: self.storage(inp.q, false),
-            k_pool: self.storage(&pack_f16(inp.k_pool), false),
-            v_pool: self.storage(&pack_f16(inp.v_pool), false),
-            tables: self.storage(inp.block_tables, false),
-            lens: self.storage(inp.context_lens, false),
+            q: self.storage(inp.q),
+            k_pool: self.storage(&pack_f16(inp.k_pool)),
+            v_pool: self.storage(&pack_f16(inp.v_pool)),
+            tables: self.storage(inp.block_tables),
+            lens: self.storage(inp.context_lens),
             tmp_out: self.zeros(r * h * parts * hd),
             tmp_max: self.zeros(r * h * parts),
             tmp_sum: self.zeros(r * h * parts),
@@ -399,15 +390,8 @@ impl WgpuBackend {
         v_pool: &mut [f16],
     ) -> Result<(), BackendError> {
         let p = self.uniform(params);
-        let (ks, vs, sl) = (
-            self.storage(k, false),
-            self.storage(v, false),
-            self.storage(slots, false),
-        );
-        let (kd, vd) = (
-            self.storage(&pack_f16(k_pool), true),
-            self.storage(&pack_f16(v_pool), true),
-        );
+        let (ks, vs, sl) = (self.storage(k), self.storage(v), self.storage(slots));
+        let (kd, vd) = (self.storage(&pack_f16(k_pool)), self.storage(&pack_f16(v_pool)));
         let words = k_pool.len().div_ceil(2);
         let mut bindings = vec![(0, &p), (1, &ks), (2, &vs), (4, &kd), (5, &vd)];
         if geometry.entry == "paged_append_f16" {
