@@ -103,9 +103,14 @@ pub fn p1(backend: &dyn Backend, seq: usize, keep_matrices: bool) -> Result<Benc
     Ok(BenchLine {
         id: id.into(),
         what: format!(
-            "attention forward ({kind}), causal, T={seq}, d_model=1024, 16 heads ({}: {})",
+            "attention forward ({kind}), causal, T={seq}, d_model=1024, 16 heads ({}: {}; {})",
             backend.kind().name(),
-            backend.device()
+            backend.device(),
+            if keep_matrices {
+                "host wall clock, inputs and outputs through the host".to_string()
+            } else {
+                backend.clock()
+            }
         ),
         value: gflops,
         unit: "GFLOP/s".into(),
@@ -215,9 +220,10 @@ pub fn p3(backend: &dyn Backend, requests: usize, context: usize) -> Result<Benc
     Ok(BenchLine {
         id: "P3".into(),
         what: format!(
-            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block 16 ({}: {})",
+            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block 16 ({}: {}; {})",
             backend.kind().name(),
-            backend.device()
+            backend.device(),
+            backend.clock()
         ),
         value: bw,
         unit: "GB/s".into(),

@@ -145,3 +145,29 @@ fn every_lesson_runs_on_the_wgpu_backend() {
         }
     }
 }
+
+/// `bench --backend wgpu` on a small problem: P1 and P3 give finite positive figures, timed with
+/// timestamp queries where the adapter has them (lavapipe does), and the output says which clock.
+#[test]
+fn wgpu_benchmarks_measure_on_the_device() {
+    let Some(b) = wgpu() else { return };
+    let clock = b.clock();
+    if b.device().contains("llvmpipe") && std::env::var("KVSCOPE_WGPU_CLOCK").as_deref() != Ok("wall") {
+        assert!(clock.starts_with("timestamp queries"), "{clock}");
+    }
+    let p1 = kvscope::bench::p1(b.as_ref(), 32, false).unwrap();
+    let p3 = kvscope::bench::p3(b.as_ref(), 1, 64).unwrap();
+    for l in [&p1, &p3] {
+        eprintln!(
+            "{} {:.3} ms {:.3} {} (baseline {:.3}): {}",
+            l.id, l.ms, l.value, l.unit, l.baseline, l.what
+        );
+        assert!(l.ms > 0.0 && l.ms.is_finite(), "{}: {} ms", l.id, l.ms);
+        assert!(l.value > 0.0 && l.value.is_finite(), "{}", l.id);
+        assert!(l.what.contains(&clock), "{}", l.what);
+    }
+    assert!(
+        p3.baseline > 0.0 && p3.baseline.is_finite(),
+        "the read-only WGSL stream was timed"
+    );
+}

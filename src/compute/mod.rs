@@ -100,6 +100,10 @@ pub trait Backend: Send + Sync {
     fn kind(&self) -> BackendKind;
     /// The device, in words ("CPU, 2 threads", "NVIDIA H200 (sm_90)").
     fn device(&self) -> String;
+    /// How the `time_*` methods measure, in words (bench output).
+    fn clock(&self) -> String {
+        "host wall clock".to_string()
+    }
 
     /// Attention forward returning scores, probabilities and per-head output (three kernels).
     fn run_attention(&self, _inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {

@@ -385,6 +385,10 @@ impl Backend for CudaBackend {
         self.device.clone()
     }
 
+    fn clock(&self) -> String {
+        "CUDA events on the stream".to_string()
+    }
+
     fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
         let (h, kvh, t, hd) = inp.dims();
         let s = &self.stream;

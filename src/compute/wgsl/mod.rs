@@ -28,6 +28,7 @@ pub use pool::PoolStats;
 use pool::{Kind, Pool, Pooled};
 pub use sources::{F16Path, FILES, kernel_source};
 
+use crate::compute::timing::median_time;
 use crate::compute::{Backend, BackendError};
 
 /// The wgpu backend.
@@ -38,6 +39,9 @@ pub struct WgpuBackend {
     pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
     f16: F16Path,
     pool: Arc<Pool>,
+    /// Two timestamp slots (start of the first pass, end of the last), when the adapter has timestamp
+    /// queries and `KVSCOPE_WGPU_CLOCK` is not `wall`.
+    timestamps: Option<wgpu::QuerySet>,
 }
 
 static PROBE: OnceLock<Result<Arc<WgpuBackend>, String>> = OnceLock::new();
@@ -84,6 +88,8 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         .map_err(|e| format!("no GPU adapter with compute shaders ({e}); install a Vulkan driver (mesa-vulkan-drivers gives lavapipe)"))?;
     let info = adapter.get_info();
     let has_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+    let has_timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY)
+        && std::env::var("KVSCOPE_WGPU_CLOCK").as_deref() != Ok("wall");
     let f16 = f16.unwrap_or(
         if has_f16 && std::env::var("KVSCOPE_WGPU_F16").as_deref() != Ok("packed") {
             F16Path::Native
@@ -98,6 +104,10 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         label: Some("kvscope compute"),
         required_features: if f16 == F16Path::Native {
             wgpu::Features::SHADER_F16
+        } else {
+            wgpu::Features::empty()
+        } | if has_timestamps {
+            wgpu::Features::TIMESTAMP_QUERY
         } else {
             wgpu::Features::empty()
         },
@@ -137,7 +147,15 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
             ));
         }
     }
+    let timestamps = has_timestamps.then(|| {
+        device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("kvscope timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        })
+    });
     Ok(WgpuBackend {
+        timestamps,
         device,
         queue,
         info,
@@ -210,7 +228,7 @@ impl WgpuBackend {
     /// of 4 bytes). Reading maps through a callback and polls the device.
     fn run(&self, dispatches: &[Dispatch], outputs: &[(&Pooled, usize)]) -> Result<Vec<Vec<u32>>, BackendError> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut encoder = self.encode(dispatches)?;
+        let mut encoder = self.encode(dispatches, None)?;
         let mut staging = Vec::new();
         for (buf, len) in outputs {
             let size = (len.max(&1) * 4) as u64;
@@ -232,7 +250,7 @@ impl WgpuBackend {
     /// Submit `dispatches` and `copies` (source, destination, bytes) and wait until the device is done:
     /// what the timings measure.
     fn submit_wait(&self, dispatches: &[Dispatch], copies: &[(&Pooled, &Pooled, u64)]) -> Result<(), BackendError> {
-        let mut encoder = self.encode(dispatches)?;
+        let mut encoder = self.encode(dispatches, None)?;
         for (src, dst, bytes) in copies {
             encoder.copy_buffer_to_buffer(src.buffer(), 0, dst.buffer(), 0, *bytes);
         }
@@ -246,11 +264,59 @@ impl WgpuBackend {
         Ok(())
     }
 
-    fn encode(&self, dispatches: &[Dispatch]) -> Result<wgpu::CommandEncoder, BackendError> {
+    /// Seconds the device spent on one submission of `dispatches` (median of `reps`, after one warm-up):
+    /// from timestamps written at the start of the first pass and the end of the last where the adapter
+    /// has timestamp queries, else on the host's wall clock around the submission and its wait.
+    fn time_dispatches(&self, dispatches: &[Dispatch], reps: usize) -> Result<f64, BackendError> {
+        let Some(qs) = &self.timestamps else {
+            let mut failed = None;
+            let s = median_time(reps, || {
+                if let Err(e) = self.submit_wait(dispatches, &[]) {
+                    failed = Some(e);
+                }
+            });
+            return failed.map_or(Ok(s.as_secs_f64()), Err);
+        };
+        let once = || -> Result<f64, BackendError> {
+            let mut encoder = self.encode(dispatches, Some(qs))?;
+            let resolve = self.pool.take(&self.device, Kind::Resolve, 16);
+            let staging = self.pool.take(&self.device, Kind::Staging, 16);
+            encoder.resolve_query_set(qs, 0..2, resolve.buffer(), 0);
+            encoder.copy_buffer_to_buffer(resolve.buffer(), 0, staging.buffer(), 0, 16);
+            let idx = self.queue.submit([encoder.finish()]);
+            let w = self.read(staging, 4, idx)?;
+            let (t0, t1) = (
+                u64::from(w[0]) | (u64::from(w[1]) << 32),
+                u64::from(w[2]) | (u64::from(w[3]) << 32),
+            );
+            Ok(t1.saturating_sub(t0) as f64 * f64::from(self.queue.get_timestamp_period()) * 1e-9)
+        };
+        once()?;
+        let mut t = (0..reps.max(1)).map(|_| once()).collect::<Result<Vec<f64>, _>>()?;
+        t.sort_by(f64::total_cmp);
+        Ok(t[t.len() / 2])
+    }
+
+    /// How the timings are taken, in words (bench output).
+    fn clock_words(&self) -> String {
+        match self.timestamps {
+            Some(_) => "timestamp queries (the copy: host wall clock)".to_string(),
+            None => "host wall clock around each submission (no timestamp queries used)".to_string(),
+        }
+    }
+
+    /// Encode one compute pass per dispatch; with `ts`, timestamps 0 and 1 mark the start of the first
+    /// pass and the end of the last.
+    fn encode(
+        &self,
+        dispatches: &[Dispatch],
+        ts: Option<&wgpu::QuerySet>,
+    ) -> Result<wgpu::CommandEncoder, BackendError> {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        for d in dispatches {
+        let last = dispatches.len().saturating_sub(1);
+        for (i, d) in dispatches.iter().enumerate() {
             let pipeline = self
                 .pipelines
                 .get(d.entry)
@@ -271,7 +337,13 @@ impl WgpuBackend {
             });
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(d.entry),
-                timestamp_writes: None,
+                timestamp_writes: ts.filter(|_| i == 0 || i == last).map(|query_set| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set,
+                        beginning_of_pass_write_index: (i == 0).then_some(0),
+                        end_of_pass_write_index: (i == last).then_some(1),
+                    }
+                }),
             });
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &group, &[]);

@@ -90,6 +90,10 @@ impl Backend for WgpuBackend {
         format!("{} ({:?}), {f16}", self.info.name, self.info.backend)
     }
 
+    fn clock(&self) -> String {
+        self.clock_words()
+    }
+
     fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
         let (h, _, t, hd) = inp.dims();
         let p = self.uniform(&self.attn_params(inp)?);
@@ -208,7 +212,8 @@ impl Backend for WgpuBackend {
         )
     }
 
-    /// The fused kernel on device-resident Q/K/V, timed on the wall clock around each submission. It
+    /// The fused kernel on device-resident Q/K/V, timed with timestamp queries where the adapter has them
+    /// (`time_dispatches`). It
     /// counts as "on the host" only on a CPU adapter (lavapipe), where a host GEMM is a fair baseline.
     fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<(f64, bool), BackendError> {
         inp.validate()?;
@@ -223,17 +228,8 @@ impl Backend for WgpuBackend {
             bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (5, &out)],
             groups: dispatch::attention_fused(h, t).grid,
         }];
-        let mut failed = None;
-        let secs = median_time(reps, || {
-            if let Err(e) = self.submit_wait(&fused, &[]) {
-                failed = Some(e);
-            }
-        })
-        .as_secs_f64();
-        match failed {
-            Some(e) => Err(e),
-            None => Ok((secs, self.info.device_type == wgpu::DeviceType::Cpu)),
-        }
+        let secs = self.time_dispatches(&fused, reps)?;
+        Ok((secs, self.info.device_type == wgpu::DeviceType::Cpu))
     }
 
     fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
@@ -246,8 +242,8 @@ impl Backend for WgpuBackend {
         Ok(f32s(got.into_iter().next().unwrap_or_default()))
     }
 
-    /// Device-resident K/V, timed on the wall clock around each submission (the adapter's timestamp
-    /// queries are not used yet), against a read-only WGSL stream over the same bytes
+    /// Device-resident K/V, timed with timestamp queries where the adapter has them (the copy, which is
+    /// no compute pass, on the wall clock), against a read-only WGSL stream over the same bytes
     /// (`read_stream_u32`) and a buffer-to-buffer copy of them.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
         inp.validate()?;
@@ -262,7 +258,7 @@ impl Backend for WgpuBackend {
             })
             .as_secs_f64()
         };
-        let decode_s = timed(&|| self.submit_wait(&decode, &[]));
+        let decode_s = self.time_dispatches(&decode, reps)?;
         // The same K/V byte count, as two passes over one half (a binding holds at most 128 MiB).
         let half = inp.kv_bytes().div_ceil(2).div_ceil(16).max(1) * 16;
         let data = self.pool.take(&self.device, Kind::Storage, half as u64);
@@ -277,7 +273,7 @@ impl Backend for WgpuBackend {
             groups: stream.grid,
         };
         let reads = [read(), read()];
-        let read_s = timed(&|| self.submit_wait(&reads, &[]));
+        let read_s = self.time_dispatches(&reads, reps)?;
         let copy_s = timed(&|| self.submit_wait(&[], &[(&data, &dst, half as u64), (&data, &dst, half as u64)]));
         if let Some(e) = failed {
             return Err(e);

@@ -20,6 +20,8 @@ pub(super) enum Kind {
     Uniform,
     /// Mappable buffers the outputs are copied into for reading back.
     Staging,
+    /// Where timestamp queries are resolved.
+    Resolve,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::Storage => U::STORAGE | U::COPY_DST | U::COPY_SRC,
             Kind::Uniform => U::UNIFORM | U::COPY_DST,
             Kind::Staging => U::MAP_READ | U::COPY_DST,
+            Kind::Resolve => U::QUERY_RESOLVE | U::COPY_SRC,
         }
     }
 }
