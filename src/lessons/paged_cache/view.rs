@@ -88,7 +88,8 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 .strong()
                 .size(size),
             );
-            if f.events.oom() {
+            // The events view, when the step shows it, carries the banner: show it once.
+            if f.events.oom() && !cx.step_shows("events") {
                 oom_banner(cx, ui, f);
             }
             let w = ui.available_width();

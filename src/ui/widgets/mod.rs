@@ -52,6 +52,8 @@ pub struct ViewCtx<'a> {
     pub params: &'a Params,
     /// What the step highlights.
     pub highlight: Option<&'a Highlight>,
+    /// The names of the views the step shows side by side.
+    pub step_views: Vec<&'a str>,
     /// The active backend.
     pub backend: BackendKind,
     /// The active backend, ready to run (live measurements).
@@ -65,6 +67,11 @@ pub struct ViewCtx<'a> {
 }
 
 impl ViewCtx<'_> {
+    /// Whether the step also shows view `name` (so a message it draws need not be repeated).
+    pub fn step_shows(&self, name: &str) -> bool {
+        self.step_views.contains(&name)
+    }
+
     /// Pick the string of the current language.
     pub fn t(&self, en: &'static str, zh: &'static str) -> &'static str {
         self.lang.t(en, zh)
