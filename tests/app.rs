@@ -260,6 +260,18 @@ fn kernel_steps_name_the_code_that_ran() {
     }
 }
 
+/// On/off parameters (`kind = "bool"`) are checkboxes, not 0–1 sliders.
+#[test]
+fn switches_are_checkboxes() {
+    let mut h = harness(false);
+    go(&mut h, "causal-mask", 0);
+    assert!(h.query_by_role_and_label(Role::Slider, "Causal mask").is_none());
+    assert_eq!(h.state().params().unwrap()["mask_on"], 1);
+    h.get_by_role_and_label(Role::CheckBox, "Causal mask").click();
+    settle(&mut h);
+    assert_eq!(h.state().params().unwrap()["mask_on"], 0);
+}
+
 #[test]
 fn language_switch_changes_ui_and_narration() {
     let mut h = harness(false);
@@ -409,10 +421,10 @@ fn monkey_ten_thousand_random_events() {
                 }
                 let p = &l.file.params[m.below(l.file.params.len() as u64) as usize];
                 let id = p.id.get_ref().clone();
-                let cur = app.params().and_then(|x| x.get(&id).copied()).unwrap_or(p.min);
+                let cur = app.params().and_then(|x| x.get(&id).copied()).unwrap_or(p.lo());
                 // (Every slider's maximum, all at once, is `every_lesson_computes_at_its_slider_extremes`.)
                 let v = match m.below(100) {
-                    0 => p.min,
+                    0 => p.lo(),
                     _ => cur + (m.below(7) as i64 - 3) * p.step,
                 };
                 app.set_param(&id, v);
@@ -486,13 +498,13 @@ fn every_lesson_computes_at_its_slider_extremes() {
             .file
             .params
             .iter()
-            .map(|p| (p.id.get_ref().clone(), *p.default.get_ref()))
+            .map(|p| (p.id.get_ref().clone(), p.default_value()))
             .collect();
-        cases.push(l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.min)).collect());
-        cases.push(l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.max)).collect());
+        cases.push(l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.lo())).collect());
+        cases.push(l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.hi())).collect());
         for p in &l.file.params {
             let mut c = defaults.clone();
-            c.insert(p.id.get_ref().clone(), p.max);
+            c.insert(p.id.get_ref().clone(), p.hi());
             cases.push(c);
         }
         for mut params in cases {

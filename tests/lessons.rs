@@ -62,7 +62,28 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 9] = [
+    let cases: [(String, usize, usize, &str, &str); 12] = [
+        (
+            GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
+            11,
+            11,
+            "switch `seq` has default 1",
+            "true or false",
+        ),
+        (
+            GOOD.replace("default = 8", "default = true"),
+            10,
+            11,
+            "slider `seq` has default true",
+            "kind = \"bool\"",
+        ),
+        (
+            GOOD.replace("default = 8", "kind = \"bool\"\ndefault = true"),
+            8,
+            6,
+            "switch `seq` has min/max",
+            "remove min and max",
+        ),
         (
             GOOD.replace("Some text.", "The pool fills at step {oom_step}."),
             17,
@@ -259,8 +280,8 @@ fn narration_numbers_come_from_the_computation() {
             }
         }
         let defaults: kvscope::lessons::Params = Default::default();
-        let maxed: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.max)).collect();
-        let mined: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.min)).collect();
+        let maxed: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.hi())).collect();
+        let mined: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.lo())).collect();
         for params in [defaults, maxed, mined] {
             let out = kvscope::lessons::compute(l, &params, &backend).ok();
             let mut values = l.kind.values(l, out.as_deref());

@@ -70,7 +70,8 @@ pub struct ScenarioRequest {
     pub generate: u32,
 }
 
-/// A slider.
+/// A lesson parameter: a slider over integers (`kind = "int"`, the default) or a switch
+/// (`kind = "bool"`, shown as a checkbox, stored as 0/1).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Param {
@@ -78,15 +79,65 @@ pub struct Param {
     pub id: Spanned<String>,
     /// Label next to the slider.
     pub label: Spanned<Text>,
-    /// Starting value; must lie in `min..=max`.
-    pub default: Spanned<i64>,
-    /// Smallest value.
-    pub min: i64,
-    /// Largest value.
-    pub max: i64,
+    /// `int` (a slider) or `bool` (a switch).
+    #[serde(default)]
+    pub kind: ParamKind,
+    /// Starting value: an integer in `min..=max` for `int`, `true` or `false` for `bool`.
+    pub default: Spanned<ParamValue>,
+    /// Smallest value (`int` only; required there).
+    pub min: Option<i64>,
+    /// Largest value (`int` only; required there).
+    pub max: Option<i64>,
     /// Slider step (at least 1).
     #[serde(default = "one")]
     pub step: i64,
+}
+
+/// What kind of control a parameter is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    /// An integer slider.
+    #[default]
+    Int,
+    /// An on/off switch.
+    Bool,
+}
+
+/// A parameter's default as written in the lesson file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+}
+
+impl Param {
+    /// The smallest value (0 for a switch).
+    pub fn lo(&self) -> i64 {
+        match self.kind {
+            ParamKind::Bool => 0,
+            ParamKind::Int => self.min.unwrap_or(0),
+        }
+    }
+
+    /// The largest value (1 for a switch).
+    pub fn hi(&self) -> i64 {
+        match self.kind {
+            ParamKind::Bool => 1,
+            ParamKind::Int => self.max.unwrap_or(self.lo()),
+        }
+    }
+
+    /// The default as a value (a switch's `true` is 1).
+    pub fn default_value(&self) -> i64 {
+        match *self.default.get_ref() {
+            ParamValue::Bool(b) => i64::from(b),
+            ParamValue::Int(v) => v,
+        }
+    }
 }
 
 fn one() -> i64 {
@@ -349,28 +400,54 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                 "give each parameter its own id",
             );
         }
-        if p.min > p.max || p.step < 1 {
+        match (p.kind, *p.default.get_ref()) {
+            (ParamKind::Bool, ParamValue::Int(v)) => c.at(
+                p.default.span(),
+                format!("switch `{}` has default {v}", p.id.get_ref()),
+                "a `kind = \"bool\"` parameter's default is true or false",
+            ),
+            (ParamKind::Int, ParamValue::Bool(v)) => c.at(
+                p.default.span(),
+                format!("slider `{}` has default {v}", p.id.get_ref()),
+                "write an integer default, or add `kind = \"bool\"` for a switch",
+            ),
+            _ => {}
+        }
+        match p.kind {
+            ParamKind::Bool if p.min.is_some() || p.max.is_some() => c.at(
+                p.id.span(),
+                format!("switch `{}` has min/max", p.id.get_ref()),
+                "a `kind = \"bool\"` parameter is 0 or 1: remove min and max",
+            ),
+            ParamKind::Int if p.min.is_none() || p.max.is_none() => c.at(
+                p.id.span(),
+                format!("slider `{}` needs both min and max", p.id.get_ref()),
+                "add min = … and max = … (or kind = \"bool\" for a switch)",
+            ),
+            _ => {}
+        }
+        if p.lo() > p.hi() || p.step < 1 {
             c.at(
                 p.id.span(),
                 format!(
                     "parameter `{}` has min {} > max {} or step {} < 1",
                     p.id.get_ref(),
-                    p.min,
-                    p.max,
+                    p.lo(),
+                    p.hi(),
                     p.step
                 ),
                 "use min <= max and step >= 1",
             );
         }
-        let d = *p.default.get_ref();
-        if d < p.min || d > p.max {
+        let d = p.default_value();
+        if p.kind == ParamKind::Int && (d < p.lo() || d > p.hi()) {
             c.at(
                 p.default.span(),
                 format!(
                     "default {d} of parameter `{}` is outside {}..={}",
                     p.id.get_ref(),
-                    p.min,
-                    p.max
+                    p.lo(),
+                    p.hi()
                 ),
                 "move the default into the range, or widen min/max",
             );

@@ -220,7 +220,7 @@ pub fn allowed_values(lesson: &Lesson, id: &str, p: &Params) -> Option<Vec<i64>>
         .allowed_values(id, p)
         .map(|a| {
             a.into_iter()
-                .filter(|v| (prm.min..=prm.max).contains(v))
+                .filter(|v| (prm.lo()..=prm.hi()).contains(v))
                 .collect::<Vec<_>>()
         })
         .filter(|a| !a.is_empty())
@@ -231,7 +231,7 @@ pub fn allowed_values(lesson: &Lesson, id: &str, p: &Params) -> Option<Vec<i64>>
 pub fn normalize(lesson: &Lesson, p: &mut Params) {
     for prm in &lesson.file.params {
         let id = prm.id.get_ref();
-        let v = get(p, id, *prm.default.get_ref()).clamp(prm.min, prm.max);
+        let v = get(p, id, prm.default_value()).clamp(prm.lo(), prm.hi());
         p.insert(id.clone(), v);
     }
     for prm in &lesson.file.params {

@@ -243,10 +243,17 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         let params = app.params().cloned().unwrap_or_default();
         for prm in &l.file.params {
             let id = prm.id.get_ref();
-            let cur = crate::lessons::get(&params, id, *prm.default.get_ref());
+            let cur = crate::lessons::get(&params, id, prm.default_value());
             let label = lang.pick(prm.label.get_ref()).to_string();
             let allowed = crate::lessons::allowed_values(&l, id, &params);
             let mut changed = None;
+            if prm.kind == crate::lesson::ParamKind::Bool {
+                let mut on = cur != 0;
+                if ui.checkbox(&mut on, RichText::new(label).size(size * 0.9)).changed() {
+                    app.set_param(id, i64::from(on));
+                }
+                continue;
+            }
             let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
             ui.scope(|ui| {
                 ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
@@ -273,9 +280,9 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                         let mut v = cur;
                         let r = ui
                             .add(
-                                egui::Slider::new(&mut v, prm.min..=prm.max)
+                                egui::Slider::new(&mut v, prm.lo()..=prm.hi())
                                     .step_by(prm.step as f64)
-                                    .logarithmic(prm.max - prm.min.max(1) >= 256),
+                                    .logarithmic(prm.hi() - prm.lo().max(1) >= 256),
                             )
                             .labelled_by(label_id);
                         if r.changed() {
@@ -293,7 +300,7 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
             .clicked()
         {
             for prm in &l.file.params {
-                app.set_param(prm.id.get_ref(), *prm.default.get_ref());
+                app.set_param(prm.id.get_ref(), prm.default_value());
             }
         }
         ui.separator();

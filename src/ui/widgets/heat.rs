@@ -138,6 +138,8 @@ pub fn heat_panel(
     let text = match hovered {
         Some(_) if stale => cx.lang.t("updating…", "更新中…").to_string(),
         Some(c) => hover(c),
+        // Presentation mode: no interaction hints on the projector.
+        None if cx.presentation => String::new(),
         None => cx
             .lang
             .t(
