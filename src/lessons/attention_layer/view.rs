@@ -203,6 +203,7 @@ pub fn probs(
         cx.t("each row sums to 1", "每行之和为 1")
     );
     let hl = seq_highlight(cx, a);
+    cx.widgets.heat.row_sums = true;
     heat_panel(
         cx,
         ui,
@@ -230,6 +231,7 @@ pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         view_in(ui, rects[k], |ui| {
             let title = format!("{name}  [{}, {}]", data.rows, data.cols);
             let hover = |c| if k == 2 { pv_hover(a, 0, c) } else { String::new() };
+            cx.widgets.heat.row_sums = k == 0;
             heat_panel(
                 cx,
                 ui,

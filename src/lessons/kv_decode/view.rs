@@ -91,6 +91,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
         View::Prefill => {
             let p = d.prompt;
             cx.widgets.heat.reserve_below = 2.0 * size;
+            cx.widgets.heat.row_sums = true;
             heat_panel(
                 cx,
                 ui,
@@ -216,6 +217,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     lang.t("rows 0..=", "行 0..="),
                     pos
                 );
+                cx.widgets.heat.row_sums = true;
                 heat_panel(
                     cx,
                     ui,
@@ -246,6 +248,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                 );
                 let row = f.row.clone();
                 cx.widgets.heat.reserve_below = 3.0 * size;
+                cx.widgets.heat.row_sums = true;
                 heat_panel(
                     cx,
                     ui,

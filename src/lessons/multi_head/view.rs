@@ -28,6 +28,7 @@ impl LessonUi for MultiHead {
                     view_in(ui, r, |ui| {
                         let kv = a.shape.kv_head_of(k);
                         let title = format!("{} {k} (KV {kv})", cx.t("head", "头"));
+                        cx.widgets.heat.row_sums = true;
                         heat_panel(
                             cx,
                             ui,

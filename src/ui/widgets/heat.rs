@@ -32,6 +32,8 @@ pub struct HeatState {
     pub shown: HashMap<u64, Arc<HeatmapData>>,
     /// Points the next heatmap leaves free below itself (for a line the caller adds).
     pub reserve_below: f32,
+    /// The next heatmap shows each row's sum next to its colorbar (probability matrices), taken once.
+    pub row_sums: bool,
     /// Cells that may still be uploaded this frame.
     pub upload_budget: usize,
     /// Finite value range per data generation (for colorbars).
@@ -90,7 +92,9 @@ pub fn heat_panel(
     let stale = data.generation != newest.generation;
     let data = &data;
     let avail = ui.available_size();
-    let bar_w = 56.0;
+    let row_sums = std::mem::take(&mut st.row_sums);
+    let sums_w = if row_sums { 4.4 * size * 0.8 } else { 0.0 };
+    let bar_w = 56.0 + sums_w;
     let line = size + 8.0;
     // Room the caller keeps below the heatmap (a check line), taken once.
     let below = std::mem::take(&mut st.reserve_below);
@@ -130,7 +134,18 @@ pub fn heat_panel(
     ui.horizontal(|ui| {
         let r = egui_glue::heatmap(ui, id, data, &mut view, &style, egui::vec2(w, h));
         hovered = r.hovered;
-        egui_glue::colorbar(ui, id ^ 0x5a5a, range_shown, colormap, egui::vec2(bar_w - 8.0, h));
+        let top = r.response.rect.min.y;
+        egui_glue::colorbar(
+            ui,
+            id ^ 0x5a5a,
+            range_shown,
+            colormap,
+            egui::vec2(bar_w - sums_w - 8.0, h),
+        );
+        if row_sums && let Some(v) = &view {
+            let (rect, _) = ui.allocate_exact_size(egui::vec2(sums_w, h), egui::Sense::hover());
+            draw_row_sums(ui, data, v, top, rect, size * 0.8);
+        }
     });
     if let Some(e) = st.zoom.get_mut(&id) {
         e.1 = view;
@@ -150,6 +165,49 @@ pub fn heat_panel(
     };
     ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
     hovered
+}
+
+/// Each row's sum (Σ_j of the shown values, as computed) beside row `r`, following zoom and pan; when
+/// the rows are too thin for a label, the range of the sums at the top instead.
+fn draw_row_sums(ui: &Ui, data: &HeatmapData, view: &HeatmapView, top: f32, rect: egui::Rect, size: f32) {
+    let sums: Vec<f64> = (0..data.rows)
+        .map(|r| {
+            data.values[r * data.cols..(r + 1) * data.cols]
+                .iter()
+                .filter(|x| x.is_finite())
+                .map(|&x| f64::from(x))
+                .sum()
+        })
+        .collect();
+    let painter = ui.painter().with_clip_rect(rect);
+    let color = ui.visuals().text_color();
+    let font = egui::FontId::monospace(size);
+    let row_px = 1.0 / view.cells_per_px.y.max(1e-6);
+    if row_px >= size * 1.1 {
+        for (r, s) in sums.iter().enumerate() {
+            let y = top + view.px_of(glam::Vec2::new(0.0, r as f32 + 0.5)).y;
+            if (rect.min.y..=rect.max.y).contains(&y) {
+                painter.text(
+                    egui::pos2(rect.min.x + 2.0, y),
+                    egui::Align2::LEFT_CENTER,
+                    format!("Σ{s:.3}"),
+                    font.clone(),
+                    color,
+                );
+            }
+        }
+    } else if let (Some(lo), Some(hi)) = (
+        sums.iter().copied().reduce(f64::min),
+        sums.iter().copied().reduce(f64::max),
+    ) {
+        painter.text(
+            rect.left_top() + egui::vec2(2.0, 0.0),
+            egui::Align2::LEFT_TOP,
+            format!("Σ rows\n{lo:.3}\n…{hi:.3}"),
+            font,
+            color,
+        );
+    }
 }
 
 /// The renderer highlight of a step's `highlight` on a `rows × cols` matrix (negative = from the end).
