@@ -66,6 +66,15 @@ impl HeatmapData {
         }
         (lo, hi)
     }
+
+    /// Each row's sum over its finite values, in f64.
+    pub fn row_sums(&self) -> Vec<f64> {
+        self.values
+            .chunks(self.cols.max(1))
+            .take(self.rows)
+            .map(|row| row.iter().filter(|x| x.is_finite()).map(|&x| f64::from(x)).sum())
+            .collect()
+    }
 }
 
 /// Largest matrix side (the texture limit every adapter gives kvscope).

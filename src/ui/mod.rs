@@ -548,7 +548,7 @@ impl KvscopeApp {
             lesson: l,
             params: &params,
             highlight: step.highlight.as_ref(),
-            step_views: step.views.iter().map(|v| v.get_ref().as_str()).collect(),
+            step_views: &step.views,
             backend: self.active,
             runner,
             cursor: self.cursor.entry(l.id().to_string()).or_insert(0),

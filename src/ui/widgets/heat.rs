@@ -38,6 +38,8 @@ pub struct HeatState {
     pub upload_budget: usize,
     /// Finite value range per data generation (for colorbars).
     pub ranges: HashMap<u64, (f32, f32)>,
+    /// Row sums per data generation (computed once per result, not every frame).
+    pub sums: HashMap<u64, Arc<Vec<f64>>>,
 }
 
 impl HeatState {
@@ -46,6 +48,9 @@ impl HeatState {
         self.upload_budget = if sync { usize::MAX } else { UPLOAD_BUDGET };
         if self.ranges.len() > 512 {
             self.ranges.clear();
+        }
+        if self.sums.len() > 512 {
+            self.sums.clear();
         }
     }
 }
@@ -130,6 +135,12 @@ pub fn heat_panel(
         *entry = (key, None);
     }
     let mut view = entry.1;
+    let sums = row_sums.then(|| {
+        st.sums
+            .entry(data.generation)
+            .or_insert_with(|| Arc::new(data.row_sums()))
+            .clone()
+    });
     let mut hovered = None;
     ui.horizontal(|ui| {
         let r = egui_glue::heatmap(ui, id, data, &mut view, &style, egui::vec2(w, h));
@@ -142,9 +153,9 @@ pub fn heat_panel(
             colormap,
             egui::vec2(bar_w - sums_w - 8.0, h),
         );
-        if row_sums && let Some(v) = &view {
+        if let (Some(sums), Some(v)) = (&sums, &view) {
             let (rect, _) = ui.allocate_exact_size(egui::vec2(sums_w, h), egui::Sense::hover());
-            draw_row_sums(ui, data, v, top, rect, size * 0.8);
+            draw_row_sums(ui, sums, v, top, rect, size * 0.8);
         }
     });
     if let Some(e) = st.zoom.get_mut(&id) {
@@ -167,18 +178,9 @@ pub fn heat_panel(
     hovered
 }
 
-/// Each row's sum (Σ_j of the shown values, as computed) beside row `r`, following zoom and pan; when
+/// Each row's sum (`HeatmapData::row_sums` of the shown values) beside row `r`, following zoom and pan; when
 /// the rows are too thin for a label, the range of the sums at the top instead.
-fn draw_row_sums(ui: &Ui, data: &HeatmapData, view: &HeatmapView, top: f32, rect: egui::Rect, size: f32) {
-    let sums: Vec<f64> = (0..data.rows)
-        .map(|r| {
-            data.values[r * data.cols..(r + 1) * data.cols]
-                .iter()
-                .filter(|x| x.is_finite())
-                .map(|&x| f64::from(x))
-                .sum()
-        })
-        .collect();
+fn draw_row_sums(ui: &Ui, sums: &[f64], view: &HeatmapView, top: f32, rect: egui::Rect, size: f32) {
     let painter = ui.painter().with_clip_rect(rect);
     let color = ui.visuals().text_color();
     let font = egui::FontId::monospace(size);

@@ -53,7 +53,7 @@ pub struct ViewCtx<'a> {
     /// What the step highlights.
     pub highlight: Option<&'a Highlight>,
     /// The names of the views the step shows side by side.
-    pub step_views: Vec<&'a str>,
+    pub step_views: &'a [toml::Spanned<String>],
     /// The active backend.
     pub backend: BackendKind,
     /// The active backend, ready to run (live measurements).
@@ -69,7 +69,7 @@ pub struct ViewCtx<'a> {
 impl ViewCtx<'_> {
     /// Whether the step also shows view `name` (so a message it draws need not be repeated).
     pub fn step_shows(&self, name: &str) -> bool {
-        self.step_views.contains(&name)
+        self.step_views.iter().any(|v| v.get_ref() == name)
     }
 
     /// Pick the string of the current language.
