@@ -754,3 +754,158 @@ fn big_results_arrive_off_thread_and_upload_over_several_frames() {
         "16 × 1024² cells need four frames at 4·2²⁰ per frame; took the arrival frame plus {frames}"
     );
 }
+
+/// The tick marks and labels of a heatmap sit at their cells' centres (±1 px), read back from the
+/// rendered frame: lesson 1's score matrix (T = 8), the first, a middle and the last row and column.
+#[test]
+fn heatmap_ticks_sit_at_cell_centres() {
+    let mut h = harness(true);
+    go(&mut h, "attention-matrix", 2);
+    let rect = h.state().widgets.heat.rects[&kvscope::ui::widgets::view_id("scores", 0)];
+    let img = h.render().expect("render");
+    let ppp = img.width() as f32 / 1280.0;
+    let bg = img.get_pixel(2, img.height() / 2).0;
+    // How far a pixel is from the background, summed over the channels.
+    let ink = |x: f32, y: f32| -> f32 {
+        let p = img.get_pixel((x * ppp) as u32, (y * ppp) as u32).0;
+        (0..3).map(|c| (i32::from(p[c]) - i32::from(bg[c])).abs() as f32).sum()
+    };
+    // Runs of ink along a line of pixels: (centre weighted by ink).
+    let runs = |pts: Vec<(f32, f32)>| -> Vec<f32> {
+        let mut out = Vec::new();
+        let (mut wsum, mut psum) = (0.0, 0.0);
+        for (pos, w) in pts {
+            if w > 30.0 {
+                wsum += w;
+                psum += w * pos;
+            } else if wsum > 0.0 {
+                out.push(psum / wsum);
+                (wsum, psum) = (0.0, 0.0);
+            }
+        }
+        out
+    };
+    let t = 8;
+    let cell = rect.height() / t as f32;
+    // Row tick marks: a column of pixels 2 points left of the heatmap.
+    let x = rect.min.x - 2.5;
+    let rows = runs(
+        (rect.min.y as i32 - 2..rect.max.y as i32 + 3)
+            .map(|y| (y as f32 + 0.5, ink(x, y as f32 + 0.5)))
+            .collect(),
+    );
+    assert_eq!(rows.len(), t, "one tick mark per row: {rows:?}");
+    // Column tick marks: a row of pixels 2.5 points below the heatmap.
+    let y = rect.max.y + 2.5;
+    let cols = runs(
+        (rect.min.x as i32 - 2..rect.max.x as i32 + 3)
+            .map(|x| (x as f32 + 0.5, ink(x as f32 + 0.5, y)))
+            .collect(),
+    );
+    assert_eq!(cols.len(), t, "one tick mark per column: {cols:?}");
+    for i in [0, t / 2, t - 1] {
+        let want_y = rect.min.y + (i as f32 + 0.5) * cell;
+        assert!(
+            (rows[i] - want_y).abs() <= 1.0,
+            "row {i}: tick at {} want {want_y}",
+            rows[i]
+        );
+        let want_x = rect.min.x + (i as f32 + 0.5) * cell;
+        assert!(
+            (cols[i] - want_x).abs() <= 1.0,
+            "column {i}: tick at {} want {want_x}",
+            cols[i]
+        );
+        // The label is drawn beside its tick: ink left of the mark around the row's centre, and
+        // below the mark around the column's centre, and none halfway to the next cell.
+        let label_ink = |xs: std::ops::Range<i32>, ys: std::ops::Range<i32>| -> f32 {
+            xs.flat_map(|x| ys.clone().map(move |y| (x, y)))
+                .map(|(x, y)| ink(x as f32 + 0.5, y as f32 + 0.5))
+                .sum()
+        };
+        let lx = rect.min.x as i32;
+        let ly = want_y as i32;
+        assert!(
+            label_ink(lx - 20..lx - 5, ly - 3..ly + 3) > 500.0,
+            "row {i}: no label beside its tick"
+        );
+        let cx = want_x as i32;
+        let by = rect.max.y as i32;
+        assert!(
+            label_ink(cx - 3..cx + 3, by + 6..by + 16) > 500.0,
+            "column {i}: no label below its tick"
+        );
+        let mid = (want_y + cell / 2.0) as i32;
+        if i + 1 < t {
+            assert!(
+                label_ink(lx - 20..lx - 5, mid - 1..mid + 1) < 100.0,
+                "row {i}: label ink between rows"
+            );
+        }
+    }
+}
+
+/// Presentation mode at 1920×1080: no text on any step is smaller than the windowed mode's narration
+/// body text (read from the text shapes egui paints), and lesson 3's heads grid is snapshotted.
+#[test]
+fn presentation_text_is_never_smaller_than_windowed_body_text() {
+    fn walk(shape: &eframe::egui::Shape, out: &mut Vec<(f32, String)>) {
+        match shape {
+            eframe::egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, out)),
+            eframe::egui::Shape::Text(t) => {
+                for sec in &t.galley.job.sections {
+                    let text = &t.galley.job.text[sec.byte_range.start.0..sec.byte_range.end.0];
+                    if !text.trim().is_empty() {
+                        out.push((sec.format.font_id.size, text.to_string()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut h = Harness::builder()
+        .with_size(eframe::egui::vec2(1920.0, 1080.0))
+        .wgpu()
+        .build_eframe(|cc| kvscope::ui::create(cc, &config()));
+    h.state_mut().presentation = true;
+    let min = h.state().windowed_body_size();
+    let steps: Vec<(usize, usize)> = h
+        .state()
+        .lessons()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| (0..l.file.steps.len()).map(move |j| (i, j)))
+        .collect();
+    let mut small = Vec::new();
+    for (i, j) in steps {
+        for lang in [Lang::En, Lang::Zh] {
+            h.state_mut().lang = lang;
+            h.state_mut().goto(i, j);
+            settle(&mut h);
+            let mut texts = Vec::new();
+            for c in &h.output().shapes {
+                walk(&c.shape, &mut texts);
+            }
+            assert!(texts.len() > 10, "lesson {i} step {j}: the frame has text");
+            for (size, text) in texts {
+                if size + 1e-3 < min {
+                    small.push(format!(
+                        "lesson {} step {} {lang:?}: {size:.1} pt {text:?}",
+                        i + 1,
+                        j + 1
+                    ));
+                }
+            }
+        }
+    }
+    small.dedup();
+    assert!(
+        small.is_empty(),
+        "{} texts below {min} pt:\n{}",
+        small.len(),
+        small.join("\n")
+    );
+    h.state_mut().lang = Lang::En;
+    go(&mut h, "multi-head", 1);
+    h.snapshot("app/presentation-multi-head-02");
+}

@@ -339,6 +339,7 @@ mod snapshots {
                                 self.data.finite_range(),
                                 Colormap::Sequential,
                                 egui::vec2(50.0, 240.0),
+                                11.0,
                             );
                         });
                     }
@@ -349,7 +350,7 @@ mod snapshots {
                             filled: vec![16, 0, 16, 5, 16, 0, 9, 3, 0, 0, 0, 0],
                             written: Some((3, 5)),
                         };
-                        egui_glue::block_grid(ui, 3, &data, egui::vec2(360.0, 240.0));
+                        egui_glue::block_grid(ui, 3, &data, egui::vec2(360.0, 240.0), (8.0, 13.0));
                     }
                     _ => {
                         let data = StripData {

@@ -47,6 +47,7 @@ use crate::compute::cuda::launch::LaunchDims;
 use crate::compute::{Backend, CheckReport, Op};
 use crate::export::NamedArray;
 use crate::lesson::Lesson;
+use crate::math::Mask;
 use crate::render::heatmap::HeatmapData;
 
 /// Slider values by parameter id.
@@ -301,6 +302,24 @@ pub fn heat_matrix(a: &Array2<f32>) -> Arc<HeatmapData> {
 /// Heatmap data of head `h` of a `[H, rows, cols]` tensor.
 pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
     heat_matrix(&a.index_axis(Axis(0), h).to_owned())
+}
+
+/// Heatmap data of head `h` of probabilities computed under `mask`: an entry the mask hides and the
+/// backend left exactly 0 becomes −∞, which the renderer hatches ("masked"), so it cannot be read as a
+/// small probability. A masked entry that is not 0 (a kernel bug) keeps its value and its colour.
+pub fn heat_probs(a: &Array3<f32>, h: usize, mask: Mask) -> Arc<HeatmapData> {
+    let p = a.index_axis(Axis(0), h);
+    let values = p
+        .indexed_iter()
+        .map(|((i, j), &v)| {
+            if v == 0.0 && !mask.visible(i, j) {
+                f32::NEG_INFINITY
+            } else {
+                v
+            }
+        })
+        .collect();
+    heat(p.nrows(), p.ncols(), values)
 }
 
 /// Whether any value is NaN.

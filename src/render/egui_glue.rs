@@ -161,8 +161,16 @@ pub fn tick_label(v: f32) -> String {
     }
 }
 
-/// A vertical colorbar for `range` and `colormap` with five ticks, drawn by the heatmap shader.
-pub fn colorbar(ui: &mut egui::Ui, id: u64, range: (f32, f32), colormap: Colormap, size: egui::Vec2) -> egui::Response {
+/// A vertical colorbar for `range` and `colormap` with five ticks (labels `font_size` points), drawn by
+/// the heatmap shader.
+pub fn colorbar(
+    ui: &mut egui::Ui,
+    id: u64,
+    range: (f32, f32),
+    colormap: Colormap,
+    size: egui::Vec2,
+    font_size: f32,
+) -> egui::Response {
     let (rect, response) = ui.allocate_exact_size(size, egui::Sense::hover());
     let bar = egui::Rect::from_min_size(rect.min, egui::vec2((size.x * 0.35).min(18.0), size.y));
     let data = Arc::new(HeatmapData {
@@ -197,7 +205,7 @@ pub fn colorbar(ui: &mut egui::Ui, id: u64, range: (f32, f32), colormap: Colorma
             egui::pos2(bar.max.x + 4.0, y),
             egui::Align2::LEFT_CENTER,
             tick_label(v),
-            egui::FontId::proportional(11.0),
+            egui::FontId::proportional(font_size),
             ui.visuals().text_color(),
         );
     }
@@ -234,13 +242,15 @@ impl CallbackTrait for BlocksCallback {
     }
 }
 
-/// The block pool as a grid filling `size` points, with block ids where they fit. Returns the
-/// response and the block under the pointer.
+/// The block pool as a grid filling `size` points, with block ids where they fit at a size within
+/// `font` (min, max points; presentation mode raises the minimum). Returns the response and the block
+/// under the pointer.
 pub fn block_grid(
     ui: &mut egui::Ui,
     id: u64,
     data: &BlockGridData,
     size: egui::Vec2,
+    font: (f32, f32),
 ) -> (egui::Response, Option<usize>) {
     let (rect, response) = ui.allocate_exact_size(size, egui::Sense::hover());
     ui.painter().add(egui_wgpu::Callback::new_paint_callback(
@@ -258,7 +268,9 @@ pub fn block_grid(
     for b in 0..data.owners.len() {
         let [x, y, w, h] = lay.block_rect(b).map(|v| v / ppp);
         let r = egui::Rect::from_min_size(rect.min + egui::vec2(x, y), egui::vec2(w, h));
-        if w >= 18.0 && h >= 12.0 {
+        let font_size = (h * 0.3).clamp(font.0, font.1);
+        let digits = b.to_string().len() as f32;
+        if w >= 18.0 && h >= 12.0 && w >= (digits * 0.6 + 0.8) * font_size && h >= font_size * 1.2 {
             // Black on the white border of the block being written, white elsewhere.
             let written = data.written.is_some_and(|(wb, _)| wb == b);
             let ink = if written {
@@ -266,12 +278,11 @@ pub fn block_grid(
             } else {
                 egui::Color32::from_white_alpha(220)
             };
-            let font = egui::FontId::monospace((h * 0.3).clamp(8.0, 13.0));
             ui.painter().text(
                 r.left_top() + egui::vec2(2.0, 1.0),
                 egui::Align2::LEFT_TOP,
                 b.to_string(),
-                font,
+                egui::FontId::monospace(font_size),
                 ink,
             );
         }

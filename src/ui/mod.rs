@@ -520,7 +520,16 @@ impl KvscopeApp {
 
     /// Body text size (larger in presentation mode).
     pub fn body_size(&self) -> f32 {
-        if self.presentation { 22.0 } else { 14.5 }
+        if self.presentation {
+            22.0
+        } else {
+            self.windowed_body_size()
+        }
+    }
+
+    /// The narration's body text size in the windowed mode: presentation mode draws nothing smaller.
+    pub fn windowed_body_size(&self) -> f32 {
+        14.5
     }
 
     /// The UI state lesson kind `kind` keeps (created on first use), e.g. lesson 4's bandwidth sweep.

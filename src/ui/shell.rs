@@ -10,6 +10,13 @@ use super::text::{self, Lang};
 /// The whole window.
 pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
     let pres = app.presentation;
+    if pres {
+        // From the back of a room: no text smaller than the windowed narration's body text.
+        let min = app.windowed_body_size() + 1.0;
+        for font in ui.style_mut().text_styles.values_mut() {
+            font.size = font.size.max(min);
+        }
+    }
     egui::Panel::top("kvscope-top").show(ui, |ui| top_bar(app, ui));
     egui::Panel::bottom("kvscope-status").show(ui, |ui| status_bar(app, ui));
     if !pres {
@@ -302,6 +309,16 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
             for prm in &l.file.params {
                 app.set_param(prm.id.get_ref(), prm.default_value());
             }
+        }
+        let mut numbers = !app.widgets.heat.hide_numbers;
+        if ui
+            .checkbox(
+                &mut numbers,
+                RichText::new(lang.t("Numbers in heatmap cells", "在热力图格子中显示数值")).size(size * 0.9),
+            )
+            .changed()
+        {
+            app.widgets.heat.hide_numbers = !numbers;
         }
         ui.separator();
         ui.label(RichText::new(lang.t("Backend", "计算后端")).strong());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ndarray::{Array2, Array3, Axis, s};
 
-use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix};
+use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 use crate::compute::cuda::launch::{self, LaunchDims};
 use crate::compute::{AttnInput, Backend, CheckReport, Op, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
@@ -158,7 +158,7 @@ impl AttnOut {
             k: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.k, i)).collect(),
             v: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.v, i)).collect(),
             scores: (0..h).map(|i| heat_head(&core.scores, i)).collect(),
-            probs: (0..h).map(|i| heat_head(&core.probs, i)).collect(),
+            probs: (0..h).map(|i| heat_probs(&core.probs, i, mask)).collect(),
             out: (0..h).map(|i| heat_head(&core.out, i)).collect(),
             q_heads: heat_matrix(&concat_heads(&qkv.q)),
             concat: heat_matrix(&concat),

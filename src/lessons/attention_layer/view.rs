@@ -9,7 +9,7 @@ use super::AttnOut;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::{HeatmapData, Highlight};
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, grid, heat_panel, step_highlight, view_id, view_in};
+use crate::ui::widgets::{Axes, ViewCtx, grid, heat_panel, step_highlight, view_id, view_in};
 
 /// The step's highlight on the T×T matrices.
 pub fn seq_highlight(cx: &ViewCtx, a: &AttnOut) -> Highlight {
@@ -97,6 +97,7 @@ pub fn x(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Colormap::Diverging,
         None,
         Highlight::None,
+        Axes::TokenDim,
         &|(i, j)| format!("X[{i},{j}] = {:.4}  ({token} {i})", x[[i, j]]),
     );
 }
@@ -116,6 +117,7 @@ pub fn weights(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 Colormap::Diverging,
                 None,
                 Highlight::None,
+                Axes::InOut,
                 &|_| String::new(),
             );
         });
@@ -151,6 +153,7 @@ pub fn projection(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, which: Qkv) {
         Colormap::Diverging,
         None,
         hl,
+        Axes::TokenDim,
         &|(i, j)| format!("{name}[{i},{j}] = {:.4}", arr[[0, i, j]]),
     );
 }
@@ -183,6 +186,7 @@ pub fn scores(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, id: &str, data: &Arc<H
         Colormap::Diverging,
         None,
         hl,
+        Axes::QueryKey,
         &|c| score_hover(lang, a, 0, &a.core.probs, masked, c),
     );
 }
@@ -213,6 +217,7 @@ pub fn probs(
         Colormap::Sequential,
         Some((0.0, 1.0)),
         hl,
+        Axes::QueryKey,
         &|c| score_hover(lang, a, 0, probs, mask_on, c),
     );
 }
@@ -222,12 +227,12 @@ pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let m = &a.maps;
     let rects = grid(ui.available_rect_before_wrap(), 3);
     #[allow(clippy::type_complexity)]
-    let pairs: [(&str, &Arc<HeatmapData>, Colormap, Option<(f32, f32)>); 3] = [
-        ("P", &m.probs[0], Colormap::Sequential, Some((0.0, 1.0))),
-        ("V", &m.v[0], Colormap::Diverging, None),
-        ("P·V", &m.out[0], Colormap::Diverging, None),
+    let pairs: [(&str, &Arc<HeatmapData>, Colormap, Option<(f32, f32)>, Axes); 3] = [
+        ("P", &m.probs[0], Colormap::Sequential, Some((0.0, 1.0)), Axes::QueryKey),
+        ("V", &m.v[0], Colormap::Diverging, None, Axes::TokenDim),
+        ("P·V", &m.out[0], Colormap::Diverging, None, Axes::QueryDim),
     ];
-    for (k, (name, data, cm, range)) in pairs.into_iter().enumerate() {
+    for (k, (name, data, cm, range, axes)) in pairs.into_iter().enumerate() {
         view_in(ui, rects[k], |ui| {
             let title = format!("{name}  [{}, {}]", data.rows, data.cols);
             let hover = |c| if k == 2 { pv_hover(a, 0, c) } else { String::new() };
@@ -241,6 +246,7 @@ pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 cm,
                 range,
                 Highlight::None,
+                axes,
                 &hover,
             );
         });
@@ -267,6 +273,7 @@ pub fn out(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Colormap::Diverging,
         None,
         hl,
+        Axes::QueryDim,
         &|c| pv_hover(a, 0, c),
     );
 }

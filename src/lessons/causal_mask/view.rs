@@ -10,7 +10,7 @@ use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output, get};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
-use crate::ui::widgets::{ViewCtx, heat_panel, kernel_panel, view_id};
+use crate::ui::widgets::{Axes, ViewCtx, heat_panel, kernel_panel, view_id};
 
 impl LessonUi for CausalMask {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -52,6 +52,7 @@ fn mask(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Colormap::Sequential,
         Some((0.0, 1.0)),
         Highlight::None,
+        Axes::QueryKey,
         &|(i, j)| {
             format!(
                 "query {i}, key {j}: {}",
@@ -113,6 +114,7 @@ fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Colormap::Diverging,
         None,
         Highlight::Row(t - 1),
+        Axes::QueryKey,
         &|(i, j)| format!("ΔP[{i},{j}] = {:+.4}", diff.values[i * t + j]),
     );
     ui.label(

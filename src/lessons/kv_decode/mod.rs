@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ndarray::{Array2, Array3, Axis, s};
 
-use super::{LessonKind, Output, Params, any_nan, get, heat, heat_head};
+use super::{LessonKind, Output, Params, any_nan, get, heat, heat_probs};
 use crate::cache::{PagedShape, StaticKvCache, StaticShape, kv_bytes_per_token};
 use crate::compute::cuda::launch::{self, LaunchDims};
 use crate::compute::ops::paged_decode::decode_and_check;
@@ -292,7 +292,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                     rows[l].push(core.probs.slice(s![0, i, 0..=i]).to_vec());
                 }
                 if l == 0 {
-                    prefill_probs = Some(heat_head(&core.probs, 0));
+                    prefill_probs = Some(heat_probs(&core.probs, 0, inp.mask));
                 }
             }
             next.push(residual(&hidden[b], &output_projection(&core.out, &w.wo)));
@@ -420,7 +420,8 @@ impl DecodeOut {
         f.matrix
             .get_or_init(|| {
                 let n = f.pos + 1;
-                let mut v = vec![0.0f32; n * n];
+                // Keys after a row's query are never computed: −∞, drawn hatched as masked.
+                let mut v = vec![f32::NEG_INFINITY; n * n];
                 if let Some(rows) = self.rows.get(f.layer.unwrap_or(0)) {
                     for (i, r) in rows.iter().take(n).enumerate() {
                         v[i * n..i * n + r.len()].copy_from_slice(r);

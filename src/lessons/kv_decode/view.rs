@@ -11,9 +11,7 @@ use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::Highlight;
 use crate::render::strip::{READ_COLOR, RESERVED_COLOR, StripData, USED_COLOR, WRITE_COLOR};
-use crate::ui::widgets::{
-    ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in,
-};
+use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in};
 
 impl LessonUi for KvDecode {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -107,6 +105,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                 Colormap::Sequential,
                 Some((0.0, 1.0)),
                 Highlight::Row(p - 1),
+                Axes::QueryKey,
                 &|(i, j)| {
                     format!(
                         "p[{i},{j}] = {:.4}",
@@ -227,6 +226,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     Colormap::Sequential,
                     Some((0.0, 1.0)),
                     Highlight::Row(pos),
+                    Axes::QueryKey,
                     &|(i, j)| {
                         let v = d
                             .rows
@@ -258,6 +258,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     Colormap::Sequential,
                     Some((0.0, 1.0)),
                     Highlight::None,
+                    Axes::HeadKey,
                     &|(h, j)| {
                         format!(
                             "{} {h} (KV {}) → pos {j}: p = {:.4}",

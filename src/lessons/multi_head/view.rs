@@ -10,7 +10,7 @@ use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
-use crate::ui::widgets::{ViewCtx, bytes, color_of, grid, heat_panel, kernel_panel, view_id, view_in};
+use crate::ui::widgets::{Axes, ViewCtx, bytes, color_of, grid, heat_panel, kernel_panel, view_id, view_in};
 
 impl LessonUi for MultiHead {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -38,6 +38,7 @@ impl LessonUi for MultiHead {
                             Colormap::Sequential,
                             Some((0.0, 1.0)),
                             Highlight::None,
+                            Axes::QueryKey,
                             &|c| score_hover(lang, a, k, &a.core.probs, true, c),
                         );
                     });
@@ -58,6 +59,7 @@ impl LessonUi for MultiHead {
                     Colormap::Diverging,
                     None,
                     Highlight::None,
+                    Axes::TokenDim,
                     &|(i, j)| format!("{head} {} · dim {}: {:.4}", j / hd, j % hd, a.concat[[i, j]]),
                 );
             }
@@ -71,6 +73,7 @@ impl LessonUi for MultiHead {
                     Colormap::Diverging,
                     None,
                     Highlight::None,
+                    Axes::TokenDim,
                     &|(i, j)| format!("Y[{i},{j}] = {:.4}", a.y[[i, j]]),
                 );
             }
@@ -129,6 +132,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Colormap::Diverging,
         None,
         Highlight::None,
+        Axes::TokenDim,
         &|(i, j)| {
             format!(
                 "token {i}, {} {} dim {}: {:.4}",

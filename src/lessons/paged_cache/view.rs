@@ -94,7 +94,9 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
             }
             let w = ui.available_width();
             let h = (ui.available_height() - 2.5 * size).max(60.0);
-            let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h));
+            // Block ids: never below the windowed body text in presentation mode.
+            let font = if cx.presentation { (15.5, 18.0) } else { (8.0, 13.0) };
+            let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h), font);
             ui.horizontal_wrapped(|ui| {
                 for r in f.tables.keys() {
                     legend_chip(ui, owner_color(*r), &format!("r{r}"), size);

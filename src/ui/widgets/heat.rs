@@ -1,5 +1,6 @@
-//! The heatmap panel: a titled heatmap (the wgpu renderer in an egui paint callback) with its
-//! colorbar and a hover line.
+//! The heatmap panel: a titled heatmap (the wgpu renderer in an egui paint callback) with its axes
+//! (titles, ticks; `axes.rs`), numbers in cells large enough, its colorbar, row sums for probability
+//! matrices and a hover line.
 //!
 //! How it works: a new result is swapped into a view within the frame's upload budget (so a 16-head
 //! 1024² result arrives over a few frames instead of stalling one); until then the old data stays.
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use eframe::egui::{self, RichText, Ui};
 
 use super::ViewCtx;
+use super::axes::{self, Axes};
 use crate::lesson::Highlight as StepHighlight;
 use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
@@ -36,8 +38,12 @@ pub struct HeatState {
     pub row_sums: bool,
     /// Cells that may still be uploaded this frame.
     pub upload_budget: usize,
-    /// Finite value range per data generation (for colorbars).
-    pub ranges: HashMap<u64, (f32, f32)>,
+    /// Finite value range per data generation (for colorbars), and whether it has masked (−∞) entries.
+    pub ranges: HashMap<u64, (f32, f32, bool)>,
+    /// Where each heatmap (by view id) was drawn in the last frame (tests read ticks against it).
+    pub rects: HashMap<u64, egui::Rect>,
+    /// The user switched the numbers in cells off.
+    pub hide_numbers: bool,
     /// Row sums per data generation (computed once per result, not every frame).
     pub sums: HashMap<u64, Arc<Vec<f64>>>,
 }
@@ -55,7 +61,8 @@ impl HeatState {
     }
 }
 
-/// A titled heatmap with a colorbar and a hover line; returns the hovered cell.
+/// A titled heatmap with axis titles and ticks, numbers in large cells, a colorbar and a hover line
+/// (with the "masked" legend when the matrix has masked entries); returns the hovered cell.
 #[allow(clippy::too_many_arguments)]
 pub fn heat_panel(
     cx: &mut ViewCtx,
@@ -66,9 +73,11 @@ pub fn heat_panel(
     colormap: Colormap,
     range: Option<(f32, f32)>,
     highlight: Highlight,
+    axes: Axes,
     hover: &dyn Fn((usize, usize)) -> String,
 ) -> Option<(usize, usize)> {
     let size = cx.size;
+    let lang = cx.lang;
     let st = &mut cx.widgets.heat;
     ui.label(RichText::new(title).strong().size(size));
     // Swap a new result in within this frame's upload budget; until then the old one stays.
@@ -87,7 +96,7 @@ pub fn heat_panel(
                 match current {
                     Some(c) => c,
                     None => {
-                        ui.label(RichText::new(cx.lang.t("loading…", "加载中…")).italics());
+                        ui.label(RichText::new(lang.t("loading…", "加载中…")).italics());
                         return None;
                     }
                 }
@@ -98,13 +107,20 @@ pub fn heat_panel(
     let data = &data;
     let avail = ui.available_size();
     let row_sums = std::mem::take(&mut st.row_sums);
-    let sums_w = if row_sums { 4.4 * size * 0.8 } else { 0.0 };
-    let bar_w = 56.0 + sums_w;
+    let small = size * 0.8;
+    let sums_w = if row_sums { 4.4 * small } else { 0.0 };
+    let (tick_font, _) = axes::fonts(size);
+    // The colorbar's labels beside an 18-point bar: "0.75" for probabilities, "-1.2e-3" at most.
+    let label_chars = if row_sums { 4.5 } else { 7.0 };
+    let colorbar_w = 22.0 + label_chars * 0.62 * tick_font.size;
+    let bar_w = 8.0 + colorbar_w + sums_w;
     let line = size + 8.0;
+    let (gutter_w, gutter_h) = axes::gutters(ui, data.rows, data.cols, size);
+    let spacing = ui.spacing().item_spacing;
     // Room the caller keeps below the heatmap (a check line), taken once.
     let below = std::mem::take(&mut st.reserve_below);
-    let h = (avail.y - line - below).max(20.0);
-    let w = (avail.x - bar_w).max(20.0);
+    let h = (avail.y - line - below - gutter_h - spacing.y).max(20.0);
+    let w = (avail.x - bar_w - gutter_w).max(20.0);
     // Keep cells square when the matrix is small.
     let cell = (w / data.cols as f32).min(h / data.rows as f32);
     let (w, h) = if data.rows * data.cols <= 64 * 64 {
@@ -118,7 +134,10 @@ pub fn heat_panel(
         grid: true,
         highlight,
     };
-    let (lo, hi) = *st.ranges.entry(data.generation).or_insert_with(|| data.finite_range());
+    let (lo, hi, has_masked) = *st.ranges.entry(data.generation).or_insert_with(|| {
+        let (lo, hi) = data.finite_range();
+        (lo, hi, data.values.contains(&f32::NEG_INFINITY))
+    });
     let range_shown = range.unwrap_or_else(|| {
         if colormap == Colormap::Diverging {
             let m = lo.abs().max(hi.abs()).max(1e-6);
@@ -142,39 +161,59 @@ pub fn heat_panel(
             .clone()
     });
     let mut hovered = None;
+    let mut heat_rect = egui::Rect::NOTHING;
     ui.horizontal(|ui| {
+        // The row gutter (row title and tick labels); the item spacing after it is part of it.
+        ui.allocate_exact_size(egui::vec2((gutter_w - spacing.x).max(0.0), h), egui::Sense::hover());
         let r = egui_glue::heatmap(ui, id, data, &mut view, &style, egui::vec2(w, h));
         hovered = r.hovered;
-        let top = r.response.rect.min.y;
+        heat_rect = r.response.rect;
         egui_glue::colorbar(
             ui,
             id ^ 0x5a5a,
             range_shown,
             colormap,
-            egui::vec2(bar_w - sums_w - 8.0, h),
+            egui::vec2(colorbar_w, h),
+            tick_font.size,
         );
         if let (Some(sums), Some(v)) = (&sums, &view) {
             let (rect, _) = ui.allocate_exact_size(egui::vec2(sums_w, h), egui::Sense::hover());
-            draw_row_sums(ui, sums, v, top, rect, size * 0.8);
+            draw_row_sums(ui, sums, v, heat_rect.min.y, rect, small);
         }
     });
+    // The column gutter (tick labels and column title).
+    ui.allocate_exact_size(egui::vec2(gutter_w + w, gutter_h), egui::Sense::hover());
+    if let Some(v) = &view {
+        axes::draw_axes(ui, heat_rect, v, data, axes, lang, size);
+        if !st.hide_numbers {
+            axes::draw_cell_numbers(ui.painter(), heat_rect, v, data, colormap, range_shown, small, row_sums);
+        }
+    }
+    st.rects.insert(id, heat_rect);
     if let Some(e) = st.zoom.get_mut(&id) {
         e.1 = view;
     }
     let text = match hovered {
-        Some(_) if stale => cx.lang.t("updating…", "更新中…").to_string(),
+        Some(_) if stale => lang.t("updating…", "更新中…").to_string(),
         Some(c) => hover(c),
         // Presentation mode: no interaction hints on the projector.
         None if cx.presentation => String::new(),
-        None => cx
-            .lang
+        None => lang
             .t(
                 "hover: numbers · scroll: zoom · drag: pan",
                 "悬停看数值 · 滚轮缩放 · 拖动平移",
             )
             .to_string(),
     };
-    ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+    ui.horizontal(|ui| {
+        if has_masked {
+            let pos = ui.cursor().min;
+            let color = ui.visuals().text_color();
+            let lw = axes::masked_legend(ui.painter(), pos, size, lang, color);
+            ui.allocate_exact_size(egui::vec2(lw + 8.0, size * 1.2), egui::Sense::hover());
+        }
+        ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+    });
     hovered
 }
 

@@ -4,6 +4,7 @@
 //! slider values and step highlight, the active backend, the lesson's timeline position, the shared
 //! widget state ([`WidgetState`]) and the lesson's own UI state. Views never see the app.
 
+mod axes;
 mod heat;
 mod kernel;
 mod layout;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
+pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{grid, view_in};
