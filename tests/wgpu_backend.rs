@@ -156,7 +156,7 @@ fn wgpu_benchmarks_measure_on_the_device() {
         assert!(clock.starts_with("timestamp queries"), "{clock}");
     }
     let p1 = kvscope::bench::p1(b.as_ref(), 32, false).unwrap();
-    let p3 = kvscope::bench::p3(b.as_ref(), 1, 64).unwrap();
+    let p3 = kvscope::bench::p3(b.as_ref(), 1, 64, 16).unwrap();
     for l in [&p1, &p3] {
         eprintln!(
             "{} {:.3} ms {:.3} {} (baseline {:.3}): {}",

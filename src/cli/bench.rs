@@ -82,7 +82,12 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         lines.push(bench::p1(b.as_ref(), seq, true)?);
     }
     if want("p3") {
-        lines.push(bench::p3(b.as_ref(), req, ctx)?);
+        lines.push(bench::p3(b.as_ref(), req, ctx, 16)?);
+    }
+    for bs in [1, 64] {
+        if want(&format!("p3-b{bs}")) {
+            lines.push(bench::p3(b.as_ref(), req, ctx, bs)?);
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&lines).context("json")?);

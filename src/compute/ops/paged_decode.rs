@@ -139,6 +139,8 @@ fn cases() -> Vec<(usize, usize, usize, usize, Vec<usize>)> {
         (3, 2, 2, 32, vec![40, 7, 1]),
         (16, 8, 2, 64, vec![600, 1]),
         (7, 4, 4, 128, vec![1100, 513, 512]),
+        // head_dim a multiple of 8 but not 16 (the CPU tiles scores but not P·V), group 4, ragged.
+        (16, 8, 2, 40, vec![33, 16, 2]),
     ]
 }
 

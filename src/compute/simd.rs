@@ -1,0 +1,474 @@
+//! The CPU decode kernel's inner step, with the instruction set chosen at run time: the one module
+//! besides the CUDA one that may use `unsafe`.
+//!
+//! How it works: [`attend_block`] does one paged-attention step for one KV head's query group over one
+//! block: convert the block's K rows from f16 once, score them against every query of the GQA group,
+//! update each query's running max and sum (the online softmax), convert V once and accumulate P·V.
+//! The body is written once, as plain Rust over fixed-width lanes ([`body`]), and compiled twice: inside
+//! a `#[target_feature(enable = "avx2,fma,f16c")]` function, where LLVM turns the lanes into 256-bit FMAs
+//! and the conversion is one `vcvtph2ps` per 8 values, and as a portable version (SSE2 on x86-64, NEON on
+//! aarch64) with `half`'s conversion. [`attend_block`] picks the AVX2 one when the CPU has those
+//! features (`is_x86_feature_detected!`, cached by std), so the build needs no `target-cpu` and still
+//! runs on any x86-64 or ARM machine.
+#![allow(unsafe_code)]
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::math::{Real, exp_f32};
+
+/// Buffers one task reuses across blocks: K and V of one block as f32, and the group's scores.
+#[derive(Default)]
+pub struct Scratch {
+    kf: Vec<f32>,
+    vf: Vec<f32>,
+    p: Vec<f32>,
+}
+
+/// One query group's online-softmax state over a KV head: queries `[group, hd]` (already scaled by
+/// 1/√hd), running max and sum per query, and the unnormalised output `[group, hd]`.
+pub struct GroupState<'a> {
+    /// Scaled queries.
+    pub q: &'a [f32],
+    /// Running max per query (−∞ before the first block).
+    pub m: &'a mut [f32],
+    /// Running Σ exp(s − m) per query.
+    pub l: &'a mut [f32],
+    /// Σ exp(s − m) · v per query, `[group, hd]`.
+    pub acc: &'a mut [f32],
+}
+
+/// Whether the AVX2 + FMA + F16C version runs on this CPU.
+pub fn accelerated() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The K and V rows the next [`attend_block`] call will read: the AVX2 version prefetches them while it
+/// converts this block's, one cache line per line converted, so the next block's DRAM reads are under
+/// way before it starts (block tables scatter blocks, and hardware prefetchers stop at 4 KiB pages).
+#[derive(Clone, Copy, Default)]
+pub struct Next<'a> {
+    /// The next block's K rows (empty: nothing to prefetch).
+    pub k: &'a [f16],
+    /// The next block's V rows.
+    pub v: &'a [f16],
+}
+
+/// Attend the group `st` to one block's `k` and `v` rows (`[ntok, hd]` each, f16), updating its running
+/// max, sum and accumulator. Uses the AVX2 version when [`accelerated`], else the portable one.
+pub fn attend_block(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next: Next, scratch: &mut Scratch) {
+    #[cfg(target_arch = "x86_64")]
+    if accelerated() {
+        // SAFETY: `accelerated()` just checked that this CPU has AVX2, FMA and F16C, the features
+        // `attend_block_avx2` is compiled for; it takes only safe references.
+        unsafe { attend_block_avx2(st, k, v, hd, next, scratch) };
+        return;
+    }
+    let _ = next;
+    attend_block_portable(st, k, v, hd, scratch);
+}
+
+/// Prefetch every cache line of `h` toward the core (nothing where the AVX2 version does not run).
+pub fn prefetch(h: &[f16]) {
+    #[cfg(target_arch = "x86_64")]
+    if accelerated() {
+        for i in (0..h.len()).step_by(32) {
+            prefetch_at(h, i);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = h;
+}
+
+/// The portable version (also what the tests compare the AVX2 one against).
+pub fn attend_block_portable(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, scratch: &mut Scratch) {
+    body(
+        st,
+        k,
+        v,
+        hd,
+        scratch,
+        |src, dst, _| src.convert_to_f32_slice(dst),
+        |_, _, _, _, _, _| false,
+        |_, _, _, _, _, _| false,
+        Next::default(),
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn attend_block_avx2(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next: Next, scratch: &mut Scratch) {
+    body(
+        st,
+        k,
+        v,
+        hd,
+        scratch,
+        cvt_f16c,
+        |q, k, hd, ntok, p, a| scores_avx2(q, k, hd, ntok, p, a),
+        |p, v, hd, ntok, acc, a| pv_avx2(p, v, hd, ntok, acc, a),
+        next,
+    );
+}
+
+/// f16 → f32, 8 values per `vcvtph2ps`, prefetching `ahead` one cache line per 32 values; the tail
+/// through `half`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn cvt_f16c(src: &[f16], dst: &mut [f32], ahead: &[f16]) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
+    let n = src.len().min(dst.len());
+    let whole = n / 8 * 8;
+    for (i, (s, d)) in src[..whole]
+        .chunks_exact(8)
+        .zip(dst[..whole].chunks_exact_mut(8))
+        .enumerate()
+    {
+        if i % 4 == 0 {
+            prefetch_at(ahead, i * 8);
+        }
+        // SAFETY: `s` holds 8 f16 (16 bytes) and `d` 8 f32 (32 bytes), both in bounds; the loads and
+        // stores are unaligned; this is only inlined into `attend_block_avx2`, which runs only where
+        // F16C and AVX were detected.
+        unsafe {
+            let h = _mm_loadu_si128(s.as_ptr().cast::<__m128i>());
+            _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    src[whole..n].convert_to_f32_slice(&mut dst[whole..n]);
+}
+
+/// Prefetch the cache line holding `h[i]` into L1, if `i` is in bounds: the next block's rows, one line
+/// per line this block reads, so its DRAM reads are under way before it starts (block tables scatter
+/// blocks, and hardware prefetchers stop at 4 KiB pages).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_at(h: &[f16], i: usize) {
+    use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+    if let Some(x) = h.get(i) {
+        // SAFETY: a prefetch is a hint that never faults; the address is inside `h`.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(std::ptr::from_ref(x).cast::<i8>()) };
+    }
+}
+
+/// Scores of `T` tokens against `G` queries, `p[g·ntok + t0 + t] = q_g · k_{t0+t}`: K converted in
+/// registers 8 values at a time (each value once) and shared by the G queries, `G × T` independent
+/// accumulators; `hd % 8 == 0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores_tile_avx2<const G: usize, const T: usize>(
+    q: &[f32],
+    k: &[f16],
+    hd: usize,
+    t0: usize,
+    ntok: usize,
+    p: &mut [f32],
+    ahead: &[f16],
+) {
+    use std::arch::x86_64::*;
+    assert!(hd.is_multiple_of(8) && (t0 + T) * hd <= k.len() && G * hd <= q.len() && G * ntok <= p.len());
+    let (kp, qp) = (k.as_ptr(), q.as_ptr());
+    let mut acc = [[_mm256_setzero_ps(); T]; G];
+    let mut c = 0;
+    while c < hd {
+        if c % 32 == 0 {
+            for t in 0..T {
+                prefetch_at(ahead, (t0 + t) * hd + c);
+            }
+        }
+        // SAFETY: c + 8 <= hd, so every load below ends at or before (t0 + T)·hd <= k.len() (K) and
+        // G·hd <= q.len() (Q), as asserted above; the loads are unaligned.
+        unsafe {
+            let kv: [__m256; T] =
+                std::array::from_fn(|t| _mm256_cvtph_ps(_mm_loadu_si128(kp.add((t0 + t) * hd + c).cast::<__m128i>())));
+            for (g, ag) in acc.iter_mut().enumerate() {
+                let qv = _mm256_loadu_ps(qp.add(g * hd + c));
+                for (at, kt) in ag.iter_mut().zip(&kv) {
+                    *at = _mm256_fmadd_ps(qv, *kt, *at);
+                }
+            }
+        }
+        c += 8;
+    }
+    for (g, ag) in acc.iter().enumerate() {
+        for (t, at) in ag.iter().enumerate() {
+            let h = _mm_add_ps(_mm256_castps256_ps128(*at), _mm256_extractf128_ps::<1>(*at));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            let h = _mm_add_ss(h, _mm_shuffle_ps::<0b01>(h, h));
+            p[g * ntok + t0 + t] = _mm_cvtss_f32(h);
+        }
+    }
+}
+
+/// `acc_g += Σ_t p[g·ntok + t] · v_t` for `G` queries, 16 lanes at a time held in registers across the
+/// block's tokens: V converted in registers (each value once) and shared by the G queries;
+/// `hd % 16 == 0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pv_tile_avx2<const G: usize>(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead: &[f16]) {
+    use std::arch::x86_64::*;
+    assert!(hd.is_multiple_of(16) && ntok * hd <= v.len() && G * ntok <= p.len() && G * hd <= acc.len());
+    let (vp, pp, ap) = (v.as_ptr(), p.as_ptr(), acc.as_mut_ptr());
+    let mut c = 0;
+    while c < hd {
+        // SAFETY: c + 16 <= hd, so the accumulator loads and stores end at or before G·hd <= acc.len(),
+        // the V loads at or before ntok·hd <= v.len() and the P loads index below G·ntok <= p.len(), as
+        // asserted above; all unaligned.
+        unsafe {
+            let mut a: [[__m256; 2]; G] = std::array::from_fn(|g| {
+                [
+                    _mm256_loadu_ps(ap.add(g * hd + c)),
+                    _mm256_loadu_ps(ap.add(g * hd + c + 8)),
+                ]
+            });
+            for t in 0..ntok {
+                if c % 32 == 0 {
+                    prefetch_at(ahead, t * hd + c);
+                }
+                let row = vp.add(t * hd + c);
+                let v0 = _mm256_cvtph_ps(_mm_loadu_si128(row.cast::<__m128i>()));
+                let v1 = _mm256_cvtph_ps(_mm_loadu_si128(row.add(8).cast::<__m128i>()));
+                for (g, ag) in a.iter_mut().enumerate() {
+                    let pg = _mm256_broadcast_ss(&*pp.add(g * ntok + t));
+                    ag[0] = _mm256_fmadd_ps(pg, v0, ag[0]);
+                    ag[1] = _mm256_fmadd_ps(pg, v1, ag[1]);
+                }
+            }
+            for (g, ag) in a.iter().enumerate() {
+                _mm256_storeu_ps(ap.add(g * hd + c), ag[0]);
+                _mm256_storeu_ps(ap.add(g * hd + c + 8), ag[1]);
+            }
+        }
+        c += 16;
+    }
+}
+
+/// P·V for the whole group, queries in tiles of 4 (or 2, or 1). Returns false (nothing done) when `hd`
+/// is not a multiple of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pv_avx2(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead: &[f16]) -> bool {
+    if !hd.is_multiple_of(16) {
+        return false;
+    }
+    let group = acc.len() / hd;
+    let tile = tile_of(group);
+    for g0 in (0..group).step_by(tile) {
+        let (pt, at) = (&p[g0 * ntok..(g0 + tile) * ntok], &mut acc[g0 * hd..(g0 + tile) * hd]);
+        match tile {
+            4 => pv_tile_avx2::<4>(pt, v, hd, ntok, at, ahead),
+            2 => pv_tile_avx2::<2>(pt, v, hd, ntok, at, ahead),
+            _ => pv_tile_avx2::<1>(pt, v, hd, ntok, at, ahead),
+        }
+    }
+    true
+}
+
+/// Queries per register tile for a group of `group`: 4, 2 or 1.
+fn tile_of(group: usize) -> usize {
+    if group.is_multiple_of(4) {
+        4
+    } else if group.is_multiple_of(2) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Scores of every token against the group's queries, 4 (or 2, or 1) queries at a time over pairs of
+/// tokens. Returns false (nothing done) when `hd` is not a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ahead: &[f16]) -> bool {
+    if !hd.is_multiple_of(8) {
+        return false;
+    }
+    let group = q.len() / hd;
+    let tile = tile_of(group);
+    for g0 in (0..group).step_by(tile) {
+        let (qt, pt) = (&q[g0 * hd..(g0 + tile) * hd], &mut p[g0 * ntok..(g0 + tile) * ntok]);
+        let mut t = 0;
+        while t + 2 <= ntok {
+            match tile {
+                4 => scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ahead),
+                2 => scores_tile_avx2::<2, 2>(qt, k, hd, t, ntok, pt, ahead),
+                _ => scores_tile_avx2::<1, 2>(qt, k, hd, t, ntok, pt, ahead),
+            }
+            t += 2;
+        }
+        if t < ntok {
+            match tile {
+                4 => scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ahead),
+                2 => scores_tile_avx2::<2, 1>(qt, k, hd, t, ntok, pt, ahead),
+                _ => scores_tile_avx2::<1, 1>(qt, k, hd, t, ntok, pt, ahead),
+            }
+        }
+    }
+    true
+}
+
+/// `a · b` over 16 lanes in two independent chains of 8 (the tail one by one).
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let mut ca = a.chunks_exact(16);
+    let mut cb = b.chunks_exact(16);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for i in 0..16 {
+            acc[i] = x[i].mul_add(y[i], acc[i]);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        s = x.mul_add(*y, s);
+    }
+    s
+}
+
+/// `acc[c..c+W] += Σ_t p[t] · v[t][c..c+W]` with the W lanes held in registers across tokens.
+#[inline(always)]
+fn pv_lanes<const W: usize>(p: &[f32], vf: &[f32], hd: usize, acc: &mut [f32], c: usize) {
+    let mut a: [f32; W] = acc[c..c + W].try_into().expect("W lanes");
+    for (t, &pt) in p.iter().enumerate() {
+        let row: &[f32; W] = vf[t * hd + c..t * hd + c + W].try_into().expect("W lanes");
+        for i in 0..W {
+            a[i] = pt.mul_add(row[i], a[i]);
+        }
+    }
+    acc[c..c + W].copy_from_slice(&a);
+}
+
+/// The step itself, written once. The instruction-set specific parts come in as functions: `cvt`
+/// converts f16 rows to f32 (prefetching a slice), `scores` and `pv` are register-tiled versions of the
+/// two products that return false where they do not apply (then the plain loops here run).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn body(
+    st: &mut GroupState,
+    k: &[f16],
+    v: &[f16],
+    hd: usize,
+    scratch: &mut Scratch,
+    cvt: impl Fn(&[f16], &mut [f32], &[f16]),
+    scores: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], &[f16]) -> bool,
+    pv: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], &[f16]) -> bool,
+    next: Next,
+) {
+    let group = st.m.len();
+    let ntok = k.len() / hd.max(1);
+    if ntok == 0 || hd == 0 {
+        return;
+    }
+    let Scratch { kf, vf, p } = scratch;
+    p.resize(group * ntok, 0.0);
+    let k = &k[..ntok * hd];
+    let v = &v[..ntok * hd];
+    if !scores(st.q, k, hd, ntok, p, next.k) {
+        kf.resize(ntok * hd, 0.0);
+        cvt(k, kf, next.k);
+        for (g, pg) in p.chunks_exact_mut(ntok).enumerate() {
+            let qg = &st.q[g * hd..(g + 1) * hd];
+            for (s, kt) in pg.iter_mut().zip(kf.chunks_exact(hd)) {
+                *s = dot(qg, kt);
+            }
+        }
+    }
+    for (g, pg) in p.chunks_exact_mut(ntok).enumerate() {
+        let bmax = pg.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        let m_new = st.m[g].max(bmax);
+        let corr = exp_f32(st.m[g] - m_new); // 0 on the first block (m = −∞)
+        st.l[g] = st.l[g] * corr + <f32 as Real>::exp_shifted_sum(pg, m_new);
+        st.m[g] = m_new;
+        if corr != 1.0 {
+            st.acc[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
+        }
+    }
+    if !pv(p, v, hd, ntok, st.acc, next.v) {
+        vf.resize(ntok * hd, 0.0);
+        cvt(v, vf, next.v);
+        for (g, pg) in p.chunks_exact(ntok).enumerate() {
+            let ag = &mut st.acc[g * hd..(g + 1) * hd];
+            let mut c = 0;
+            while c + 32 <= hd {
+                pv_lanes::<32>(pg, vf, hd, ag, c);
+                c += 32;
+            }
+            while c + 8 <= hd {
+                pv_lanes::<8>(pg, vf, hd, ag, c);
+                c += 8;
+            }
+            for cc in c..hd {
+                ag[cc] += pg.iter().enumerate().map(|(t, &pt)| pt * vf[t * hd + cc]).sum::<f32>();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One block through `f`, from a fresh state, against f64 arithmetic on the same f16 values.
+    fn check(f: fn(&mut GroupState, &[f16], &[f16], usize, &mut Scratch), group: usize, ntok: usize, hd: usize) {
+        let mut rng = crate::math::Rng::new((group * 1000 + ntok * 10 + hd) as u64);
+        let q = rng.normal_vec(group * hd, 0.3);
+        let k: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        let v: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        let (mut m, mut l, mut acc) = (
+            vec![f32::NEG_INFINITY; group],
+            vec![0f32; group],
+            vec![0f32; group * hd],
+        );
+        let mut st = GroupState {
+            q: &q,
+            m: &mut m,
+            l: &mut l,
+            acc: &mut acc,
+        };
+        f(&mut st, &k, &v, hd, &mut Scratch::default());
+        for g in 0..group {
+            let s: Vec<f64> = (0..ntok)
+                .map(|t| (0..hd).map(|d| q[g * hd + d] as f64 * k[t * hd + d].to_f64()).sum())
+                .collect();
+            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            assert!((m[g] as f64 - mx).abs() < 1e-4, "max g{g} ntok{ntok} hd{hd}");
+            assert!((l[g] as f64 - sum).abs() < 1e-4 * sum, "sum g{g} ntok{ntok} hd{hd}");
+            for d in 0..hd {
+                let want: f64 = (0..ntok).map(|t| e[t] * v[t * hd + d].to_f64()).sum();
+                let got = acc[g * hd + d] as f64;
+                assert!(
+                    (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                    "acc g{g} d{d} ntok{ntok} hd{hd}: {got} {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn both_versions_match_f64_for_ragged_shapes() {
+        for group in [1, 2, 4, 6, 8] {
+            for ntok in [1, 3, 16, 17] {
+                for hd in [1, 3, 8, 13, 32, 40, 128] {
+                    check(attend_block_portable, group, ntok, hd);
+                    check(
+                        |st, k, v, hd, sc| attend_block(st, k, v, hd, Next { k, v }, sc),
+                        group,
+                        ntok,
+                        hd,
+                    );
+                }
+            }
+        }
+    }
+}
