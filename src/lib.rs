@@ -16,4 +16,5 @@ pub mod lesson;
 pub mod lessons;
 pub mod math;
 pub mod render;
+pub mod simd;
 pub mod ui;

@@ -80,3 +80,29 @@ fn the_ui_leaves_exports_and_benchmarks_to_the_layers_below() {
         bad.join("\n")
     );
 }
+
+/// `unsafe` lives only in `compute::cuda` (FFI) and `simd` (intrinsics), and every `unsafe` block
+/// there has a `// SAFETY:` comment on a line just above it (clippy checks the blocks; this checks the
+/// places).
+#[test]
+fn unsafe_lives_only_in_the_cuda_module_and_simd() {
+    let files = rust_files(&src(""));
+    let allowed = |p: &Path| {
+        let rel = p.strip_prefix(src("")).unwrap().to_string_lossy().replace('\\', "/");
+        rel.starts_with("compute/cuda/") || rel == "simd.rs"
+    };
+    let outside: Vec<PathBuf> = files.iter().filter(|p| !allowed(p)).cloned().collect();
+    assert!(outside.len() > 20);
+    // The one grant outside them: `#[allow(unsafe_code)]` on `pub mod cuda;` in compute/mod.rs.
+    let bad: Vec<String> = offenders(&outside, &["unsafe"])
+        .into_iter()
+        .filter(|l| !(l.contains("compute/mod.rs") && l.ends_with("#[allow(unsafe_code)]")))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "unsafe outside compute::cuda and simd:\n{}",
+        bad.join("\n")
+    );
+    let simd = std::fs::read_to_string(src("simd.rs")).unwrap();
+    assert!(simd.contains("#![allow(unsafe_code)]") && simd.contains("// SAFETY:"));
+}

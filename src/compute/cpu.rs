@@ -10,10 +10,10 @@ use half::slice::HalfFloatSliceExt;
 use ndarray::Array3;
 use rayon::prelude::*;
 
-use super::simd;
 use super::{AttnInput, Backend, BackendError, BackendKind, PagedAppendInput, PagedDecodeInput, StaticAppendInput};
 use crate::cache::PagedShape;
 use crate::math::{AttnCore, attention_core, attention_fused};
+use crate::simd;
 
 /// The CPU backend.
 #[derive(Debug, Default, Clone, Copy)]

@@ -14,7 +14,6 @@ mod cpu;
 pub mod cuda;
 pub mod ops;
 pub mod reference;
-pub mod simd;
 pub mod suite;
 pub mod timing;
 pub mod wgsl;

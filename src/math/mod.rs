@@ -6,10 +6,11 @@ mod mask;
 mod rng;
 mod scalar;
 
+pub use crate::simd::exp_f32;
 pub use attention::{
     AttnCore, AttnShape, AttnWeights, Forward, Qkv, ShapeError, attention_core, attention_fused, decode_attention_f64,
     forward, matmul, output_projection, project, softmax_row,
 };
 pub use mask::{Mask, MaskParseError};
 pub use rng::Rng;
-pub use scalar::{Real, exp_f32};
+pub use scalar::Real;

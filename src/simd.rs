@@ -1,5 +1,6 @@
-//! The CPU decode kernel's inner step, with the instruction set chosen at run time: the one module
-//! besides the CUDA one that may use `unsafe`.
+//! The CPU's inner loops whose speed depends on the instruction set, chosen at run time: the
+//! exponential and softmax sums of the f32 attention path, and the paged-decode step. The one module
+//! besides `compute::cuda` that may use `unsafe`; the lowest layer (it needs only `half`).
 //!
 //! How it works: [`attend_block`] does one paged-attention step for one KV head's query group over one
 //! block: convert the block's K rows from f16 once, score them against every query of the GQA group,
@@ -15,7 +16,71 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::math::{Real, exp_f32};
+/// e^x in f32 with a Cephes-style polynomial (relative error about 2e-7). Inputs below −87.3 (−∞
+/// included) give exactly 0. Written without branches (min/max and bit masks instead of `if` and
+/// `clamp`) so that LLVM vectorises loops over it.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding 1.5·2²³ rounds to the nearest integer and leaves it in the low mantissa bits, with
+    // integer operations only, which vectorise (a float→int cast would not).
+    const MAGIC: f32 = 12_582_912.0;
+    // max/min rather than clamp: clamp's NaN handling keeps LLVM from vectorising.
+    #[allow(clippy::manual_clamp)]
+    let xc = x.max(-87.3).min(88.7);
+    let t = xc * LOG2E + MAGIC;
+    let n = t - MAGIC;
+    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let r = xc - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_2e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 0.5;
+    p = p * r * r + r + 1.0;
+    let scale = f32::from_bits((ni.wrapping_add(127) as u32) << 23);
+    let keep = (x >= -87.3) as u32;
+    f32::from_bits((p * scale).to_bits() & keep.wrapping_neg())
+}
+
+/// `xs[i] = e^(xs[i] − shift)` in place, returning Σ xs: the softmax's exponentials (8 lanes, one
+/// polynomial per lane), in AVX2+FMA where the CPU has them.
+pub fn exp_shifted_sum(xs: &mut [f32], shift: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if accelerated() {
+        // SAFETY: `accelerated()` just checked that this CPU has AVX2, FMA and F16C, the features
+        // `exp_shifted_sum_avx2` is compiled for; it takes only safe references.
+        return unsafe { exp_shifted_sum_avx2(xs, shift) };
+    }
+    exp_shifted_sum_body(xs, shift)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn exp_shifted_sum_avx2(xs: &mut [f32], shift: f32) -> f32 {
+    exp_shifted_sum_body(xs, shift)
+}
+
+#[inline(always)]
+fn exp_shifted_sum_body(xs: &mut [f32], shift: f32) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut chunks = xs.chunks_exact_mut(8);
+    for c in &mut chunks {
+        for i in 0..8 {
+            c[i] = exp_f32(c[i] - shift);
+            acc[i] += c[i];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for x in chunks.into_remainder() {
+        *x = exp_f32(*x - shift);
+        sum += *x;
+    }
+    sum
+}
 
 /// Buffers one task reuses across blocks: K and V of one block as f32, and the group's scores.
 #[derive(Default)]
@@ -386,7 +451,7 @@ fn body(
         let bmax = pg.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
         let m_new = st.m[g].max(bmax);
         let corr = exp_f32(st.m[g] - m_new); // 0 on the first block (m = −∞)
-        st.l[g] = st.l[g] * corr + <f32 as Real>::exp_shifted_sum(pg, m_new);
+        st.l[g] = st.l[g] * corr + exp_shifted_sum_body(pg, m_new);
         st.m[g] = m_new;
         if corr != 1.0 {
             st.acc[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
