@@ -95,10 +95,20 @@ pub fn p1(backend: &dyn Backend, seq: usize, keep_matrices: bool) -> Result<Benc
     } else {
         (f64::NAN, "no device GEMM baseline".to_string())
     };
+    // The materialising path also writes the full score and probability matrices, 2·H·T² f32 (the
+    // masked triangle included): that is what bounds it, so the line says how many bytes and how fast.
+    let kept = 2 * shape.n_heads * seq * seq * std::mem::size_of::<f32>();
     let (id, kind) = if keep_matrices {
-        ("P1-keep", "keeping scores+probs")
+        (
+            "P1-keep",
+            format!(
+                "keeping scores+probs: writes {:.0} MB of S and P, {:.1} GB/s over its whole time",
+                kept as f64 / 1e6,
+                kept as f64 / seconds / 1e9
+            ),
+        )
     } else {
-        ("P1", "fused")
+        ("P1", "fused".to_string())
     };
     Ok(BenchLine {
         id: id.into(),
