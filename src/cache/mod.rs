@@ -1,7 +1,8 @@
 //! KV-cache models: the static preallocated cache and the paged cache (allocator, block tables,
-//! accounting). Pure data structures over host memory; the backends in `compute` run kernels on them.
+//! accounting, prefix caching with copy-on-write). Pure data structures over host memory; the backends in `compute` run kernels on them.
 
 mod paged;
+pub mod prefix;
 pub mod scheduler;
 mod static_cache;
 

@@ -53,6 +53,9 @@ pub enum PagedError {
         /// Got.
         got: usize,
     },
+    /// A request id that already has a block table.
+    #[error("request {0} already has a block table")]
+    AlreadyAdmitted(RequestId),
     /// A block freed twice or out of range.
     #[error("block {0} is not an allocated block of this pool")]
     BadFree(u32),
@@ -173,9 +176,13 @@ pub struct PagedKvCache {
     pub k_pool: Vec<f16>,
     /// V pool, same shape.
     pub v_pool: Vec<f16>,
-    allocator: BlockAllocator,
-    tables: BTreeMap<RequestId, Vec<u32>>,
-    lens: BTreeMap<RequestId, usize>,
+    pub(super) allocator: BlockAllocator,
+    pub(super) tables: BTreeMap<RequestId, Vec<u32>>,
+    pub(super) lens: BTreeMap<RequestId, usize>,
+    /// Table entries pointing at each block: 1 for a private block, more when requests share it.
+    pub(super) refs: Vec<u32>,
+    /// Prefix caching: hashes of full blocks, the evictor, token ids (see `prefix.rs`).
+    pub(super) prefix: super::prefix::PrefixState,
 }
 
 impl PagedKvCache {
@@ -189,6 +196,8 @@ impl PagedKvCache {
             allocator: BlockAllocator::new(shape.num_blocks),
             tables: BTreeMap::new(),
             lens: BTreeMap::new(),
+            refs: vec![0; shape.num_blocks],
+            prefix: super::prefix::PrefixState::new(shape.num_blocks),
         }
     }
 
@@ -229,19 +238,60 @@ impl PagedKvCache {
     }
 
     /// Make sure `req` has blocks for `tokens` tokens. All or nothing: on OOM nothing is allocated.
-    fn ensure_capacity(&mut self, req: RequestId, tokens: usize) -> Result<(), OutOfBlocks> {
+    pub(super) fn ensure_capacity(&mut self, req: RequestId, tokens: usize) -> Result<(), OutOfBlocks> {
         let needed = self.blocks_needed(req, tokens);
-        if needed > self.allocator.num_free() {
+        self.check_available(needed)?;
+        self.tables.entry(req).or_default();
+        self.lens.entry(req).or_insert(0);
+        for _ in 0..needed {
+            let b = self.take_block()?;
+            self.tables.get_mut(&req).expect("just made").push(b);
+        }
+        Ok(())
+    }
+
+    /// Blocks that can be handed out: the free list, then cached blocks nobody uses (evicted on demand).
+    pub fn num_available(&self) -> usize {
+        self.allocator.num_free() + self.prefix.evictable()
+    }
+
+    /// `Ok` when `needed` blocks can be handed out, the typed OOM otherwise.
+    pub(super) fn check_available(&self, needed: usize) -> Result<(), OutOfBlocks> {
+        if needed > self.num_available() {
             return Err(OutOfBlocks {
                 needed,
-                free: self.allocator.num_free(),
+                free: self.num_available(),
                 total: self.allocator.total(),
             });
         }
-        let table = self.tables.entry(req).or_default();
-        self.lens.entry(req).or_insert(0);
-        for _ in 0..needed {
-            table.push(self.allocator.allocate()?);
+        Ok(())
+    }
+
+    /// One block for a table (count 1): from the free list, else by evicting the least recently used
+    /// cached block nobody uses (its hash is forgotten).
+    pub(super) fn take_block(&mut self) -> Result<u32, OutOfBlocks> {
+        let b = match self.allocator.allocate() {
+            Ok(b) => b,
+            Err(oom) => self.prefix.evict_lru().ok_or(oom)?,
+        };
+        self.refs[b as usize] = 1;
+        Ok(b)
+    }
+
+    /// Drop one table entry's reference to `b` at access time `now`: at 0 a cached block goes to the
+    /// evictor (it keeps its K/V and hash until reused or evicted), any other block back on the free list.
+    pub(super) fn release_block(&mut self, b: u32, now: u64) -> Result<(), PagedError> {
+        let r = self.refs.get_mut(b as usize).ok_or(PagedError::BadFree(b))?;
+        if *r == 0 {
+            return Err(PagedError::BadFree(b));
+        }
+        *r -= 1;
+        if *r == 0 {
+            if self.prefix.is_cached(b) {
+                self.prefix.park(b, now);
+            } else {
+                self.allocator.free(b)?;
+            }
         }
         Ok(())
     }
@@ -290,14 +340,23 @@ impl PagedKvCache {
         Ok(())
     }
 
-    /// Free every block of `req`; returns them in the order they went back on the free list.
+    /// Drop `req`'s table: each of its blocks loses one reference, and a block nobody else uses goes
+    /// back on the free list (or to the evictor when it is cached). Returns the table, in the order the
+    /// blocks were released.
     pub fn free_request(&mut self, req: RequestId) -> Result<Vec<u32>, PagedError> {
         let table = self.tables.remove(&req).ok_or(PagedError::UnknownRequest(req))?;
         self.lens.remove(&req);
+        self.prefix.tokens.remove(&req);
+        let now = self.prefix.tick();
         for &b in &table {
-            self.allocator.free(b)?;
+            self.release_block(b, now)?;
         }
         Ok(table)
+    }
+
+    /// How many table entries point at block `b`.
+    pub fn ref_count(&self, b: u32) -> u32 {
+        self.refs.get(b as usize).copied().unwrap_or(0)
     }
 
     /// Copy `req`'s K and V into contiguous `[kv_heads, len, head_dim]` f32 tensors: a debugging aid
@@ -345,35 +404,33 @@ impl PagedKvCache {
 
     /// Accounting, with a static reservation of `max_seq_len` per request for comparison.
     pub fn stats(&self, max_seq_len: usize) -> PagedStats {
-        let blocks_used: usize = self.tables.values().map(Vec::len).sum();
+        let blocks_used = self.refs.iter().filter(|&&r| r > 0).count();
         let tokens_stored: usize = self.lens.values().sum();
-        let slots_allocated = blocks_used * self.shape.block_size;
+        let table_slots: usize = self.tables.values().map(Vec::len).sum::<usize>() * self.shape.block_size;
         PagedStats {
             requests: self.tables.len(),
             total_blocks: self.allocator.total(),
             blocks_used,
             blocks_free: self.allocator.num_free(),
             tokens_stored,
-            slots_allocated,
-            internal_fragmentation: slots_allocated - tokens_stored,
+            slots_allocated: blocks_used * self.shape.block_size,
+            internal_fragmentation: table_slots - tokens_stored,
             static_slots: self.tables.len() * max_seq_len,
         }
     }
 
-    /// Check the allocator invariants: every block is free or in exactly one table, the free list has
-    /// no duplicates, free + used = total, and each table has exactly the blocks its length needs.
+    /// Check the allocator invariants: each block's count equals the table entries pointing at it; a
+    /// block is in exactly one of the free list, the evictor or use; the free list has no duplicates;
+    /// no table points at a free or evictable block; each table has exactly the blocks its length
+    /// needs; free + evictable + used = total; and every cached block's tokens match its hash chain.
     pub fn check_invariants(&self) -> Result<(), String> {
         let total = self.allocator.total();
-        let mut owner: Vec<Option<RequestId>> = vec![None; total];
+        let mut count = vec![0u32; total];
         for (&req, table) in &self.tables {
             for &b in table {
-                let slot = owner
+                *count
                     .get_mut(b as usize)
-                    .ok_or(format!("request {req} holds block {b}, outside the pool"))?;
-                if let Some(other) = slot {
-                    return Err(format!("block {b} is in the tables of requests {other} and {req}"));
-                }
-                *slot = Some(req);
+                    .ok_or(format!("request {req} holds block {b}, outside the pool"))? += 1;
             }
             let need = self.shape.blocks_for(self.len(req));
             if table.len() != need {
@@ -384,6 +441,11 @@ impl PagedKvCache {
                 ));
             }
         }
+        for (b, (&c, &r)) in count.iter().zip(&self.refs).enumerate() {
+            if c != r {
+                return Err(format!("block {b} has count {r} but {c} table entries point at it"));
+            }
+        }
         let mut seen = vec![false; total];
         for &b in self.allocator.free_list() {
             let i = b as usize;
@@ -391,21 +453,34 @@ impl PagedKvCache {
                 return Err(format!("block {b} is on the free list twice or is out of range"));
             }
             seen[i] = true;
-            if let Some(req) = owner[i] {
-                return Err(format!("block {b} is free and also in the table of request {req}"));
+            if count[i] > 0 {
+                return Err(format!("block {b} is free and also in a block table"));
             }
             if !self.allocator.is_free[i] {
                 return Err(format!("block {b} is on the free list but marked used"));
             }
+            if self.prefix.is_cached(b) {
+                return Err(format!("block {b} is on the free list and still cached"));
+            }
         }
-        let used = owner.iter().filter(|o| o.is_some()).count();
-        if used + self.allocator.num_free() != total {
+        for b in self.prefix.evictor_blocks() {
+            let i = b as usize;
+            if i >= total || seen[i] {
+                return Err(format!("block {b} is in the evictor and on the free list (or twice)"));
+            }
+            seen[i] = true;
+            if count[i] > 0 {
+                return Err(format!("block {b} is in the evictor and also in a block table"));
+            }
+        }
+        let used = count.iter().filter(|&&c| c > 0).count();
+        let (free, evictable) = (self.allocator.num_free(), self.prefix.evictable());
+        if used + free + evictable != total {
             return Err(format!(
-                "free ({}) + used ({used}) != total ({total})",
-                self.allocator.num_free()
+                "free ({free}) + evictable ({evictable}) + used ({used}) != total ({total})"
             ));
         }
-        Ok(())
+        self.prefix.check(self)
     }
 }
 
