@@ -17,3 +17,12 @@ fn store_v(idx: u32, bits: u32) {
     let pair = unpack2x16float(bits);
     v_dst[idx] = f16(pair.x);
 }
+
+// The 16 bits of element idx (copy_blocks reads the pools it writes; f16 -> f32 -> f16 is exact).
+fn load_k(idx: u32) -> u32 {
+    return pack2x16float(vec2<f32>(f32(k_dst[idx]), 0.0)) & 0xffffu;
+}
+
+fn load_v(idx: u32) -> u32 {
+    return pack2x16float(vec2<f32>(f32(v_dst[idx]), 0.0)) & 0xffffu;
+}

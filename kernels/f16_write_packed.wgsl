@@ -17,3 +17,12 @@ fn store_v(idx: u32, bits: u32) {
     atomicAnd(&v_dst[idx >> 1u], ~(0xffffu << sh));
     atomicOr(&v_dst[idx >> 1u], bits << sh);
 }
+
+// The 16 bits of element idx (copy_blocks reads the pools it writes).
+fn load_k(idx: u32) -> u32 {
+    return (atomicLoad(&k_dst[idx >> 1u]) >> ((idx & 1u) * 16u)) & 0xffffu;
+}
+
+fn load_v(idx: u32) -> u32 {
+    return (atomicLoad(&v_dst[idx >> 1u]) >> ((idx & 1u) * 16u)) & 0xffffu;
+}

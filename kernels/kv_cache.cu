@@ -31,6 +31,17 @@
 //    launch: grid (num_tokens, 1, 1) -- one block per token; block (128,1,1), threads loop
 //    over the KVH*hd values of the token.
 //
+// 3. copy_blocks_f16 -- copy-on-write of the paged cache (vLLM's copy_blocks)
+//      k_pool, v_pool    [num_blocks, KVH, block_size, hd] f16
+//      block_mapping     [num_pairs, 2] i32: (src, dst) physical blocks
+//    When a forked request first appends into a shared, partly filled last block, the host
+//    gives it a fresh block and asks for the filled slots to be copied there. A whole block
+//    (KVH*block_size*hd values of K and of V) is copied; full blocks are never copied.
+//    The host guarantees that no dst is also a src or another pair's dst, so pairs are
+//    independent and may run in any order.
+//    launch: grid (num_pairs, 1, 1) -- one block per pair; block (128,1,1), threads loop
+//    over the block's values (consecutive threads copy consecutive halves: coalesced).
+//
 // Indices are computed in 64-bit (long long): a real cache easily has more than 2^31
 // elements. Neither kernel uses barriers, so out-of-range threads may return early.
 // Compiles with NVRTC (only <cuda_fp16.h>) and with the CPU shim in kernels/shim.
@@ -82,5 +93,18 @@ extern "C" __global__ void paged_append_f16(__half* __restrict__ k_pool,
             (((long long)block * n_kv_heads + h) * block_size + offset) * head_dim + d;
         k_pool[dst] = __float2half(k[src + e]);
         v_pool[dst] = __float2half(v[src + e]);
+    }
+}
+
+extern "C" __global__ void copy_blocks_f16(__half* __restrict__ k_pool, __half* __restrict__ v_pool,
+                                           const int* __restrict__ block_mapping, int num_pairs,
+                                           int numel_per_block) {
+    const int p = (int)blockIdx.x;  // pair
+    if (p >= num_pairs || numel_per_block <= 0) return;
+    const long long src = (long long)block_mapping[2 * p] * numel_per_block;
+    const long long dst = (long long)block_mapping[2 * p + 1] * numel_per_block;
+    for (int e = (int)threadIdx.x; e < numel_per_block; e += (int)blockDim.x) {
+        k_pool[dst + e] = k_pool[src + e];
+        v_pool[dst + e] = v_pool[src + e];
     }
 }

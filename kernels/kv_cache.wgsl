@@ -8,6 +8,11 @@
 //   paged_append          pools [num_blocks, KVH, block_size, hd] f16; k, v [tokens, KVH, hd]
 //                         f32; slot_mapping [tokens] i32 (slot = block * block_size + offset,
 //                         a negative slot is skipped): dst = ((block*KVH + h)*bs + off)*hd + d
+//   copy_blocks           pools as above; slots holds (src, dst) block pairs; P.n = pairs * per
+//                         values, P.num_slots = per = KVH*block_size*hd values of one block:
+//                         pool[dst*per + e] = pool[src*per + e] for K and V (copy-on-write).
+//                         No dst is also a src (the host validates), so invocations never read a
+//                         half-word another one writes.
 // One invocation per element written, workgroup 64; the host dispatches ceil(n / 64)
 // workgroups (in x, and in y past 65535).
 //
@@ -126,4 +131,23 @@ fn paged_append_f16(
     let dst = ((block * P.kv_heads + h) * P.block_size + off) * hd + d;
     store_k(dst, f16_bits(k_src[e]));
     store_v(dst, f16_bits(v_src[e]));
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn copy_blocks_f16(
+    @builtin(workgroup_id) w: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) l: u32,
+) {
+    let e = element(w, nw, l);
+    if (e >= P.n || P.num_slots == 0u) {
+        return;
+    }
+    let per = P.num_slots;
+    let pair = e / per;
+    let i = e % per;
+    let src = u32(slots[2u * pair]) * per + i;
+    let dst = u32(slots[2u * pair + 1u]) * per + i;
+    store_k(dst, load_k(src));
+    store_v(dst, load_v(src));
 }

@@ -46,6 +46,9 @@ void kvs_sim_paged_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx
                               unsigned bz, uint16_t* k_pool, uint16_t* v_pool, const float* k,
                               const float* v, const int* slot_mapping, int num_tokens,
                               int n_kv_heads, int block_size, int head_dim);
+void kvs_sim_copy_blocks_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, uint16_t* k_pool, uint16_t* v_pool,
+                             const int* block_mapping, int num_pairs, int numel_per_block);
 
 /* kernels/paged_attention.cu */
 void kvs_sim_paged_attention_decode_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -388,6 +388,40 @@ void test_paged_append() {
     }
 }
 
+void test_copy_blocks() {
+    struct C { int num_blocks, KVH, bs, hd; std::vector<int> pairs; };
+    const C cases[] = {{6, 2, 3, 5, {4, 1, 0, 5}}, {3, 1, 1, 1, {2, 0}}, {9, 2, 16, 64, {8, 0, 3, 7, 1, 2}}};
+    for (const auto& c : cases) {
+        char tag[96];
+        std::snprintf(tag, sizeof tag, "N%d KVH%d bs%d hd%d pairs%zu", c.num_blocks, c.KVH, c.bs, c.hd,
+                      c.pairs.size() / 2);
+        const int per = c.KVH * c.bs * c.hd;
+        const size_t n = (size_t)c.num_blocks * per;
+        std::vector<uint16_t> kp(n), vp(n);
+        for (size_t x = 0; x < n; ++x) {
+            kp[x] = f32_to_f16_bits(rand_vec(1)[0]);
+            vp[x] = (uint16_t)(x * 2654435761u);
+        }
+        std::vector<uint16_t> kw = kp, vw = vp;
+        const int pairs = (int)c.pairs.size() / 2;
+        for (int p = 0; p < pairs; ++p)
+            for (int e = 0; e < per; ++e) {
+                kw[(size_t)c.pairs[2 * p + 1] * per + e] = kp[(size_t)c.pairs[2 * p] * per + e];
+                vw[(size_t)c.pairs[2 * p + 1] * per + e] = vp[(size_t)c.pairs[2 * p] * per + e];
+            }
+        kvs_sim_copy_blocks_f16(pairs, 1, 1, 128, 1, 1, kp.data(), vp.data(), c.pairs.data(), pairs, per);
+        long diff = 0;
+        for (size_t x = 0; x < n; ++x) diff += (kp[x] != kw[x]) + (vp[x] != vw[x]);
+        Stat& s = stat("copy_blocks");
+        s.checked += 2 * (long)n;
+        if (diff) {
+            std::printf("  MISMATCH copy_blocks %s: %ld elements differ\n", tag, diff);
+            s.bad += diff;
+            s.max_err = kInf;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // bandwidth.cu: the read-only stream (every word read once; partial sums add up)
 // ---------------------------------------------------------------------------------------
@@ -543,6 +577,7 @@ int main() {
     test_fully_masked_rows();
     test_static_append();
     test_paged_append();
+    test_copy_blocks();
     test_read_stream();
 
     const PagedCase paged_cases[] = {

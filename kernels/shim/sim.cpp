@@ -86,6 +86,13 @@ void kvs_sim_paged_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx
                                               head_dim));
 }
 
+void kvs_sim_copy_blocks_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, uint16_t* k_pool, uint16_t* v_pool,
+                             const int* block_mapping, int num_pairs, int numel_per_block) {
+    KVS_LAUNCH(kvs_kv_cache::copy_blocks_f16(as_half(k_pool), as_half(v_pool), block_mapping,
+                                             num_pairs, numel_per_block));
+}
+
 void kvs_sim_paged_attention_decode_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                         unsigned by, unsigned bz, float* tmp_out,
                                         float* tmp_max, float* tmp_sum, const float* q,

@@ -10,7 +10,10 @@ use half::slice::HalfFloatSliceExt;
 use ndarray::Array3;
 use rayon::prelude::*;
 
-use super::{AttnInput, Backend, BackendError, BackendKind, PagedAppendInput, PagedDecodeInput, StaticAppendInput};
+use super::{
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, PagedAppendInput, PagedDecodeInput,
+    StaticAppendInput,
+};
 use crate::cache::PagedShape;
 use crate::math::{AttnCore, attention_core, attention_fused};
 use crate::simd;
@@ -207,6 +210,17 @@ impl Backend for CpuBackend {
                 k_pool[dst..dst + s.head_dim].convert_from_f32_slice(&k[src..src + s.head_dim]);
                 v_pool[dst..dst + s.head_dim].convert_from_f32_slice(&v[src..src + s.head_dim]);
             }
+        }
+        Ok(())
+    }
+
+    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
+        let s = inp.shape;
+        let per = s.kv_heads * s.block_size * s.head_dim;
+        for p in inp.block_mapping.chunks_exact(2) {
+            let (src, dst) = (p[0] as usize * per, p[1] as usize * per);
+            inp.k_pool.copy_within(src..src + per, dst);
+            inp.v_pool.copy_within(src..src + per, dst);
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ pub use check::{CheckReport, MAX_REPORTED, Mismatch, Tolerance, check};
 pub use cpu::CpuBackend;
 pub use ops::Op;
 pub use ops::attention::AttnInput;
+pub use ops::copy_blocks::CopyBlocksInput;
 pub use ops::paged_append::PagedAppendInput;
 pub use ops::paged_decode::{DecodeTables, PagedDecodeInput};
 pub use ops::static_append::StaticAppendInput;
@@ -125,6 +126,10 @@ pub trait Backend: Send + Sync {
     fn run_paged_decode(&self, _inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
         Err(self.not_implemented("paged_decode"))
     }
+    /// Copy whole blocks of the pools, `(src, dst)` pairs (copy-on-write).
+    fn run_copy_blocks(&self, _inp: CopyBlocksInput) -> Result<(), BackendError> {
+        Err(self.not_implemented("copy_blocks"))
+    }
 
     /// Time one paged-decode step against a read-only stream and a copy of the same K/V bytes on the
     /// same device (lesson 4's sweep, `kvscope bench`). The default times the host-in/host-out op, a
@@ -193,6 +198,14 @@ pub trait Backend: Send + Sync {
     fn paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
         inp.validate()?;
         self.run_paged_append(inp)
+    }
+    /// Validated [`Backend::run_copy_blocks`].
+    fn copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
+        inp.validate()?;
+        if inp.block_mapping.is_empty() {
+            return Ok(());
+        }
+        self.run_copy_blocks(inp)
     }
     /// Validated [`Backend::run_paged_decode`].
     fn paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {

@@ -55,6 +55,22 @@ pub fn paged_append(inp: &PagedAppendInput) -> (Vec<f64>, Vec<f64>) {
     (kp, vp)
 }
 
+/// The pools after whole-block copies, as f64.
+pub fn copy_blocks(inp: &crate::compute::CopyBlocksInput) -> (Vec<f64>, Vec<f64>) {
+    let s = inp.shape;
+    let per = s.kv_heads * s.block_size * s.head_dim;
+    let mut kp: Vec<f64> = inp.k_pool.iter().map(|x| x.to_f64()).collect();
+    let mut vp: Vec<f64> = inp.v_pool.iter().map(|x| x.to_f64()).collect();
+    for p in inp.block_mapping.chunks_exact(2) {
+        let (src, dst) = (p[0] as usize * per, p[1] as usize * per);
+        for e in 0..per {
+            kp[dst + e] = inp.k_pool[src + e].to_f64();
+            vp[dst + e] = inp.v_pool[src + e].to_f64();
+        }
+    }
+    (kp, vp)
+}
+
 /// Paged decode in f64: gather each request's K/V through its block table (the checking path), then
 /// plain decode attention. Returns `[R, H, hd]`.
 pub fn paged_decode(inp: &PagedDecodeInput) -> Vec<f64> {

@@ -19,8 +19,8 @@ use ndarray::Array3;
 use super::launch::{self, LaunchDims};
 use super::sources::{FILES, KernelFile, MEASURING_ENTRIES};
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, DecodeTiming, Device, PagedAppendInput, PagedDecodeInput,
-    StaticAppendInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, PagedAppendInput,
+    PagedDecodeInput, StaticAppendInput,
 };
 use crate::math::AttnCore;
 
@@ -488,6 +488,27 @@ impl Backend for CudaBackend {
         s.memcpy_dtoh(&kc, bytemuck::cast_slice_mut::<f16, u16>(k_cache))
             .map_err(dev)?;
         s.memcpy_dtoh(&vc, bytemuck::cast_slice_mut::<f16, u16>(v_cache))
+            .map_err(dev)?;
+        Ok(())
+    }
+
+    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
+        let sh = inp.shape;
+        let pairs = inp.pairs();
+        let s = &self.stream;
+        let mut kp = s.clone_htod(bits(inp.k_pool)).map_err(dev)?;
+        let mut vp = s.clone_htod(bits(inp.v_pool)).map_err(dev)?;
+        let bm = s.clone_htod(inp.block_mapping).map_err(dev)?;
+        let (n, per) = (i(pairs), i(sh.kv_heads * sh.block_size * sh.head_dim));
+        let l = launch::copy_blocks(pairs);
+        let mut a = s.launch_builder(self.func(l.entry)?);
+        a.arg(&mut kp).arg(&mut vp).arg(&bm).arg(&n).arg(&per);
+        // SAFETY: matches copy_blocks_f16; every block id is inside the pool and no destination is
+        // also a source or another pair's destination (validated).
+        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+        s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(inp.k_pool))
+            .map_err(dev)?;
+        s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(inp.v_pool))
             .map_err(dev)?;
         Ok(())
     }

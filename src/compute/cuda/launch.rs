@@ -99,6 +99,15 @@ pub fn paged_append(tokens: usize) -> LaunchDims {
     }
 }
 
+/// `copy_blocks_f16`: one block per (src, dst) pair.
+pub fn copy_blocks(pairs: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "copy_blocks_f16",
+        grid: [d(pairs), 1, 1],
+        block: [THREADS, 1, 1],
+    }
+}
+
 /// Partitions of the split-context decode for the longest context.
 pub fn num_partitions(max_context: usize) -> usize {
     max_context.div_ceil(PARTITION_SIZE).max(1)

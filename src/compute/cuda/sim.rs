@@ -8,7 +8,8 @@ use ndarray::Array3;
 
 use super::launch::{self, LaunchDims};
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, PagedAppendInput, PagedDecodeInput, StaticAppendInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, PagedAppendInput, PagedDecodeInput,
+    StaticAppendInput,
 };
 use crate::math::AttnCore;
 
@@ -98,6 +99,19 @@ unsafe extern "C" {
         n_kv_heads: i32,
         max_seq_len: i32,
         head_dim: i32,
+    );
+    fn kvs_sim_copy_blocks_f16(
+        gx: G,
+        gy: G,
+        gz: G,
+        bx: G,
+        by: G,
+        bz: G,
+        k_pool: *mut u16,
+        v_pool: *mut u16,
+        block_mapping: *const i32,
+        num_pairs: i32,
+        numel_per_block: i32,
     );
     fn kvs_sim_paged_append_f16(
         gx: G,
@@ -355,6 +369,33 @@ impl Backend for SimBackend {
                 i(s.kv_heads),
                 i(s.max_seq_len),
                 i(s.head_dim),
+            )
+        };
+        Ok(())
+    }
+
+    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
+        let s = inp.shape;
+        let pairs = inp.pairs();
+        let l = launch::copy_blocks(pairs);
+        budget(&[l])?;
+        let (a, b, c, d, e, f) = dims!(l);
+        // SAFETY: pools hold s.numel() values; every block id in the mapping is inside the pool and the
+        // pairs are independent (validated), so each pair copies kv_heads·block_size·head_dim values
+        // within the pools.
+        unsafe {
+            kvs_sim_copy_blocks_f16(
+                a,
+                b,
+                c,
+                d,
+                e,
+                f,
+                bits_mut(inp.k_pool).as_mut_ptr(),
+                bits_mut(inp.v_pool).as_mut_ptr(),
+                inp.block_mapping.as_ptr(),
+                i(pairs),
+                i(s.kv_heads * s.block_size * s.head_dim),
             )
         };
         Ok(())

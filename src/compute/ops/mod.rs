@@ -5,6 +5,7 @@
 //! [`super::cuda::launch`], the one home of launch configurations.
 
 pub mod attention;
+pub mod copy_blocks;
 pub mod paged_append;
 pub mod paged_decode;
 pub mod static_append;
@@ -26,11 +27,13 @@ pub enum Op {
     PagedAppend,
     /// One query token per request, reading K/V through the block tables.
     PagedDecode,
+    /// Whole-block copies in the paged pools (copy-on-write).
+    CopyBlocks,
 }
 
 impl Op {
     /// Every op.
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::AttentionScores,
         Op::Softmax,
         Op::AttentionPv,
@@ -38,13 +41,14 @@ impl Op {
         Op::StaticCacheAppend,
         Op::PagedAppend,
         Op::PagedDecode,
+        Op::CopyBlocks,
     ];
 
     /// The file under `kernels/` that holds this op's CUDA source.
     pub fn kernel_file(self) -> &'static str {
         match self {
             Op::AttentionScores | Op::Softmax | Op::AttentionPv | Op::AttentionFused => "attention.cu",
-            Op::StaticCacheAppend | Op::PagedAppend => "kv_cache.cu",
+            Op::StaticCacheAppend | Op::PagedAppend | Op::CopyBlocks => "kv_cache.cu",
             Op::PagedDecode => "paged_attention.cu",
         }
     }
@@ -59,6 +63,7 @@ impl Op {
             Op::StaticCacheAppend => &["static_cache_append_f16"],
             Op::PagedAppend => &["paged_append_f16"],
             Op::PagedDecode => &["paged_attention_decode_f16", "paged_attention_reduce_f32"],
+            Op::CopyBlocks => &["copy_blocks_f16"],
         }
     }
 }

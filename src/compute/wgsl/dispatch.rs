@@ -76,6 +76,15 @@ pub fn paged_append(tokens: usize, kv_heads: usize, head_dim: usize) -> LaunchDi
     }
 }
 
+/// `copy_blocks_f16`: one invocation per value copied (of K and of V), 64 per workgroup.
+pub fn copy_blocks(pairs: usize, per_block: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "copy_blocks_f16",
+        grid: groups_2d((pairs * per_block).div_ceil(64)),
+        block: [64, 1, 1],
+    }
+}
+
 /// Partitions of the longest context.
 pub fn num_partitions(max_context: usize) -> usize {
     max_context.div_ceil(PARTITION).max(1)

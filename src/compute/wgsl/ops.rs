@@ -9,8 +9,8 @@ use super::{Dispatch, F16Path, WgpuBackend, dev, dispatch, f32s, pack_f16, u, un
 use crate::compute::cuda::launch::LaunchDims;
 use crate::compute::timing::median_time;
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, DecodeTiming, Device, PagedAppendInput, PagedDecodeInput,
-    StaticAppendInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, PagedAppendInput,
+    PagedDecodeInput, StaticAppendInput,
 };
 use crate::math::AttnCore;
 
@@ -180,6 +180,39 @@ impl Backend for WgpuBackend {
             inp.k_cache,
             inp.v_cache,
         )
+    }
+
+    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
+        let s = inp.shape;
+        let (pairs, per) = (inp.pairs(), s.kv_heads * s.block_size * s.head_dim);
+        let params = AppendParams {
+            n: u(pairs * per)?,
+            kv_heads: u(s.kv_heads)?,
+            head_dim: u(s.head_dim)?,
+            layers: 0,
+            batch: 0,
+            max_seq_len: 0,
+            layer: 0,
+            pos: 0,
+            block_size: u(s.block_size)?,
+            num_slots: u(per)?,
+            _pad: [0; 2],
+        };
+        let p = self.uniform(&params);
+        let mapping = self.storage(inp.block_mapping);
+        let (kd, vd) = (self.storage(&pack_f16(inp.k_pool)), self.storage(&pack_f16(inp.v_pool)));
+        let words = inp.k_pool.len().div_ceil(2);
+        let got = self.run(
+            &[Dispatch {
+                entry: "copy_blocks_f16",
+                bindings: vec![(0, &p), (3, &mapping), (4, &kd), (5, &vd)],
+                groups: dispatch::copy_blocks(pairs, per).grid,
+            }],
+            &[(&kd, words), (&vd, words)],
+        )?;
+        unpack_f16(&got[0], inp.k_pool);
+        unpack_f16(&got[1], inp.v_pool);
+        Ok(())
     }
 
     fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {

@@ -76,7 +76,7 @@ pub const FILES: [WgslFile; 4] = [
         file: "kv_cache.wgsl",
         path: "kernels/kv_cache.wgsl",
         source: include_str!("../../../kernels/kv_cache.wgsl"),
-        entries: &["static_cache_append_f16", "paged_append_f16"],
+        entries: &["static_cache_append_f16", "paged_append_f16", "copy_blocks_f16"],
         pools: Pools::Write,
     },
     WgslFile {

@@ -1,0 +1,237 @@
+//! `Backend::copy_blocks`: copy whole blocks of the paged pools, `(src, dst)` pairs (vLLM's
+//! `copy_blocks`, which runs the copy-on-write the block manager asks for). The input, its validation and
+//! its suite cases, including paged decode through shared tables after forks and copies.
+
+use half::f16;
+
+use crate::cache::prefix::prefix_kv;
+use crate::cache::{PagedKvCache, PagedShape, RequestId};
+use crate::compute::{Backend, BackendError, CheckReport, DecodeTables, Tolerance, check, invalid, reference};
+use crate::math::Rng;
+
+/// Whole-block copies within the K and V pools.
+#[derive(Debug)]
+pub struct CopyBlocksInput<'a> {
+    /// The pool's shape.
+    pub shape: PagedShape,
+    /// K pool, written in place.
+    pub k_pool: &'a mut [f16],
+    /// V pool, written in place.
+    pub v_pool: &'a mut [f16],
+    /// `(src, dst)` physical blocks, flattened: `[src0, dst0, src1, dst1, …]`.
+    pub block_mapping: &'a [i32],
+}
+
+impl CopyBlocksInput<'_> {
+    /// Pairs in the mapping.
+    pub fn pairs(&self) -> usize {
+        self.block_mapping.len() / 2
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), BackendError> {
+        let s = self.shape;
+        if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
+            return Err(invalid(format!("pools must have {} values", s.numel())));
+        }
+        if !self.block_mapping.len().is_multiple_of(2) {
+            return Err(invalid("block_mapping holds (src, dst) pairs: its length must be even"));
+        }
+        if let Some(bad) = self
+            .block_mapping
+            .iter()
+            .find(|&&b| b < 0 || b as usize >= s.num_blocks)
+        {
+            return Err(invalid(format!(
+                "block {bad} is outside the pool ({} blocks)",
+                s.num_blocks
+            )));
+        }
+        // Pairs must be independent (kernels run them in any order): every dst distinct, and no dst
+        // also read as a src.
+        let mut dst = std::collections::BTreeSet::new();
+        for p in self.block_mapping.chunks_exact(2) {
+            if !dst.insert(p[1]) {
+                return Err(invalid(format!("block {} is the destination of two copies", p[1])));
+            }
+        }
+        if let Some(p) = self.block_mapping.chunks_exact(2).find(|p| dst.contains(&p[0])) {
+            return Err(invalid(format!("block {} is both copied from and copied into", p[0])));
+        }
+        Ok(())
+    }
+}
+
+fn pool_f64(p: &[f16]) -> Vec<f64> {
+    p.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Random pools with two copies, against the reference; then a copy-on-write scenario decoded through
+/// the shared tables, against contiguous attention on each request's own tokens.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    let mut rng = Rng::stream(seed, 301);
+    // An even and an odd number of values per block (f16 pairs packed in u32 words straddle blocks).
+    let cases = [
+        (
+            PagedShape {
+                num_blocks: 6,
+                block_size: 3,
+                kv_heads: 2,
+                head_dim: 5,
+            },
+            vec![4, 1, 0, 5],
+        ),
+        (
+            PagedShape {
+                num_blocks: 5,
+                block_size: 3,
+                kv_heads: 1,
+                head_dim: 3,
+            },
+            vec![0, 1, 3, 2, 0, 4],
+        ),
+    ];
+    for (p, mapping) in cases {
+        let mut k_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+        let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+        let inp = CopyBlocksInput {
+            shape: p,
+            k_pool: &mut k_pool,
+            v_pool: &mut v_pool,
+            block_mapping: &mapping,
+        };
+        let (wk, wv) = reference::copy_blocks(&inp);
+        let dims = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
+        let tag = format!(
+            "copy_blocks N{} per{}",
+            p.num_blocks,
+            p.kv_heads * p.block_size * p.head_dim
+        );
+        match b.copy_blocks(inp) {
+            Ok(()) => {
+                out.push(check(
+                    &format!("{tag} k_pool"),
+                    &dims,
+                    &pool_f64(&k_pool),
+                    &wk,
+                    Tolerance::EXACT,
+                ));
+                out.push(check(
+                    &format!("{tag} v_pool"),
+                    &dims,
+                    &pool_f64(&v_pool),
+                    &wv,
+                    Tolerance::EXACT,
+                ));
+            }
+            Err(e) => out.push(CheckReport::failed(&tag, e)),
+        }
+    }
+    match shared_tables_decode(b, seed) {
+        Ok(r) => out.push(r),
+        Err(e) => out.push(CheckReport::failed("paged_decode after fork + copy-on-write", e)),
+    }
+}
+
+/// Write the K/V of `tokens[pos]` (a function of the prefix) at `slot`.
+fn write_token(c: &mut PagedKvCache, tokens: &[u32], pos: usize, slot: i32) {
+    let s = c.shape();
+    let (k, v) = prefix_kv(tokens, pos, s.kv_heads * s.head_dim);
+    let (blk, off) = (slot as usize / s.block_size, slot as usize % s.block_size);
+    for h in 0..s.kv_heads {
+        let dst = s.index(blk, h, off, 0);
+        for d in 0..s.head_dim {
+            c.k_pool[dst + d] = f16::from_f32(k[h * s.head_dim + d]);
+            c.v_pool[dst + d] = f16::from_f32(v[h * s.head_dim + d]);
+        }
+    }
+}
+
+/// A shared system prompt, a fork into two children that each append (copy-on-write on `b`), a parent
+/// that appends after them (no copy), and a new request that hits the cached prompt; then paged decode
+/// on `b` through those shared tables equals contiguous attention over each request's own K/V.
+fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, BackendError> {
+    let shape = PagedShape {
+        num_blocks: 16,
+        block_size: 4,
+        kv_heads: 2,
+        head_dim: 8,
+    };
+    let mut c = PagedKvCache::new(shape);
+    let err = |e: crate::cache::PagedError| invalid(e.to_string());
+    let prompt = [5, 1, 4, 1, 5, 9, 2];
+    let a = c.admit(0, &prompt).map_err(err)?;
+    for (i, &slot) in a.slots.iter().enumerate() {
+        write_token(&mut c, &prompt, a.cached_tokens + i, slot);
+    }
+    c.fork(0, 1).map_err(err)?;
+    c.fork(0, 2).map_err(err)?;
+    for (req, tok) in [(1, 6), (2, 7), (0, 3)] {
+        let ap = c.append_token(req, tok).map_err(err)?;
+        if let Some((src, dst)) = ap.cow {
+            let mapping = [src as i32, dst as i32];
+            let PagedKvCache { k_pool, v_pool, .. } = &mut c;
+            b.copy_blocks(CopyBlocksInput {
+                shape,
+                k_pool,
+                v_pool,
+                block_mapping: &mapping,
+            })?;
+        }
+        let toks = c.tokens(req).unwrap_or_default().to_vec();
+        write_token(&mut c, &toks, toks.len() - 1, ap.slot);
+    }
+    let hit = [5, 1, 4, 1, 8, 8];
+    let a = c.admit(3, &hit).map_err(err)?;
+    for (i, &slot) in a.slots.iter().enumerate() {
+        write_token(&mut c, &hit, a.cached_tokens + i, slot);
+    }
+    c.check_invariants().map_err(invalid)?;
+    let reqs: Vec<RequestId> = vec![0, 1, 2, 3];
+    let tables = DecodeTables::new(&c, &reqs);
+    let q = Rng::stream(seed, 302).normal_vec(reqs.len() * 4 * shape.head_dim, 1.0);
+    let mut report = super::paged_decode::paged_equals_contiguous(b, &tables.input(&c, &q, 4))?;
+    // The copies must also have put each request's own K/V under its table.
+    for &r in &reqs {
+        let toks = c.tokens(r).unwrap_or_default().to_vec();
+        let (k, _) = c.gather(r).map_err(err)?;
+        for pos in 0..toks.len() {
+            let (want, _) = prefix_kv(&toks, pos, shape.kv_heads * shape.head_dim);
+            if f16::from_f32(want[0]).to_f32() != k[pos * shape.head_dim] {
+                return Err(invalid(format!("request {r} token {pos}: K is not its own prefix's")));
+            }
+        }
+    }
+    report.label = "paged_decode after fork + copy-on-write (shared tables)".into();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependent_or_out_of_range_pairs_are_refused() {
+        let s = PagedShape {
+            num_blocks: 4,
+            block_size: 2,
+            kv_heads: 1,
+            head_dim: 2,
+        };
+        let (mut k, mut v) = (vec![f16::ZERO; s.numel()], vec![f16::ZERO; s.numel()]);
+        for (mapping, why) in [
+            (vec![0, 1, 2], "even"),
+            (vec![0, 4], "outside the pool"),
+            (vec![0, 1, 2, 1], "destination of two copies"),
+            (vec![0, 1, 1, 2], "both copied from and copied into"),
+        ] {
+            let inp = CopyBlocksInput {
+                shape: s,
+                k_pool: &mut k,
+                v_pool: &mut v,
+                block_mapping: &mapping,
+            };
+            let e = inp.validate().unwrap_err().to_string();
+            assert!(e.contains(why), "{mapping:?}: {e}");
+        }
+    }
+}
