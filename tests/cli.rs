@@ -490,3 +490,60 @@ fn export_schedule_follows_the_policy_at_every_block_size() {
         String::from_utf8_lossy(&o.stderr).contains("--set nosuch: no such parameter in causal-mask (parameters: seq")
     );
 }
+
+/// `kvscope export prefix-schedule` writes the prefix-caching replay: hits for the shared prompt,
+/// copy-on-write copies after the fork, evictions under pressure, and reference counts that equal the
+/// table entries pointing at each block at every event.
+#[test]
+fn export_prefix_schedule_has_hits_copies_and_evictions() {
+    use serde_json::Value;
+    let dir = tempfile::tempdir().unwrap();
+    let o = kvscope(&[
+        "export",
+        "prefix-schedule",
+        "--set",
+        "samples=3",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("prefix-schedule.json")).unwrap()).unwrap();
+    let steps = d["steps"].as_array().unwrap();
+    let hits: u64 = steps.iter().filter_map(|s| s["event"]["hit_blocks"].as_u64()).sum();
+    let copies = steps.iter().filter(|s| s["event"]["copy_on_write"].is_object()).count();
+    let evicted: usize = steps
+        .iter()
+        .filter_map(|s| s["event"]["evicted"].as_array())
+        .map(Vec::len)
+        .sum();
+    assert!(
+        hits >= 4 && copies == 2 && evicted > 0,
+        "hits {hits}, copies {copies}, evicted {evicted}"
+    );
+    for s in steps {
+        let mut count = vec![0u64; d["num_blocks"].as_u64().unwrap() as usize];
+        for t in s["block_tables"].as_object().unwrap().values() {
+            for b in t.as_array().unwrap() {
+                count[b.as_u64().unwrap() as usize] += 1;
+            }
+        }
+        let refs: Vec<u64> = s["ref_counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(count, refs, "step {}", s["step"]);
+    }
+    let wrong = kvscope(&[
+        "export",
+        "prefix-schedule",
+        "--lesson",
+        "paged-cache",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("not a prefix-caching lesson"));
+}

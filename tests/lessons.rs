@@ -42,7 +42,8 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
             "causal-mask",
             "multi-head",
             "kv-decode",
-            "paged-cache"
+            "paged-cache",
+            "prefix-cache"
         ]
     );
     let l3 = &lessons[2];
@@ -165,7 +166,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("5 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("6 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();

@@ -1,6 +1,6 @@
-//! `kvscope export attention|paged-decode|schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export attention|paged-decode|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
-//! `schedule.json`.
+//! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
 use std::path::PathBuf;
 
@@ -11,6 +11,7 @@ use kvscope::export::{self, PagedDecodeParams};
 use kvscope::lessons::Output;
 use kvscope::lessons::attention_layer::AttnOut;
 use kvscope::lessons::paged_cache::PagedOut;
+use kvscope::lessons::prefix_cache::PrefixOut;
 use kvscope::math::{AttnShape, Mask, Rng};
 
 use super::backend;
@@ -79,6 +80,21 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// A prefix-caching lesson's replay as `prefix-schedule.json`: per event the block tables, the
+    /// reference counts, the block hashes, the hits and misses, the copy-on-write copies (src → dst),
+    /// the free list and the evictor.
+    PrefixSchedule {
+        /// The lesson (a lesson of kind `prefix`).
+        #[arg(long, default_value = "prefix-cache")]
+        lesson: String,
+        /// Slider values, id=value (repeatable).
+        #[arg(long = "set", value_parser = super::parse_set)]
+        set: Vec<(String, i64)>,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Run `kvscope export …`.
@@ -111,6 +127,34 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             std::fs::write(&path, serde_json::to_string_pretty(&replay.schedule())?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {} ({} steps)", path.display(), replay.frames.len());
+        }
+        ExportCmd::PrefixSchedule {
+            lesson,
+            set,
+            backend: kind,
+            out,
+        } => {
+            let all = super::load_lessons(lessons.as_deref())?;
+            let Some(l) = all.iter().find(|l| l.id() == lesson) else {
+                let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
+                bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
+            };
+            super::check_sets(&[l], &set)?;
+            let mut params = kvscope::lessons::Params::new();
+            params.extend(set);
+            let b = backend(kind)?;
+            let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
+            let Some(replay) = computed.downcast_ref::<PrefixOut>() else {
+                bail!(
+                    "lesson `{lesson}` is of kind `{}`, not a prefix-caching lesson",
+                    l.kind.name()
+                );
+            };
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            let path = out.join("prefix-schedule.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&replay.schedule())?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote {} ({} events)", path.display(), replay.frames.len());
         }
         ExportCmd::Attention {
             seq,

@@ -33,6 +33,7 @@ registry! {
     multi_head::MultiHead,
     kv_decode::KvDecode,
     paged_cache::PagedCache,
+    prefix_cache::PrefixCache,
 }
 
 use std::any::Any;

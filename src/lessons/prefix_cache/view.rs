@@ -1,0 +1,378 @@
+//! Lesson 7's views: the pool with reference counts and short hashes, one request's hash chain, the
+//! hash → block map, the block tables, the free list and the evictor, hit rate and memory, the event,
+//! the decode check, and the timeline of events.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
+use crate::lessons::ui::LessonUi;
+use crate::lessons::{LessonKind, Output};
+use crate::render::blocks::BlockGridLayout;
+use crate::render::colormap::owner_color;
+use crate::render::egui_glue;
+use crate::ui::widgets::{ViewCtx, bar, check_line, color_of, kernel_panel, legend_chip, timeline, view_id};
+
+impl LessonUi for PrefixCache {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(p), Some(view)) = (out.downcast_ref::<PrefixOut>(), View::from_name(view)) else {
+            return;
+        };
+        if view == View::Kernel {
+            kernel_panel(cx, ui, self.ops(), out);
+            return;
+        }
+        if let Some(e) = &p.error {
+            ui.label(
+                RichText::new(format!("{}: {e}", cx.t("The session stopped", "会话中止")))
+                    .color(Color32::from_rgb(240, 120, 120))
+                    .size(cx.size),
+            );
+        }
+        let Some(f) = p.frames.get((*cx.cursor).min(p.frames.len().saturating_sub(1))) else {
+            return;
+        };
+        match view {
+            View::Pool => pool(cx, ui, p, f),
+            View::Chain => chain(cx, ui, p, f),
+            View::Map => map(cx, ui, f),
+            View::Tables => tables(cx, ui, f),
+            View::Lists => lists(cx, ui, f),
+            View::Stats => stats(cx, ui, f),
+            View::Events => events(cx, ui, f),
+            View::Check => {
+                check_line(cx, ui, f.check.as_ref(), cx.t("paged decode through the shared tables", "经共享块表的分页解码"));
+                let (ok, text) = match &f.invariants {
+                    Ok(()) => (true, cx.t("cache invariants: ok", "缓存不变量：成立").to_string()),
+                    Err(e) => (false, format!("{}: {e}", cx.t("cache invariants broken", "缓存不变量被破坏"))),
+                };
+                let color = if ok { Color32::from_rgb(120, 200, 120) } else { Color32::from_rgb(240, 120, 120) };
+                ui.label(RichText::new(text).color(color).size(cx.size * 0.9));
+            }
+            View::Kernel => {}
+        }
+    }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(p) = out.downcast_ref::<PrefixOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        timeline(
+            cx,
+            ui,
+            p.frames.len(),
+            |ui, c, n| {
+                if ui.button(lang.t("< event", "< 上一事件")).clicked() {
+                    *c = c.saturating_sub(1);
+                }
+                if ui.button(lang.t("next event >", "下一事件 >")).clicked() {
+                    *c = (*c + 1).min(n - 1);
+                }
+            },
+            |c| format!("{} {} / {}", lang.t("event", "事件"), c, p.frames.len() - 1),
+        );
+    }
+}
+
+/// A hash as the views show it: its first four hex digits.
+fn short(h: u64) -> String {
+    format!("#{:04x}", h >> 48)
+}
+
+/// The pool (the wgpu block grid) with each block's reference count (×n when shared) and the short
+/// hash of cached blocks; cached blocks nobody uses (the evictor) are drawn as free with their hash.
+fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    let s = p.shape;
+    ui.label(
+        RichText::new(format!(
+            "{}: {} × {} {}",
+            lang.t("physical block pool", "物理块池"),
+            s.num_blocks,
+            s.block_size,
+            lang.t("token slots", "个 token 槽位")
+        ))
+        .strong()
+        .size(size),
+    );
+    let w = ui.available_width();
+    let h = (ui.available_height() - 2.6 * size).max(60.0);
+    let font = if cx.presentation { (15.5, 18.0) } else { (8.0, 13.0) };
+    let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
+    let rect = resp.rect;
+    let ppp = ui.ctx().pixels_per_point();
+    let lay = BlockGridLayout::new(s.num_blocks, s.block_size.max(1), rect.width() * ppp, rect.height() * ppp);
+    let painter = ui.painter_at(rect);
+    for b in 0..s.num_blocks {
+        let [x, y, bw, bh] = lay.block_rect(b).map(|v| v / ppp);
+        let r = egui::Rect::from_min_size(rect.min + egui::vec2(x, y), egui::vec2(bw, bh));
+        let fs = (bh * 0.28).clamp(font.0, font.1);
+        if bh < fs * 2.3 || bw < fs * 2.8 {
+            continue;
+        }
+        if f.refs[b] > 1 {
+            let badge = egui::Rect::from_min_size(
+                egui::pos2(r.max.x - fs * 1.9, r.min.y + 1.0),
+                egui::vec2(fs * 1.8, fs * 1.2),
+            );
+            painter.rect_filled(badge, 3.0, Color32::from_rgb(250, 250, 250));
+            painter.text(
+                badge.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("×{}", f.refs[b]),
+                egui::FontId::monospace(fs),
+                Color32::BLACK,
+            );
+        }
+        if let Some((hash, _, _)) = &f.cached[b] {
+            let ink = if f.refs[b] == 0 { Color32::from_rgb(230, 200, 120) } else { Color32::from_white_alpha(230) };
+            painter.text(
+                egui::pos2(r.min.x + 2.0, r.max.y - 1.0),
+                egui::Align2::LEFT_BOTTOM,
+                short(*hash),
+                egui::FontId::monospace(fs),
+                ink,
+            );
+        }
+    }
+    ui.horizontal_wrapped(|ui| {
+        for r in f.tables.keys() {
+            legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
+        }
+        legend_chip(ui, [40, 40, 48, 255], lang.t("free or evictable", "空闲或可驱逐"), size);
+        ui.label(
+            RichText::new(lang.t(
+                "×n: blocks shared by n tables · #hash: cached full block (yellow: in the evictor)",
+                "×n：被 n 个块表共享 · #hash：已缓存的满块（黄色：在驱逐器中）",
+            ))
+            .size(size * 0.8),
+        );
+    });
+    let text = match hovered {
+        Some(b) => {
+            let state = if f.refs[b] > 0 {
+                format!("{} {}", lang.t("count", "引用计数"), f.refs[b])
+            } else if f.cached[b].is_some() {
+                lang.t("count 0, cached: in the evictor", "引用计数 0，已缓存：在驱逐器中").to_string()
+            } else {
+                lang.t("free", "空闲").to_string()
+            };
+            let hash = f.cached[b].as_ref().map_or(String::new(), |(h, _, t)| format!("  {} {t:?}", short(*h)));
+            format!("{} {b}: {state}{hash}", lang.t("block", "块"))
+        }
+        None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
+    };
+    ui.label(RichText::new(text).monospace().size(size * 0.85));
+}
+
+/// The request the chain view explains: the newest one admitted by this event, else the lowest id.
+fn chain_request(f: &PrefixFrame) -> Option<u32> {
+    match f.event {
+        Event::Admit { req, .. } if f.tables.contains_key(&req) => Some(req),
+        _ => f.tables.keys().next().copied(),
+    }
+}
+
+/// One request's blocks: tokens, parent hash → hash, and where it lives.
+fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    let Some(req) = chain_request(f) else {
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        return;
+    };
+    let bs = p.shape.block_size;
+    let toks = f.tokens.get(&req).cloned().unwrap_or_default();
+    let table = f.tables.get(&req).cloned().unwrap_or_default();
+    ui.label(
+        RichText::new(format!(
+            "r{req}: {} {} · hash(i) = H(hash(i−1), tokens(i))",
+            toks.len(),
+            lang.t("tokens", "个 token"),
+        ))
+        .strong()
+        .size(size),
+    );
+    let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
+    egui::Grid::new("prefix-chain").striped(true).show(ui, |ui| {
+        for head in [
+            lang.t("logical", "逻辑块"),
+            lang.t("tokens", "token"),
+            lang.t("parent", "父哈希"),
+            lang.t("hash", "哈希"),
+            lang.t("block", "物理块"),
+        ] {
+            ui.label(RichText::new(head).strong().size(size * 0.85));
+        }
+        ui.end_row();
+        for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
+            let full = chunk.len() == bs;
+            let parent = if i == 0 { "0".to_string() } else { hashes.get(i - 1).map_or("—".into(), |h| short(*h)) };
+            let hash = if full {
+                hashes.get(i).map_or("—".into(), |h| short(*h))
+            } else {
+                lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
+            };
+            let phys = table.get(i).copied();
+            let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
+            let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
+            let mono = |t: String| RichText::new(t).monospace().size(size * 0.85);
+            ui.label(mono(i.to_string()));
+            ui.label(mono(format!("{chunk:?}")));
+            ui.label(mono(parent));
+            ui.label(mono(hash).color(if cached { Color32::from_rgb(230, 200, 120) } else { ui.visuals().text_color() }));
+            ui.label(mono(match phys {
+                Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
+                Some(b) => b.to_string(),
+                None => "—".into(),
+            }));
+            ui.end_row();
+        }
+    });
+}
+
+/// The hash → block map.
+fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    let n = f.cached.iter().filter(|m| m.is_some()).count();
+    ui.label(RichText::new(format!("{}: {n}", lang.t("hash → block map", "哈希 → 块映射"))).strong().size(size));
+    egui::ScrollArea::vertical().id_salt("prefix-map").show(ui, |ui| {
+        for (b, m) in f.cached.iter().enumerate() {
+            let Some((h, parent, toks)) = m else { continue };
+            let state = if f.refs[b] > 0 {
+                format!("{} {}", lang.t("count", "计数"), f.refs[b])
+            } else {
+                lang.t("evictor", "驱逐器").to_string()
+            };
+            ui.label(
+                RichText::new(format!("{} → {} {b}  ({state}; {} {}, {toks:?})", short(*h), lang.t("block", "块"), lang.t("parent", "父"), short(*parent)))
+                    .monospace()
+                    .size(size * 0.85),
+            );
+        }
+    });
+}
+
+/// The block tables, shared entries marked.
+fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    ui.label(RichText::new(lang.t("block tables (× = shared)", "块表（× = 共享）")).strong().size(size));
+    if f.tables.is_empty() {
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+    }
+    for (r, t) in &f.tables {
+        let entries: Vec<String> = t
+            .iter()
+            .map(|&b| if f.refs[b as usize] > 1 { format!("{b}×{}", f.refs[b as usize]) } else { b.to_string() })
+            .collect();
+        let len = f.tokens.get(r).map_or(0, Vec::len);
+        ui.horizontal(|ui| {
+            legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
+            ui.label(
+                RichText::new(format!("[{}]  {len} {}", entries.join(", "), lang.t("tokens", "个 token")))
+                    .monospace()
+                    .size(size * 0.9),
+            );
+        });
+    }
+}
+
+/// The free list and the evictor, kept apart.
+fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    ui.label(RichText::new(format!("{} ({})", lang.t("free list", "空闲列表"), f.free.len())).strong().size(size));
+    let free: Vec<String> = f.free.iter().map(u32::to_string).collect();
+    ui.label(
+        RichText::new(format!("[{}]  ← {}", free.join(" "), lang.t("allocate() pops from this end", "allocate() 从这一端取")))
+            .monospace()
+            .size(size * 0.85),
+    );
+    ui.add_space(size * 0.5);
+    ui.label(
+        RichText::new(format!("{} ({})", lang.t("evictor: cached, count 0", "驱逐器：已缓存、计数为 0"), f.evictor.len()))
+            .strong()
+            .size(size),
+    );
+    let ev: Vec<String> = f
+        .evictor
+        .iter()
+        .map(|&b| format!("{b}{}", f.cached[b as usize].as_ref().map_or(String::new(), |(h, _, _)| short(*h))))
+        .collect();
+    ui.label(
+        RichText::new(format!(
+            "{} → [{}]",
+            lang.t("evicted first (least recently used)", "最先被驱逐（最久未用）"),
+            ev.join(" ")
+        ))
+        .monospace()
+        .size(size * 0.85),
+    );
+}
+
+/// Hit rate, prefill saved and memory against no sharing, as bars.
+fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    ui.label(RichText::new(lang.t("so far", "累计")).strong().size(size));
+    let most = f.lookups.max(1) as usize;
+    bar(ui, lang.t("full blocks looked up", "查找的满块"), f.lookups as usize, most, color_of(0), size);
+    bar(ui, lang.t("… found in the cache (hits)", "…命中缓存"), f.hits as usize, most, color_of(2), size);
+    let toks = (f.computed + f.saved).max(1);
+    bar(ui, lang.t("prompt tokens prefilled", "实际预填充的 token"), f.computed, toks, color_of(1), size);
+    bar(ui, lang.t("prompt tokens from the cache", "直接取自缓存的 token"), f.saved, toks, color_of(3), size);
+    let blocks = f.blocks_unshared.max(f.blocks_used).max(1);
+    bar(ui, lang.t("blocks without sharing", "不共享时需要的块"), f.blocks_unshared, blocks, color_of(4), size);
+    bar(ui, lang.t("blocks in use (shared)", "实际占用的块（共享）"), f.blocks_used, blocks, color_of(5), size);
+}
+
+/// What happened at this event, in words.
+fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
+    let (lang, size) = (cx.lang, cx.size);
+    let list = |v: &[u32]| format!("{v:?}");
+    let text = match &f.event {
+        Event::Admit { req, prompt, hits, saved, computed, evicted } => {
+            let mut t = format!(
+                "r{req} {} {prompt} {}: {hits} {} ({saved} {}), {computed} {}",
+                lang.t("arrives with", "到达，提示"),
+                lang.t("tokens", "个 token"),
+                lang.t("full blocks hit", "个满块命中"),
+                lang.t("tokens not prefilled", "个 token 免于预填充"),
+                lang.t("tokens prefilled", "个 token 需要预填充"),
+            );
+            if !evicted.is_empty() {
+                t += &format!("; {} {}", lang.t("evicted to make room:", "为腾出空间驱逐："), list(evicted));
+            }
+            t
+        }
+        Event::Oom { req } => format!(
+            "r{req}: {}",
+            lang.t("refused: not enough free or evictable blocks (OOM)", "被拒绝：空闲与可驱逐块都不够（OOM）")
+        ),
+        Event::Finish { req, to_evictor, to_free } => format!(
+            "r{req} {}; {} {}; {} {}",
+            lang.t("finishes: each of its blocks loses one reference", "结束：它的每个块引用计数减 1"),
+            lang.t("to the evictor (still cached):", "进入驱逐器（仍在缓存中）："),
+            list(to_evictor),
+            lang.t("to the free list:", "回到空闲列表："),
+            list(to_free),
+        ),
+        Event::Fork { parent, child, blocks } => format!(
+            "r{parent} {} r{child}: {blocks} {}",
+            lang.t("forks", "分叉出"),
+            lang.t("blocks shared, every count + 1, nothing copied", "个块被共享，计数各加 1，不复制任何数据")
+        ),
+        Event::Append { req, cow, new_block } => match (cow, new_block) {
+            (Some((s, d, slots)), _) => format!(
+                "r{req} {} {s} → {d} ({slots} {}); {}",
+                lang.t("appends into a shared partial block: copy-on-write", "向共享的未满块追加：写时复制"),
+                lang.t("filled slots, copied by copy_blocks", "个已用槽位，由 copy_blocks 复制"),
+                lang.t("its table now points at the copy and the old block's count drops by 1", "块表改指向副本，原块计数减 1")
+            ),
+            (None, Some(b)) => format!("r{req} {} {b}", lang.t("appends: its last block was full, new block", "追加：最后一块已满，新块")),
+            (None, None) => format!("r{req} {}", lang.t("appends into its own last block: no copy", "向自己独占的最后一块追加：无需复制")),
+        },
+    };
+    ui.label(RichText::new(text).size(size));
+}
