@@ -233,6 +233,8 @@ struct Replay<'a> {
     computed: usize,
     saved: usize,
     seed: u64,
+    /// A kernel the backend could not run: the lesson reports it instead of the replay.
+    backend_error: Option<String>,
 }
 
 impl Replay<'_> {
@@ -251,16 +253,18 @@ impl Replay<'_> {
         }
         let shape = self.cache.shape();
         let PagedKvCache { k_pool, v_pool, .. } = &mut self.cache;
-        self.backend
-            .paged_append(PagedAppendInput {
-                shape,
-                k_pool,
-                v_pool,
-                slot_mapping: slots,
-                k: &k,
-                v: &v,
-            })
-            .map_err(|e| e.to_string())
+        let r = self.backend.paged_append(PagedAppendInput {
+            shape,
+            k_pool,
+            v_pool,
+            slot_mapping: slots,
+            k: &k,
+            v: &v,
+        });
+        r.map_err(|e| {
+            self.backend_error = Some(e.to_string());
+            e.to_string()
+        })
     }
 
     fn admit(&mut self, req: RequestId, prompt: &[u32]) -> Result<bool, String> {
@@ -336,14 +340,16 @@ impl Replay<'_> {
             let mapping = [src as i32, dst as i32];
             let shape = self.cache.shape();
             let PagedKvCache { k_pool, v_pool, .. } = &mut self.cache;
-            self.backend
-                .copy_blocks(CopyBlocksInput {
-                    shape,
-                    k_pool,
-                    v_pool,
-                    block_mapping: &mapping,
-                })
-                .map_err(|e| e.to_string())?;
+            let r = self.backend.copy_blocks(CopyBlocksInput {
+                shape,
+                k_pool,
+                v_pool,
+                block_mapping: &mapping,
+            });
+            r.map_err(|e| {
+                self.backend_error = Some(e.to_string());
+                e.to_string()
+            })?;
         }
         let tokens = self.cache.tokens(req).unwrap_or_default().to_vec();
         self.write(&tokens, tokens.len() - 1, &[a.slot])?;
@@ -442,10 +448,14 @@ fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, String> {
         computed: 0,
         saved: 0,
         seed,
+        backend_error: None,
     };
     let mut points = BTreeMap::new();
     let mut numbers: BTreeMap<&'static str, String> = BTreeMap::new();
     let error = script(&mut rp, sharing, samples, &system, &prompt_of, &mut points, &mut numbers, &mut rng).err();
+    if let Some(e) = rp.backend_error {
+        return Err(e);
+    }
     let full = plen / bs;
     let put = |n: &mut BTreeMap<&'static str, String>, k: &'static str, v: String| {
         n.entry(k).or_insert(v);
