@@ -2,6 +2,7 @@
 //! path of the CPU backend). No UI and no GPU code here.
 
 mod attention;
+pub mod flash;
 mod mask;
 mod rng;
 mod scalar;

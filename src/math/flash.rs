@@ -1,0 +1,233 @@
+//! FlashAttention's tiling and online softmax, walked tile by tile, with the global-memory traffic it
+//! implies counted as the code runs.
+//!
+//! How it works (FlashAttention-2's forward loop, one head): the T query rows are cut into row blocks of
+//! `Br`, the T keys into column tiles of `Bc`. For each row block, Q's tile is read once; for each key tile
+//! that the mask does not hide entirely, K's and V's tiles are read, the `Br × Bc` scores are computed
+//! on chip, and every row keeps a running max `m`, a running sum `l` and an unnormalised output
+//! accumulator: `m_new = max(m, rowmax(S))`, the old sum and accumulator are rescaled by
+//! `exp(m − m_new)`, then `l += Σ exp(S − m_new)` and `acc += exp(S − m_new)·V`. After the last tile the
+//! row block's output `acc / l` is written once. The walker records the state after every tile (the
+//! lesson's stepper needs it: a kernel cannot report its intermediate states) and counts elements read
+//! from and written to global memory; [`naive_io`] counts the same for the materialising three-kernel
+//! path (scores, softmax, P·V), which writes and rereads the T×T matrices.
+
+use ndarray::{Array2, ArrayView2};
+
+use super::Mask;
+
+/// Elements read from and written to global memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Io {
+    /// Elements read.
+    pub read: u64,
+    /// Elements written.
+    pub write: u64,
+}
+
+/// The naive (v1) path for one head of `t` tokens and head_dim `hd`: scores read Q and K and write S;
+/// softmax reads S and writes P; P·V reads P and V and writes O.
+pub fn naive_io(t: usize, hd: usize) -> Io {
+    let (t, hd) = (t as u64, hd as u64);
+    Io {
+        read: (t * hd + t * hd) + t * t + (t * t + t * hd),
+        write: t * t + t * t + t * hd,
+    }
+}
+
+/// One tile step of the walk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileStep {
+    /// The row block (queries `row_block·Br ..`).
+    pub row_block: usize,
+    /// The key tile (keys `col_tile·Bc ..`).
+    pub col_tile: usize,
+    /// The query rows and keys the tile covers.
+    pub rows: std::ops::Range<usize>,
+    /// Its keys.
+    pub cols: std::ops::Range<usize>,
+    /// Whether the mask hides the whole tile (then nothing is read or computed).
+    pub skipped: bool,
+    /// Running max per row of the block after this tile.
+    pub m: Vec<f32>,
+    /// Running sum per row after this tile.
+    pub l: Vec<f32>,
+    /// The factor `exp(m_old − m_new)` this tile applied to each row's sum and accumulator.
+    pub rescale: Vec<f32>,
+    /// The unnormalised accumulator `[rows, hd]` after this tile.
+    pub acc: Vec<f32>,
+    /// Global-memory traffic so far (the whole walk, not only this block).
+    pub io: Io,
+}
+
+/// The walk of one head: every tile step, the output and the traffic.
+#[derive(Debug, Clone)]
+pub struct FlashWalk {
+    /// Rows per query block.
+    pub br: usize,
+    /// Keys per tile.
+    pub bc: usize,
+    /// Every tile, row block by row block.
+    pub steps: Vec<TileStep>,
+    /// The output `[T, hd]`.
+    pub out: Array2<f32>,
+    /// The total traffic.
+    pub io: Io,
+    /// Tiles the mask hid entirely.
+    pub skipped: usize,
+}
+
+/// Whether `mask` hides every (query, key) pair of the tile (the kernel's skip rule).
+pub fn tile_hidden(mask: Mask, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) -> bool {
+    !rows.into_iter().any(|i| cols.clone().any(|j| mask.visible(i, j)))
+}
+
+/// Walk FlashAttention over one head: `q`, `k`, `v` are `[T, hd]`, tiles of `br` query rows and `bc`
+/// keys (both at least 1). Scores are scaled by `1/√hd`.
+pub fn walk(q: ArrayView2<f32>, k: ArrayView2<f32>, v: ArrayView2<f32>, mask: Mask, br: usize, bc: usize) -> FlashWalk {
+    let (t, hd) = q.dim();
+    let (br, bc) = (br.max(1), bc.max(1));
+    let scale = 1.0 / (hd.max(1) as f32).sqrt();
+    let mut out = Array2::<f32>::zeros((t, hd));
+    let mut io = Io::default();
+    let mut steps = Vec::new();
+    let mut skipped = 0;
+    for (rb, i0) in (0..t).step_by(br).enumerate() {
+        let rows = i0..(i0 + br).min(t);
+        let n = rows.len();
+        io.read += (n * hd) as u64; // Q's tile, once per row block
+        let mut m = vec![f32::NEG_INFINITY; n];
+        let mut l = vec![0f32; n];
+        let mut acc = vec![0f32; n * hd];
+        for (ct, j0) in (0..t).step_by(bc).enumerate() {
+            let cols = j0..(j0 + bc).min(t);
+            if tile_hidden(mask, rows.clone(), cols.clone()) {
+                skipped += 1;
+                steps.push(TileStep {
+                    row_block: rb,
+                    col_tile: ct,
+                    rows: rows.clone(),
+                    cols,
+                    skipped: true,
+                    m: m.clone(),
+                    l: l.clone(),
+                    rescale: vec![1.0; n],
+                    acc: acc.clone(),
+                    io,
+                });
+                continue;
+            }
+            io.read += (2 * cols.len() * hd) as u64; // K's and V's tiles
+            let mut rescale = vec![1f32; n];
+            for (r, i) in rows.clone().enumerate() {
+                let s: Vec<f32> = cols
+                    .clone()
+                    .map(|j| {
+                        if mask.visible(i, j) {
+                            (0..hd).map(|d| q[[i, d]] * k[[j, d]]).sum::<f32>() * scale
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                    .collect();
+                let m_new = s.iter().copied().fold(m[r], f32::max);
+                if m_new == f32::NEG_INFINITY {
+                    continue; // nothing visible yet in this row
+                }
+                let corr = (m[r] - m_new).exp(); // exp(−∞) = 0 on the row's first visible tile
+                rescale[r] = corr;
+                l[r] *= corr;
+                let a = &mut acc[r * hd..(r + 1) * hd];
+                a.iter_mut().for_each(|x| *x *= corr);
+                for (c, j) in cols.clone().enumerate() {
+                    let p = (s[c] - m_new).exp();
+                    l[r] += p;
+                    for d in 0..hd {
+                        a[d] += p * v[[j, d]];
+                    }
+                }
+                m[r] = m_new;
+            }
+            steps.push(TileStep {
+                row_block: rb,
+                col_tile: ct,
+                rows: rows.clone(),
+                cols,
+                skipped: false,
+                m: m.clone(),
+                l: l.clone(),
+                rescale,
+                acc: acc.clone(),
+                io,
+            });
+        }
+        for (r, i) in rows.clone().enumerate() {
+            let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
+            for d in 0..hd {
+                out[[i, d]] = acc[r * hd + d] * inv;
+            }
+        }
+        io.write += (n * hd) as u64; // O's tile, once
+        if let Some(last) = steps.last_mut() {
+            last.io = io;
+        }
+    }
+    FlashWalk {
+        br,
+        bc,
+        steps,
+        out,
+        io,
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The closed forms of the traffic: naive reads Q, K, S, P, V and writes S, P, O; flash reads Q
+    /// once, K and V once per row block and visible tile, and writes O once.
+    #[test]
+    fn traffic_matches_the_closed_forms() {
+        for (t, hd, br, bc) in [
+            (1, 1, 1, 1),
+            (8, 4, 2, 2),
+            (37, 16, 8, 5),
+            (64, 8, 16, 16),
+            (10, 3, 4, 7),
+        ] {
+            let z = Array2::<f32>::zeros((t, hd));
+            let n = naive_io(t, hd);
+            let (t64, hd64) = (t as u64, hd as u64);
+            assert_eq!(n.read, 3 * t64 * hd64 + 2 * t64 * t64);
+            assert_eq!(n.write, 2 * t64 * t64 + t64 * hd64);
+            let full = walk(z.view(), z.view(), z.view(), Mask::None, br, bc);
+            let blocks = t.div_ceil(br) as u64;
+            assert_eq!(
+                full.io.read,
+                t64 * hd64 + blocks * 2 * t64 * hd64,
+                "none t{t} br{br} bc{bc}"
+            );
+            assert_eq!(full.io.write, t64 * hd64);
+            assert_eq!(full.skipped, 0);
+            // Causal: row block r (rows up to i1) reads keys of the tiles that start at or before i1 − 1.
+            let causal = walk(z.view(), z.view(), z.view(), Mask::Causal, br, bc);
+            let keys: u64 = (0..t)
+                .step_by(br)
+                .map(|i0| {
+                    let i1 = (i0 + br).min(t);
+                    ((i1 - 1) / bc * bc + bc).min(t) as u64
+                })
+                .sum();
+            assert_eq!(
+                causal.io.read,
+                t64 * hd64 + 2 * hd64 * keys,
+                "causal t{t} br{br} bc{bc}"
+            );
+            let tiles = (t.div_ceil(br) * t.div_ceil(bc)) as u64;
+            let visited = tiles - causal.skipped as u64;
+            assert!(causal.skipped as u64 <= tiles / 2 + 1 && visited >= 1);
+        }
+    }
+}
