@@ -56,6 +56,8 @@ const HEAD_DIM: usize = 8;
 const HEADS: usize = 4;
 /// Tokens of each request's own user message after the shared system prompt.
 const SUFFIX: usize = 3;
+/// Tokens of the reply that ends the first chat turn.
+const REPLY: u32 = 4;
 
 impl LessonKind for PrefixCache {
     fn name(&self) -> &'static str {
@@ -110,7 +112,6 @@ const PLACEHOLDERS: &[&str] = &[
     "cow_copies",
     "cow_slots",
     "cow_bytes",
-    "probe_blocks",
     "probe_before_hits",
     "evicted",
     "probe_after_hits",
@@ -528,8 +529,11 @@ fn script(
     let Some(&first) = live.first() else {
         return Err("no request could be admitted: the pool is too small for the prompt".into());
     };
-    let mut turn2 = prompt_of(first);
-    turn2.extend((0..4).map(|i| 2000 + i));
+    // Turn 1 ends with the model's reply, decoded token by token into the cache.
+    for i in 0..REPLY {
+        rp.append(first, 2000 + i)?;
+    }
+    let mut turn2 = rp.cache.tokens(first).unwrap_or_default().to_vec();
     turn2.extend((0..SUFFIX as u32).map(|i| 3000 + i));
     rp.finish(first)?;
     live.retain(|&r| r != first);
@@ -552,7 +556,13 @@ fn script(
     // 3. Parallel sampling: one request, forked into `samples` sequences.
     let parent = next;
     next += 1;
-    if rp.admit(parent, &prompt_of(parent))? {
+    // Its prompt ends inside a block (one more token if it would end on a block boundary), so the samples'
+    // first tokens land in a shared, partly filled block.
+    let mut parent_prompt = prompt_of(parent);
+    if parent_prompt.len().is_multiple_of(bs) {
+        parent_prompt.push(1999);
+    }
+    if rp.admit(parent, &parent_prompt)? {
         live.push(parent);
         let mut children = Vec::new();
         for _ in 1..samples {
@@ -586,7 +596,6 @@ fn script(
     for r in std::mem::take(&mut live) {
         rp.finish(r)?;
     }
-    n.insert("probe_blocks", (prompt_of(0).len() / bs).to_string());
     let probe = |rp: &mut Replay, id: RequestId| -> Result<Option<usize>, String> {
         if !rp.admit(id, &prompt_of(id))? {
             return Ok(None);

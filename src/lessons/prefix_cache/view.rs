@@ -78,6 +78,11 @@ impl LessonUi for PrefixCache {
     }
 }
 
+/// "1 token" / "2 tokens" in English; Chinese has one form.
+fn plural(lang: crate::ui::text::Lang, n: usize, one: &'static str, many: &'static str, zh: &'static str) -> &'static str {
+    lang.t(if n == 1 { one } else { many }, zh)
+}
+
 /// A hash as the views show it: its first four hex digits.
 fn short(h: u64) -> String {
     format!("#{:04x}", h >> 48)
@@ -139,6 +144,30 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             );
         }
     }
+    // The copy-on-write of this event: an arrow from the shared block to its copy, with the bytes moved.
+    if let Event::Append {
+        cow: Some((src, dst, _)),
+        ..
+    } = f.event
+    {
+        let center = |b: u32| {
+            let [x, y, bw, bh] = lay.block_rect(b as usize).map(|v| v / ppp);
+            rect.min + egui::vec2(x + bw / 2.0, y + bh / 2.0)
+        };
+        let (a, b) = (center(src), center(dst));
+        let stroke = egui::Stroke::new(3.0, Color32::from_rgb(255, 64, 160));
+        painter.arrow(a, b - a, stroke);
+        let bytes = 2 * s.kv_heads * s.block_size * s.head_dim * 2;
+        let label = format!("copy_blocks {src} → {dst}: {bytes} B");
+        // The label sits at the pool's bottom-left (below the blocks in use), tied to the arrow's colour.
+        let galley = painter.layout_no_wrap(label, egui::FontId::proportional(size * 0.85), Color32::WHITE);
+        let bg = egui::Rect::from_min_size(
+            rect.left_bottom() + egui::vec2(4.0, -galley.size().y - 10.0),
+            galley.size() + egui::vec2(8.0, 4.0),
+        );
+        painter.rect_filled(bg, 3.0, Color32::from_rgb(120, 20, 70));
+        painter.galley(bg.min + egui::vec2(4.0, 2.0), galley, Color32::WHITE);
+    }
     ui.horizontal_wrapped(|ui| {
         for r in f.tables.keys() {
             legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
@@ -155,9 +184,9 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     let text = match hovered {
         Some(b) => {
             let state = if f.refs[b] > 0 {
-                format!("{} {}", lang.t("count", "引用计数"), f.refs[b])
+                format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
             } else if f.cached[b].is_some() {
-                lang.t("count 0, cached: in the evictor", "引用计数 0，已缓存：在驱逐器中").to_string()
+                lang.t("ref count 0, cached: in the evictor", "引用计数 0，已缓存：在驱逐器中").to_string()
             } else {
                 lang.t("free", "空闲").to_string()
             };
@@ -191,7 +220,7 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         RichText::new(format!(
             "r{req}: {} {} · hash(i) = H(hash(i−1), tokens(i))",
             toks.len(),
-            lang.t("tokens", "个 token"),
+            plural(lang, toks.len(), "token", "tokens", "个 token"),
         ))
         .strong()
         .size(size),
@@ -243,7 +272,7 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         for (b, m) in f.cached.iter().enumerate() {
             let Some((h, parent, toks)) = m else { continue };
             let state = if f.refs[b] > 0 {
-                format!("{} {}", lang.t("count", "计数"), f.refs[b])
+                format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
             } else {
                 lang.t("evictor", "驱逐器").to_string()
             };
@@ -272,7 +301,7 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         ui.horizontal(|ui| {
             legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
             ui.label(
-                RichText::new(format!("[{}]  {len} {}", entries.join(", "), lang.t("tokens", "个 token")))
+                RichText::new(format!("[{}]  {len} {}", entries.join(", "), plural(lang, len, "token", "tokens", "个 token")))
                     .monospace()
                     .size(size * 0.9),
             );
@@ -292,7 +321,7 @@ fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     );
     ui.add_space(size * 0.5);
     ui.label(
-        RichText::new(format!("{} ({})", lang.t("evictor: cached, count 0", "驱逐器：已缓存、计数为 0"), f.evictor.len()))
+        RichText::new(format!("{} ({})", lang.t("evictor: cached, ref count 0", "驱逐器：已缓存、引用计数为 0"), f.evictor.len()))
             .strong()
             .size(size),
     );
@@ -304,7 +333,7 @@ fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     ui.label(
         RichText::new(format!(
             "{} → [{}]",
-            lang.t("evicted first (least recently used)", "最先被驱逐（最久未用）"),
+            lang.t("evicted first (least recently used)", "最先被驱逐（最久未使用）"),
             ev.join(" ")
         ))
         .monospace()
@@ -336,10 +365,10 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             let mut t = format!(
                 "r{req} {} {prompt} {}: {hits} {} ({saved} {}), {computed} {}",
                 lang.t("arrives with", "到达，提示"),
-                lang.t("tokens", "个 token"),
-                lang.t("full blocks hit", "个满块命中"),
-                lang.t("tokens not prefilled", "个 token 免于预填充"),
-                lang.t("tokens prefilled", "个 token 需要预填充"),
+                plural(lang, *prompt, "token", "tokens", "个 token"),
+                plural(lang, *hits, "full block hit", "full blocks hit", "个满块命中"),
+                plural(lang, *saved, "token not prefilled", "tokens not prefilled", "个 token 免于预填充"),
+                plural(lang, *computed, "token prefilled", "tokens prefilled", "个 token 需要预填充"),
             );
             if !evicted.is_empty() {
                 t += &format!("; {} {}", lang.t("evicted to make room:", "为腾出空间驱逐："), list(evicted));
@@ -348,7 +377,7 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         }
         Event::Oom { req } => format!(
             "r{req}: {}",
-            lang.t("refused: not enough free or evictable blocks (OOM)", "被拒绝：空闲与可驱逐块都不够（OOM）")
+            lang.t("refused: not enough free or evictable blocks (OOM)", "被拒绝：空闲与可驱逐块合计不足（OOM）")
         ),
         Event::Finish { req, to_evictor, to_free } => format!(
             "r{req} {}; {} {}; {} {}",
@@ -361,14 +390,23 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         Event::Fork { parent, child, blocks } => format!(
             "r{parent} {} r{child}: {blocks} {}",
             lang.t("forks", "分叉出"),
-            lang.t("blocks shared, every count + 1, nothing copied", "个块被共享，计数各加 1，不复制任何数据")
+            plural(
+                lang,
+                *blocks,
+                "block shared, its ref count + 1, nothing copied",
+                "blocks shared, every ref count + 1, nothing copied",
+                "个块被共享，引用计数各加 1，不复制任何数据"
+            )
         ),
         Event::Append { req, cow, new_block } => match (cow, new_block) {
             (Some((s, d, slots)), _) => format!(
-                "r{req} {} {s} → {d} ({slots} {}); {}",
+                "r{req} {} {s} → {d} ({} {slots}); {}",
                 lang.t("appends into a shared partial block: copy-on-write", "向共享的未满块追加：写时复制"),
-                lang.t("filled slots, copied by copy_blocks", "个已用槽位，由 copy_blocks 复制"),
-                lang.t("its table now points at the copy and the old block's count drops by 1", "块表改指向副本，原块计数减 1")
+                lang.t("copy_blocks copies the whole block; filled slots:", "copy_blocks 复制整个块；已用槽位："),
+                lang.t(
+                    "its table now points at the copy and the old block's ref count drops by 1",
+                    "块表改指向副本，原块引用计数减 1"
+                )
             ),
             (None, Some(b)) => format!("r{req} {} {b}", lang.t("appends: its last block was full, new block", "追加：最后一块已满，新块")),
             (None, None) => format!("r{req} {}", lang.t("appends into its own last block: no copy", "向自己独占的最后一块追加：无需复制")),
