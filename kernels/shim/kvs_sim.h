@@ -46,6 +46,12 @@ void kvs_sim_paged_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx
                               unsigned bz, uint16_t* k_pool, uint16_t* v_pool, const float* k,
                               const float* v, const int* slot_mapping, int num_tokens,
                               int n_kv_heads, int block_size, int head_dim);
+/* kernels/flash_attention.cu */
+void kvs_sim_flash_attention_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, const float* q, const float* k, const float* v,
+                                 float* out, int n_heads, int n_kv_heads, int seq, int head_dim,
+                                 float scale, int mask_kind, int window, int sinks, int block_q,
+                                 int block_k);
 void kvs_sim_copy_blocks_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, uint16_t* k_pool, uint16_t* v_pool,
                              const int* block_mapping, int num_pairs, int numel_per_block);

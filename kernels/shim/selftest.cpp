@@ -388,6 +388,54 @@ void test_paged_append() {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// flash_attention.cu: the tiled forward pass against a double-precision reference, with
+// ragged tiles, Br = 1, head_dim 1 and 3, GQA, none/causal/window masks
+// ---------------------------------------------------------------------------------------
+void test_flash_attention() {
+    struct C { int H, KVH, T, hd, mask, W, S, br, bc; };
+    const C cases[] = {{1, 1, 1, 1, 0, 0, 0, 1, 1},    {2, 1, 7, 3, 1, 0, 0, 2, 3},
+                       {4, 2, 37, 16, 1, 0, 0, 8, 5},  {2, 2, 33, 1, 0, 0, 0, 1, 16},
+                       {3, 3, 40, 8, 2, 5, 2, 16, 8},  {2, 1, 64, 32, 1, 0, 0, 16, 16},
+                       {1, 1, 70, 12, 2, 100, 3, 32, 32}};
+    for (const auto& c : cases) {
+        char tag[160];
+        std::snprintf(tag, sizeof tag, "H%d KVH%d T%d hd%d mask%d W%d S%d Br%d Bc%d", c.H, c.KVH,
+                      c.T, c.hd, c.mask, c.W, c.S, c.br, c.bc);
+        const int T = c.T, hd = c.hd, grp = c.H / c.KVH;
+        const float scale = 1.0f / std::sqrt((float)hd);
+        const auto q = rand_vec((size_t)c.H * T * hd);
+        const auto k = rand_vec((size_t)c.KVH * T * hd);
+        const auto v = rand_vec((size_t)c.KVH * T * hd);
+        std::vector<float> out((size_t)c.H * T * hd, kNaNf);
+        kvs_sim_flash_attention_f32(cdiv(T, c.br), c.H, 1, 128, 1, 1, q.data(), k.data(), v.data(),
+                                    out.data(), c.H, c.KVH, T, hd, scale, c.mask, c.W, c.S, c.br,
+                                    c.bc);
+        for (int h = 0; h < c.H; ++h)
+            for (int i = 0; i < T; ++i) {
+                const int kvh = h / grp;
+                std::vector<double> s(T, -kInf);
+                double mx = -kInf;
+                for (int j = 0; j < T; ++j) {
+                    if (!visible(i, j, c.mask, c.W, c.S)) continue;
+                    double dot = 0;
+                    for (int d = 0; d < hd; ++d)
+                        dot += (double)q[((size_t)h * T + i) * hd + d] * k[((size_t)kvh * T + j) * hd + d];
+                    s[j] = dot * scale;
+                    mx = std::max(mx, s[j]);
+                }
+                double sum = 0;
+                for (int j = 0; j < T; ++j) sum += (s[j] == -kInf) ? 0.0 : std::exp(s[j] - mx);
+                for (int d = 0; d < hd; ++d) {
+                    double o = 0;
+                    for (int j = 0; j < T; ++j)
+                        if (s[j] != -kInf) o += std::exp(s[j] - mx) / sum * v[((size_t)kvh * T + j) * hd + d];
+                    check("flash_attention", tag, out[((size_t)h * T + i) * hd + d], o, 2e-5, 2e-4);
+                }
+            }
+    }
+}
+
 void test_copy_blocks() {
     struct C { int num_blocks, KVH, bs, hd; std::vector<int> pairs; };
     const C cases[] = {{6, 2, 3, 5, {4, 1, 0, 5}}, {3, 1, 1, 1, {2, 0}}, {9, 2, 16, 64, {8, 0, 3, 7, 1, 2}}};
@@ -578,6 +626,7 @@ int main() {
     test_static_append();
     test_paged_append();
     test_copy_blocks();
+    test_flash_attention();
     test_read_stream();
 
     const PagedCase paged_cases[] = {

@@ -24,6 +24,9 @@ namespace kvs_paged_attention {
 namespace kvs_bandwidth {
 #include "../bandwidth.cu"
 }
+namespace kvs_flash {
+#include "../flash_attention.cu"
+}
 
 static_assert(sizeof(__half) == sizeof(uint16_t), "__half must be 16 bits");
 
@@ -84,6 +87,15 @@ void kvs_sim_paged_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx
     KVS_LAUNCH(kvs_kv_cache::paged_append_f16(as_half(k_pool), as_half(v_pool), k, v,
                                               slot_mapping, num_tokens, n_kv_heads, block_size,
                                               head_dim));
+}
+
+void kvs_sim_flash_attention_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, const float* q, const float* k, const float* v,
+                                 float* out, int n_heads, int n_kv_heads, int seq, int head_dim,
+                                 float scale, int mask_kind, int window, int sinks, int block_q,
+                                 int block_k) {
+    KVS_LAUNCH(kvs_flash::flash_attention_f32(q, k, v, out, n_heads, n_kv_heads, seq, head_dim,
+                                              scale, mask_kind, window, sinks, block_q, block_k));
 }
 
 void kvs_sim_copy_blocks_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

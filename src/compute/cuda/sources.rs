@@ -15,7 +15,7 @@ pub struct KernelFile {
 }
 
 /// Every kernel file, in the order the CUDA backend compiles them.
-pub const FILES: [KernelFile; 4] = [
+pub const FILES: [KernelFile; 5] = [
     KernelFile {
         file: "attention.cu",
         path: "kernels/attention.cu",
@@ -35,6 +35,13 @@ pub const FILES: [KernelFile; 4] = [
         file: "bandwidth.cu",
         path: "kernels/bandwidth.cu",
         source: include_str!("../../../kernels/bandwidth.cu"),
+    },
+    // FlashAttention's tiled forward pass: compiled with the others and run on the shim by the
+    // kernel selftest; no backend op launches it yet (#13).
+    KernelFile {
+        file: "flash_attention.cu",
+        path: "kernels/flash_attention.cu",
+        source: include_str!("../../../kernels/flash_attention.cu"),
     },
 ];
 
