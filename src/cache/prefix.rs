@@ -410,6 +410,16 @@ impl PagedKvCache {
         Ok(())
     }
 
+    /// Write the K/V of token `pos` of `req` on the host as a model would, a function of its prefix
+    /// ([`prefix_kv`]), through [`PagedKvCache::append`] (tests and suite cases; lessons write through the
+    /// backend's `paged_append`).
+    pub fn write_prefix_kv(&mut self, req: RequestId, pos: usize) -> Result<(), PagedError> {
+        let s = self.shape();
+        let tokens = self.tokens(req).ok_or(PagedError::UnknownRequest(req))?;
+        let (k, v) = prefix_kv(tokens, pos, s.kv_heads * s.head_dim);
+        self.append(req, pos, &k, &v)
+    }
+
     /// The host version of the `copy_blocks` kernel: copy every slot of block `src` into block `dst`,
     /// in both pools (the reference the backends' kernels are checked against).
     pub fn copy_block_host(&mut self, src: u32, dst: u32) {
@@ -439,23 +449,10 @@ mod tests {
     /// Admit and write the prefill K/V as a model would (a function of the prefix).
     fn admit(c: &mut PagedKvCache, req: RequestId, prompt: &[u32]) -> Admission {
         let a = c.admit(req, prompt).unwrap();
-        for (i, &slot) in a.slots.iter().enumerate() {
-            write(c, prompt, a.cached_tokens + i, slot);
+        for pos in a.cached_tokens..prompt.len() {
+            c.write_prefix_kv(req, pos).unwrap();
         }
         a
-    }
-
-    fn write(c: &mut PagedKvCache, tokens: &[u32], pos: usize, slot: i32) {
-        let s = c.shape();
-        let (k, v) = prefix_kv(tokens, pos, s.kv_heads * s.head_dim);
-        let (b, off) = (slot as usize / s.block_size, slot as usize % s.block_size);
-        for h in 0..s.kv_heads {
-            let dst = s.index(b, h, off, 0);
-            for d in 0..s.head_dim {
-                c.k_pool[dst + d] = half::f16::from_f32(k[h * s.head_dim + d]);
-                c.v_pool[dst + d] = half::f16::from_f32(v[h * s.head_dim + d]);
-            }
-        }
     }
 
     fn append(c: &mut PagedKvCache, req: RequestId, token: u32) -> Appended {
@@ -463,8 +460,7 @@ mod tests {
         if let Some((src, dst)) = a.cow {
             c.copy_block_host(src, dst);
         }
-        let toks = c.tokens(req).unwrap().to_vec();
-        write(c, &toks, toks.len() - 1, a.slot);
+        c.write_prefix_kv(req, c.len(req) - 1).unwrap();
         a
     }
 
@@ -604,8 +600,8 @@ mod tests {
                 match c.admit(next_id, &prompt) {
                     Ok(a) => {
                         hits += a.hit_blocks.len() as u64;
-                        for (i, &slot) in a.slots.iter().enumerate() {
-                            write(&mut c, &prompt, a.cached_tokens + i, slot);
+                        for pos in a.cached_tokens..prompt.len() {
+                            c.write_prefix_kv(next_id, pos).unwrap();
                         }
                         live.push(next_id);
                         next_id += 1;
@@ -626,8 +622,7 @@ mod tests {
                             cows += 1;
                             c.copy_block_host(s, d);
                         }
-                        let toks = c.tokens(r).unwrap().to_vec();
-                        write(&mut c, &toks, toks.len() - 1, a.slot);
+                        c.write_prefix_kv(r, c.len(r) - 1).unwrap();
                     }
                     Err(PagedError::Oom(_)) => ooms += 1,
                     Err(e) => panic!("op {op}: {e}"),

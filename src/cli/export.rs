@@ -2,7 +2,7 @@
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
@@ -97,6 +97,39 @@ pub enum ExportCmd {
     },
 }
 
+/// Compute lesson `lesson` with the `set` sliders on backend `kind` and write its replay, which
+/// `replay` reads from the output (or names the kind of lesson it needs), as `out/file`.
+fn write_replay(
+    lesson: &str,
+    set: Vec<(String, i64)>,
+    kind: BackendKind,
+    out: &Path,
+    lessons: Option<&Path>,
+    file: &str,
+    replay: impl Fn(&dyn Output) -> Result<(serde_json::Value, String), &'static str>,
+) -> Result<()> {
+    let all = super::load_lessons(lessons)?;
+    let Some(l) = all.iter().find(|l| l.id() == lesson) else {
+        let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
+        bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
+    };
+    super::check_sets(&[l], &set)?;
+    let mut params = kvscope::lessons::Params::new();
+    params.extend(set);
+    let b = backend(kind)?;
+    let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
+    let (json, what) = match replay(computed.as_ref()) {
+        Ok(r) => r,
+        Err(needed) => bail!("lesson `{lesson}` is of kind `{}`, not {needed}", l.kind.name()),
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let path = out.join(file);
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("wrote {} ({what})", path.display());
+    Ok(())
+}
+
 /// Run `kvscope export …`.
 pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
     match cmd {
@@ -105,57 +138,29 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             set,
             backend: kind,
             out,
-        } => {
-            let all = super::load_lessons(lessons.as_deref())?;
-            let Some(l) = all.iter().find(|l| l.id() == lesson) else {
-                let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
-                bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
-            };
-            super::check_sets(&[l], &set)?;
-            let mut params = kvscope::lessons::Params::new();
-            params.extend(set);
-            let b = backend(kind)?;
-            let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
-            let Some(replay) = computed.downcast_ref::<PagedOut>() else {
-                bail!(
-                    "lesson `{lesson}` is of kind `{}`, not a paged-cache lesson",
-                    l.kind.name()
-                );
-            };
-            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-            let path = out.join("schedule.json");
-            std::fs::write(&path, serde_json::to_string_pretty(&replay.schedule())?)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            println!("wrote {} ({} steps)", path.display(), replay.frames.len());
-        }
+        } => write_replay(&lesson, set, kind, &out, lessons.as_deref(), "schedule.json", |o| {
+            o.downcast_ref::<PagedOut>()
+                .map(|r| (r.schedule(), format!("{} steps", r.frames.len())))
+                .ok_or("a paged-cache lesson")
+        })?,
         ExportCmd::PrefixSchedule {
             lesson,
             set,
             backend: kind,
             out,
-        } => {
-            let all = super::load_lessons(lessons.as_deref())?;
-            let Some(l) = all.iter().find(|l| l.id() == lesson) else {
-                let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
-                bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
-            };
-            super::check_sets(&[l], &set)?;
-            let mut params = kvscope::lessons::Params::new();
-            params.extend(set);
-            let b = backend(kind)?;
-            let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
-            let Some(replay) = computed.downcast_ref::<PrefixOut>() else {
-                bail!(
-                    "lesson `{lesson}` is of kind `{}`, not a prefix-caching lesson",
-                    l.kind.name()
-                );
-            };
-            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-            let path = out.join("prefix-schedule.json");
-            std::fs::write(&path, serde_json::to_string_pretty(&replay.schedule())?)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            println!("wrote {} ({} events)", path.display(), replay.frames.len());
-        }
+        } => write_replay(
+            &lesson,
+            set,
+            kind,
+            &out,
+            lessons.as_deref(),
+            "prefix-schedule.json",
+            |o| {
+                o.downcast_ref::<PrefixOut>()
+                    .map(|r| (r.schedule(), format!("{} events", r.frames.len())))
+                    .ok_or("a prefix-caching lesson")
+            },
+        )?,
         ExportCmd::Attention {
             seq,
             d_model,

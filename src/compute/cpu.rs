@@ -69,7 +69,17 @@ fn decode_request(
     let mut scratch = simd::Scratch::default();
     out.fill(0.0);
     let nblocks = len.div_ceil(bs);
-    let rows_of = |i: usize| i * group..(i + 1) * group;
+    // One (block run, KV head i) step of the head's query group.
+    let mut attend = |i: usize, k: &[f16], v: &[f16], next: simd::Next| {
+        let rows = i * group..(i + 1) * group;
+        let mut st = simd::GroupState {
+            q: &q[rows.start * hd..rows.end * hd],
+            m: &mut m[rows.clone()],
+            l: &mut l[rows.clone()],
+            acc: &mut out[rows.start * hd..rows.end * hd],
+        };
+        simd::attend_block(&mut st, k, v, hd, next, &mut scratch);
+    };
     if bs < MIN_RUN {
         // Small blocks: gather MIN_RUN tokens' rows of one KV head from consecutive blocks into an
         // L1-resident run first (as a GPU kernel stages tiles in shared memory), so the online softmax
@@ -94,14 +104,7 @@ fn decode_request(
                         simd::prefetch(&v_pool[fb..fb + bs * hd]);
                     }
                 }
-                let rows = rows_of(i);
-                let mut st = simd::GroupState {
-                    q: &q[rows.start * hd..rows.end * hd],
-                    m: &mut m[rows.clone()],
-                    l: &mut l[rows.clone()],
-                    acc: &mut out[rows.start * hd..rows.end * hd],
-                };
-                simd::attend_block(&mut st, &kbuf, &vbuf, hd, simd::Next::default(), &mut scratch);
+                attend(i, &kbuf, &vbuf, simd::Next::default());
             }
         }
     } else {
@@ -129,20 +132,11 @@ fn decode_request(
                 v: &v_pool[b..b + n * hd],
             });
             gap -= unit_bytes(ntok);
-            let rows = rows_of(i);
-            let mut st = simd::GroupState {
-                q: &q[rows.start * hd..rows.end * hd],
-                m: &mut m[rows.clone()],
-                l: &mut l[rows.clone()],
-                acc: &mut out[rows.start * hd..rows.end * hd],
-            };
-            simd::attend_block(
-                &mut st,
+            attend(
+                i,
                 &k_pool[base..base + ntok * hd],
                 &v_pool[base..base + ntok * hd],
-                hd,
                 next,
-                &mut scratch,
             );
         }
     }

@@ -132,20 +132,6 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     }
 }
 
-/// Write the K/V of `tokens[pos]` (a function of the prefix) at `slot`.
-fn write_token(c: &mut PagedKvCache, tokens: &[u32], pos: usize, slot: i32) {
-    let s = c.shape();
-    let (k, v) = prefix_kv(tokens, pos, s.kv_heads * s.head_dim);
-    let (blk, off) = (slot as usize / s.block_size, slot as usize % s.block_size);
-    for h in 0..s.kv_heads {
-        let dst = s.index(blk, h, off, 0);
-        for d in 0..s.head_dim {
-            c.k_pool[dst + d] = f16::from_f32(k[h * s.head_dim + d]);
-            c.v_pool[dst + d] = f16::from_f32(v[h * s.head_dim + d]);
-        }
-    }
-}
-
 /// A shared system prompt, a fork into two children that each append (copy-on-write on `b`), a parent
 /// that appends after them (no copy), and a new request that hits the cached prompt; then paged decode
 /// on `b` through those shared tables equals contiguous attention over each request's own K/V.
@@ -160,8 +146,8 @@ fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, Backe
     let err = |e: crate::cache::PagedError| invalid(e.to_string());
     let prompt = [5, 1, 4, 1, 5, 9, 2];
     let a = c.admit(0, &prompt).map_err(err)?;
-    for (i, &slot) in a.slots.iter().enumerate() {
-        write_token(&mut c, &prompt, a.cached_tokens + i, slot);
+    for pos in a.cached_tokens..prompt.len() {
+        c.write_prefix_kv(0, pos).map_err(err)?;
     }
     c.fork(0, 1).map_err(err)?;
     c.fork(0, 2).map_err(err)?;
@@ -177,13 +163,12 @@ fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, Backe
                 block_mapping: &mapping,
             })?;
         }
-        let toks = c.tokens(req).unwrap_or_default().to_vec();
-        write_token(&mut c, &toks, toks.len() - 1, ap.slot);
+        c.write_prefix_kv(req, c.len(req) - 1).map_err(err)?;
     }
     let hit = [5, 1, 4, 1, 8, 8];
     let a = c.admit(3, &hit).map_err(err)?;
-    for (i, &slot) in a.slots.iter().enumerate() {
-        write_token(&mut c, &hit, a.cached_tokens + i, slot);
+    for pos in a.cached_tokens..hit.len() {
+        c.write_prefix_kv(3, pos).map_err(err)?;
     }
     c.check_invariants().map_err(invalid)?;
     let reqs: Vec<RequestId> = vec![0, 1, 2, 3];

@@ -43,6 +43,21 @@ struct AppendParams {
     _pad: [u32; 2],
 }
 
+impl AppendParams {
+    /// kv_cache.wgsl's uniforms for a paged-pool entry (`paged_append`, `copy_blocks`): `n` elements,
+    /// the pool's shape, and `num_slots` (slots for `paged_append`, values per block for `copy_blocks`).
+    fn paged(n: usize, s: crate::cache::PagedShape, num_slots: usize) -> Result<Self, BackendError> {
+        Ok(Self {
+            n: u(n)?,
+            kv_heads: u(s.kv_heads)?,
+            head_dim: u(s.head_dim)?,
+            block_size: u(s.block_size)?,
+            num_slots: u(num_slots)?,
+            ..bytemuck::Zeroable::zeroed()
+        })
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct DecodeParams {
@@ -185,19 +200,7 @@ impl Backend for WgpuBackend {
     fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
         let s = inp.shape;
         let (pairs, per) = (inp.pairs(), s.kv_heads * s.block_size * s.head_dim);
-        let params = AppendParams {
-            n: u(pairs * per)?,
-            kv_heads: u(s.kv_heads)?,
-            head_dim: u(s.head_dim)?,
-            layers: 0,
-            batch: 0,
-            max_seq_len: 0,
-            layer: 0,
-            pos: 0,
-            block_size: u(s.block_size)?,
-            num_slots: u(per)?,
-            _pad: [0; 2],
-        };
+        let params = AppendParams::paged(pairs * per, s, per)?;
         let p = self.uniform(&params);
         let mapping = self.storage(inp.block_mapping);
         let (kd, vd) = (self.storage(&pack_f16(inp.k_pool)), self.storage(&pack_f16(inp.v_pool)));
@@ -221,19 +224,7 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
-        let params = AppendParams {
-            n: u(n)?,
-            kv_heads: u(s.kv_heads)?,
-            head_dim: u(s.head_dim)?,
-            layers: 0,
-            batch: 0,
-            max_seq_len: 0,
-            layer: 0,
-            pos: 0,
-            block_size: u(s.block_size)?,
-            num_slots: u(inp.slot_mapping.len())?,
-            _pad: [0; 2],
-        };
+        let params = AppendParams::paged(n, s, inp.slot_mapping.len())?;
         self.append(
             dispatch::paged_append(inp.slot_mapping.len(), s.kv_heads, s.head_dim),
             &params,

@@ -9,7 +9,7 @@ use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
-use crate::ui::widgets::{ViewCtx, color_of, kernel_panel, legend_chip, timeline, view_id};
+use crate::ui::widgets::{ViewCtx, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
 
 impl LessonUi for PagedCache {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -35,14 +35,7 @@ impl LessonUi for PagedCache {
             cx,
             ui,
             p.frames.len(),
-            |ui, c, n| {
-                if ui.button(lang.t("< step", "< 上一步")).clicked() {
-                    *c = c.saturating_sub(1);
-                }
-                if ui.button(lang.t("next step >", "下一步 >")).clicked() {
-                    *c = (*c + 1).min(n - 1);
-                }
-            },
+            prev_next(lang.t("< step", "< 上一步"), lang.t("next step >", "下一步 >")),
             |c| format!("{} {} / {}", lang.t("scheduler step", "调度步"), c, p.frames.len() - 1),
         );
     }
@@ -94,8 +87,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
             }
             let w = ui.available_width();
             let h = (ui.available_height() - 2.5 * size).max(60.0);
-            // Block ids: never below the windowed body text in presentation mode.
-            let font = if cx.presentation { (15.5, 18.0) } else { (8.0, 13.0) };
+            let font = cx.inner_label_sizes();
             let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h), font);
             ui.horizontal_wrapped(|ui| {
                 for r in f.tables.keys() {

@@ -10,7 +10,7 @@ use crate::lessons::{LessonKind, Output};
 use crate::render::blocks::BlockGridLayout;
 use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
-use crate::ui::widgets::{ViewCtx, bar, check_line, color_of, kernel_panel, legend_chip, timeline, view_id};
+use crate::ui::widgets::{ViewCtx, bar, check_line, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
 
 impl LessonUi for PrefixCache {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -65,14 +65,7 @@ impl LessonUi for PrefixCache {
             cx,
             ui,
             p.frames.len(),
-            |ui, c, n| {
-                if ui.button(lang.t("< event", "< 上一事件")).clicked() {
-                    *c = c.saturating_sub(1);
-                }
-                if ui.button(lang.t("next event >", "下一事件 >")).clicked() {
-                    *c = (*c + 1).min(n - 1);
-                }
-            },
+            prev_next(lang.t("< event", "< 上一事件"), lang.t("next event >", "下一事件 >")),
             |c| format!("{} {} / {}", lang.t("event", "事件"), c, p.frames.len() - 1),
         );
     }
@@ -106,7 +99,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     );
     let w = ui.available_width();
     let h = (ui.available_height() - 2.6 * size).max(60.0);
-    let font = if cx.presentation { (15.5, 18.0) } else { (8.0, 13.0) };
+    let font = cx.inner_label_sizes();
     let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
     let rect = resp.rect;
     let ppp = ui.ctx().pixels_per_point();

@@ -104,10 +104,19 @@ pub fn fonts(size: f32) -> (FontId, FontId) {
 }
 
 /// Draw the axis titles, tick marks and tick labels around `heat` (the heatmap's rectangle), in the
-/// gutters left of it (rows) and below it (columns).
-pub fn draw_axes(ui: &Ui, heat: Rect, view: &HeatmapView, data: &HeatmapData, axes: Axes, lang: Lang, size: f32) {
+/// gutters left of it (rows) and below it (columns), sized by [`gutters`].
+#[allow(clippy::too_many_arguments)]
+pub fn draw_axes(
+    ui: &Ui,
+    heat: Rect,
+    view: &HeatmapView,
+    data: &HeatmapData,
+    axes: Axes,
+    lang: Lang,
+    size: f32,
+    (gutter_w, gutter_h): (f32, f32),
+) {
     let (tick_font, title_font) = fonts(size);
-    let (gutter_w, gutter_h) = gutters(ui, data.rows, data.cols, size);
     let color = ui.visuals().text_color();
     let area = Rect::from_min_max(
         egui::pos2(heat.min.x - gutter_w, heat.min.y),

@@ -184,7 +184,7 @@ pub fn heat_panel(
     // The column gutter (tick labels and column title).
     ui.allocate_exact_size(egui::vec2(gutter_w + w, gutter_h), egui::Sense::hover());
     if let Some(v) = &view {
-        axes::draw_axes(ui, heat_rect, v, data, axes, lang, size);
+        axes::draw_axes(ui, heat_rect, v, data, axes, lang, size, (gutter_w, gutter_h));
         if !st.hide_numbers {
             axes::draw_cell_numbers(ui.painter(), heat_rect, v, data, colormap, range_shown, small, row_sums);
         }

@@ -74,6 +74,12 @@ impl ViewCtx<'_> {
         self.step_views.iter().any(|v| v.get_ref() == name)
     }
 
+    /// The size range of labels drawn inside small shapes (block ids): never below the windowed body
+    /// text in presentation mode.
+    pub fn inner_label_sizes(&self) -> (f32, f32) {
+        if self.presentation { (15.5, 18.0) } else { (8.0, 13.0) }
+    }
+
     /// Pick the string of the current language.
     pub fn t(&self, en: &'static str, zh: &'static str) -> &'static str {
         self.lang.t(en, zh)
@@ -154,6 +160,18 @@ pub fn bar(ui: &mut Ui, label: &str, value: usize, max: usize, color: Color32, s
         ui.painter().rect_filled(fill, 2.0, color);
         ui.label(RichText::new(value.to_string()).monospace().size(size * 0.9));
     });
+}
+
+/// Timeline buttons that step one frame back (`prev`) and forward (`next`), for [`timeline`].
+pub fn prev_next<'a>(prev: &'a str, next: &'a str) -> impl FnOnce(&mut Ui, &mut usize, usize) + 'a {
+    move |ui, c, n| {
+        if ui.button(prev).clicked() {
+            *c = c.saturating_sub(1);
+        }
+        if ui.button(next).clicked() {
+            *c = (*c + 1).min(n - 1);
+        }
+    }
 }
 
 /// The timeline bar of lessons whose output has frames: start, the lesson's own step buttons, end, a
