@@ -86,6 +86,14 @@ fn an_unimplemented_op_is_a_clear_error_and_lessons_pass_it_on() {
     };
     is_not_implemented(b.attention(&inp), "attention");
     is_not_implemented(b.attention_fused(&inp), "attention_fused");
+    is_not_implemented(
+        b.flash_attention(&kvscope::compute::FlashInput {
+            attn: inp,
+            block_q: 2,
+            block_k: 2,
+        }),
+        "flash_attention",
+    );
     let s = kvscope::cache::StaticShape {
         layers: 1,
         batch: 1,

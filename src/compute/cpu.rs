@@ -11,7 +11,7 @@ use ndarray::Array3;
 use rayon::prelude::*;
 
 use super::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, PagedAppendInput, PagedDecodeInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, FlashInput, PagedAppendInput, PagedDecodeInput,
     StaticAppendInput,
 };
 use crate::cache::PagedShape;
@@ -161,6 +161,18 @@ impl Backend for CpuBackend {
 
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
         Ok(attention_fused(inp.q, inp.k, inp.v, inp.mask))
+    }
+
+    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        let a = inp.attn;
+        Ok(crate::math::flash::forward(
+            a.q,
+            a.k,
+            a.v,
+            a.mask,
+            inp.block_q,
+            inp.block_k,
+        ))
     }
 
     fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {

@@ -27,6 +27,7 @@ pub use cpu::CpuBackend;
 pub use ops::Op;
 pub use ops::attention::AttnInput;
 pub use ops::copy_blocks::CopyBlocksInput;
+pub use ops::flash::FlashInput;
 pub use ops::paged_append::PagedAppendInput;
 pub use ops::paged_decode::{DecodeTables, PagedDecodeInput};
 pub use ops::static_append::StaticAppendInput;
@@ -130,6 +131,16 @@ pub trait Backend: Send + Sync {
     fn run_copy_blocks(&self, _inp: CopyBlocksInput) -> Result<(), BackendError> {
         Err(self.not_implemented("copy_blocks"))
     }
+    /// FlashAttention's tiled forward pass: only the output `[H,T,hd]`.
+    fn run_flash_attention(&self, _inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        Err(self.not_implemented("flash_attention"))
+    }
+    /// Floats of shared memory the flash kernel's tiles may take on this backend (its static
+    /// allocation): the CUDA kernel's 40 KiB unless the backend's twin has less. The CPU runs the same
+    /// tiling in Rust under the CUDA kernel's budget.
+    fn flash_smem_floats(&self) -> usize {
+        ops::flash::CUDA_SMEM_FLOATS
+    }
 
     /// Time one paged-decode step against a read-only stream and a copy of the same K/V bytes on the
     /// same device (lesson 4's sweep, `kvscope bench`). The default times the host-in/host-out op, a
@@ -206,6 +217,11 @@ pub trait Backend: Send + Sync {
             return Ok(());
         }
         self.run_copy_blocks(inp)
+    }
+    /// Validated [`Backend::run_flash_attention`]: tiles must fit [`Backend::flash_smem_floats`].
+    fn flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        inp.validate(self.flash_smem_floats())?;
+        self.run_flash_attention(inp)
     }
     /// Validated [`Backend::run_paged_decode`].
     fn paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {

@@ -14,5 +14,6 @@ pub fn run(b: &dyn Backend, seed: u64) -> Vec<CheckReport> {
     super::ops::paged_append::suite(b, seed, &mut out);
     super::ops::paged_decode::suite(b, seed, &mut out);
     super::ops::copy_blocks::suite(b, seed, &mut out);
+    super::ops::flash::suite(b, seed, &mut out);
     out
 }

@@ -12,7 +12,7 @@
 //! from and written to global memory; [`naive_io`] counts the same for the materialising three-kernel
 //! path (scores, softmax, P·V), which writes and rereads the T×T matrices.
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, Array3, ArrayView2, Axis};
 
 use super::Mask;
 
@@ -85,6 +85,44 @@ pub fn tile_hidden(mask: Mask, rows: std::ops::Range<usize>, cols: std::ops::Ran
 /// Walk FlashAttention over one head: `q`, `k`, `v` are `[T, hd]`, tiles of `br` query rows and `bc`
 /// keys (both at least 1). Scores are scaled by `1/√hd`.
 pub fn walk(q: ArrayView2<f32>, k: ArrayView2<f32>, v: ArrayView2<f32>, mask: Mask, br: usize, bc: usize) -> FlashWalk {
+    walk_impl(q, k, v, mask, br, bc, true)
+}
+
+/// The tiled forward pass of every head (`q` `[H,T,hd]`, `k` and `v` `[KVH,T,hd]`, query head `h` reads
+/// KV head `h / (H/KVH)`), heads in parallel, without recording the steps: the CPU backend's
+/// `flash_attention`, the same algorithm the kernels run.
+pub fn forward(q: &Array3<f32>, k: &Array3<f32>, v: &Array3<f32>, mask: Mask, br: usize, bc: usize) -> Array3<f32> {
+    use rayon::prelude::*;
+    let (h, t, hd) = q.dim();
+    let group = (h / k.dim().0.max(1)).max(1);
+    let heads: Vec<Array2<f32>> = (0..h)
+        .into_par_iter()
+        .map(|hh| {
+            let kv = hh / group;
+            let (qh, kh, vh) = (
+                q.index_axis(Axis(0), hh),
+                k.index_axis(Axis(0), kv),
+                v.index_axis(Axis(0), kv),
+            );
+            walk_impl(qh, kh, vh, mask, br, bc, false).out
+        })
+        .collect();
+    let mut out = Array3::<f32>::zeros((h, t, hd));
+    for (hh, o) in heads.into_iter().enumerate() {
+        out.index_axis_mut(Axis(0), hh).assign(&o);
+    }
+    out
+}
+
+fn walk_impl(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    mask: Mask,
+    br: usize,
+    bc: usize,
+    record: bool,
+) -> FlashWalk {
     let (t, hd) = q.dim();
     let (br, bc) = (br.max(1), bc.max(1));
     let scale = 1.0 / (hd.max(1) as f32).sqrt();
@@ -103,6 +141,9 @@ pub fn walk(q: ArrayView2<f32>, k: ArrayView2<f32>, v: ArrayView2<f32>, mask: Ma
             let cols = j0..(j0 + bc).min(t);
             if tile_hidden(mask, rows.clone(), cols.clone()) {
                 skipped += 1;
+                if !record {
+                    continue;
+                }
                 steps.push(TileStep {
                     row_block: rb,
                     col_tile: ct,
@@ -147,6 +188,9 @@ pub fn walk(q: ArrayView2<f32>, k: ArrayView2<f32>, v: ArrayView2<f32>, mask: Ma
                     }
                 }
                 m[r] = m_new;
+            }
+            if !record {
+                continue;
             }
             steps.push(TileStep {
                 row_block: rb,

@@ -19,7 +19,7 @@ use ndarray::Array3;
 use super::launch::{self, LaunchDims};
 use super::sources::{FILES, KernelFile, MEASURING_ENTRIES};
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, PagedAppendInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, FlashInput, PagedAppendInput,
     PagedDecodeInput, StaticAppendInput,
 };
 use crate::math::AttnCore;
@@ -444,6 +444,37 @@ impl Backend for CudaBackend {
         let qkv = self.upload_qkv(inp)?;
         let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
         self.launch_fused(&qkv, &mut out, inp)?;
+        Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
+            .map_err(|e| BackendError::Device(e.to_string()))
+    }
+
+    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        let a = &inp.attn;
+        let (h, kvh, t, hd) = a.dims();
+        let qkv = self.upload_qkv(a)?;
+        let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
+        let l = launch::flash_attention(h, t, inp.block_q);
+        let (mk, w, sk) = a.mask.code();
+        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
+        let (br, bc) = (i(inp.block_q), i(inp.block_k));
+        let mut b = self.stream.launch_builder(self.func(l.entry)?);
+        b.arg(&qkv[0])
+            .arg(&qkv[1])
+            .arg(&qkv[2])
+            .arg(&mut out)
+            .arg(&hh)
+            .arg(&kv)
+            .arg(&tt)
+            .arg(&hdim)
+            .arg(&scale)
+            .arg(&mk)
+            .arg(&w)
+            .arg(&sk)
+            .arg(&br)
+            .arg(&bc);
+        // SAFETY: matches flash_attention_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd] (sizes
+        // validated), tiles within FA_SMEM and FA_MAX_BR (validated).
+        unsafe { b.launch(cfg(&l)) }.map_err(dev)?;
         Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
             .map_err(|e| BackendError::Device(e.to_string()))
     }

@@ -81,6 +81,15 @@ pub fn attention_fused(heads: usize, seq: usize) -> LaunchDims {
     }
 }
 
+/// `flash_attention_f32`: one block of 128 threads per (row block of `block_q` queries, head).
+pub fn flash_attention(heads: usize, seq: usize, block_q: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "flash_attention_f32",
+        grid: [d(seq.div_ceil(block_q.max(1))), d(heads), 1],
+        block: [THREADS, 1, 1],
+    }
+}
+
 /// `static_cache_append_f16`: one block per (batch row, KV head).
 pub fn static_cache_append(batch: usize, kv_heads: usize) -> LaunchDims {
     LaunchDims {

@@ -8,7 +8,7 @@ use ndarray::Array3;
 
 use super::launch::{self, LaunchDims};
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, PagedAppendInput, PagedDecodeInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, FlashInput, PagedAppendInput, PagedDecodeInput,
     StaticAppendInput,
 };
 use crate::math::AttnCore;
@@ -81,6 +81,28 @@ unsafe extern "C" {
         mask_kind: i32,
         window: i32,
         sinks: i32,
+    );
+    fn kvs_sim_flash_attention_f32(
+        gx: G,
+        gy: G,
+        gz: G,
+        bx: G,
+        by: G,
+        bz: G,
+        q: *const f32,
+        k: *const f32,
+        v: *const f32,
+        out: *mut f32,
+        n_heads: i32,
+        n_kv_heads: i32,
+        seq: i32,
+        head_dim: i32,
+        scale: f32,
+        mask_kind: i32,
+        window: i32,
+        sinks: i32,
+        block_q: i32,
+        block_k: i32,
     );
     fn kvs_sim_static_cache_append_f16(
         gx: G,
@@ -331,6 +353,48 @@ impl Backend for SimBackend {
                 mk,
                 w,
                 s,
+            )
+        };
+        Array3::from_shape_vec((h, t, hd), out).map_err(|e| BackendError::Device(e.to_string()))
+    }
+
+    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        let a = &inp.attn;
+        let (h, kvh, t, hd) = a.dims();
+        let l = launch::flash_attention(h, t, inp.block_q);
+        budget(&[l])?;
+        let (mk, w, s) = a.mask.code();
+        let mut out = vec![0f32; h * t * hd];
+        let (q, k, v) = (
+            a.q.as_slice().unwrap_or_default(),
+            a.k.as_slice().unwrap_or_default(),
+            a.v.as_slice().unwrap_or_default(),
+        );
+        let (gx, gy, gz, bx, by, bz) = dims!(l);
+        // SAFETY: q is [h,t,hd], k and v are [kvh,t,hd] (validated), out holds h·t·hd values; the tiles
+        // fit the kernel's static shared memory (validated against FA_SMEM and FA_MAX_BR).
+        unsafe {
+            kvs_sim_flash_attention_f32(
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                q.as_ptr(),
+                k.as_ptr(),
+                v.as_ptr(),
+                out.as_mut_ptr(),
+                i(h),
+                i(kvh),
+                i(t),
+                i(hd),
+                1.0 / (hd as f32).sqrt(),
+                mk,
+                w,
+                s,
+                i(inp.block_q),
+                i(inp.block_k),
             )
         };
         Array3::from_shape_vec((h, t, hd), out).map_err(|e| BackendError::Device(e.to_string()))

@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod copy_blocks;
+pub mod flash;
 pub mod paged_append;
 pub mod paged_decode;
 pub mod static_append;
@@ -29,11 +30,13 @@ pub enum Op {
     PagedDecode,
     /// Whole-block copies in the paged pools (copy-on-write).
     CopyBlocks,
+    /// FlashAttention's tiled forward pass (Br query rows per block, Bc-key tiles in shared memory).
+    FlashAttention,
 }
 
 impl Op {
     /// Every op.
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::AttentionScores,
         Op::Softmax,
         Op::AttentionPv,
@@ -42,6 +45,7 @@ impl Op {
         Op::PagedAppend,
         Op::PagedDecode,
         Op::CopyBlocks,
+        Op::FlashAttention,
     ];
 
     /// The file under `kernels/` that holds this op's CUDA source.
@@ -50,6 +54,7 @@ impl Op {
             Op::AttentionScores | Op::Softmax | Op::AttentionPv | Op::AttentionFused => "attention.cu",
             Op::StaticCacheAppend | Op::PagedAppend | Op::CopyBlocks => "kv_cache.cu",
             Op::PagedDecode => "paged_attention.cu",
+            Op::FlashAttention => "flash_attention.cu",
         }
     }
 
@@ -64,6 +69,7 @@ impl Op {
             Op::PagedAppend => &["paged_append_f16"],
             Op::PagedDecode => &["paged_attention_decode_f16", "paged_attention_reduce_f32"],
             Op::CopyBlocks => &["copy_blocks_f16"],
+            Op::FlashAttention => &["flash_attention_f32"],
         }
     }
 }

@@ -49,6 +49,15 @@ pub fn attention_pv(heads: usize, seq: usize, head_dim: usize) -> LaunchDims {
     }
 }
 
+/// `flash_attention_f32`: one workgroup of 128 per (row block of `block_q` queries, head).
+pub fn flash_attention(heads: usize, seq: usize, block_q: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "flash_attention_f32",
+        grid: [d(seq.div_ceil(block_q.max(1))), d(heads), 1],
+        block: [128, 1, 1],
+    }
+}
+
 /// `attention_fused_f32`: one workgroup of 128 per (query, head).
 pub fn attention_fused(heads: usize, seq: usize) -> LaunchDims {
     LaunchDims {

@@ -9,7 +9,7 @@ use super::{Dispatch, F16Path, WgpuBackend, dev, dispatch, f32s, pack_f16, u, un
 use crate::compute::cuda::launch::LaunchDims;
 use crate::compute::timing::median_time;
 use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, PagedAppendInput,
+    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, FlashInput, PagedAppendInput,
     PagedDecodeInput, StaticAppendInput,
 };
 use crate::math::AttnCore;
@@ -25,6 +25,15 @@ struct AttnParams {
     mask_kind: u32,
     window: u32,
     sinks: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct FlashParams {
+    attn: AttnParams,
+    block_q: u32,
+    block_k: u32,
+    _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -164,6 +173,41 @@ impl Backend for WgpuBackend {
                 entry: "attention_fused_f32",
                 bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (5, &out)],
                 groups: dispatch::attention_fused(h, t).grid,
+            }],
+            &[(&out, h * t * hd)],
+        )?;
+        Array3::from_shape_vec((h, t, hd), f32s(got.into_iter().next().unwrap_or_default())).map_err(dev)
+    }
+
+    fn flash_smem_floats(&self) -> usize {
+        crate::compute::ops::flash::WGSL_SMEM_FLOATS
+    }
+
+    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
+        let a = &inp.attn;
+        let (h, _, t, hd) = a.dims();
+        let l = dispatch::flash_attention(h, t, inp.block_q);
+        if l.grid[0] > 65535 {
+            return Err(BackendError::InvalidInput(format!(
+                "T = {t} with Br = {}: {} row blocks, more than the 65535 workgroups a dispatch dimension allows",
+                inp.block_q, l.grid[0]
+            )));
+        }
+        let p = self.uniform(&FlashParams {
+            attn: self.attn_params(a)?,
+            block_q: u(inp.block_q)?,
+            block_k: u(inp.block_k)?,
+            _pad: [0; 2],
+        });
+        let q = self.storage(a.q.as_slice().unwrap_or_default());
+        let k = self.storage(a.k.as_slice().unwrap_or_default());
+        let v = self.storage(a.v.as_slice().unwrap_or_default());
+        let out = self.zeros(h * t * hd);
+        let got = self.run(
+            &[Dispatch {
+                entry: l.entry,
+                bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (4, &out)],
+                groups: l.grid,
             }],
             &[(&out, h * t * hd)],
         )?;

@@ -59,7 +59,7 @@ impl WgslFile {
 }
 
 /// Every WGSL kernel file.
-pub const FILES: [WgslFile; 4] = [
+pub const FILES: [WgslFile; 5] = [
     WgslFile {
         file: "attention.wgsl",
         path: "kernels/attention.wgsl",
@@ -85,6 +85,13 @@ pub const FILES: [WgslFile; 4] = [
         source: include_str!("../../../kernels/paged_attention.wgsl"),
         entries: &["paged_attention_decode_f16", "paged_attention_reduce_f32"],
         pools: Pools::Read,
+    },
+    WgslFile {
+        file: "flash_attention.wgsl",
+        path: "kernels/flash_attention.wgsl",
+        source: include_str!("../../../kernels/flash_attention.wgsl"),
+        entries: &["flash_attention_f32"],
+        pools: Pools::None,
     },
     WgslFile {
         file: "bandwidth.wgsl",

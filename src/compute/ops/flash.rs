@@ -1,0 +1,177 @@
+//! FlashAttention's tiled forward pass (`Backend::flash_attention`, `kernels/flash_attention.cu`
+//! `flash_attention_f32` and its WGSL twin): the input (an attention input plus the tile sizes), the
+//! shared-memory budget that limits the tiles, its validation and its suite cases.
+
+use ndarray::Array3;
+
+use crate::compute::{AttnInput, Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::math::{AttnShape, AttnWeights, Mask, flash, project};
+
+/// Shared memory of the CUDA kernel's tiles, in floats (`FA_SMEM` in `kernels/flash_attention.cu`):
+/// 40 KiB, under the 48 KiB a block may declare statically.
+pub const CUDA_SMEM_FLOATS: usize = 10240;
+/// Workgroup memory of the WGSL twin's tiles, in floats (`FA_SMEM` in `kernels/flash_attention.wgsl`):
+/// WebGPU's guaranteed 16 KiB less the three per-row arrays.
+pub const WGSL_SMEM_FLOATS: usize = 4096 - 3 * MAX_BLOCK_Q;
+/// The most query rows per block (`FA_MAX_BR`): the per-row m, l and rescale arrays are this long.
+pub const MAX_BLOCK_Q: usize = 64;
+
+/// Floats of shared memory the kernel's tiles take: Q and the accumulator (`Br × hd` each), K and V
+/// (`Bc × hd` each) and the score tile (`Br × Bc`).
+pub fn smem_floats(block_q: usize, block_k: usize, head_dim: usize) -> usize {
+    (2 * block_q + 2 * block_k) * head_dim + block_q * block_k
+}
+
+/// Inputs of a tiled forward pass.
+#[derive(Debug, Clone, Copy)]
+pub struct FlashInput<'a> {
+    /// Q, K, V and the mask.
+    pub attn: AttnInput<'a>,
+    /// Query rows per block (`Br`).
+    pub block_q: usize,
+    /// Keys per tile (`Bc`).
+    pub block_k: usize,
+}
+
+impl FlashInput<'_> {
+    /// Check the attention input and that the tiles fit in `smem_floats` floats of shared memory.
+    pub(crate) fn validate(&self, smem_floats_cap: usize) -> Result<(), BackendError> {
+        self.attn.validate()?;
+        let (_, _, _, hd) = self.attn.dims();
+        let (br, bc) = (self.block_q, self.block_k);
+        if br == 0 || bc == 0 {
+            return Err(invalid(format!("tiles of {br} × {bc}: Br and Bc must be at least 1")));
+        }
+        if br > MAX_BLOCK_Q {
+            return Err(invalid(format!(
+                "Br = {br} query rows per block: the kernel keeps m, l and the rescale factor for at most {MAX_BLOCK_Q} rows"
+            )));
+        }
+        let need = smem_floats(br, bc, hd);
+        if need > smem_floats_cap {
+            return Err(invalid(format!(
+                "tiles Br = {br}, Bc = {bc} at head_dim {hd} need (2·Br + 2·Bc)·hd + Br·Bc = {need} floats ({:.1} KiB) of shared memory; this kernel has {smem_floats_cap} ({:.1} KiB). Choose smaller tiles",
+                need as f64 * 4.0 / 1024.0,
+                smem_floats_cap as f64 * 4.0 / 1024.0
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Suite cases: (T, d_model, H, KVH, mask, Br, Bc). Ragged last tiles, T = 1, Br = 1, head_dim 1 and 3,
+/// every mask kind, and the largest Br; all fit the WGSL twin's 16 KiB.
+#[allow(clippy::type_complexity)]
+fn cases() -> Vec<(usize, usize, usize, usize, Mask, usize, usize)> {
+    vec![
+        (1, 1, 1, 1, Mask::Causal, 1, 1),
+        (10, 3, 1, 1, Mask::None, 4, 7),
+        (9, 2, 2, 1, Mask::Window { window: 3, sinks: 0 }, 1, 2),
+        (37, 16, 4, 2, Mask::Causal, 8, 5),
+        (40, 64, 2, 1, Mask::Window { window: 7, sinks: 2 }, 16, 16),
+        (100, 64, 4, 1, Mask::Causal, 32, 16),
+        (64, 64, 1, 1, Mask::None, 16, 8),
+        (130, 16, 2, 2, Mask::Causal, 64, 32),
+    ]
+}
+
+/// The flash kernel of `b` on every case, against the f64 reference (lesson 1's attention), and the
+/// Rust tile walker's output against the kernel's.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    for (i, (t, d, h, kvh, mask, br, bc)) in cases().into_iter().enumerate() {
+        let shape = AttnShape {
+            seq: t,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        };
+        let qkv = project(&AttnWeights::random(shape, seed + 100 + i as u64));
+        let inp = FlashInput {
+            attn: AttnInput {
+                q: &qkv.q,
+                k: &qkv.k,
+                v: &qkv.v,
+                mask,
+            },
+            block_q: br,
+            block_k: bc,
+        };
+        let want = reference::attention(&inp.attn);
+        let tag = format!("T{t} H{h}/{kvh} hd{} {mask} Br{br} Bc{bc}", d / h);
+        match b.flash_attention(&inp) {
+            Ok(g) => {
+                out.push(check(
+                    &format!("flash_attention.out {tag}"),
+                    g.shape(),
+                    g.as_slice().unwrap_or_default(),
+                    want.out.as_slice().unwrap_or_default(),
+                    Tolerance::F32,
+                ));
+                let walked: Array3<f32> = flash::forward(&qkv.q, &qkv.k, &qkv.v, mask, br, bc);
+                out.push(check(
+                    &format!("flash_attention.walker-vs-kernel {tag}"),
+                    g.shape(),
+                    walked.as_slice().unwrap_or_default(),
+                    g.as_slice().unwrap_or_default(),
+                    Tolerance::F32,
+                ));
+            }
+            Err(e) => out.push(CheckReport::failed(&format!("flash_attention {tag}"), e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::CpuBackend;
+
+    #[test]
+    fn tiles_that_do_not_fit_are_refused_with_the_numbers() {
+        let qkv = project(&AttnWeights::random(
+            AttnShape {
+                seq: 8,
+                d_model: 128,
+                n_heads: 1,
+                n_kv_heads: 1,
+            },
+            1,
+        ));
+        let attn = AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask: Mask::Causal,
+        };
+        let cpu = CpuBackend;
+        let e = cpu
+            .flash_attention(&FlashInput {
+                attn,
+                block_q: 64,
+                block_k: 64,
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("36864 floats") && e.contains("Choose smaller tiles"), "{e}");
+        let e = cpu
+            .flash_attention(&FlashInput {
+                attn,
+                block_q: 65,
+                block_k: 1,
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 64 rows"), "{e}");
+        let e = cpu
+            .flash_attention(&FlashInput {
+                attn,
+                block_q: 0,
+                block_k: 4,
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 1"), "{e}");
+        assert_eq!(smem_floats(16, 16, 32), 64 * 32 + 256);
+        assert_eq!(WGSL_SMEM_FLOATS * 4 + 3 * MAX_BLOCK_Q * 4, 16 * 1024);
+    }
+}
