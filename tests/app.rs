@@ -61,12 +61,21 @@ fn snapshots_of_every_step() {
                 failures.push(e.to_string());
             }
         }
-        // One step of each lesson in Chinese.
+        // One step of each lesson in Chinese; every step of the newest lesson.
         h.state_mut().lang = Lang::Zh;
         h.state_mut().goto(*i, n / 2);
         settle(&mut h);
         if let Err(e) = h.try_snapshot(format!("app/{id}-zh")) {
             failures.push(e.to_string());
+        }
+        if id == "flash-attention" {
+            for j in 0..*n {
+                h.state_mut().goto(*i, j);
+                settle(&mut h);
+                if let Err(e) = h.try_snapshot(format!("app/{id}-zh-{:02}", j + 1)) {
+                    failures.push(e.to_string());
+                }
+            }
         }
         h.state_mut().lang = Lang::En;
     }

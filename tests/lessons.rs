@@ -43,6 +43,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
             "multi-head",
             "kv-decode",
             "paged-cache",
+            "flash-attention",
             "prefix-cache"
         ]
     );
@@ -131,10 +132,10 @@ fn each_mistake_names_its_line_and_column() {
             "views of `attention`",
         ),
         (
-            GOOD.replace(r#"kind = "attention""#, r#"kind = "flash""#),
+            GOOD.replace(r#"kind = "attention""#, r#"kind = "sliding""#),
             3,
             8,
-            "unknown lesson kind `flash`",
+            "unknown lesson kind `sliding`",
             "attention, causal, multihead",
         ),
         (GOOD.replace("order = 1", "order = = 1"), 4, 9, "", "syntax"),
@@ -166,7 +167,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("6 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("7 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();

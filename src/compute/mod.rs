@@ -218,6 +218,12 @@ pub trait Backend: Send + Sync {
         }
         self.run_copy_blocks(inp)
     }
+    /// The on-chip shared memory the device reports, in bytes, and what the figure is (English, Chinese);
+    /// `None` for backends that run on host memory (the CPU, and the shim, whose `__shared__` arrays
+    /// are ordinary host memory).
+    fn shared_memory(&self) -> Option<(u64, [&'static str; 2])> {
+        None
+    }
     /// Validated [`Backend::run_flash_attention`]: tiles must fit [`Backend::flash_smem_floats`].
     fn flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
         inp.validate(self.flash_smem_floats())?;

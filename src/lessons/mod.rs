@@ -33,6 +33,7 @@ registry! {
     multi_head::MultiHead,
     kv_decode::KvDecode,
     paged_cache::PagedCache,
+    flash_attention::FlashAttention,
     prefix_cache::PrefixCache,
 }
 
@@ -142,6 +143,11 @@ pub trait Output: Any + Send + Sync {
     }
     /// A check of `op`'s result made while computing (the fused kernel against the three kernels).
     fn op_check(&self, _op: Op) -> Option<&CheckReport> {
+        None
+    }
+    /// Text that marks the line of `op`'s source the kernel panel highlights instead of the entry
+    /// point (lesson 6 highlights the tile loop); it must occur in the CUDA source and its WGSL twin.
+    fn source_focus(&self, _op: Op) -> Option<&'static str> {
         None
     }
 }

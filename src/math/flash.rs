@@ -114,6 +114,12 @@ pub fn forward(q: &Array3<f32>, k: &Array3<f32>, v: &Array3<f32>, mask: Mask, br
     out
 }
 
+/// The global-memory traffic of one head's walk (`k` and `v` have `q`'s shape; only shapes, tiles and
+/// mask matter, so a head of zeros will do).
+pub fn forward_io(q: ArrayView2<f32>, mask: Mask, br: usize, bc: usize) -> Io {
+    walk_impl(q, q, q, mask, br, bc, false).io
+}
+
 fn walk_impl(
     q: ArrayView2<f32>,
     k: ArrayView2<f32>,
@@ -226,9 +232,109 @@ fn walk_impl(
     }
 }
 
+/// One query row's attention over a slice of the keys, not yet normalised: the max score `m`, the sum
+/// `l = Σ exp(s − m)` and the accumulator `Σ exp(s − m)·v`. A split-K (FlashDecoding) partition, or one
+/// partition of the split-context paged decode kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    /// The keys it covers.
+    pub keys: std::ops::Range<usize>,
+    /// Max score (−∞ when it covers no visible key).
+    pub m: f32,
+    /// Sum of `exp(s − m)`.
+    pub l: f32,
+    /// Unnormalised accumulator `[hd]`.
+    pub acc: Vec<f32>,
+}
+
+impl Partial {
+    /// The partition's own normalised output `acc / l` (what a split kernel writes per partition).
+    pub fn out(&self) -> Vec<f32> {
+        let inv = if self.l > 0.0 { 1.0 / self.l } else { 0.0 };
+        self.acc.iter().map(|a| a * inv).collect()
+    }
+}
+
+/// The partial result of query row `q` (`[hd]`, unscaled) over `keys` of `k` and `v` (`[T, hd]`), keys
+/// the row may see only (`visible`), scores scaled by `1/√hd`.
+pub fn partial(
+    q: &[f32],
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    keys: std::ops::Range<usize>,
+    visible: impl Fn(usize) -> bool,
+) -> Partial {
+    let hd = q.len();
+    let scale = 1.0 / (hd.max(1) as f32).sqrt();
+    let s: Vec<(usize, f32)> = keys
+        .clone()
+        .filter(|&j| visible(j))
+        .map(|j| (j, (0..hd).map(|d| q[d] * k[[j, d]]).sum::<f32>() * scale))
+        .collect();
+    let m = s.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
+    let mut l = 0f32;
+    let mut acc = vec![0f32; hd];
+    for &(j, sj) in &s {
+        let p = (sj - m).exp();
+        l += p;
+        for d in 0..hd {
+            acc[d] += p * v[[j, d]];
+        }
+    }
+    Partial { keys, m, l, acc }
+}
+
+/// Merge two partial results with the online softmax's rescaling: `m = max(m₁, m₂)`, each side's sum and
+/// accumulator scaled by `exp(mᵢ − m)`. Returns the merged partial and the two factors. The merge is
+/// exact: merging the partitions of a row gives the row's full attention.
+pub fn merge(a: &Partial, b: &Partial) -> (Partial, [f32; 2]) {
+    let m = a.m.max(b.m);
+    let f = |x: f32| if x == f32::NEG_INFINITY { 0.0 } else { (x - m).exp() };
+    let (ca, cb) = (f(a.m), f(b.m));
+    let acc = a.acc.iter().zip(&b.acc).map(|(x, y)| x * ca + y * cb).collect();
+    let keys = a.keys.start.min(b.keys.start)..a.keys.end.max(b.keys.end);
+    (
+        Partial {
+            keys,
+            m,
+            l: a.l * ca + b.l * cb,
+            acc,
+        },
+        [ca, cb],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two partitions merged equal one partition over all the keys; an empty partition (nothing
+    /// visible) contributes nothing.
+    #[test]
+    fn merging_partitions_equals_the_whole_row() {
+        let mut rng = crate::math::Rng::new(5);
+        let (t, hd) = (11, 3);
+        let k = Array2::from_shape_vec((t, hd), rng.normal_vec(t * hd, 1.0)).unwrap();
+        let v = Array2::from_shape_vec((t, hd), rng.normal_vec(t * hd, 1.0)).unwrap();
+        let q = rng.normal_vec(hd, 1.0);
+        let whole = partial(&q, k.view(), v.view(), 0..t, |_| true);
+        for split in [1, 5, 10] {
+            let (a, b) = (
+                partial(&q, k.view(), v.view(), 0..split, |_| true),
+                partial(&q, k.view(), v.view(), split..t, |_| true),
+            );
+            let (m, [ca, cb]) = merge(&a, &b);
+            assert_eq!(m.m, whole.m);
+            assert!((m.l - whole.l).abs() < 1e-5, "{} {}", m.l, whole.l);
+            assert!(ca <= 1.0 && cb <= 1.0 && (ca == 1.0 || cb == 1.0));
+            for (x, y) in m.out().iter().zip(whole.out()) {
+                assert!((x - y).abs() < 1e-5);
+            }
+        }
+        let empty = partial(&q, k.view(), v.view(), 0..t, |_| false);
+        let (m, [c0, _]) = merge(&empty, &whole);
+        assert_eq!((c0, m.out()), (0.0, whole.out()));
+    }
 
     /// The closed forms of the traffic: naive reads Q, K, S, P, V and writes S, P, O; flash reads Q
     /// once, K and V once per row block and visible tile, and writes O once.

@@ -99,6 +99,8 @@ pub struct CudaBackend {
     device: String,
     funcs: HashMap<&'static str, CudaFunction>,
     ctx: Arc<CudaContext>,
+    /// Shared memory per SM, as the driver reports it.
+    smem_per_sm: Option<u64>,
 }
 
 static PROBE: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
@@ -129,6 +131,10 @@ fn probe_uncached() -> Result<CudaBackend, String> {
         .compute_capability()
         .map_err(|e| driver_error("reading the compute capability failed", e))?;
     let arch = format!("compute_{maj}{min}");
+    let smem_per_sm = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        .ok()
+        .and_then(|b| u64::try_from(b).ok());
     let mut funcs = HashMap::new();
     for file in FILES {
         let ptx = compile(&file, &arch)?;
@@ -153,6 +159,7 @@ fn probe_uncached() -> Result<CudaBackend, String> {
     Ok(CudaBackend {
         stream: ctx.default_stream(),
         device: format!("{name} (sm_{maj}{min})"),
+        smem_per_sm,
         funcs,
         ctx,
     })
@@ -446,6 +453,18 @@ impl Backend for CudaBackend {
         self.launch_fused(&qkv, &mut out, inp)?;
         Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
             .map_err(|e| BackendError::Device(e.to_string()))
+    }
+
+    fn shared_memory(&self) -> Option<(u64, [&'static str; 2])> {
+        self.smem_per_sm.map(|b| {
+            (
+                b,
+                [
+                    "shared memory per SM (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)",
+                    "每个 SM 的共享内存（CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR）",
+                ],
+            )
+        })
     }
 
     fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {

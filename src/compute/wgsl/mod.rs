@@ -37,6 +37,8 @@ pub struct WgpuBackend {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
+    /// The adapter's most workgroup memory (the device is opened with WebGPU's default 16 KiB).
+    workgroup_storage: u32,
     f16: F16Path,
     pool: Arc<Pool>,
     /// Two timestamp slots (start of the first pass, end of the last), when the adapter has timestamp
@@ -155,6 +157,7 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         })
     });
     Ok(WgpuBackend {
+        workgroup_storage: adapter.limits().max_compute_workgroup_storage_size,
         timestamps,
         device,
         queue,

@@ -179,6 +179,16 @@ impl Backend for WgpuBackend {
         Array3::from_shape_vec((h, t, hd), f32s(got.into_iter().next().unwrap_or_default())).map_err(dev)
     }
 
+    fn shared_memory(&self) -> Option<(u64, [&'static str; 2])> {
+        Some((
+            u64::from(self.workgroup_storage),
+            [
+                "workgroup memory the adapter offers (maxComputeWorkgroupStorageSize; kvscope asks for WebGPU's default 16 KiB)",
+                "适配器提供的 workgroup 内存（maxComputeWorkgroupStorageSize；kvscope 只申请 WebGPU 默认的 16 KiB）",
+            ],
+        ))
+    }
+
     fn flash_smem_floats(&self) -> usize {
         crate::compute::ops::flash::WGSL_SMEM_FLOATS
     }

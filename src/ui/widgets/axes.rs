@@ -25,6 +25,8 @@ pub enum Axes {
     InOut,
     /// One row per head, columns keys j (a decode step's attention over the cache).
     HeadKey,
+    /// One row per result being compared (lesson 6's partitions and their merge), columns dimensions.
+    ResultDim,
 }
 
 impl Axes {
@@ -36,6 +38,7 @@ impl Axes {
             Axes::QueryDim => (lang.t("query i", "查询 i"), lang.t("dim", "维度")),
             Axes::InOut => (lang.t("input dim", "输入维度"), lang.t("output dim", "输出维度")),
             Axes::HeadKey => (lang.t("head", "头"), lang.t("key j", "键 j")),
+            Axes::ResultDim => (lang.t("result", "结果"), lang.t("dim", "维度")),
         }
     }
 }

@@ -94,21 +94,35 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output)
         );
     }
     if let Some(r) = out.op_check(op) {
-        let what = lang.t("fused kernel vs the three kernels", "融合 kernel 与三个 kernel 的结果");
+        let what = if op == Op::FlashAttention {
+            lang.t(
+                "flash kernel vs lesson 1's three kernels",
+                "flash kernel 与第 1 课三个 kernel 的结果",
+            )
+        } else {
+            lang.t("fused kernel vs the three kernels", "融合 kernel 与三个 kernel 的结果")
+        };
         super::check_line(cx, ui, Some(r), what);
     }
     let [en, zh] = cx.backend.info().ran;
     ui.label(RichText::new(lang.t(en, zh)).italics().size(size * 0.85));
-    // Show the source from a few lines above the entry point; the entry line is highlighted.
+    // Show the source from a few lines above the entry point; the entry line (or the line the lesson
+    // focuses on) is highlighted.
     let key = (op, cx.presentation, cx.light);
     let job = match &cx.widgets.kernel.source {
         Some((k, job)) if *k == key => job.clone(),
         _ => {
             let lines: Vec<&str> = src.source.lines().collect();
-            let first = src.line.saturating_sub(4).max(1);
+            let focus = out
+                .source_focus(op)
+                .and_then(|needle| lines.iter().position(|l| l.contains(needle)))
+                .map(|i| i + 1);
+            // From a few lines above the entry point, or above the focused line when there is one.
+            let first = focus.map_or(src.line, |f| f.saturating_sub(6)).saturating_sub(4).max(1);
+            let focus = focus.unwrap_or(src.line);
             let excerpt = lines[first - 1..].join("\n");
             let code_size = if cx.presentation { 16.0 } else { 12.0 };
-            let job = text::cuda_job(&excerpt, first, Some(src.line), code_size, !cx.light);
+            let job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light);
             cx.widgets.kernel.source = Some((key, job.clone()));
             job
         }
