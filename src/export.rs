@@ -91,6 +91,9 @@ pub struct Manifest {
     pub check: Vec<serde_json::Value>,
     /// The arrays, by name.
     pub arrays: std::collections::BTreeMap<String, ArrayEntry>,
+    /// Further top-level entries of a particular export (`io` for `export attention --kernel flash`).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
@@ -125,6 +128,21 @@ pub fn write_export(
     check: &[CheckReport],
     arrays: &[NamedArray],
 ) -> Result<Manifest> {
+    write_export_with(dir, kind, params, seed, backend, check, arrays, serde_json::Map::new())
+}
+
+/// [`write_export`] with further top-level manifest entries.
+#[allow(clippy::too_many_arguments)]
+pub fn write_export_with(
+    dir: &Path,
+    kind: &str,
+    params: serde_json::Value,
+    seed: u64,
+    backend: &dyn Backend,
+    check: &[CheckReport],
+    arrays: &[NamedArray],
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<Manifest> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
     let mut entries = std::collections::BTreeMap::new();
     for a in arrays {
@@ -152,6 +170,7 @@ pub fn write_export(
         backend: format!("{} ({})", backend.kind().name(), backend.device()),
         check,
         arrays: entries,
+        extra,
     };
     let path = dir.join("manifest.json");
     std::fs::write(&path, serde_json::to_string_pretty(&manifest)?)
@@ -295,4 +314,51 @@ pub fn paged_decode_arrays(
         NamedArray::new("out", &[r, p.heads, p.head_dim], ArrayData::F32(out)),
     ];
     Ok((arrays, checks))
+}
+
+/// `export attention --kernel flash`: the tiled kernel's output on `q`, `k`, `v` (as `flash_out`), its
+/// check against the f64 reference, and the global-memory traffic of the naive three-kernel path and of
+/// the tiled kernel, in elements, over all query heads (the walker's counts for one head times H; every
+/// query head reads its KV head's K and V in both paths), with the tile sizes.
+pub fn flash_arrays(
+    backend: &dyn Backend,
+    q: &ndarray::Array3<f32>,
+    k: &ndarray::Array3<f32>,
+    v: &ndarray::Array3<f32>,
+    mask: crate::math::Mask,
+    block_q: usize,
+    block_k: usize,
+) -> Result<(NamedArray, CheckReport, serde_json::Value)> {
+    use crate::compute::{AttnInput, FlashInput, Tolerance, check, reference};
+    let attn = AttnInput { q, k, v, mask };
+    let out = backend
+        .flash_attention(&FlashInput { attn, block_q, block_k })
+        .map_err(|e| anyhow::anyhow!("flash_attention: {e}"))?;
+    let want = reference::attention(&attn);
+    let report = check(
+        "flash_out",
+        out.shape(),
+        out.as_slice().unwrap_or_default(),
+        want.out.as_slice().unwrap_or_default(),
+        Tolerance::F32,
+    );
+    let (h, t, hd) = q.dim();
+    let zeros = ndarray::Array2::<f32>::zeros((t, hd));
+    let one = crate::math::flash::forward_io(zeros.view(), mask, block_q, block_k);
+    let naive = crate::math::flash::naive_io(t, hd);
+    let n = h as u64;
+    let io = serde_json::json!({
+        "unit": "elements",
+        "heads": h,
+        "block_q": block_q,
+        "block_k": block_k,
+        "naive": {"read": naive.read * n, "write": naive.write * n},
+        "flash": {"read": one.read * n, "write": one.write * n},
+    });
+    let shape = [h, t, hd];
+    Ok((
+        NamedArray::new("flash_out", &shape, ArrayData::F32(out.iter().copied().collect())),
+        report,
+        io,
+    ))
 }

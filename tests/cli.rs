@@ -547,3 +547,72 @@ fn export_prefix_schedule_has_hits_copies_and_evictions() {
     assert!(!wrong.status.success());
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("not a prefix-caching lesson"));
 }
+
+/// `export attention --kernel flash` writes the tiled kernel's output next to the three kernels' and the
+/// traffic of both paths in `io`, equal to the closed forms (no mask: K and V read once per row block);
+/// tiles that do not fit are refused with the numbers.
+#[test]
+fn export_attention_with_the_flash_kernel_writes_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fa");
+    let (t, d, h, br, bc) = (13u64, 16u64, 2u64, 4u64, 3u64);
+    let o = kvscope(&[
+        "export",
+        "attention",
+        "--kernel",
+        "flash",
+        "--block-q",
+        &br.to_string(),
+        "--block-k",
+        &bc.to_string(),
+        "--seq",
+        &t.to_string(),
+        "--d-model",
+        &d.to_string(),
+        "--heads",
+        &h.to_string(),
+        "--kv-heads",
+        "1",
+        "--mask",
+        "none",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    let hd = d / h;
+    let io = &m.extra["io"];
+    assert_eq!(io["naive"]["read"], h * (3 * t * hd + 2 * t * t));
+    assert_eq!(io["naive"]["write"], h * (2 * t * t + t * hd));
+    assert_eq!(io["flash"]["read"], h * (t * hd + t.div_ceil(br) * 2 * t * hd));
+    assert_eq!(io["flash"]["write"], h * t * hd);
+    assert_eq!((io["block_q"].clone(), io["block_k"].clone()), (br.into(), bc.into()));
+    assert_eq!(m.params["kernel"], "flash");
+    let (s, flash) = read_npy(&out.join("flash_out.npy")).unwrap();
+    let (_, full) = read_npy(&out.join("out.npy")).unwrap();
+    assert_eq!(s, [h as usize, t as usize, hd as usize]);
+    let err = flash.iter().zip(&full).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(err < 1e-5, "{err}");
+    assert!(m.check.iter().any(|c| c["label"] == "flash_out" && c["passed"] == true));
+    let o = kvscope(&[
+        "export",
+        "attention",
+        "--kernel",
+        "flash",
+        "--block-q",
+        "64",
+        "--block-k",
+        "64",
+        "--d-model",
+        "256",
+        "--heads",
+        "1",
+        "--kv-heads",
+        "1",
+        "--out",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("floats") && e.contains("Choose smaller tiles"), "{e}");
+}

@@ -16,9 +16,19 @@ use kvscope::math::{AttnShape, Mask, Rng};
 
 use super::backend;
 
+/// Which attention kernels `export attention` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kernel {
+    /// The three kernels (scores, softmax, P·V).
+    Three,
+    /// The three kernels and the tiled FlashAttention kernel.
+    Flash,
+}
+
 #[derive(Subcommand)]
 pub enum ExportCmd {
-    /// One attention layer: x, weights, q, k, v, scores, probs, out, y.
+    /// One attention layer: x, weights, q, k, v, scores, probs, out, y; with `--kernel flash` also the
+    /// tiled kernel's output (`flash_out`) and the global-memory traffic of both paths (`io`).
     Attention {
         #[arg(long, default_value_t = 8)]
         seq: usize,
@@ -33,6 +43,16 @@ pub enum ExportCmd {
         mask: Mask,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// three: scores, softmax and P·V (S and P written); flash: also the tiled kernel, and the
+        /// traffic of both in manifest.json's `io`.
+        #[arg(long, value_enum, default_value = "three")]
+        kernel: Kernel,
+        /// Query rows per block of the flash kernel (Br).
+        #[arg(long, default_value_t = 16)]
+        block_q: usize,
+        /// Keys per tile of the flash kernel (Bc).
+        #[arg(long, default_value_t = 16)]
+        block_k: usize,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -168,6 +188,9 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             kv_heads,
             mask,
             seed,
+            kernel,
+            block_q,
+            block_k,
             backend: kind,
             out,
         } => {
@@ -179,10 +202,28 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 n_kv_heads: kv_heads,
             };
             let layer = AttnOut::compute(shape, mask, seed, false, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
-            let (arrays, checks) = (layer.arrays(), layer.verify());
-            let params = serde_json::json!({"seq": seq, "d_model": d_model, "heads": heads, "kv_heads": kv_heads,
+            let (mut arrays, mut checks) = (layer.arrays(), layer.verify());
+            let mut params = serde_json::json!({"seq": seq, "d_model": d_model, "heads": heads, "kv_heads": kv_heads,
                 "head_dim": d_model / heads, "mask": mask.to_string(), "seed": seed});
-            export::write_export(&out, "attention", params, seed, b.as_ref(), &checks, &arrays)?;
+            let mut extra = serde_json::Map::new();
+            if kernel == Kernel::Flash {
+                let (a, c, io) = export::flash_arrays(
+                    b.as_ref(),
+                    &layer.qkv.q,
+                    &layer.qkv.k,
+                    &layer.qkv.v,
+                    mask,
+                    block_q,
+                    block_k,
+                )?;
+                arrays.push(a);
+                checks.push(c);
+                params["kernel"] = "flash".into();
+                params["block_q"] = block_q.into();
+                params["block_k"] = block_k.into();
+                extra.insert("io".into(), io);
+            }
+            export::write_export_with(&out, "attention", params, seed, b.as_ref(), &checks, &arrays, extra)?;
             println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
         }
         ExportCmd::PagedDecode {
