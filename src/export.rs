@@ -362,3 +362,83 @@ pub fn flash_arrays(
         io,
     ))
 }
+
+/// The tiny model's architecture constants, for manifests.
+fn model_manifest(m: &crate::model::Model) -> serde_json::Map<String, serde_json::Value> {
+    let c = m.config;
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "model".into(),
+        serde_json::json!({
+            "file": crate::model::EMBEDDED_PATH,
+            "parameters": m.parameters,
+            "vocab": c.vocab, "d_model": c.d_model, "n_layers": c.n_layers,
+            "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads, "head_dim": c.head_dim,
+            "ffn_hidden": c.ffn_hidden, "context": c.context,
+            "rope": {"base": c.rope_base, "layout": "rotate_half: dimension i < hd/2 pairs with i + hd/2"},
+            "rms_norm_eps": c.norm_eps,
+            "tokenizer": "bytes of the UTF-8 text",
+            "tied_embeddings": true,
+        }),
+    );
+    extra
+}
+
+/// `export logits`: the committed model's tokens `[T]` and next-byte logits `[T, vocab]` for `prompt`.
+pub fn model_logits(
+    backend: &dyn Backend,
+    prompt: &[u8],
+) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
+    let m = crate::model::Model::embedded()?;
+    let out = m.prefill(prompt, backend, false).map_err(|e| anyhow::anyhow!(e))?;
+    let t = prompt.len();
+    let arrays = vec![
+        NamedArray::new(
+            "tokens",
+            &[t],
+            ArrayData::I32(prompt.iter().map(|&b| i32::from(b)).collect()),
+        ),
+        NamedArray::new(
+            "logits",
+            &[t, m.config.vocab],
+            ArrayData::F32(out.logits.iter().copied().collect()),
+        ),
+    ];
+    Ok((arrays, model_manifest(&m)))
+}
+
+/// `export model-attention`: every layer's and head's attention probabilities `[H, T, T]` for `prompt`,
+/// with each head's measured pattern label.
+pub fn model_attention(
+    backend: &dyn Backend,
+    prompt: &[u8],
+) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
+    let m = crate::model::Model::embedded()?;
+    let out = m.prefill(prompt, backend, false).map_err(|e| anyhow::anyhow!(e))?;
+    let t = prompt.len();
+    let mut arrays = vec![NamedArray::new(
+        "tokens",
+        &[t],
+        ArrayData::I32(prompt.iter().map(|&b| i32::from(b)).collect()),
+    )];
+    let mut labels = Vec::new();
+    for (l, p) in out.probs.iter().enumerate() {
+        let (h, _, _) = p.dim();
+        arrays.push(NamedArray::new(
+            &format!("probs_layer{l}"),
+            &[h, t, t],
+            ArrayData::F32(p.iter().copied().collect()),
+        ));
+        let per_head: Vec<serde_json::Value> = crate::model::heads::labels(p)
+            .into_iter()
+            .map(|lab| match lab {
+                Some(x) => serde_json::json!({"pattern": x.pattern.name(), "share": x.share}),
+                None => serde_json::Value::Null,
+            })
+            .collect();
+        labels.push(per_head);
+    }
+    let mut extra = model_manifest(&m);
+    extra.insert("head_labels".into(), serde_json::json!(labels));
+    Ok((arrays, extra))
+}

@@ -4,6 +4,7 @@
 //! - [`math`]: the f64 oracle and the f32 fast path (masks, softmax, multi-head/GQA/MQA attention);
 //! - [`cache`]: the static and paged KV-cache models (allocator, block tables, accounting);
 //! - [`compute`]: the `Backend` trait, the CPU backend, the reference ops and the shared checker;
+//! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode);
 //! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI;
 //! - [`lesson`]: lesson files; [`lessons`]: one module per lesson kind (computation, then views);
 //! - [`render`]: the wgpu renderers; [`ui`]: the eframe app and its shared widgets.
@@ -15,6 +16,7 @@ pub mod export;
 pub mod lesson;
 pub mod lessons;
 pub mod math;
+pub mod model;
 pub mod render;
 pub mod simd;
 pub mod ui;

@@ -59,6 +59,8 @@ enum Command {
         #[arg(long, default_value = "out/views")]
         out: PathBuf,
     },
+    /// Generate text with the tiny trained model through a KV cache, and print tokens per second.
+    Generate(cli::generate::GenerateArgs),
     /// Run the benchmarks: P1 attention vs GEMM and P3 paged decode vs a copy (no subcommand), or one of
     /// the subcommands.
     Bench(BenchArgs),
@@ -80,6 +82,7 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some(Command::Bench(args)) => cli::bench::run(args),
+        Some(Command::Generate(args)) => cli::generate::run(args).map(|_| true),
     }
 }
 

@@ -616,3 +616,68 @@ fn export_attention_with_the_flash_kernel_writes_io() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("floats") && e.contains("Choose smaller tiles"), "{e}");
 }
+
+/// `kvscope generate` prints the prompt and what follows, and the speed; `export logits` and
+/// `export model-attention` write the model's arrays with its architecture constants.
+#[test]
+fn generate_and_the_model_exports() {
+    let o = kvscope(&[
+        "generate",
+        "--prompt",
+        "The ",
+        "--tokens",
+        "8",
+        "--cache",
+        "paged",
+        "--block-size",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("The "), "{text}");
+    assert!(text.contains("tokens/s") && text.contains("Paged cache"), "{text}");
+    let o = kvscope(&["generate", "--prompt", "", "--tokens", "8"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the prompt is empty"));
+    let o = kvscope(&["generate", "--prompt", "x", "--tokens", "300"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("more than the model's context of 256"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("logits");
+    let prompt = "KV cache, 缓存";
+    let o = kvscope(&["export", "logits", "--prompt", prompt, "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    let t = prompt.len();
+    assert_eq!(m.arrays["logits"].shape, [t, 256]);
+    assert_eq!(m.arrays["tokens"].shape, [t]);
+    let model = &m.extra["model"];
+    assert_eq!(
+        (model["n_heads"].clone(), model["n_kv_heads"].clone()),
+        (4.into(), 2.into())
+    );
+    assert_eq!(model["rope"]["base"], 10000.0);
+    assert!(model["rms_norm_eps"].as_f64().unwrap() == 1e-5);
+    let (_, tokens) = read_npy(&out.join("tokens.npy")).unwrap();
+    assert_eq!(tokens.iter().map(|&b| b as u8).collect::<Vec<_>>(), prompt.as_bytes());
+
+    let out = dir.path().join("att");
+    let o = kvscope(&[
+        "export",
+        "model-attention",
+        "--prompt",
+        prompt,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    for l in 0..4 {
+        assert_eq!(m.arrays[&format!("probs_layer{l}")].shape, [4, t, t]);
+    }
+    assert_eq!(m.extra["head_labels"].as_array().unwrap().len(), 4);
+    let (_, p) = read_npy(&out.join("probs_layer0.npy")).unwrap();
+    for row in p.chunks(t) {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-4);
+    }
+}

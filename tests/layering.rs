@@ -1,4 +1,5 @@
-//! The layering stays true: `math`, `cache` and `compute` import no UI crate and nothing above them;
+//! The layering stays true: `math`, `cache`, `compute` and `model` import no UI crate and nothing above
+//! them;
 //! a lesson's computation (every file of `src/lessons/` but `ui.rs` and `view*.rs`) imports no egui;
 //! the UI imports neither `export` nor `bench` (that work belongs to the lessons and the CLI).
 
@@ -38,7 +39,7 @@ fn src(sub: &str) -> PathBuf {
 #[test]
 fn math_cache_and_compute_import_nothing_above_them() {
     let mut files = Vec::new();
-    for d in ["math", "cache", "compute"] {
+    for d in ["math", "cache", "compute", "model"] {
         files.extend(rust_files(&src(d)));
     }
     assert!(files.len() > 10);

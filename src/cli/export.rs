@@ -85,6 +85,26 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The tiny trained model's next-byte logits on a prompt: tokens.npy `[T]`, logits.npy `[T, 256]`
+    /// and the architecture constants in manifest.json.
+    Logits {
+        #[arg(long)]
+        prompt: String,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The tiny trained model's attention on a prompt: probs_layer{L}.npy `[H, T, T]` for every layer, the
+    /// tokens, and each head's measured pattern label in manifest.json.
+    ModelAttention {
+        #[arg(long)]
+        prompt: String,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
     /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
     /// the block tables.
@@ -181,6 +201,28 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .ok_or("a prefix-caching lesson")
             },
         )?,
+        ExportCmd::Logits {
+            prompt,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let (arrays, extra) = export::model_logits(b.as_ref(), prompt.as_bytes())?;
+            let params = serde_json::json!({"prompt": prompt});
+            export::write_export_with(&out, "logits", params, 0, b.as_ref(), &[], &arrays, extra)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
+        ExportCmd::ModelAttention {
+            prompt,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let (arrays, extra) = export::model_attention(b.as_ref(), prompt.as_bytes())?;
+            let params = serde_json::json!({"prompt": prompt});
+            export::write_export_with(&out, "model-attention", params, 0, b.as_ref(), &[], &arrays, extra)?;
+            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+        }
         ExportCmd::Attention {
             seq,
             d_model,

@@ -4,6 +4,7 @@ pub mod app;
 pub mod bench;
 pub mod check;
 pub mod export;
+pub mod generate;
 pub mod kernels;
 pub mod lessons;
 pub mod render;
