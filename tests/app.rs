@@ -68,6 +68,20 @@ fn snapshots_of_every_step() {
         if let Err(e) = h.try_snapshot(format!("app/{id}-zh")) {
             failures.push(e.to_string());
         }
+        // The trained model's heads (lesson 3) in Chinese too.
+        if id == "multi-head" {
+            let j = h.state().lessons()[*i]
+                .file
+                .steps
+                .iter()
+                .position(|s| s.id.get_ref() == "trained")
+                .expect("lesson 3 has the trained-model step");
+            h.state_mut().goto(*i, j);
+            settle(&mut h);
+            if let Err(e) = h.try_snapshot(format!("app/{id}-zh-trained")) {
+                failures.push(e.to_string());
+            }
+        }
         if id == "flash-attention" {
             for j in 0..*n {
                 h.state_mut().goto(*i, j);

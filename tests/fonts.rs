@@ -12,16 +12,26 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3000..=0x303F | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xFF00..=0xFFEF)
 }
 
-/// The lesson files and the app's own strings (src/ui).
+/// The lesson files and the code of every source file (the app, the lessons' views, the model's labels).
 fn text_files() -> Vec<String> {
-    let mut out = Vec::new();
-    for dir in ["lessons", "src/ui"] {
-        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "toml" || e == "rs") {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "toml") {
                 out.push(std::fs::read_to_string(&path).unwrap());
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                // Code only: comments are never drawn.
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+                out.push(code.join("\n"));
             }
         }
+    }
+    let mut out = Vec::new();
+    for dir in ["lessons", "src"] {
+        walk(&root().join(dir), &mut out);
     }
     out
 }

@@ -6,6 +6,7 @@
 //! Lessons 1–3 are three kinds ([`super::attention_matrix`], [`super::causal_mask`],
 //! [`super::multi_head`]) over this one computation; their shared views are in `view.rs`.
 
+pub mod trained;
 pub mod view;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct AttnOut {
     pub y: Array2<f32>,
     /// Heatmaps, by view.
     pub maps: AttnMaps,
+    /// Lesson 3: the trained model's attention in one layer, on one of the lesson's texts.
+    pub model: Option<trained::ModelHeads>,
 }
 
 /// The heatmaps of an [`AttnOut`].
@@ -184,6 +187,7 @@ impl AttnOut {
             concat,
             y,
             maps,
+            model: None,
         })
     }
 

@@ -5,6 +5,7 @@
 mod view;
 
 use super::attention_layer::AttnOut;
+use super::attention_layer::trained::ModelHeads;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape};
 use super::{LessonKind, Output, Params, divisors, get};
 use crate::compute::{Backend, Op};
@@ -28,6 +29,8 @@ crate::views! {
         KvBytes = "kv_bytes",
         /// KV-cache bytes of real models, from their configurations.
         ModelTable = "model_table",
+        /// The trained model's heads in one layer, on one text, with measured labels.
+        ModelHeads = "model_heads",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -58,11 +61,22 @@ impl LessonKind for MultiHead {
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
-        &["table_head_dims", "gqa_model", "gqa_heads", "gqa_kv_heads"]
+        &[
+            "table_head_dims",
+            "gqa_model",
+            "gqa_heads",
+            "gqa_kv_heads",
+            "model_layer",
+            "model_layers",
+            "model_n_heads",
+            "model_n_kv_heads",
+            "model_tokens",
+            "model_labelled",
+        ]
     }
 
     /// From the lesson's model table: the head sizes it holds, and its first GQA model.
-    fn values(&self, lesson: &Lesson, _out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+    fn values(&self, lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
         let m = &lesson.file.models;
         let mut dims: Vec<u32> = m.iter().map(|m| m.head_dim).collect();
         dims.sort_unstable();
@@ -76,6 +90,16 @@ impl LessonKind for MultiHead {
                 ("gqa_kv_heads", g.kv_heads.to_string()),
             ]);
         }
+        if let Some(m) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.model.as_ref()) {
+            v.extend([
+                ("model_layer", m.layer.to_string()),
+                ("model_layers", m.layers.to_string()),
+                ("model_n_heads", m.n_heads.to_string()),
+                ("model_n_kv_heads", m.n_kv_heads.to_string()),
+                ("model_tokens", m.tokens.len().to_string()),
+                ("model_labelled", m.labels.iter().flatten().count().to_string()),
+            ]);
+        }
         v
     }
 
@@ -83,6 +107,9 @@ impl LessonKind for MultiHead {
         let heads = get(p, "heads", 4);
         let shape = layer_shape(p, heads, get(p, "kv_heads", heads));
         let seed = get(p, "seed", 0).max(0) as u64;
-        Ok(Box::new(AttnOut::compute(shape, Mask::Causal, seed, false, backend)?))
+        let mut out = AttnOut::compute(shape, Mask::Causal, seed, false, backend)?;
+        let (prompt, layer) = (get(p, "prompt", 0).max(0) as usize, get(p, "layer", 0).max(0) as usize);
+        out.model = Some(ModelHeads::compute(prompt, layer, backend)?);
+        Ok(Box::new(out))
     }
 }

@@ -10,7 +10,9 @@ use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
-use crate::ui::widgets::{Axes, ViewCtx, bytes, color_of, grid, heat_panel, kernel_panel, view_id, view_in};
+use crate::ui::widgets::{
+    Axes, ViewCtx, bytes, check_line, color_of, grid, heat_panel, kernel_panel, view_id, view_in,
+};
 
 impl LessonUi for MultiHead {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -80,6 +82,11 @@ impl LessonUi for MultiHead {
             View::KvGroups => kv_groups(cx, ui, a),
             View::KvBytes => kv_bytes(cx, ui, a),
             View::ModelTable => model_table(cx, ui),
+            View::ModelHeads => {
+                if let Some(m) = &a.model {
+                    model_heads(cx, ui, m);
+                }
+            }
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }
@@ -295,4 +302,68 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
             .size(size * 0.85)
             .monospace(),
     );
+}
+
+/// The trained model's heads in one layer on one text: a heatmap per head titled with its KV head and
+/// its measured label, the text above, the check below.
+fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::trained::ModelHeads) {
+    let (lang, size) = (cx.lang, cx.size);
+    let (l, p, h, kv) = (m.layer, m.prompt, m.n_heads, m.n_kv_heads);
+    let title = match lang {
+        crate::ui::text::Lang::Zh => format!("训练好的模型，第 {l} 层 · 文本：{p} · H {h} / KV {kv}"),
+        _ => format!("trained model, layer {l} · text: {p} · H {h} / KV {kv}"),
+    };
+    ui.label(RichText::new(title).strong().size(size));
+    cx.widgets.heat.reserve_below = 1.6 * size;
+    let rect = ui.available_rect_before_wrap();
+    let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 1.8 * size));
+    let group = m.n_heads / m.n_kv_heads.max(1);
+    for (k, r) in grid(rect, m.n_heads).into_iter().enumerate() {
+        view_in(ui, r, |ui| {
+            // The label, or the largest share when none reaches the threshold.
+            let pct = |x: f64| (x * 100.0).round();
+            let label = match (m.labels[k], m.shares[k]) {
+                (Some(l), _) => l.pattern.describe(l.share, lang == crate::ui::text::Lang::Zh),
+                (None, Some([prev, first, own])) => format!(
+                    "{} (i−1 {}%, 0 {}%, i {}%)",
+                    lang.t("no clear pattern", "没有明显模式"),
+                    pct(prev),
+                    pct(first),
+                    pct(own)
+                ),
+                (None, None) => lang.t("no clear pattern", "没有明显模式").to_string(),
+            };
+            let title = format!("{} {k} (KV {}): {label}", cx.t("head", "头"), k / group.max(1));
+            let probs = &m.probs;
+            let tokens = &m.tokens;
+            heat_panel(
+                cx,
+                ui,
+                view_id("model-head", k),
+                &title,
+                &m.maps[k],
+                Colormap::Sequential,
+                Some((0.0, 1.0)),
+                Highlight::None,
+                Axes::QueryKey,
+                &|(i, j)| {
+                    let ch = |b: u8| {
+                        if b.is_ascii_graphic() || b == b' ' {
+                            format!("'{}'", b as char)
+                        } else {
+                            format!("0x{b:02x}")
+                        }
+                    };
+                    format!(
+                        "query {i} {} → key {j} {}: p = {:.4}",
+                        ch(tokens[i]),
+                        ch(tokens[j]),
+                        probs[[k, i, j]]
+                    )
+                },
+            );
+        });
+    }
+    ui.allocate_rect(egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)), egui::Sense::hover());
+    check_line(cx, ui, Some(&m.check), lang.t("trained model's attention", "训练好的模型的注意力"));
 }
