@@ -48,7 +48,7 @@ impl ModelHeads {
         let text = PROMPTS[prompt.min(PROMPTS.len() - 1)];
         let tokens = text.as_bytes().to_vec();
         let layer = layer.min(m.config.n_layers - 1);
-        let out = m.prefill(&tokens, backend, false)?;
+        let out = crate::model::memo::prefill(&tokens, backend)?;
         let probs = out.probs[layer].clone();
         let (k, v) = &out.kv[layer];
         let want = reference::attention(&AttnInput {

@@ -5,6 +5,7 @@
 //! kernel serves lessons 4 and 5. Every kernel result is checked against the f64 reference as it is
 //! computed. The timeline has one frame per (token, layer).
 
+pub mod generate;
 pub mod sweep;
 mod view;
 mod view_plots;
@@ -38,6 +39,8 @@ crate::views! {
         Intensity = "intensity",
         /// Decode kernel bandwidth against a copy of the same bytes, measured live.
         Bandwidth = "bandwidth",
+        /// The trained model generating through the static cache, step by step.
+        ModelDecode = "model_decode",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -69,6 +72,8 @@ impl LessonKind for KvDecode {
 
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let mut out = decode(p, backend)?;
+        let text = get(p, "text", 0).max(0) as usize;
+        out.generation = Some(generate::ModelDecode::compute(text, out.generate, backend)?);
         out.model = lesson
             .file
             .models
@@ -113,6 +118,8 @@ pub struct DecodeOut {
     /// The lesson file's first model with a parameter count: its name, the bytes of its weights and
     /// the K/V bytes one token takes over all layers (for "weights against K/V").
     pub model: Option<(String, u64, u64)>,
+    /// The tiny trained model generating as many steps as the timeline has tokens.
+    pub generation: Option<generate::ModelDecode>,
 }
 
 /// The batch of the narration's worked example of where K/V reads pass weight reads.
@@ -128,6 +135,11 @@ const PLACEHOLDERS: &[&str] = &[
     "crossover_tokens",
     "example_batch",
     "example_context",
+    "gen_prompt",
+    "gen_steps",
+    "gen_layers",
+    "gen_bytes_per_token",
+    "gen_check",
 ];
 
 /// One point of lesson 4's timeline.
@@ -409,6 +421,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
         prefill_probs: prefill_probs.unwrap_or_else(|| heat(1, 1, vec![0.0])),
         prefill_check,
         model: None,
+        generation: None,
     })
 }
 
@@ -508,6 +521,15 @@ impl Output for DecodeOut {
                 ("crossover_tokens", crossover.to_string()),
                 ("example_batch", EXAMPLE_BATCH.to_string()),
                 ("example_context", crossover.div_ceil(EXAMPLE_BATCH).to_string()),
+            ]);
+        }
+        if let Some(g) = &self.generation {
+            v.extend([
+                ("gen_prompt", g.prompt.to_string()),
+                ("gen_steps", (g.bytes.len() - 1).to_string()),
+                ("gen_layers", g.layers.to_string()),
+                ("gen_bytes_per_token", g.bytes_per_token().to_string()),
+                ("gen_check", format!("{:.1e}", g.check.max_abs)),
             ]);
         }
         v

@@ -11,7 +11,9 @@ use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::Highlight;
 use crate::render::strip::{READ_COLOR, RESERVED_COLOR, StripData, USED_COLOR, WRITE_COLOR};
-use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in};
+use crate::ui::widgets::{
+    Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in,
+};
 
 impl LessonUi for KvDecode {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -287,6 +289,197 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
         }
         View::Intensity => view_plots::intensity(cx, ui, d),
         View::Bandwidth => view_plots::bandwidth(cx, ui),
+        View::ModelDecode => {
+            if let Some(g) = &d.generation {
+                model_decode(cx, ui, f.token, g);
+            }
+        }
         View::Kernel => {}
     }
+}
+
+/// Bytes as text: valid UTF-8 as characters, any other byte (the start of a character still being
+/// generated, or an invalid one) as `[e5]`, so no replacement character is ever drawn.
+fn bytes_as_text(b: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for x in chunk.invalid() {
+            out.push_str(&format!("[{x:02x}]"));
+        }
+    }
+    out
+}
+
+/// A byte as the views show it: the character when it is printable ASCII, else its hex value.
+fn show_byte(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else if b == b' ' {
+        "' '".to_string()
+    } else if b == b'\n' {
+        "'\\n'".to_string()
+    } else {
+        format!("0x{b:02x}")
+    }
+}
+
+/// The trained model at decode step `t` (0: the prefill has emitted the first byte): the text so far,
+/// what the step read and emitted, every layer's static cache filling up, and the K and V rows the step
+/// wrote into each layer.
+fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::ModelDecode) {
+    let (lang, size) = (cx.lang, cx.size);
+    let t = t.min(g.bytes.len() - 1);
+    let prompt_len = g.prompt.len();
+    // The text: the prompt, the bytes generated so far, the newest one highlighted.
+    let mut job = egui::text::LayoutJob::default();
+    let font = egui::FontId::monospace(size * 1.05);
+    let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
+    job.append(g.prompt, 0.0, fmt(Color32::GRAY));
+    // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
+    let shown = bytes_as_text(&g.bytes[..=t]);
+    let done = bytes_as_text(&g.bytes[..t]);
+    // The newest part: what differs from the text before this byte (a completed character replaces the
+    // hex of its first bytes).
+    let common: usize = shown
+        .char_indices()
+        .zip(done.chars())
+        .take_while(|((_, a), b)| a == b)
+        .last()
+        .map_or(0, |((i, a), _)| i + a.len_utf8());
+    let (old, new) = shown.split_at(common);
+    job.append(old, 0.0, fmt(ui.visuals().strong_text_color()));
+    job.append(new, 0.0, fmt(Color32::from_rgb(240, 190, 60)));
+    job.wrap.max_width = ui.available_width();
+    ui.label(job);
+    let emitted = format!("{} (p = {:.2})", show_byte(g.bytes[t]), g.p[t]);
+    let line = if t == 0 {
+        format!(
+            "{} {prompt_len} {} {emitted}",
+            lang.t("prefill: the", "预填充："),
+            lang.t(
+                "prompt bytes go through every layer at once; their K and V fill the caches; the last position emits",
+                "个提示字节一次通过所有层，它们的 K 和 V 填入缓存；最后一个位置输出"
+            )
+        )
+    } else {
+        let (read, pos) = (show_byte(g.bytes[t - 1]), prompt_len + t - 1);
+        match lang {
+            crate::ui::text::Lang::Zh => {
+                format!("解码第 {t} 步：读入 {read}（位置 {pos}），把它的 K 和 V 写入每一层的缓存，输出 {emitted}")
+            }
+            _ => format!(
+                "decode step {t}: reads {read} at position {pos}, writes its K and V into every layer's cache, emits {emitted}"
+            ),
+        }
+    };
+    ui.label(RichText::new(line).size(size * 0.95));
+    // Every layer's static cache: slots written, the newest one, slots still reserved.
+    let filled = prompt_len + t;
+    ui.label(
+        RichText::new(format!(
+            "{}: {filled} / {} {} · {} {}",
+            lang.t("static cache, per layer", "静态缓存（每层）"),
+            g.max_seq_len,
+            lang.t("positions written", "个位置已写入"),
+            bytes(g.bytes_per_token() as f64),
+            lang.t("per token over all layers (K + V, f16)", "每个 token（所有层，K + V，f16）")
+        ))
+        .size(size * 0.9),
+    );
+    let w = ui.available_width();
+    let slot = (w / g.max_seq_len as f32).max(1.0);
+    for l in 0..g.layers {
+        let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
+        let painter = ui.painter_at(r);
+        painter.rect_filled(r, 2.0, Color32::from_gray(40));
+        for pos in 0..filled {
+            let x = r.min.x + pos as f32 * slot;
+            let rect = egui::Rect::from_min_size(egui::pos2(x, r.min.y), egui::vec2((slot - 0.5).max(0.5), r.height()));
+            let newest = t > 0 && pos + 1 == filled;
+            let c = if newest {
+                Color32::from_rgb(240, 190, 60)
+            } else if pos < prompt_len {
+                Color32::from_rgb(70, 110, 170)
+            } else {
+                Color32::from_rgb(90, 170, 110)
+            };
+            painter.rect_filled(rect, 0.0, c);
+        }
+        painter.text(
+            r.left_center() + egui::vec2(4.0, 0.0),
+            egui::Align2::LEFT_CENTER,
+            format!("{} {l}", lang.t("layer", "层")),
+            egui::FontId::proportional(size * 0.7),
+            Color32::WHITE,
+        );
+    }
+    legend_chip(ui, [70, 110, 170, 255], lang.t("prompt (prefill)", "提示（预填充）"), size);
+    legend_chip(ui, [90, 170, 110, 255], lang.t("generated, cached", "已生成并缓存"), size);
+    legend_chip(ui, [240, 190, 60, 255], lang.t("written by this step", "本步写入"), size);
+    if t == 0 {
+        recompute_line(cx, ui, g);
+        return;
+    }
+    let step = &g.written[t - 1];
+    let (kvh, hd) = (g.kv_heads, g.head_dim);
+    let rect = ui.available_rect_before_wrap();
+    let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 1.8 * size));
+    let cols = grid(rect, 2);
+    cx.widgets.heat.reserve_below = 0.0;
+    for (k, r) in cols.into_iter().enumerate() {
+        view_in(ui, r, |ui| {
+            let (name, map) = if k == 0 { ("K", &g.k_maps[t - 1]) } else { ("V", &g.v_maps[t - 1]) };
+            let title = format!(
+                "{name} {}  [{} × {hd}]",
+                lang.t("written by this step, row = layer·KV head", "本步写入，行 = 层·KV 头"),
+                g.layers * kvh
+            );
+            heat_panel(
+                cx,
+                ui,
+                view_id("model-kv", k),
+                &title,
+                map,
+                Colormap::Diverging,
+                None,
+                Highlight::None,
+                Axes::LayerHeadDim,
+                &|(row, d)| {
+                    let (l, h) = (row / kvh, row % kvh);
+                    let vals = if k == 0 { &step[l].0 } else { &step[l].1 };
+                    format!("layer {l}, KV head {h}, dim {d}: {:.4}", vals[h * hd + d])
+                },
+            );
+        });
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)),
+        egui::Sense::hover(),
+    );
+    recompute_line(cx, ui, g);
+}
+
+/// Whether decoding through the cache gave the logits of recomputing without one (f16 tolerance).
+fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &super::generate::ModelDecode) {
+    let r = &g.check;
+    let (text, color) = if r.passed() {
+        (
+            format!(
+                "OK  {}: max abs {:.1e}",
+                cx.t(
+                    "last byte's logits through the cache = recomputing the whole text without one (f16 cache)",
+                    "经由缓存得到的最后一个字节的 logits = 不用缓存重新计算整段文本（f16 缓存）"
+                ),
+                r.max_abs
+            ),
+            Color32::from_rgb(90, 200, 110),
+        )
+    } else {
+        (
+            format!("MISMATCH  {}", r.to_string().lines().next().unwrap_or_default()),
+            Color32::from_rgb(240, 90, 90),
+        )
+    };
+    ui.label(RichText::new(text).size(cx.size * 0.9).color(color));
 }

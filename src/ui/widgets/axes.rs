@@ -27,6 +27,8 @@ pub enum Axes {
     HeadKey,
     /// One row per result being compared (lesson 6's partitions and their merge), columns dimensions.
     ResultDim,
+    /// One row per (layer, KV head), columns dimensions (lesson 4's K/V rows written by a step).
+    LayerHeadDim,
 }
 
 impl Axes {
@@ -39,6 +41,7 @@ impl Axes {
             Axes::InOut => (lang.t("input dim", "输入维度"), lang.t("output dim", "输出维度")),
             Axes::HeadKey => (lang.t("head", "头"), lang.t("key j", "键 j")),
             Axes::ResultDim => (lang.t("result", "结果"), lang.t("dim", "维度")),
+            Axes::LayerHeadDim => (lang.t("layer·KV head", "层·KV 头"), lang.t("dim", "维度")),
         }
     }
 }
