@@ -170,6 +170,25 @@ fn write_replay(
     Ok(())
 }
 
+/// The arrays and manifest entries of the tiny model on `prompt`.
+type ModelArrays = (Vec<export::NamedArray>, serde_json::Map<String, serde_json::Value>);
+
+/// `export logits` / `export model-attention`: run `arrays` on backend `kind` and write them as `kind_name`.
+fn model_export(
+    kind: BackendKind,
+    prompt: &str,
+    out: &Path,
+    kind_name: &str,
+    arrays: fn(&dyn kvscope::compute::Backend, &[u8]) -> Result<ModelArrays>,
+) -> Result<()> {
+    let b = backend(kind)?;
+    let (arrays, extra) = arrays(b.as_ref(), prompt.as_bytes())?;
+    let params = serde_json::json!({ "prompt": prompt });
+    export::write_export_with(out, kind_name, params, 0, b.as_ref(), &[], &arrays, extra)?;
+    println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+    Ok(())
+}
+
 /// Run `kvscope export …`.
 pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
     match cmd {
@@ -205,24 +224,12 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             prompt,
             backend: kind,
             out,
-        } => {
-            let b = backend(kind)?;
-            let (arrays, extra) = export::model_logits(b.as_ref(), prompt.as_bytes())?;
-            let params = serde_json::json!({"prompt": prompt});
-            export::write_export_with(&out, "logits", params, 0, b.as_ref(), &[], &arrays, extra)?;
-            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
-        }
+        } => model_export(kind, &prompt, &out, "logits", export::model_logits)?,
         ExportCmd::ModelAttention {
             prompt,
             backend: kind,
             out,
-        } => {
-            let b = backend(kind)?;
-            let (arrays, extra) = export::model_attention(b.as_ref(), prompt.as_bytes())?;
-            let params = serde_json::json!({"prompt": prompt});
-            export::write_export_with(&out, "model-attention", params, 0, b.as_ref(), &[], &arrays, extra)?;
-            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
-        }
+        } => model_export(kind, &prompt, &out, "model-attention", export::model_attention)?,
         ExportCmd::Attention {
             seq,
             d_model,

@@ -282,9 +282,8 @@ impl Model {
         for i in 0..n {
             let tok = sampler.pick(&logits);
             tokens.push(tok);
-            all_logits.push(logits);
+            all_logits.push(std::mem::take(&mut logits));
             if i + 1 == n {
-                logits = Vec::new();
                 break;
             }
             let pos = prompt.len() + i;
@@ -302,7 +301,6 @@ impl Model {
             logits = self.logits(&x).row(0).to_vec();
             written.push(rows);
         }
-        let _ = logits;
         Ok(Generation {
             tokens,
             logits: all_logits,

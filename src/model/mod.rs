@@ -27,6 +27,17 @@ pub const PROMPTS: [&str; 4] = [
     "A cache is a place where things are kept for later.",
 ];
 
+/// A byte as the views name it: the character when it is printable ASCII or a space, `'\n'` for a
+/// newline, else its hex value (a Chinese character is three such bytes).
+pub fn byte_label(b: u8) -> String {
+    match b {
+        b' ' => "' '".to_string(),
+        b'\n' => "'\\n'".to_string(),
+        b if b.is_ascii_graphic() => format!("'{}'", b as char),
+        b => format!("0x{b:02x}"),
+    }
+}
+
 /// The committed model, parsed once per process.
 pub fn shared() -> Result<&'static Model, ModelError> {
     static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();

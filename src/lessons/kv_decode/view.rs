@@ -311,18 +311,6 @@ fn bytes_as_text(b: &[u8]) -> String {
     out
 }
 
-/// A byte as the views show it: the character when it is printable ASCII, else its hex value.
-fn show_byte(b: u8) -> String {
-    if b.is_ascii_graphic() {
-        format!("'{}'", b as char)
-    } else if b == b' ' {
-        "' '".to_string()
-    } else if b == b'\n' {
-        "'\\n'".to_string()
-    } else {
-        format!("0x{b:02x}")
-    }
-}
 
 /// The trained model at decode step `t` (0: the prefill has emitted the first byte): the text so far,
 /// what the step read and emitted, every layer's static cache filling up, and the K and V rows the step
@@ -352,7 +340,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
     job.append(new, 0.0, fmt(Color32::from_rgb(240, 190, 60)));
     job.wrap.max_width = ui.available_width();
     ui.label(job);
-    let emitted = format!("{} (p = {:.2})", show_byte(g.bytes[t]), g.p[t]);
+    let emitted = format!("{} (p = {:.2})", crate::model::byte_label(g.bytes[t]), g.p[t]);
     let line = if t == 0 {
         format!(
             "{} {prompt_len} {} {emitted}",
@@ -363,7 +351,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
             )
         )
     } else {
-        let (read, pos) = (show_byte(g.bytes[t - 1]), prompt_len + t - 1);
+        let (read, pos) = (crate::model::byte_label(g.bytes[t - 1]), prompt_len + t - 1);
         match lang {
             crate::ui::text::Lang::Zh => {
                 format!("解码第 {t} 步：读入 {read}（位置 {pos}），把它的 K 和 V 写入每一层的缓存，输出 {emitted}")

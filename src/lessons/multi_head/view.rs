@@ -347,13 +347,7 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
                 Highlight::None,
                 Axes::QueryKey,
                 &|(i, j)| {
-                    let ch = |b: u8| {
-                        if b.is_ascii_graphic() || b == b' ' {
-                            format!("'{}'", b as char)
-                        } else {
-                            format!("0x{b:02x}")
-                        }
-                    };
+                    let ch = crate::model::byte_label;
                     format!(
                         "query {i} {} → key {j} {}: p = {:.4}",
                         ch(tokens[i]),
