@@ -321,6 +321,23 @@ fn render_writes_every_step_in_both_languages() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(png_colors(&one).0, 1920);
+    // A typed text for the trained model, through --set.
+    let typed = dir.path().join("typed.png");
+    let o = kvscope(&[
+        "render",
+        "--lesson",
+        "attention-matrix",
+        "--step",
+        "7",
+        "--set",
+        "prompt=Hello, hello, hello world",
+        "--set",
+        "head=1",
+        "--out",
+        typed.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(png_colors(&typed).2 > 40);
 }
 
 #[test]
@@ -332,7 +349,15 @@ fn render_and_app_errors_are_clear() {
         (vec!["render", "--lesson", "nope", "--out", out], "no lesson `nope`"),
         (
             vec!["render", "--lesson", "causal-mask", "--step", "99", "--out", out],
-            "has steps 1..=5",
+            "has steps 1..=6",
+        ),
+        (
+            vec!["render", "--lesson", "causal-mask", "--set", "seq=many", "--out", out],
+            "`seq` takes an integer",
+        ),
+        (
+            vec!["render", "--lesson", "causal-mask", "--set", "prompt=", "--out", out],
+            "the text is empty",
         ),
         (
             vec!["render", "--lesson", "causal-mask", "--size", "12", "--out", out],

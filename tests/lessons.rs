@@ -64,7 +64,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 12] = [
+    let cases: [(String, usize, usize, &str, &str); 14] = [
         (
             GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
             11,
@@ -137,6 +137,20 @@ fn each_mistake_names_its_line_and_column() {
             8,
             "unknown lesson kind `sliding`",
             "attention, causal, multihead",
+        ),
+        (
+            GOOD.replace(r#"views = ["scores"]"#, "views = [\"scores\"]\nset = { colour = 1 }"),
+            19,
+            7,
+            "sets `colour`, which is not a parameter",
+            "parameters: seq",
+        ),
+        (
+            GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"text\"\ndefault = 7"),
+            11,
+            11,
+            "text `seq` has default 7",
+            "index of a built-in text",
         ),
         (GOOD.replace("order = 1", "order = = 1"), 4, 9, "", "syntax"),
         (

@@ -114,7 +114,7 @@ pub enum ExportCmd {
         lesson: String,
         /// Slider values, id=value (repeatable).
         #[arg(long = "set", value_parser = super::parse_set)]
-        set: Vec<(String, i64)>,
+        set: Vec<super::SetArg>,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -129,7 +129,7 @@ pub enum ExportCmd {
         lesson: String,
         /// Slider values, id=value (repeatable).
         #[arg(long = "set", value_parser = super::parse_set)]
-        set: Vec<(String, i64)>,
+        set: Vec<super::SetArg>,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -141,7 +141,7 @@ pub enum ExportCmd {
 /// `replay` reads from the output (or names the kind of lesson it needs), as `out/file`.
 fn write_replay(
     lesson: &str,
-    set: Vec<(String, i64)>,
+    set: Vec<super::SetArg>,
     kind: BackendKind,
     out: &Path,
     lessons: Option<&Path>,
@@ -153,7 +153,7 @@ fn write_replay(
         let ids: Vec<&str> = all.iter().map(|l| l.id()).collect();
         bail!("no lesson `{lesson}` (lessons: {})", ids.join(", "));
     };
-    super::check_sets(&[l], &set)?;
+    let set = super::check_sets(&[l], &set)?;
     let mut params = kvscope::lessons::Params::new();
     params.extend(set);
     let b = backend(kind)?;

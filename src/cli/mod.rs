@@ -47,15 +47,42 @@ pub fn backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
         .map_err(|reason| anyhow::anyhow!("backend {} is unavailable: {reason}", kind.name()))
 }
 
-/// `id=value`, for `--set`.
-pub fn parse_set(s: &str) -> Result<(String, i64), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected id=value"))?;
-    let v = v.trim().parse::<i64>().map_err(|e| format!("`{s}`: {e}"))?;
-    Ok((k.trim().to_string(), v))
+/// One `--set id=value`: an integer (a slider, a switch as 0/1, or a built-in text's index), or any
+/// other value, which only a text parameter takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetArg {
+    /// The parameter id.
+    pub id: String,
+    /// The value as written.
+    pub value: SetValue,
 }
 
-/// Every `--set` name must be a parameter of at least one of `lessons`; the error lists theirs.
-pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[(String, i64)]) -> Result<()> {
+/// The value of a [`SetArg`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetValue {
+    /// An integer.
+    Int(i64),
+    /// A text, for a `kind = "text"` parameter.
+    Text(String),
+}
+
+/// `id=value`, for `--set`.
+pub fn parse_set(s: &str) -> Result<SetArg, String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected id=value"))?;
+    let value = match v.trim().parse::<i64>() {
+        Ok(n) => SetValue::Int(n),
+        Err(_) => SetValue::Text(v.to_string()),
+    };
+    Ok(SetArg {
+        id: k.trim().to_string(),
+        value,
+    })
+}
+
+/// Every `--set` name must be a parameter of at least one of `lessons` (the error lists theirs), and
+/// a value that is not an integer must go to a text parameter; texts become their ids.
+pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[SetArg]) -> Result<Vec<(String, i64)>> {
+    use kvscope::lesson::ParamKind;
     let mut known: Vec<String> = Vec::new();
     for l in lessons {
         for p in &l.file.params {
@@ -64,7 +91,9 @@ pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[(String, i64)]) -
             }
         }
     }
-    for (k, _) in set {
+    let mut out = Vec::new();
+    for a in set {
+        let k = &a.id;
         if !known.contains(k) {
             let ids: Vec<&str> = lessons.iter().map(|l| l.id()).collect();
             anyhow::bail!(
@@ -73,8 +102,19 @@ pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[(String, i64)]) -
                 known.join(", ")
             );
         }
+        let is_text = lessons
+            .iter()
+            .flat_map(|l| &l.file.params)
+            .any(|p| p.id.get_ref() == k && p.kind == ParamKind::Text);
+        let v = match &a.value {
+            SetValue::Int(n) => *n,
+            SetValue::Text(t) if is_text => kvscope::model::texts::intern(t)
+                .ok_or_else(|| anyhow::anyhow!("--set {k}=: the text is empty (the model needs at least one byte)"))?,
+            SetValue::Text(t) => anyhow::bail!("--set {k}={t}: `{k}` takes an integer"),
+        };
+        out.push((k.clone(), v));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The lessons: a teacher's folder, or the embedded ones; errors name file, line and column.

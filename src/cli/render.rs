@@ -43,7 +43,7 @@ pub struct RenderArgs {
     pub at: Option<usize>,
     /// Slider values, id=value (repeatable).
     #[arg(long = "set", value_parser = super::parse_set)]
-    pub set: Vec<(String, i64)>,
+    pub set: Vec<super::SetArg>,
     /// Run lesson 4's bandwidth sweep on the backend first, so its plot shows this machine's numbers.
     #[arg(long)]
     pub measure: bool,
@@ -135,7 +135,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         targets.push((i, step - 1, out.clone()));
     }
     let chosen: Vec<&kvscope::lesson::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
-    super::check_sets(&chosen, &set)?;
+    let set = super::check_sets(&chosen, &set)?;
     for (i, j, path) in targets {
         app.goto(i, j);
         let params: Vec<String> = app.lessons()[i]

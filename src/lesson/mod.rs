@@ -8,6 +8,7 @@
 //! per kind in [`crate::lessons`]); the files hold only texts, numbers and scripts. The shipped lessons are embedded in the binary;
 //! `kvscope --lessons DIR` and `kvscope lessons check DIR` read a teacher's own folder instead.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -70,8 +71,10 @@ pub struct ScenarioRequest {
     pub generate: u32,
 }
 
-/// A lesson parameter: a slider over integers (`kind = "int"`, the default) or a switch
-/// (`kind = "bool"`, shown as a checkbox, stored as 0/1).
+/// A lesson parameter: a slider over integers (`kind = "int"`, the default), a switch
+/// (`kind = "bool"`, shown as a checkbox, stored as 0/1), or a text for the trained model
+/// (`kind = "text"`: a list of example texts and a field to type one, stored as an id of
+/// [`crate::model::texts`]; the default is the index of a built-in text).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Param {
@@ -79,7 +82,7 @@ pub struct Param {
     pub id: Spanned<String>,
     /// Label next to the slider.
     pub label: Spanned<Text>,
-    /// `int` (a slider) or `bool` (a switch).
+    /// `int` (a slider), `bool` (a switch) or `text`.
     #[serde(default)]
     pub kind: ParamKind,
     /// Starting value: an integer in `min..=max` for `int`, `true` or `false` for `bool`.
@@ -102,6 +105,8 @@ pub enum ParamKind {
     Int,
     /// An on/off switch.
     Bool,
+    /// A text the trained model reads: a built-in one or one the user types.
+    Text,
 }
 
 /// A parameter's default as written in the lesson file.
@@ -118,7 +123,7 @@ impl Param {
     /// The smallest value (0 for a switch).
     pub fn lo(&self) -> i64 {
         match self.kind {
-            ParamKind::Bool => 0,
+            ParamKind::Bool | ParamKind::Text => 0,
             ParamKind::Int => self.min.unwrap_or(0),
         }
     }
@@ -127,6 +132,7 @@ impl Param {
     pub fn hi(&self) -> i64 {
         match self.kind {
             ParamKind::Bool => 1,
+            ParamKind::Text => crate::model::texts::count() as i64 - 1,
             ParamKind::Int => self.max.unwrap_or(self.lo()),
         }
     }
@@ -165,6 +171,10 @@ pub struct Step {
     /// move on from there.
     #[serde(default)]
     pub at: Option<Spanned<At>>,
+    /// Parameters the step sets when it opens (`set = { weights = true }`), for a step about one
+    /// setting; the user can change them from there.
+    #[serde(default)]
+    pub set: Option<Spanned<BTreeMap<String, ParamValue>>>,
 }
 
 /// Where a step opens a lesson's timeline.
@@ -406,7 +416,15 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                 format!("switch `{}` has default {v}", p.id.get_ref()),
                 "a `kind = \"bool\"` parameter's default is true or false",
             ),
-            (ParamKind::Int, ParamValue::Bool(v)) => c.at(
+            (ParamKind::Text, ParamValue::Int(v)) if !crate::model::texts::is_builtin(v) => c.at(
+                p.default.span(),
+                format!("text `{}` has default {v}", p.id.get_ref()),
+                format!(
+                    "a `kind = \"text\"` parameter's default is the index of a built-in text, 0 to {}",
+                    crate::model::PROMPTS.len() - 1
+                ),
+            ),
+            (ParamKind::Int | ParamKind::Text, ParamValue::Bool(v)) => c.at(
                 p.default.span(),
                 format!("slider `{}` has default {v}", p.id.get_ref()),
                 "write an integer default, or add `kind = \"bool\"` for a switch",
@@ -418,6 +436,11 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                 p.id.span(),
                 format!("switch `{}` has min/max", p.id.get_ref()),
                 "a `kind = \"bool\"` parameter is 0 or 1: remove min and max",
+            ),
+            ParamKind::Text if p.min.is_some() || p.max.is_some() => c.at(
+                p.id.span(),
+                format!("text `{}` has min/max", p.id.get_ref()),
+                "a `kind = \"text\"` parameter picks a text: remove min and max",
             ),
             ParamKind::Int if p.min.is_none() || p.max.is_none() => c.at(
                 p.id.span(),
@@ -471,6 +494,32 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
         }
         c.text(&s.title, &format!("the title of step `{}`", s.id.get_ref()));
         c.text(&s.narration, &format!("the narration of step `{}`", s.id.get_ref()));
+        for (id, v) in s.set.as_ref().map(|t| t.get_ref().iter()).into_iter().flatten() {
+            let span = s.set.as_ref().map(|t| t.span()).unwrap_or_default();
+            let ids: Vec<&str> = lf.params.iter().map(|p| p.id.get_ref().as_str()).collect();
+            match lf.params.iter().find(|p| p.id.get_ref() == id) {
+                None => c.at(
+                    span,
+                    format!("step `{}` sets `{id}`, which is not a parameter", s.id.get_ref()),
+                    format!("parameters: {}", ids.join(", ")),
+                ),
+                Some(p) => {
+                    let ok = match (p.kind, v) {
+                        (ParamKind::Bool, ParamValue::Bool(_)) => true,
+                        (ParamKind::Int, ParamValue::Int(n)) => (p.lo()..=p.hi()).contains(n),
+                        (ParamKind::Text, ParamValue::Int(n)) => crate::model::texts::is_builtin(*n),
+                        _ => false,
+                    };
+                    if !ok {
+                        c.at(
+                            span,
+                            format!("step `{}` sets `{id}` to a value it cannot take", s.id.get_ref()),
+                            "a switch takes true or false; a slider an integer within min..=max; a text the index of a built-in text",
+                        );
+                    }
+                }
+            }
+        }
         if s.views.is_empty() {
             c.at(
                 s.id.span(),

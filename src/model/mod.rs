@@ -10,6 +10,7 @@
 
 pub mod decode;
 pub mod heads;
+pub mod texts;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,6 +37,41 @@ pub fn byte_label(b: u8) -> String {
         b if b.is_ascii_graphic() => format!("'{}'", b as char),
         b => format!("0x{b:02x}"),
     }
+}
+
+/// Short labels for the bytes of a text, one per byte, for heatmap ticks: a character that starts at
+/// this byte (`‿` for a space, `↵` for a newline), `·` for the following bytes of a multi-byte
+/// character, and the hex value of a byte that is not part of valid UTF-8 or is a control byte.
+pub fn tick_labels(tokens: &[u8]) -> Vec<String> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let b = tokens[i];
+        let width = match b {
+            0x00..=0x7f => 1,
+            0xc0..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf7 => 4,
+            _ => 0,
+        };
+        let ch = (width > 0 && i + width <= tokens.len())
+            .then(|| std::str::from_utf8(&tokens[i..i + width]).ok())
+            .flatten()
+            .and_then(|s| s.chars().next());
+        match ch {
+            Some(' ') => out.push("‿".to_string()),
+            Some('\n') => out.push("↵".to_string()),
+            Some(c) if !c.is_control() => out.push(c.to_string()),
+            _ => {
+                out.push(format!("{b:02x}"));
+                i += 1;
+                continue;
+            }
+        }
+        out.extend(std::iter::repeat_n("·".to_string(), width - 1));
+        i += width;
+    }
+    out
 }
 
 /// The committed model, parsed once per process.
@@ -166,6 +202,8 @@ pub struct Prefill {
     pub kv: Vec<(Array3<f32>, Array3<f32>)>,
     /// Q per layer (`[H, T, hd]`, RoPE applied).
     pub q: Vec<Array3<f32>>,
+    /// Each layer's attention input, RMSNorm(x) `[T, d_model]`: what W_Q, W_K and W_V multiply.
+    pub attn_in: Vec<Array2<f32>>,
 }
 
 fn meta<'a>(m: &'a HashMap<String, String>, path: &str, key: &str) -> Result<&'a str, ModelError> {
@@ -404,8 +442,12 @@ impl Model {
     /// Project one block's attention input `x` (positions `pos0..`): Q `[H,T,hd]`, K and V `[KVH,T,hd]`,
     /// RoPE applied to Q and K.
     pub fn qkv(&self, b: &Block, x: &Array2<f32>, pos0: usize) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
+        self.qkv_normed(b, &self.rms_norm(x, &b.attention_norm), pos0)
+    }
+
+    /// [`Model::qkv`] from the block's already normalised input `h` = RMSNorm(x).
+    pub fn qkv_normed(&self, b: &Block, h: &Array2<f32>, pos0: usize) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
         let c = &self.config;
-        let h = self.rms_norm(x, &b.attention_norm);
         let q = self.heads_with_rope(&matmul(h.view(), b.wq.view()), c.n_heads, pos0, true);
         let k = self.heads_with_rope(&matmul(h.view(), b.wk.view()), c.n_kv_heads, pos0, true);
         let v = self.heads_with_rope(&matmul(h.view(), b.wv.view()), c.n_kv_heads, pos0, false);
@@ -437,8 +479,11 @@ impl Model {
         let mut probs = Vec::new();
         let mut kv = Vec::new();
         let mut qs = Vec::new();
+        let mut inputs = Vec::new();
         for b in &self.blocks {
-            let (q, mut k, mut v) = self.qkv(b, &x, 0);
+            let h = self.rms_norm(&x, &b.attention_norm);
+            let (q, mut k, mut v) = self.qkv_normed(b, &h, 0);
+            inputs.push(h);
             if round_kv {
                 k.mapv_inplace(|a| half::f16::from_f32(a).to_f32());
                 v.mapv_inplace(|a| half::f16::from_f32(a).to_f32());
@@ -462,6 +507,7 @@ impl Model {
             probs,
             kv,
             q: qs,
+            attn_in: inputs,
         })
     }
 

@@ -266,6 +266,28 @@ impl KvscopeApp {
             Some(At::Point(name)) => self.pending_point = Some(name.clone()),
             None => {}
         }
+        // The step's own settings (`set = { … }`), applied as if the user had moved those controls.
+        let sets: Vec<(String, i64)> = l
+            .file
+            .steps
+            .get(self.step)
+            .and_then(|s| s.set.as_ref())
+            .map(|t| {
+                t.get_ref()
+                    .iter()
+                    .map(|(k, v)| {
+                        let v = match v {
+                            crate::lesson::ParamValue::Bool(b) => i64::from(*b),
+                            crate::lesson::ParamValue::Int(n) => *n,
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, v) in sets {
+            self.set_param(&k, v);
+        }
     }
 
     /// Go to a lesson by id.
@@ -311,9 +333,13 @@ impl KvscopeApp {
         self.lesson().and_then(|l| self.params.get(l.id()))
     }
 
-    /// Set a slider of the current lesson (clamped and made consistent like a slider drag).
+    /// Set a slider of the current lesson (clamped and made consistent like a slider drag); an id the
+    /// lesson does not have is ignored.
     pub fn set_param(&mut self, id: &str, value: i64) {
         let Some(l) = self.lesson().cloned() else { return };
+        if !l.file.params.iter().any(|p| p.id.get_ref() == id) {
+            return;
+        }
         let p = self.params.entry(l.id().to_string()).or_default();
         p.insert(id.to_string(), value);
         crate::lessons::normalize(&l, p);

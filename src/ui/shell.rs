@@ -261,6 +261,12 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 }
                 continue;
             }
+            if prm.kind == crate::lesson::ParamKind::Text {
+                if let Some(v) = text_param(ui, lang, id, &label, cur, size) {
+                    app.set_param(id, v);
+                }
+                continue;
+            }
             let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
             ui.scope(|ui| {
                 ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
@@ -381,4 +387,44 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
         return;
     };
     app.draw_views(ui, &l, &out);
+}
+
+/// A text parameter: a list of the texts (built-in and typed so far) and a field to type a new one,
+/// used when Enter is pressed or the field loses focus. Returns the chosen text's id when it changed.
+fn text_param(ui: &mut Ui, lang: Lang, id: &str, label: &str, cur: i64, size: f32) -> Option<i64> {
+    use crate::model::texts;
+    let short = |t: &str| {
+        let n = t.chars().count();
+        let head: String = t.chars().take(26).collect();
+        if n > 26 { format!("{head}…") } else { head }
+    };
+    let mut chosen = None;
+    let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
+    let mut sel = cur;
+    let combo = egui::ComboBox::from_id_salt(("text-param", id))
+        .width(ui.available_width() - 8.0)
+        .selected_text(short(&texts::get(cur)))
+        .show_ui(ui, |ui| {
+            for i in 0..texts::count() as i64 {
+                ui.selectable_value(&mut sel, i, short(&texts::get(i)));
+            }
+        });
+    combo.response.labelled_by(label_id);
+    if sel != cur {
+        chosen = Some(sel);
+    }
+    let buf_id = ui.make_persistent_id(("text-param-typed", id));
+    let mut typed: String = ui.data_mut(|d| d.get_temp::<String>(buf_id)).unwrap_or_default();
+    let r = ui
+        .add(
+            egui::TextEdit::singleline(&mut typed)
+                .desired_width(ui.available_width() - 8.0)
+                .hint_text(lang.t("or type your own text, then Enter", "或输入自己的文本，按回车")),
+        )
+        .labelled_by(label_id);
+    if r.lost_focus() && !typed.trim().is_empty() {
+        chosen = texts::intern(&typed).filter(|v| *v != cur).or(chosen);
+    }
+    ui.data_mut(|d| d.insert_temp(buf_id, typed));
+    chosen
 }

@@ -48,6 +48,8 @@ pub struct AttnOut {
     pub maps: AttnMaps,
     /// Lesson 3: the trained model's attention in one layer, on one of the lesson's texts.
     pub model: Option<trained::ModelHeads>,
+    /// Lessons 1–2 with trained weights: which head of the model this layer is, on which text.
+    pub trained: Option<trained::TrainedHead>,
 }
 
 /// The heatmaps of an [`AttnOut`].
@@ -114,6 +116,21 @@ impl AttnOut {
         let shape = shape.validated().map_err(|e| e.to_string())?;
         let w = AttnWeights::random(shape, seed);
         let qkv = project(&w);
+        Self::run(shape, mask, w, qkv, unmasked, scaled, backend)
+    }
+
+    /// Attention on `backend` over given X, weights and Q/K/V (random ones, or one head of the trained
+    /// model), and every heatmap of the result.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        shape: AttnShape,
+        mask: Mask,
+        w: AttnWeights<f32>,
+        qkv: Qkv<f32>,
+        unmasked: bool,
+        scaled: bool,
+        backend: &dyn Backend,
+    ) -> Result<AttnOut, String> {
         let q_in = if scaled {
             None
         } else {
@@ -188,6 +205,7 @@ impl AttnOut {
             y,
             maps,
             model: None,
+            trained: None,
         })
     }
 
@@ -214,6 +232,10 @@ impl AttnOut {
             v.push(f("probs_unmasked", &u.probs));
         }
         v.push(f("out_fused", &self.fused));
+        if let Some(t) = &self.trained {
+            let ids: Vec<i32> = t.tokens.iter().map(|&b| i32::from(b)).collect();
+            v.push(NamedArray::new("tokens", &[ids.len()], ArrayData::I32(ids)));
+        }
         v
     }
 

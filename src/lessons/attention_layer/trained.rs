@@ -1,25 +1,32 @@
-//! The tiny trained model's attention in one layer, on one of [`crate::model::PROMPTS`]: every head's
+//! The tiny trained model's attention in one layer, on a text ([`crate::model::texts`]): every head's
 //! probabilities as the backend's attention kernels computed them inside the model's forward pass,
 //! checked against the f64 reference on the same Q, K and V, and each head's label measured on the text
 //! (`model::heads`).
+//!
+//! [`AttnOut::trained`] is lessons 1–2 with trained weights: one head of the model, on a text, as a
+//! one-head layer whose X is the layer's normalised input, whose W_Q, W_K, W_V are that head's columns
+//! and whose Q and K are rotated by RoPE, as the model's attention kernel receives them.
 
 use std::sync::Arc;
 
-use ndarray::Array3;
+use ndarray::{Array3, Axis, s};
 
+use super::AttnOut;
 use crate::compute::{AttnInput, Backend, CheckReport, Tolerance, check, reference};
 use crate::lessons::heat_probs;
-use crate::math::Mask;
+use crate::math::{AttnShape, AttnWeights, Mask, Qkv};
 use crate::model::heads::{Label, labels, shares};
-use crate::model::{PROMPTS, shared};
+use crate::model::{shared, texts};
 use crate::render::heatmap::HeatmapData;
 
 /// One layer of the trained model on one prompt.
 pub struct ModelHeads {
     /// The text.
-    pub prompt: &'static str,
+    pub prompt: String,
     /// Its bytes (the tokens).
     pub tokens: Vec<u8>,
+    /// Their tick labels ([`crate::model::tick_labels`]).
+    pub ticks: Arc<Vec<String>>,
     /// The layer shown.
     pub layer: usize,
     /// Layers in the model.
@@ -41,11 +48,11 @@ pub struct ModelHeads {
 }
 
 impl ModelHeads {
-    /// Run the model on prompt `prompt` (an index into [`PROMPTS`], clamped) on `backend` and keep layer
-    /// `layer` (clamped).
-    pub fn compute(prompt: usize, layer: usize, backend: &dyn Backend) -> Result<ModelHeads, String> {
+    /// Run the model on text `prompt` (an id of [`texts`]) on `backend` and keep layer `layer`
+    /// (clamped).
+    pub fn compute(prompt: i64, layer: usize, backend: &dyn Backend) -> Result<ModelHeads, String> {
         let m = shared().map_err(|e| e.to_string())?;
-        let text = PROMPTS[prompt.min(PROMPTS.len() - 1)];
+        let text = texts::get(prompt);
         let tokens = text.as_bytes().to_vec();
         let layer = layer.min(m.config.n_layers - 1);
         let out = crate::model::memo::prefill(&tokens, backend)?;
@@ -68,6 +75,7 @@ impl ModelHeads {
             .map(|h| heat_probs(&probs, h, Mask::Causal))
             .collect();
         Ok(ModelHeads {
+            ticks: Arc::new(crate::model::tick_labels(&tokens)),
             prompt: text,
             labels: labels(&probs),
             shares: shares(&probs),
@@ -80,5 +88,96 @@ impl ModelHeads {
             maps,
             check,
         })
+    }
+}
+
+/// Which head of the trained model a lesson 1–2 layer is, on which text, and its measured label.
+pub struct TrainedHead {
+    /// The text.
+    pub text: String,
+    /// Its bytes (the tokens).
+    pub tokens: Vec<u8>,
+    /// The layer.
+    pub layer: usize,
+    /// Layers in the model.
+    pub layers: usize,
+    /// The query head.
+    pub head: usize,
+    /// Its KV head.
+    pub kv_head: usize,
+    /// Query heads in the layer.
+    pub n_heads: usize,
+    /// KV heads in the layer.
+    pub n_kv_heads: usize,
+    /// The text's tick labels (one per byte, [`crate::model::tick_labels`]).
+    pub ticks: Arc<Vec<String>>,
+    /// The head's label measured on the text (with the causal mask, as the model runs).
+    pub label: Option<Label>,
+    /// Its shares of weight on the previous token, the first token and itself (rows i ≥ 2).
+    pub shares: Option<[f64; 3]>,
+}
+
+impl AttnOut {
+    /// Lessons 1–2 with trained weights: query head `head` of layer `layer` (both clamped) of the
+    /// committed model on text `text` (an id of [`texts`]), as a one-head layer run on `backend` with
+    /// `mask`: X = the layer's RMSNorm'd input `[T, d_model]`, W_Q the head's columns of W_Q, W_K and
+    /// W_V its KV head's, Q and K after RoPE, W_O the head's rows of W_O (so the output is this head's
+    /// contribution to the layer's).
+    pub fn trained(
+        text: i64,
+        layer: usize,
+        head: usize,
+        mask: Mask,
+        unmasked: bool,
+        scaled: bool,
+        backend: &dyn Backend,
+    ) -> Result<AttnOut, String> {
+        let m = shared().map_err(|e| e.to_string())?;
+        let c = &m.config;
+        let text = texts::get(text);
+        let tokens = text.as_bytes().to_vec();
+        let (layer, head) = (layer.min(c.n_layers - 1), head.min(c.n_heads - 1));
+        let kv_head = head / (c.n_heads / c.n_kv_heads).max(1);
+        let hd = c.head_dim;
+        let pre = crate::model::memo::prefill(&tokens, backend)?;
+        let b = &m.blocks[layer];
+        let cols = |w: &ndarray::Array2<f32>, i: usize| w.slice(s![.., i * hd..(i + 1) * hd]).to_owned();
+        let one = |a: &Array3<f32>, i: usize| a.index_axis(Axis(0), i).insert_axis(Axis(0)).to_owned();
+        // One head as a layer: the kernels see d_model = head_dim and one head; X keeps the model's width.
+        let shape = AttnShape {
+            seq: tokens.len(),
+            d_model: hd,
+            n_heads: 1,
+            n_kv_heads: 1,
+        };
+        let w = AttnWeights {
+            shape,
+            x: pre.attn_in[layer].clone(),
+            wq: cols(&b.wq, head),
+            wk: cols(&b.wk, kv_head),
+            wv: cols(&b.wv, kv_head),
+            wo: b.wo.slice(s![head * hd..(head + 1) * hd, ..]).to_owned(),
+        };
+        let qkv = Qkv {
+            q: one(&pre.q[layer], head),
+            k: one(&pre.kv[layer].0, kv_head),
+            v: one(&pre.kv[layer].1, kv_head),
+        };
+        let head_probs = one(&pre.probs[layer], head);
+        let mut out = AttnOut::run(shape, mask, w, qkv, unmasked, scaled, backend)?;
+        out.trained = Some(TrainedHead {
+            ticks: Arc::new(crate::model::tick_labels(&tokens)),
+            text,
+            tokens,
+            layer,
+            layers: c.n_layers,
+            head,
+            kv_head,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            label: labels(&head_probs)[0],
+            shares: shares(&head_probs)[0],
+        });
+        Ok(out)
     }
 }

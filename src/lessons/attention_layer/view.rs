@@ -6,6 +6,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::AttnOut;
+use crate::model::heads::Label;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::{HeatmapData, Highlight};
 use crate::ui::text::Lang;
@@ -22,6 +23,51 @@ pub fn rows_only(h: Highlight) -> Highlight {
         Highlight::Row(r) | Highlight::Cell(r, _) => Highlight::Row(r),
         _ => Highlight::None,
     }
+}
+
+/// A trained head's label in `lang`: the measured pattern, or the three shares when none reaches the
+/// threshold ([`crate::model::heads`]).
+pub fn head_label(lang: Lang, label: Option<Label>, shares: Option<[f64; 3]>) -> String {
+    let pct = |x: f64| (x * 100.0).round();
+    match (label, shares) {
+        (Some(l), _) => l.pattern.describe(l.share, lang == Lang::Zh),
+        (None, Some([prev, first, own])) => format!(
+            "{} (i−1 {}%, 0 {}%, i {}%)",
+            lang.t("no clear pattern", "没有明显模式"),
+            pct(prev),
+            pct(first),
+            pct(own)
+        ),
+        (None, None) => lang.t("no clear pattern", "没有明显模式").to_string(),
+    }
+}
+
+/// With trained weights, the next heatmap labels its token axes with the text's characters.
+pub fn token_ticks(cx: &mut ViewCtx, a: &AttnOut) {
+    if let Some(t) = &a.trained {
+        cx.widgets.heat.tokens = Some(t.ticks.clone());
+    }
+}
+
+/// A trained layer's token `i` as a hover names it ("'a'"), else nothing.
+fn token_name(a: &AttnOut, i: usize) -> String {
+    a.trained
+        .as_ref()
+        .and_then(|t| t.tokens.get(i))
+        .map_or(String::new(), |&b| crate::model::byte_label(b))
+}
+
+/// `s` after a space, or nothing when empty.
+fn spaced(s: String) -> String {
+    if s.is_empty() { s } else { format!(" {s}") }
+}
+
+/// "'a' → 'b': " before a trained layer's hover text, naming the two tokens of cell (i, j).
+fn token_pair(a: &AttnOut, (i, j): (usize, usize)) -> String {
+    if a.trained.is_none() {
+        return String::new();
+    }
+    format!("{} → {}: ", token_name(a, i), token_name(a, j))
 }
 
 fn dot(a: ndarray::ArrayView1<f32>, b: ndarray::ArrayView1<f32>) -> f32 {
@@ -43,6 +89,7 @@ pub fn score_hover(
         a.qkv.q.slice(ndarray::s![h, i, ..]),
         a.qkv.k.slice(ndarray::s![kvh, j, ..]),
     );
+    let pair = token_pair(a, (i, j));
     let masked = mask_on && !a.mask.visible(i, j);
     let state = if masked {
         lang.t("masked → −∞", "被掩码 → −∞")
@@ -51,14 +98,14 @@ pub fn score_hover(
     };
     if a.scaled {
         format!(
-            "q{i}·k{j} = {qk:.3}   /√{hd} = {:.3}   {state}   p = {:.4}",
+            "{pair}q{i}·k{j} = {qk:.3}   /√{hd} = {:.3}   {state}   p = {:.4}",
             qk / (hd as f32).sqrt(),
             probs[[h, i, j]]
         )
     } else {
         let not_scaled = lang.t("(not scaled)", "（未缩放）");
         format!(
-            "q{i}·k{j} = {qk:.3}   {not_scaled}   {state}   p = {:.4}",
+            "{pair}q{i}·k{j} = {qk:.3}   {not_scaled}   {state}   p = {:.4}",
             probs[[h, i, j]]
         )
     }
@@ -86,19 +133,37 @@ pub fn pv_hover(a: &AttnOut, h: usize, (i, d): (usize, usize)) -> String {
 
 /// X, the token embeddings.
 pub fn x(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
-    let (t, d, x) = (a.shape.seq, a.shape.d_model, &a.w.x);
+    let (t, d, x) = (a.shape.seq, a.w.x.ncols(), &a.w.x);
     let token = cx.t("token", "token");
+    let title = match &a.trained {
+        Some(m) => format!(
+            "X = RMSNorm(h), {} {}  [T={t}, d={d}]",
+            cx.t("the input of layer", "第"),
+            match cx.lang {
+                Lang::Zh => format!("{} 层的输入", m.layer),
+                _ => m.layer.to_string(),
+            }
+        ),
+        None => format!("X  [T={t}, d={d}]"),
+    };
+    token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
         view_id("x", 0),
-        &format!("X  [T={t}, d={d}]"),
+        &title,
         &a.maps.x,
         Colormap::Diverging,
         None,
         Highlight::None,
         Axes::TokenDim,
-        &|(i, j)| format!("X[{i},{j}] = {:.4}  ({token} {i})", x[[i, j]]),
+        &|(i, j)| {
+            format!(
+                "X[{i},{j}] = {:.4}  ({token} {i}{})",
+                x[[i, j]],
+                spaced(token_name(a, i))
+            )
+        },
     );
 }
 
@@ -107,12 +172,17 @@ pub fn weights(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let m = &a.maps;
     let rects = grid(ui.available_rect_before_wrap(), 3);
     for (k, (name, data)) in [("W_Q", &m.wq), ("W_K", &m.wk), ("W_V", &m.wv)].into_iter().enumerate() {
+        // A trained layer shows one head's columns: the query head's of W_Q, its KV head's of W_K, W_V.
+        let of = a.trained.as_ref().map_or(String::new(), |t| match k {
+            0 => format!(" ({} {})", cx.t("head", "头"), t.head),
+            _ => format!(" (KV {} {})", cx.t("head", "头"), t.kv_head),
+        });
         view_in(ui, rects[k], |ui| {
             heat_panel(
                 cx,
                 ui,
                 view_id("w", k),
-                &format!("{name}  [{}, {}]", data.rows, data.cols),
+                &format!("{name}{of}  [{}, {}]", data.rows, data.cols),
                 data,
                 Colormap::Diverging,
                 None,
@@ -144,17 +214,24 @@ pub fn projection(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, which: Qkv) {
         Qkv::V => ("v", "V", &m.v, &a.qkv.v),
     };
     let hl = rows_only(seq_highlight(cx, a));
+    // The model rotates Q and K by position (RoPE) before the dot product; V is not rotated.
+    let rope = if a.trained.is_some() && which != Qkv::V {
+        cx.t(", RoPE-rotated", "，经 RoPE 旋转")
+    } else {
+        ""
+    };
+    token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
         view_id(id, 0),
-        &format!("{name} = X·W_{name}  [T={t}, {hd}]"),
+        &format!("{name} = X·W_{name}{rope}  [T={t}, {hd}]"),
         &maps[0],
         Colormap::Diverging,
         None,
         hl,
         Axes::TokenDim,
-        &|(i, j)| format!("{name}[{i},{j}] = {:.4}", arr[[0, i, j]]),
+        &|(i, j)| format!("{name}[{i},{j}] = {:.4}{}", arr[[0, i, j]], spaced(token_name(a, i))),
     );
 }
 
@@ -177,6 +254,7 @@ pub fn scores(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, id: &str, data: &Arc<H
         ),
     };
     let hl = seq_highlight(cx, a);
+    token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
@@ -202,12 +280,16 @@ pub fn probs(
 ) {
     let lang = cx.lang;
     let t = a.shape.seq;
-    let title = format!(
+    let mut title = format!(
         "P = softmax(scores)  [T={t}, T={t}]  {}",
         cx.t("each row sums to 1", "每行之和为 1")
     );
+    if let Some(m) = a.trained.as_ref().filter(|_| mask_on) {
+        title = format!("{title} · {}", head_label(lang, m.label, m.shares));
+    }
     let hl = seq_highlight(cx, a);
     cx.widgets.heat.row_sums = true;
+    token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
@@ -237,6 +319,7 @@ pub fn pv(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             let title = format!("{name}  [{}, {}]", data.rows, data.cols);
             let hover = |c| if k == 2 { pv_hover(a, 0, c) } else { String::new() };
             cx.widgets.heat.row_sums = k == 0;
+            token_ticks(cx, a);
             heat_panel(
                 cx,
                 ui,
@@ -264,6 +347,7 @@ pub fn out(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             "输出 P·V：每行是 V 各行的加权混合"
         )
     );
+    token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
@@ -386,4 +470,102 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
             .size(size * 0.9),
         );
     }
+}
+
+/// Lessons 1–2's account of their weights: which head of the trained model the layer is, on which
+/// text, and what the head does there (its measured label and shares); or, with random weights, how
+/// to switch the model on.
+pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let (lang, size) = (cx.lang, cx.size);
+    let Some(m) = &a.trained else {
+        ui.label(
+            RichText::new(lang.t(
+                "Weights: random (seeded). Tick “Weights: trained model” under Parameters to run \
+                 kvscope's tiny trained model on a text instead.",
+                "权重：随机（带种子）。在“参数”中勾选“权重：训练好的模型”，即可改为在一段文本上运行 kvscope 的小型训练模型。",
+            ))
+            .size(size),
+        );
+        return;
+    };
+    let group = m.n_heads / m.n_kv_heads.max(1);
+    let line = |ui: &mut Ui, text: String, strong: bool| {
+        let t = RichText::new(text).size(size);
+        ui.label(if strong { t.strong() } else { t });
+    };
+    line(
+        ui,
+        match lang {
+            Lang::Zh => format!(
+                "训练好的模型：第 {} 层（共 {} 层）· 查询头 {}（共 {} 个）· 它的 KV 头 {}（每 {} 个查询头共用一个）",
+                m.layer, m.layers, m.head, m.n_heads, m.kv_head, group
+            ),
+            _ => format!(
+                "trained model: layer {} of {} · query head {} of {} · its KV head {} (shared by {} query heads)",
+                m.layer, m.layers, m.head, m.n_heads, m.kv_head, group
+            ),
+        },
+        true,
+    );
+    line(
+        ui,
+        format!(
+            "{}: «{}»  ({} {})",
+            lang.t("text", "文本"),
+            m.text,
+            m.tokens.len(),
+            lang.t("bytes = tokens", "字节 = token")
+        ),
+        false,
+    );
+    // The tokens as the heatmaps' ticks name them.
+    let toks: Vec<String> = m.ticks.iter().enumerate().map(|(i, t)| format!("{i}:{t}")).collect();
+    ui.label(RichText::new(toks.join("  ")).monospace().size(size * 0.8));
+    ui.add_space(size * 0.4);
+    line(
+        ui,
+        format!(
+            "{}: {}",
+            lang.t("measured on this text", "在这段文本上测得"),
+            head_label(lang, m.label, m.shares)
+        ),
+        true,
+    );
+    if let Some([prev, first, own]) = m.shares {
+        line(
+            ui,
+            match lang {
+                Lang::Zh => format!(
+                    "第 i ≥ 2 行的平均权重：在 i−1 上 {:.1}% · 在 token 0 上 {:.1}% · 在 i 自身上 {:.1}%（达到 {}% 才给标签）",
+                    prev * 100.0,
+                    first * 100.0,
+                    own * 100.0,
+                    (crate::model::heads::THRESHOLD * 100.0).round()
+                ),
+                _ => format!(
+                    "mean weight over rows i ≥ 2: on i−1 {:.1}% · on token 0 {:.1}% · on i itself {:.1}% (a label needs {}%)",
+                    prev * 100.0,
+                    first * 100.0,
+                    own * 100.0,
+                    (crate::model::heads::THRESHOLD * 100.0).round()
+                ),
+            },
+            false,
+        );
+    }
+    ui.add_space(size * 0.4);
+    line(
+        ui,
+        lang.t(
+            "X is this layer's input after RMSNorm; W_Q holds this head's columns, W_K and W_V its KV \
+             head's; Q and K are rotated by position (RoPE) before the dot product, as in the model. \
+             The backend's kernels compute the scores, softmax and P·V from them. The sliders for T, d \
+             and the seed do not apply: T is the text's length and d the model's width.",
+            "X 是该层经 RMSNorm 后的输入；W_Q 取这个头的列，W_K 与 W_V 取其 KV 头的列；与模型中一样，Q 和 K \
+             在点积前按位置旋转（RoPE）。分数、softmax 和 P·V 由后端的内核据此计算。T、d 和随机种子的滑块此时不起作用：\
+             T 是文本的长度，d 是模型的宽度。",
+        )
+        .to_string(),
+        false,
+    );
 }

@@ -32,6 +32,8 @@ crate::views! {
         Pv = "pv",
         /// The output.
         Out = "out",
+        /// Which trained head and text the layer is (or how to switch the model on).
+        Trained = "trained",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -48,6 +50,17 @@ pub fn layer_shape(p: &Params, heads: i64, kv_heads: i64) -> AttnShape {
         n_heads: heads.max(1) as usize,
         n_kv_heads: kv_heads.max(1) as usize,
     }
+}
+
+/// Lessons 1–2's "weights: trained model" switch: with it on, the text, layer and query head to show.
+pub fn trained_choice(p: &Params) -> Option<(i64, usize, usize)> {
+    (get(p, "weights", 0) != 0).then(|| {
+        (
+            get(p, "prompt", 0),
+            get(p, "layer", 0).max(0) as usize,
+            get(p, "head", 0).max(0) as usize,
+        )
+    })
 }
 
 /// Lesson 1.
@@ -69,6 +82,18 @@ impl LessonKind for AttentionMatrix {
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
         let scaled = get(p, "scale_on", 1) != 0;
+        if let Some((text, layer, head)) = trained_choice(p) {
+            // The model is causal: its heads never see the future, so neither does this view of one.
+            return Ok(Box::new(AttnOut::trained(
+                text,
+                layer,
+                head,
+                Mask::Causal,
+                false,
+                scaled,
+                backend,
+            )?));
+        }
         let shape = layer_shape(p, 1, 1);
         Ok(Box::new(AttnOut::compute_scaled(shape, Mask::None, seed, false, scaled, backend)?))
     }

@@ -28,6 +28,7 @@ impl LessonUi for AttentionMatrix {
             View::Probs => attn::probs(cx, ui, a, &a.maps.probs[0], &a.core.probs, true),
             View::Pv => attn::pv(cx, ui, a),
             View::Out => attn::out(cx, ui, a),
+            View::Trained => attn::trained_info(cx, ui, a),
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }

@@ -4,7 +4,7 @@
 mod view;
 
 use super::attention_layer::AttnOut;
-use super::attention_matrix::{ATTENTION_OPS, layer_shape};
+use super::attention_matrix::{ATTENTION_OPS, layer_shape, trained_choice};
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Op};
 use crate::lesson::Lesson;
@@ -25,6 +25,8 @@ crate::views! {
         MaskDiff = "mask_diff",
         /// The last query row's softmax, as bars.
         LastRow = "last_row",
+        /// Which trained head and text the layer is (or how to switch the model on).
+        Trained = "trained",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -48,6 +50,17 @@ impl LessonKind for CausalMask {
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
+        if let Some((text, layer, head)) = trained_choice(p) {
+            return Ok(Box::new(AttnOut::trained(
+                text,
+                layer,
+                head,
+                Mask::Causal,
+                true,
+                true,
+                backend,
+            )?));
+        }
         Ok(Box::new(AttnOut::compute(
             layer_shape(p, 1, 1),
             Mask::Causal,

@@ -28,6 +28,7 @@ impl LessonUi for CausalMask {
             View::Probs => probs(cx, ui, a),
             View::MaskDiff => mask_diff(cx, ui, a),
             View::LastRow => attn::softmax_row(cx, ui, a, a.shape.seq - 1, true),
+            View::Trained => attn::trained_info(cx, ui, a),
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }
@@ -43,6 +44,7 @@ fn mask(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             "因果掩码：1 = 可见，0 = 未来"
         )
     );
+    attn::token_ticks(cx, a);
     heat_panel(
         cx,
         ui,
@@ -105,6 +107,7 @@ fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     // The last query already sees every key, so the mask changes nothing in its row: decode in miniature.
     let last = diff.values[(t - 1) * t..].iter().fold(0f32, |m, x| m.max(x.abs()));
     cx.widgets.heat.reserve_below = 1.6 * cx.size;
+    attn::token_ticks(cx, a);
     heat_panel(
         cx,
         ui,

@@ -72,7 +72,7 @@ impl LessonKind for KvDecode {
 
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let mut out = decode(p, backend)?;
-        let text = get(p, "text", 0).max(0) as usize;
+        let text = get(p, "text", 0);
         out.generation = Some(generate::ModelDecode::compute(text, out.generate, backend)?);
         out.model = lesson
             .file

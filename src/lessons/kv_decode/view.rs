@@ -323,7 +323,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
     let mut job = egui::text::LayoutJob::default();
     let font = egui::FontId::monospace(size * 1.05);
     let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
-    job.append(g.prompt, 0.0, fmt(Color32::GRAY));
+    job.append(&g.prompt, 0.0, fmt(Color32::GRAY));
     // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
     let shown = bytes_as_text(&g.bytes[..=t]);
     let done = bytes_as_text(&g.bytes[..t]);

@@ -108,7 +108,7 @@ impl LessonKind for MultiHead {
         let shape = layer_shape(p, heads, get(p, "kv_heads", heads));
         let seed = get(p, "seed", 0).max(0) as u64;
         let mut out = AttnOut::compute(shape, Mask::Causal, seed, false, backend)?;
-        let (prompt, layer) = (get(p, "prompt", 0).max(0) as usize, get(p, "layer", 0).max(0) as usize);
+        let (prompt, layer) = (get(p, "prompt", 0), get(p, "layer", 0).max(0) as usize);
         out.model = Some(ModelHeads::compute(prompt, layer, backend)?);
         Ok(Box::new(out))
     }

@@ -5,7 +5,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::{MultiHead, View};
 use crate::lessons::attention_layer::AttnOut;
-use crate::lessons::attention_layer::view::score_hover;
+use crate::lessons::attention_layer::view::{head_label, score_hover};
 use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
@@ -308,7 +308,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
 /// its measured label, the text above, the check below.
 fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::trained::ModelHeads) {
     let (lang, size) = (cx.lang, cx.size);
-    let (l, p, h, kv) = (m.layer, m.prompt, m.n_heads, m.n_kv_heads);
+    let (l, p, h, kv) = (m.layer, &m.prompt, m.n_heads, m.n_kv_heads);
     let title = match lang {
         crate::ui::text::Lang::Zh => format!("训练好的模型，第 {l} 层 · 文本：{p} · H {h} / KV {kv}"),
         _ => format!("trained model, layer {l} · text: {p} · H {h} / KV {kv}"),
@@ -320,22 +320,11 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
     let group = m.n_heads / m.n_kv_heads.max(1);
     for (k, r) in grid(rect, m.n_heads).into_iter().enumerate() {
         view_in(ui, r, |ui| {
-            // The label, or the largest share when none reaches the threshold.
-            let pct = |x: f64| (x * 100.0).round();
-            let label = match (m.labels[k], m.shares[k]) {
-                (Some(l), _) => l.pattern.describe(l.share, lang == crate::ui::text::Lang::Zh),
-                (None, Some([prev, first, own])) => format!(
-                    "{} (i−1 {}%, 0 {}%, i {}%)",
-                    lang.t("no clear pattern", "没有明显模式"),
-                    pct(prev),
-                    pct(first),
-                    pct(own)
-                ),
-                (None, None) => lang.t("no clear pattern", "没有明显模式").to_string(),
-            };
+            let label = head_label(lang, m.labels[k], m.shares[k]);
             let title = format!("{} {k} (KV {}): {label}", cx.t("head", "头"), k / group.max(1));
             let probs = &m.probs;
             let tokens = &m.tokens;
+            cx.widgets.heat.tokens = Some(m.ticks.clone());
             heat_panel(
                 cx,
                 ui,

@@ -46,6 +46,22 @@ impl Axes {
     }
 }
 
+impl Axes {
+    /// Whether the rows and the columns are tokens (so that a text's characters can label them).
+    pub fn token_axes(self) -> (bool, bool) {
+        match self {
+            Axes::QueryKey => (true, true),
+            Axes::TokenDim | Axes::QueryDim => (true, false),
+            _ => (false, false),
+        }
+    }
+}
+
+/// How wide a tick label is, in digit widths (a CJK character is two).
+fn label_width(s: &str) -> usize {
+    s.chars().map(|c| if c as u32 >= 0x2e80 { 2 } else { 1 }).sum()
+}
+
 /// The tick spacing, in cells: the smallest of 1, 2, 5, 10, 20, 50, … whose ticks are at least
 /// `label_px` apart when one cell is `cell_px` wide.
 pub fn tick_step(cell_px: f32, label_px: f32) -> usize {
@@ -82,12 +98,19 @@ pub fn ticks(n: usize, origin: f32, cells_per_px: f32, extent: f32, label_px: f3
 /// How wide the row gutter and how tall the column gutter are for a `rows × cols` matrix at text
 /// size `size`: the rotated row title, the widest row label and a tick mark; the column labels, a
 /// tick mark and the column title.
-pub fn gutters(ui: &Ui, rows: usize, cols: usize, size: f32) -> (f32, f32) {
+/// With `tokens` (a label per token, for the axes [`Axes::token_axes`] says are tokens), the row
+/// gutter also holds the widest token and the column gutter a second line of labels.
+pub fn gutters(ui: &Ui, rows: usize, cols: usize, size: f32, tokens: Option<(&[String], Axes)>) -> (f32, f32) {
     let (tick, title) = fonts(size);
+    let (tok_rows, tok_cols) = tokens.map_or((false, false), |(_, a)| a.token_axes());
+    let tok_w = tokens
+        .filter(|_| tok_rows)
+        .map_or(0, |(t, _)| t.iter().map(|s| label_width(s)).max().unwrap_or(0) + 1);
     let digits = (rows.max(1) - 1)
         .to_string()
         .len()
-        .max((cols.max(1) - 1).to_string().len());
+        .max((cols.max(1) - 1).to_string().len())
+        + tok_w;
     let char_w = ui
         .painter()
         .layout_no_wrap("0".into(), tick.clone(), Color32::WHITE)
@@ -95,9 +118,10 @@ pub fn gutters(ui: &Ui, rows: usize, cols: usize, size: f32) -> (f32, f32) {
         .x;
     let title_h = title.size * 1.25;
     let tick_h = tick.size * 1.25;
+    let col_lines = if tok_cols { 2.0 } else { 1.0 };
     (
         title_h + 4.0 + digits as f32 * char_w + TICK_LEN + 3.0,
-        TICK_LEN + tick_h + title_h + 2.0,
+        TICK_LEN + col_lines * tick_h + title_h + 2.0,
     )
 }
 
@@ -121,7 +145,14 @@ pub fn draw_axes(
     lang: Lang,
     size: f32,
     (gutter_w, gutter_h): (f32, f32),
+    tokens: Option<&[String]>,
 ) {
+    let (tok_rows, tok_cols) = if tokens.is_some() {
+        axes.token_axes()
+    } else {
+        (false, false)
+    };
+    let token = |i: usize| tokens.and_then(|t| t.get(i)).map_or("", String::as_str);
     let (tick_font, title_font) = fonts(size);
     let color = ui.visuals().text_color();
     let area = Rect::from_min_max(
@@ -142,7 +173,11 @@ pub fn draw_axes(
         painter.text(
             egui::pos2(heat.min.x - TICK_LEN - 2.0, y),
             egui::Align2::RIGHT_CENTER,
-            i.to_string(),
+            if tok_rows {
+                format!("{} {i}", token(i))
+            } else {
+                i.to_string()
+            },
             tick_font.clone(),
             color,
         );
@@ -162,6 +197,15 @@ pub fn draw_axes(
             tick_font.clone(),
             color,
         );
+        if tok_cols {
+            painter.text(
+                egui::pos2(x, heat.max.y + TICK_LEN + 1.0 + label_h),
+                egui::Align2::CENTER_TOP,
+                token(j),
+                tick_font.clone(),
+                color,
+            );
+        }
     }
     // Titles: the column title under the labels, the row title turned to read upwards.
     painter.text(

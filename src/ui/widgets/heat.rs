@@ -36,6 +36,8 @@ pub struct HeatState {
     pub reserve_below: f32,
     /// The next heatmap shows each row's sum next to its colorbar (probability matrices), taken once.
     pub row_sums: bool,
+    /// The next heatmap labels its token axes with these (a trained model's text), taken once.
+    pub tokens: Option<Arc<Vec<String>>>,
     /// Cells that may still be uploaded this frame.
     pub upload_budget: usize,
     /// Finite value range per data generation (for colorbars), and whether it has masked (−∞) entries.
@@ -115,7 +117,9 @@ pub fn heat_panel(
     let colorbar_w = 22.0 + label_chars * 0.62 * tick_font.size;
     let bar_w = 8.0 + colorbar_w + sums_w;
     let line = size + 8.0;
-    let (gutter_w, gutter_h) = axes::gutters(ui, data.rows, data.cols, size);
+    let tokens = std::mem::take(&mut st.tokens);
+    let token_axes = tokens.as_deref().map(|t| (t.as_slice(), axes));
+    let (gutter_w, gutter_h) = axes::gutters(ui, data.rows, data.cols, size, token_axes);
     let spacing = ui.spacing().item_spacing;
     // Room the caller keeps below the heatmap (a check line), taken once.
     let below = std::mem::take(&mut st.reserve_below);
@@ -184,7 +188,17 @@ pub fn heat_panel(
     // The column gutter (tick labels and column title).
     ui.allocate_exact_size(egui::vec2(gutter_w + w, gutter_h), egui::Sense::hover());
     if let Some(v) = &view {
-        axes::draw_axes(ui, heat_rect, v, data, axes, lang, size, (gutter_w, gutter_h));
+        axes::draw_axes(
+            ui,
+            heat_rect,
+            v,
+            data,
+            axes,
+            lang,
+            size,
+            (gutter_w, gutter_h),
+            tokens.as_deref().map(Vec::as_slice),
+        );
         if !st.hide_numbers {
             axes::draw_cell_numbers(ui.painter(), heat_rect, v, data, colormap, range_shown, small, row_sums);
         }
