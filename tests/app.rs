@@ -61,25 +61,26 @@ fn snapshots_of_every_step() {
                 failures.push(e.to_string());
             }
         }
-        // One step of each lesson in Chinese (lessons 1–2 back on random weights, which their last step
-        // switched off); every step of the newest lesson.
+        // One step of each lesson in Chinese (lessons 1–2 back on random weights and lesson 5 on random
+        // K/V, which their last steps switched on); every step of the newest lesson.
         h.state_mut().lang = Lang::Zh;
         h.state_mut().goto(*i, n / 2);
         h.state_mut().set_param("weights", 0);
+        h.state_mut().set_param("model", 0);
         settle(&mut h);
         if let Err(e) = h.try_snapshot(format!("app/{id}-zh")) {
             failures.push(e.to_string());
         }
-        // The trained model's step (lessons 1–3) in Chinese too.
+        // The trained model's step (lessons 1–3 and 5) in Chinese too.
         let trained = h.state().lessons()[*i]
             .file
             .steps
             .iter()
-            .position(|s| s.id.get_ref() == "trained");
+            .position(|s| ["trained", "serve"].contains(&s.id.get_ref().as_str()));
         assert_eq!(
             trained.is_some(),
-            ["attention-matrix", "causal-mask", "multi-head"].contains(&id.as_str()),
-            "{id}: lessons 1-3 have a trained-model step"
+            ["attention-matrix", "causal-mask", "multi-head", "paged-cache"].contains(&id.as_str()),
+            "{id}: lessons 1-3 and 5 have a trained-model step"
         );
         if let Some(j) = trained {
             h.state_mut().goto(*i, j);

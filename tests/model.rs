@@ -208,3 +208,73 @@ fn bad_files_are_clear_errors() {
     .unwrap_err();
     assert!(e.to_string().contains("`ten` is not a valid value"), "{e}");
 }
+
+/// Lesson 5 serving the model: the scheduler batches, preempts and recomputes, and still every request
+/// gets exactly the text it gets when generated alone (greedy, same paged block size); every batched
+/// decode step's logits agree with recomputing without a cache, and every recompute predicts the byte
+/// emitted before the preemption.
+fn serving_equals_generating_alone(b: &dyn Backend, block_size: i64) {
+    use kvscope::lessons::paged_cache::PagedOut;
+    let lessons = kvscope::lesson::load_embedded().unwrap();
+    let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
+    let mut p = kvscope::lessons::Params::new();
+    p.insert("model".into(), 1);
+    p.insert("block_size".into(), block_size);
+    let out = kvscope::lessons::compute(l, &p, b).unwrap();
+    let out = out.downcast_ref::<PagedOut>().unwrap();
+    assert!(out.error.is_none(), "{:?}", out.error);
+    let s = out.served.as_ref().expect("the model served the scenario");
+    let preempted = out.frames.iter().filter(|f| !f.events.preempted.is_empty()).count();
+    if block_size == 4 {
+        assert!(preempted > 0, "the default scenario preempts");
+    }
+    assert_eq!(
+        preempted > 0,
+        !s.recompute_agrees.is_empty(),
+        "a preempted request is recomputed"
+    );
+    assert!(s.recompute_agrees.iter().all(|x| x.2), "{:?}", s.recompute_agrees);
+    let checks: Vec<_> = s.steps.iter().filter_map(|st| st.check.as_ref()).collect();
+    assert!(!checks.is_empty());
+    for c in &checks {
+        assert!(c.passed(), "{c}");
+    }
+    let m = Model::embedded().unwrap();
+    for (r, spec) in out.specs.iter().enumerate() {
+        let alone = m
+            .generate(
+                &s.prompts[r],
+                spec.generate + 1,
+                CacheKind::Paged {
+                    block_size: block_size as usize,
+                },
+                &mut Sampler::greedy(),
+                b,
+            )
+            .unwrap();
+        assert_eq!(
+            s.outputs[r],
+            alone.tokens,
+            "request {r} ({:?}): served {:?}, alone {:?}",
+            String::from_utf8_lossy(&s.prompts[r]),
+            String::from_utf8_lossy(&s.outputs[r]),
+            String::from_utf8_lossy(&alone.tokens)
+        );
+    }
+}
+
+#[test]
+fn lesson_5_serves_the_model_as_if_each_request_ran_alone() {
+    for bs in [1, 4, 16] {
+        serving_equals_generating_alone(&CpuBackend, bs);
+    }
+    let sim = probe(BackendKind::CudaSim)
+        .backend
+        .expect("cuda-sim is always available");
+    serving_equals_generating_alone(sim.as_ref(), 4);
+    match probe(BackendKind::Wgpu).backend {
+        Ok(w) => serving_equals_generating_alone(w.as_ref(), 16),
+        Err(e) if std::env::var_os("KVSCOPE_REQUIRE_WGPU").is_none() => eprintln!("wgpu skipped: {e}"),
+        Err(e) => panic!("wgpu required: {e}"),
+    }
+}

@@ -39,6 +39,19 @@ pub fn byte_label(b: u8) -> String {
     }
 }
 
+/// Bytes as text: whole UTF-8 characters as they are, any other byte (a character not yet complete: a
+/// Chinese one takes three bytes) as `[e6]`, never U+FFFD.
+pub fn bytes_as_text(b: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for x in chunk.invalid() {
+            out.push_str(&format!("[{x:02x}]"));
+        }
+    }
+    out
+}
+
 /// Short labels for the bytes of a text, one per byte, for heatmap ticks: a character that starts at
 /// this byte (`‿` for a space, `↵` for a newline), `·` for the following bytes of a multi-byte
 /// character, and the hex value of a byte that is not part of valid UTF-8 or is a control byte.
@@ -72,6 +85,21 @@ pub fn tick_labels(tokens: &[u8]) -> Vec<String> {
         i += width;
     }
     out
+}
+
+/// The start of the held-out split the committed model was evaluated on (never trained on), as the
+/// training script wrote it: documents separated by blank lines, English and Chinese.
+pub const HELDOUT: &[u8] = include_bytes!("../../assets/models/kvscope-tiny.heldout.txt");
+
+/// The held-out documents (the file's last one may be cut short; a character cut at the file's end is
+/// dropped), without empty ones.
+pub fn heldout_documents() -> Vec<&'static str> {
+    let text = match std::str::from_utf8(HELDOUT) {
+        Ok(t) => t,
+        // The file is the first N bytes of the split: it may end inside a character.
+        Err(e) => std::str::from_utf8(&HELDOUT[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    text.split("\n\n").map(str::trim).filter(|d| !d.is_empty()).collect()
 }
 
 /// The committed model, parsed once per process.

@@ -298,20 +298,6 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
     }
 }
 
-/// Bytes as text: valid UTF-8 as characters, any other byte (the start of a character still being
-/// generated, or an invalid one) as `[e5]`, so no replacement character is ever drawn.
-fn bytes_as_text(b: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in b.utf8_chunks() {
-        out.push_str(chunk.valid());
-        for x in chunk.invalid() {
-            out.push_str(&format!("[{x:02x}]"));
-        }
-    }
-    out
-}
-
-
 /// The trained model at decode step `t` (0: the prefill has emitted the first byte): the text so far,
 /// what the step read and emitted, every layer's static cache filling up, and the K and V rows the step
 /// wrote into each layer.
@@ -325,8 +311,8 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
     let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
     job.append(&g.prompt, 0.0, fmt(Color32::GRAY));
     // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
-    let shown = bytes_as_text(&g.bytes[..=t]);
-    let done = bytes_as_text(&g.bytes[..t]);
+    let shown = crate::model::bytes_as_text(&g.bytes[..=t]);
+    let done = crate::model::bytes_as_text(&g.bytes[..t]);
     // The newest part: what differs from the text before this byte (a completed character replaces the
     // hex of its first bytes).
     let common: usize = shown

@@ -5,7 +5,9 @@
 //! is checked against contiguous attention over the same tokens. The timeline has one frame per
 //! scheduler step.
 
+pub mod serve;
 mod view;
+mod view_serve;
 mod view_stats;
 
 use std::collections::BTreeMap;
@@ -39,6 +41,8 @@ crate::views! {
         Check = "check",
         /// Block size against waste and table length.
         Tradeoff = "tradeoff",
+        /// The trained model's requests: prompts and the bytes emitted so far.
+        Outputs = "outputs",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -87,6 +91,8 @@ pub struct PagedOut {
     pub error: Option<String>,
     /// One frame per scheduler step.
     pub frames: Vec<PagedFrame>,
+    /// With "Serve the trained model" on: the model's side of every step (aligned with `frames`).
+    pub served: Option<serve::Served>,
 }
 
 /// The state after one scheduler step.
@@ -144,6 +150,9 @@ const PLACEHOLDERS: &[&str] = &[
     "recompute_prompt",
     "recompute_generated",
     "steps",
+    "served_bytes",
+    "served_recomputes",
+    "served_agree",
 ];
 
 /// Named timeline points: the step with the most running requests, the first step where a request
@@ -204,6 +213,7 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
         specs: specs.clone(),
         error: None,
         frames: Vec::new(),
+        served: None,
     };
     let mut sched = match Scheduler::new(shape, specs) {
         Ok(s) => s,
@@ -212,6 +222,14 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
             return Ok(out);
         }
     };
+    // With the trained model on, it serves the requests (its own K/V pools, one per layer, addressed
+    // through the same allocator and block tables); else every token gets seeded random K/V.
+    let mut server = if get(p, "model", 0) != 0 {
+        let m = crate::model::shared().map_err(|e| e.to_string())?;
+        Some(serve::Server::new(m, shape.num_blocks, shape.block_size, &out.specs, seed))
+    } else {
+        None
+    };
     let mut k_pool = vec![f16::ZERO; shape.numel()];
     let mut v_pool = vec![f16::ZERO; shape.numel()];
     let per_token = shape.kv_heads * shape.head_dim;
@@ -219,6 +237,18 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
     while !sched.is_done() && out.frames.len() < MAX_STEPS {
         let ev = sched.step();
         let cache = sched.cache();
+        let (mut check_report, mut decode_bytes) = (None, 0);
+        if let Some(server) = server.as_mut() {
+            // The tables after the step, and those of the requests that finished in it: their blocks
+            // are free but not reused before the next step, so their last decode can still read them.
+            let mut tables = cache.tables().clone();
+            tables.extend(ev.finished.iter().map(|(r, b)| (*r, b.clone())));
+            server.step(&ev, &tables, backend)?;
+            if let Some(st) = server.last() {
+                check_report = st.check.clone();
+                decode_bytes = st.decode_bytes;
+            }
+        }
         // Write the K/V of every token stored this step through the paged-append kernel.
         let mut writes: Vec<(RequestId, usize)> = Vec::new();
         for &(r, n) in &ev.admitted {
@@ -229,7 +259,7 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
             .into_iter()
             .filter(|&(r, pos)| cache.slot(r, pos).is_some())
             .collect();
-        if !live.is_empty() {
+        if !live.is_empty() && server.is_none() {
             let slots: Vec<i32> = live
                 .iter()
                 .map(|&(r, pos)| cache.slot(r, pos).map_or(-1, |s| s as i32))
@@ -253,9 +283,7 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
                 .map_err(err)?;
         }
         let running: Vec<RequestId> = sched.running().into_iter().filter(|&r| cache.len(r) > 0).collect();
-        let (check_report, decode_bytes) = if running.is_empty() {
-            (None, 0)
-        } else {
+        if !running.is_empty() && server.is_none() {
             let (tables, max_blocks, lens) = cache.block_table_matrix(&running);
             let q =
                 Rng::stream(seed, 77 + ev.step as u64).normal_vec(running.len() * PAGED_HEADS * shape.head_dim, 1.0);
@@ -269,11 +297,9 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
                 max_blocks,
                 context_lens: &lens,
             };
-            (
-                Some(paged_equals_contiguous(backend, &inp).map_err(err)?),
-                inp.kv_bytes(),
-            )
-        };
+            check_report = Some(paged_equals_contiguous(backend, &inp).map_err(err)?);
+            decode_bytes = inp.kv_bytes();
+        }
         let write = ev
             .decoded
             .first()
@@ -301,6 +327,7 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
     if !sched.is_done() {
         out.error = Some(format!("the scenario did not finish within {MAX_STEPS} steps"));
     }
+    out.served = server.map(serve::Server::finish);
     Ok(out)
 }
 
@@ -494,6 +521,22 @@ impl PagedOut {
                 rec.zip(rec_prompt).map_or_else(dash, |((_, n), p)| (n - p).to_string()),
             ),
             ("steps", self.frames.len().to_string()),
+            (
+                "served_bytes",
+                self.served
+                    .as_ref()
+                    .map_or_else(dash, |s| s.outputs.iter().map(Vec::len).sum::<usize>().to_string()),
+            ),
+            (
+                "served_recomputes",
+                self.served.as_ref().map_or_else(dash, |s| s.recompute_agrees.len().to_string()),
+            ),
+            (
+                "served_agree",
+                self.served
+                    .as_ref()
+                    .map_or_else(dash, |s| s.recompute_agrees.iter().filter(|x| x.2).count().to_string()),
+            ),
         ]
     }
 }

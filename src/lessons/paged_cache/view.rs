@@ -4,7 +4,7 @@
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::{PagedCache, PagedFrame, PagedOut, View, view_stats};
+use super::{PagedCache, PagedFrame, PagedOut, View, view_serve, view_stats};
 use crate::lessons::ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::owner_color;
@@ -177,6 +177,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
         View::Events => view_stats::events(cx, ui, f),
         View::Check => view_stats::check(cx, ui, p, f),
         View::Tradeoff => view_stats::tradeoff(cx, ui, p, f),
+        View::Outputs => view_serve::outputs(cx, ui, p, (*cx.cursor).min(p.frames.len().saturating_sub(1))),
         View::Kernel => {}
     }
 }

@@ -156,29 +156,43 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
 pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
     let lang = cx.lang;
     let size = cx.size;
+    // With the trained model serving, the decode is the model's (its heads, every layer) and the check
+    // is its logits against recomputing without a cache.
+    let (heads, kv_heads, what, against) = match &p.served {
+        Some(s) => (
+            crate::model::shared().map_or(PAGED_HEADS, |m| m.config.n_heads),
+            s.shape.kv_heads,
+            lang.t(
+                "the trained model's batched paged decode, every layer",
+                "训练好的模型的批量分页解码（每一层）",
+            ),
+            lang.t(
+                "batched paged decode vs recomputing each text without a cache on the CPU (logits)",
+                "批量分页解码与在 CPU 上不用缓存重算每段文本的对比（logits）",
+            ),
+        ),
+        None => (
+            PAGED_HEADS,
+            p.shape.kv_heads,
+            lang.t("paged decode through the block tables", "通过块表的分页解码"),
+            lang.t(
+                "paged kernel vs contiguous attention on the same tokens",
+                "分页 kernel 与连续注意力（相同 token）",
+            ),
+        ),
+    };
     ui.label(
         RichText::new(format!(
-            "{} ({} {}, {} {}, GQA {}→{})",
-            lang.t("paged decode through the block tables", "通过块表的分页解码"),
+            "{what} ({} {}, {} {}, GQA {heads}→{kv_heads})",
             f.running.len(),
             lang.t("running requests", "个运行中的请求"),
             lang.t("backend", "后端"),
             cx.backend.name(),
-            PAGED_HEADS,
-            p.shape.kv_heads
         ))
         .strong()
         .size(size),
     );
-    check_line(
-        cx,
-        ui,
-        f.check.as_ref(),
-        lang.t(
-            "paged kernel vs contiguous attention on the same tokens",
-            "分页 kernel 与连续注意力（相同 token）",
-        ),
-    );
+    check_line(cx, ui, f.check.as_ref(), against);
     let gather = &mut cx.state::<PagedUiState>().gather;
     ui.checkbox(
         gather,

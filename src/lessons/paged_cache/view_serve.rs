@@ -1,0 +1,116 @@
+//! Lesson 5's view of the trained model serving the requests: each request's prompt and the bytes it
+//! has emitted up to the shown scheduler step (this step's bytes highlighted), its state, and the check
+//! of the step's batched decode against recomputing without a cache.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::PagedOut;
+use crate::cache::RequestId;
+use crate::model::bytes_as_text;
+use crate::render::colormap::owner_color;
+use crate::ui::widgets::ViewCtx;
+
+/// Text for one line: newlines and tabs as spaces, so each request keeps to its row.
+fn flat(b: &[u8]) -> String {
+    bytes_as_text(b).replace(['\n', '\t'], " ")
+}
+
+/// The requests' texts at scheduler step `t` of `p` (when the model served them).
+pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
+    let (lang, size) = (cx.lang, cx.size);
+    let (Some(s), Some(f)) = (&p.served, p.frames.get(t)) else {
+        ui.label(
+            RichText::new(lang.t(
+                "The requests carry seeded random K/V. Tick “Serve the trained model” under Parameters to have \
+                 kvscope's tiny model generate real text for them.",
+                "这些请求携带带种子的随机 K/V。在“参数”中勾选“用训练好的模型服务”，让 kvscope 的小模型为它们生成真实文本。",
+            ))
+            .size(size),
+        );
+        return;
+    };
+    let Some(st) = s.steps.get(t) else { return };
+    ui.label(
+        RichText::new(match lang {
+            crate::ui::text::Lang::Zh => format!(
+                "训练好的模型在调度步 {t} 服务 {} 个请求：灰色为提示（取自留出集），白色为已生成，黄底为本步生成",
+                p.specs.len()
+            ),
+            _ => format!(
+                "the trained model serving {} requests at scheduler step {t}: prompt (held-out text) in grey, \
+                 generated in white, this step's bytes on yellow",
+                p.specs.len()
+            ),
+        })
+        .strong()
+        .size(size),
+    );
+    ui.add_space(size * 0.3);
+    let font = egui::FontId::monospace(size * 0.95);
+    for (r, spec) in p.specs.iter().enumerate() {
+        let id = r as RequestId;
+        let state = if spec.arrive > f.events.step {
+            lang.t("not arrived", "未到达")
+        } else if f.events.preempted.iter().any(|(x, _)| *x == id) {
+            lang.t("preempted", "被抢占")
+        } else if f.events.recomputed.iter().any(|(x, _)| *x == id) {
+            lang.t("recomputed", "重算")
+        } else if f.running.contains(&id) {
+            lang.t("running", "运行中")
+        } else if f.waiting.contains(&id) {
+            lang.t("waiting", "等待中")
+        } else if f.events.finished.iter().any(|(x, _)| *x == id) {
+            lang.t("finished now", "本步完成")
+        } else if st.out_len.get(r).copied().unwrap_or(0) > 0 {
+            lang.t("finished", "已完成")
+        } else {
+            lang.t("waiting", "等待中")
+        };
+        let n = st.out_len.get(r).copied().unwrap_or(0);
+        let new = st.emitted.iter().filter(|(x, _)| *x == id).count();
+        let out = &s.outputs[r][..n.min(s.outputs[r].len())];
+        let c = owner_color(id);
+        let mut job = egui::text::LayoutJob::default();
+        let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
+        job.append(&format!("r{r} "), 0.0, fmt(Color32::from_rgb(c[0], c[1], c[2])));
+        job.append(&format!("{state:<6} "), 0.0, fmt(Color32::GRAY));
+        job.append(&flat(&s.prompts[r]), 0.0, fmt(Color32::from_gray(140)));
+        job.append(" │ ", 0.0, fmt(Color32::DARK_GRAY));
+        let (old, fresh) = out.split_at(out.len() - new.min(out.len()));
+        job.append(&flat(old), 0.0, fmt(ui.visuals().strong_text_color()));
+        // This step's bytes on a yellow ground, so that a space or a line break shows too.
+        let mut hot = fmt(Color32::BLACK);
+        hot.background = Color32::from_rgb(240, 190, 60);
+        job.append(&flat(fresh), 0.0, hot);
+        job.wrap.max_width = ui.available_width();
+        ui.label(job);
+    }
+    ui.add_space(size * 0.3);
+    let line = match &st.check {
+        Some(c) => format!(
+            "{}: max abs err {:.1e} {}",
+            lang.t(
+                "this step's batched decode vs recomputing each text without a cache on the CPU (logits, f16 cache)",
+                "本步的批量解码与在 CPU 上不用缓存重算每段文本的对比（logits，f16 缓存）"
+            ),
+            c.max_abs,
+            if c.passed() { "OK" } else { lang.t("MISMATCH", "不一致") }
+        ),
+        None => lang.t("no decode this step", "本步没有解码").to_string(),
+    };
+    ui.label(RichText::new(line).size(size * 0.9));
+    let agree = s.recompute_agrees.iter().filter(|x| x.2).count();
+    if !s.recompute_agrees.is_empty() {
+        ui.label(
+            RichText::new(format!(
+                "{}: {agree} / {}",
+                lang.t(
+                    "recomputes after a preemption that predicted the byte emitted before it",
+                    "被抢占后重算、且预测出与抢占前相同字节的次数"
+                ),
+                s.recompute_agrees.len()
+            ))
+            .size(size * 0.9),
+        );
+    }
+}
