@@ -222,7 +222,7 @@ pub fn p3(
             "decode kernel disagrees with the reference:\n{report}"
         )));
     }
-    let timing = backend.time_paged_decode(&inp, 5)?;
+    let timing = backend.time_paged_decode(&inp, 15)?;
     let bytes = prob.kv_bytes();
     let (bw, read, copy) = timing.gbs(bytes);
     let mb = bytes as f64 / 1e6;

@@ -144,24 +144,31 @@ pub trait Backend: Send + Sync {
 
     /// Time one paged-decode step against a read-only stream and a copy of the same K/V bytes on the
     /// same device (lesson 4's sweep, `kvscope bench`). The default times the host-in/host-out op, a
-    /// parallel sum and a memcpy on the same threads; a GPU backend times device-resident data against
-    /// a reduction kernel and a device-to-device copy.
+    /// parallel sum over the K/V pools themselves and a memcpy on the same threads, interleaved round by
+    /// round; a GPU backend times device-resident data against a reduction kernel and a device-to-device
+    /// copy.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
         inp.validate()?;
         let mut failed = None;
-        let decode_s = timing::median_time(reps, || {
-            if let Err(e) = self.run_paged_decode(inp) {
-                failed = Some(e);
-            }
-        })
-        .as_secs_f64();
+        let (decode_s, read_s, copy_s) = timing::host_decode_roofs(
+            reps,
+            || {
+                if let Err(e) = self.run_paged_decode(inp) {
+                    failed = Some(e);
+                }
+            },
+            inp.k_pool,
+            inp.v_pool,
+            inp.kv_bytes(),
+            inp.kv_bytes(),
+        );
         if let Some(e) = failed {
             return Err(e);
         }
         Ok(DecodeTiming {
             decode_s,
-            read_s: timing::host_read_seconds(inp.kv_bytes(), reps),
-            copy_s: timing::host_copy_seconds(inp.kv_bytes(), reps),
+            read_s,
+            copy_s,
             device: Device::Host,
         })
     }

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use half::f16;
 use rayon::prelude::*;
 
 /// Median wall time of `reps` runs of `f` after one warm-up run.
@@ -20,33 +21,52 @@ pub fn median_time(reps: usize, mut f: impl FnMut()) -> Duration {
     t[t.len() / 2]
 }
 
-/// Seconds of one parallel read-only pass over `bytes` bytes (a wrapping sum of 64-bit words on every
-/// rayon thread, the way the decode spreads its reads), median of `reps`.
-pub fn host_read_seconds(bytes: usize, reps: usize) -> f64 {
-    let words = bytes.div_ceil(8).max(1);
-    let data: Vec<u64> = (0..words as u64).collect();
-    let chunk = words.div_ceil(rayon::current_num_threads() * 8).max(1);
-    median_time(reps, || {
-        let sum = data
+/// Medians of `reps` runs each, after a warm-up run, of: `kernel` (one decode step), a read-only pass
+/// over the pools `k_pool` and `v_pool` themselves (a parallel sum of their bits: the bytes the decode
+/// reads, not a buffer of their size), and a parallel copy of `copy_bytes` bytes.
+/// Returns (kernel seconds, seconds to read `read_bytes` at the pools' read rate, copy seconds).
+pub fn host_decode_roofs(
+    reps: usize,
+    mut kernel: impl FnMut(),
+    k_pool: &[f16],
+    v_pool: &[f16],
+    read_bytes: usize,
+    copy_bytes: usize,
+) -> (f64, f64, f64) {
+    let threads = rayon::current_num_threads();
+    // The pool's bytes as 64-bit words (the few unaligned f16 at either end summed on their own), so
+    // that the stream is one load and one add per 8 bytes: bounded by memory, not by widening 16-bit
+    // values (a sum of the u16 bits ran at 0.9 of this).
+    let sum = |h: &[f16]| -> u64 {
+        let (head, words, tail) = bytemuck::pod_align_to::<f16, u64>(h);
+        let chunk = words.len().div_ceil(threads * 8).max(1);
+        let body = words
             .par_chunks(chunk)
             .map(|c| c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))
             .reduce(|| 0, u64::wrapping_add);
-        std::hint::black_box(sum);
+        let ends = head
+            .iter()
+            .chain(tail)
+            .fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits())));
+        body.wrapping_add(ends)
+    };
+    let src = vec![1u8; copy_bytes];
+    let mut dst = vec![0u8; copy_bytes];
+    let cchunk = copy_bytes.div_ceil(threads * 8).max(1);
+    let pool_bytes = (k_pool.len() + v_pool.len()) * std::mem::size_of::<f16>();
+    // The kernel's runs back to back, then the read's, then the copy's (interleaving them round by
+    // round was tried: the kernel measured up to a quarter slower right after a 268 MB stream or copy).
+    let tk = median_time(reps, &mut kernel).as_secs_f64();
+    let tr = median_time(reps, || {
+        std::hint::black_box(sum(k_pool).wrapping_add(sum(v_pool)));
     })
-    .as_secs_f64()
-}
-
-/// Seconds of one parallel host copy of `bytes` bytes (every rayon thread, like the decode), median
-/// of `reps`.
-pub fn host_copy_seconds(bytes: usize, reps: usize) -> f64 {
-    let src = vec![1u8; bytes];
-    let mut dst = vec![0u8; bytes];
-    let chunk = bytes.div_ceil(rayon::current_num_threads() * 8).max(1);
-    median_time(reps, || {
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
+    .as_secs_f64();
+    let tc = median_time(reps, || {
+        dst.par_chunks_mut(cchunk)
+            .zip(src.par_chunks(cchunk))
             .for_each(|(d, s)| d.copy_from_slice(s));
         std::hint::black_box(&dst);
     })
-    .as_secs_f64()
+    .as_secs_f64();
+    (tk, tr * read_bytes as f64 / pool_bytes.max(1) as f64, tc)
 }
