@@ -655,6 +655,62 @@ mod tests {
         }
     }
 
+    /// The AVX2 and the AVX-512VL builds give the same bits (their score tiles differ in size but
+    /// reduce each accumulator in the same order), so what the app shows does not depend on whether the
+    /// CPU has AVX-512.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_and_avx512vl_builds_agree_bit_for_bit() {
+        if !wide_registers() {
+            eprintln!("no AVX-512VL here: nothing to compare");
+            return;
+        }
+        for (group, ntok, hd) in [
+            (4, 16, 128),
+            (4, 17, 128),
+            (8, 5, 64),
+            (4, 3, 40),
+            (2, 16, 32),
+            (6, 9, 16),
+        ] {
+            let mut rng = crate::math::Rng::new((group * 31 + ntok * 7 + hd) as u64);
+            let q = rng.normal_vec(group * hd, 0.3);
+            let k: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+            let v: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+            let run = |wide: bool| {
+                let (mut m, mut l, mut acc) = (
+                    vec![f32::NEG_INFINITY; group],
+                    vec![0f32; group],
+                    vec![0f32; group * hd],
+                );
+                let mut st = GroupState {
+                    q: &q,
+                    m: &mut m,
+                    l: &mut l,
+                    acc: &mut acc,
+                };
+                let mut sc = Scratch::default();
+                // Two blocks, so the running max and the rescale take part too.
+                for _ in 0..2 {
+                    if wide {
+                        // SAFETY: `wide_registers()` checked every feature of `attend_block_avx512vl`.
+                        unsafe { attend_block_avx512vl(&mut st, &k, &v, hd, Next::default(), &mut sc) };
+                    } else {
+                        // SAFETY: `wide_registers()` implies `accelerated()`, the features of
+                        // `attend_block_avx2`.
+                        unsafe { attend_block_avx2(&mut st, &k, &v, hd, Next::default(), &mut sc) };
+                    }
+                }
+                (m, l, acc)
+            };
+            let (a, b) = (run(false), run(true));
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a.0), bits(&b.0), "max g{group} ntok{ntok} hd{hd}");
+            assert_eq!(bits(&a.1), bits(&b.1), "sum g{group} ntok{ntok} hd{hd}");
+            assert_eq!(bits(&a.2), bits(&b.2), "acc g{group} ntok{ntok} hd{hd}");
+        }
+    }
+
     /// Nanoseconds per (16-token block, KV head) step for a GQA group of 4 at head_dim 128 with the
     /// block in L1: the compute speed of the decode step alone (`cargo test --release --lib
     /// simd::tests::l1_step_speed -- --ignored --nocapture`). A measurement, not a check.
