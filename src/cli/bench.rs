@@ -93,8 +93,99 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         println!("{}", serde_json::to_string_pretty(&lines).context("json")?);
     } else {
         bench::print_table(&lines);
+        if b.kind() == kvscope::compute::BackendKind::Cpu {
+            print_limits(&lines);
+        }
     }
     Ok(true)
+}
+
+/// The CPU's physical limits as far as they can be derived here, and which one binds each line: the
+/// FMA peak from the thread count, the vector width the decode runs at and the clock `/proc/cpuinfo`
+/// reports; the read bandwidth is the P3 lines' measured stream.
+fn print_limits(lines: &[bench::BenchLine]) {
+    let threads = rayon::current_num_threads();
+    let lanes = if kvscope::simd::accelerated() { 8 } else { 4 };
+    // Two FMA pipes per core is what current x86 cores (and the Zen 4 this was written on) have; it
+    // is assumed, not read.
+    let pipes = 2;
+    let ghz = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("cpu MHz"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|mhz| mhz / 1e3)
+    });
+    let per_cycle = (threads * pipes * lanes * 2) as f64;
+    let gemm = lines.iter().find(|l| l.id == "P1").map(|l| l.baseline);
+    let read = lines.iter().find(|l| l.id == "P3").map(|l| l.baseline);
+    println!();
+    match ghz {
+        Some(g) => println!(
+            "FMA peak: {threads} threads × {pipes} FMA pipes (assumed) × {lanes} f32 lanes × 2 FLOP × {g:.3} GHz \
+             (/proc/cpuinfo; boost clocks run higher) = {:.0} GFLOP/s",
+            per_cycle * g
+        ),
+        None => println!(
+            "FMA peak: {per_cycle} FLOP per cycle ({threads} threads × {pipes} pipes × {lanes} lanes × 2); no clock to read"
+        ),
+    }
+    if let (Some(gemm), Some(g)) = (gemm, ghz) {
+        let of_peak = gemm / (per_cycle * g);
+        let note = if of_peak > 1.0 {
+            format!(
+                " (above 1: the cores ran at {:.2} GHz or more, above the reported clock)",
+                gemm / per_cycle
+            )
+        } else {
+            String::new()
+        };
+        println!("best GEMM measured: {gemm:.0} GFLOP/s = {of_peak:.2} of that peak{note}");
+    }
+    if let Some(read) = read {
+        println!("read bandwidth (the P3 stream over the pools): {read:.1} GB/s");
+        if let Some(gemm) = gemm {
+            println!(
+                "machine balance: {gemm:.0} / {read:.1} = {:.1} FLOP per byte read",
+                gemm / read
+            );
+            // Decode with a GQA group of 4 does 2 FLOP per query per f16 value of K and of V: 4 per byte,
+            // so the best it can do is the lower of the read roof and the best GEMM rate over 4.
+            let compute_roof = gemm / 4.0;
+            let (limit, which) = if compute_roof < read {
+                (compute_roof, "compute (best GEMM / 4 FLOP per byte)")
+            } else {
+                (read, "memory (the read roof)")
+            };
+            println!(
+                "P3's limits: read roof {read:.1} GB/s, compute {gemm:.0} GFLOP/s / 4 FLOP per f16 K/V byte at GQA 4 = \
+                 {compute_roof:.1} GB/s; {which} binds here"
+            );
+            for l in lines.iter().filter(|l| l.id.starts_with("P3")) {
+                let lim = if l.id == "P3" {
+                    limit
+                } else {
+                    compute_roof.min(l.baseline)
+                };
+                println!(
+                    "  {:7} {:.1} GB/s = {:.2} of its binding limit ({lim:.1} GB/s), {:.2} of its read roof",
+                    l.id,
+                    l.value,
+                    l.value / lim,
+                    l.ratio
+                );
+            }
+        }
+    }
+    if gemm.is_some() {
+        // Causal attention at T tokens: 4·hd·T(T+1)/2 FLOP per head over 4·T·hd f32 values of Q, K, V, O.
+        let t = 1024.0;
+        println!(
+            "P1 binds on compute (causal attention at T = 1024 does {:.0} FLOP per byte of Q, K, V and O), so its \
+             ratio is shown against the best GEMM",
+            4.0 * t * (t + 1.0) / 2.0 / (4.0 * t * 4.0)
+        );
+    }
 }
 
 /// Heatmap frame times on the wgpu adapter.
