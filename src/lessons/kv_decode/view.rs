@@ -36,16 +36,26 @@ impl LessonUi for KvDecode {
         };
         let lang = cx.lang;
         let layers = d.layers;
+        // On the trained model's step the timeline counts the model's tokens (its text, all its layers
+        // at once), not the random stack's positions and layers.
+        let model = d.generation.as_ref().filter(|_| cx.step_shows(View::ModelDecode.name()));
         timeline(
             cx,
             ui,
             d.frames.len(),
             |ui, c, n| {
-                if ui.button(lang.t("< layer", "< 上一层")).clicked() {
-                    *c = c.saturating_sub(1);
-                }
-                if ui.button(lang.t("next layer >", "下一层 >")).clicked() {
-                    *c = (*c + 1).min(n - 1);
+                if model.is_some() {
+                    if ui.button(lang.t("< token", "< 上一个 token")).clicked() {
+                        // To the last layer of the previous token.
+                        *c = if *c <= layers { 0 } else { ((*c - 1) / layers) * layers };
+                    }
+                } else {
+                    if ui.button(lang.t("< layer", "< 上一层")).clicked() {
+                        *c = c.saturating_sub(1);
+                    }
+                    if ui.button(lang.t("next layer >", "下一层 >")).clicked() {
+                        *c = (*c + 1).min(n - 1);
+                    }
                 }
                 if ui.button(lang.t("next token >>", "下一个 token >>")).clicked() {
                     // To the last layer of the next token.
@@ -59,6 +69,26 @@ impl LessonUi for KvDecode {
             },
             |c| {
                 let f = &d.frames[c];
+                if let Some(g) = model {
+                    // The model ran as many steps as the timeline has tokens, or fewer on a simulated GPU.
+                    let t = f.token.min(g.bytes.len() - 1);
+                    return if t == 0 {
+                        format!(
+                            "{} ({} {})",
+                            lang.t("after prefill", "预填充完成"),
+                            g.prompt.len(),
+                            lang.t("prompt bytes, every layer", "个提示字节，所有层")
+                        )
+                    } else {
+                        format!(
+                            "{} {t} / {} · {} {}",
+                            lang.t("decode token", "解码 token"),
+                            g.bytes.len() - 1,
+                            lang.t("position", "位置"),
+                            g.prompt.len() + t - 1
+                        )
+                    };
+                }
                 match f.layer {
                     None => format!(
                         "{} ({} {})",
