@@ -1,6 +1,8 @@
 //! The CPU's inner loops whose speed depends on the instruction set, chosen at run time: the
-//! exponential and softmax sums of the f32 attention path, and the paged-decode step. The one module
-//! besides `compute::cuda` that may use `unsafe`; the lowest layer (it needs only `half`).
+//! exponential and softmax sums of the f32 attention path, the paged-decode step, and [`sgemm`] (the
+//! `gemm` crate's f32 GEMM, whose entry point is an `unsafe fn`; `kvscope bench` measures against it).
+//! The one module besides `compute::cuda` that may use `unsafe`; the lowest layer (it needs only `half`,
+//! `gemm` and ndarray's array views).
 //!
 //! How it works: [`attend_block`] does one paged-attention step for one KV head's query group over one
 //! block: convert the block's K rows from f16 once, score them against every query of the GQA group,
@@ -8,9 +10,10 @@
 //! The body is written once, as plain Rust over fixed-width lanes ([`body`]), and compiled twice: inside
 //! a `#[target_feature(enable = "avx2,fma,f16c")]` function, where LLVM turns the lanes into 256-bit FMAs
 //! and the conversion is one `vcvtph2ps` per 8 values, and as a portable version (SSE2 on x86-64, NEON on
-//! aarch64) with `half`'s conversion. [`attend_block`] picks the AVX2 one when the CPU has those
-//! features (`is_x86_feature_detected!`, cached by std), so the build needs no `target-cpu` and still
-//! runs on any x86-64 or ARM machine.
+//! aarch64) with `half`'s conversion; a third build adds AVX-512F/VL only for their 32 registers (wider
+//! score tiles, same 256-bit vectors, the same bits as the AVX2 build). [`attend_block`] picks the
+//! widest the CPU has (`is_x86_feature_detected!`, cached by std), so the build needs no `target-cpu`
+//! and still runs on any x86-64 or ARM machine.
 #![allow(unsafe_code)]
 
 use half::f16;
@@ -130,6 +133,72 @@ pub fn wide_registers() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
+    }
+}
+
+/// `C = A·B` in f32 through the `gemm` crate (its own run-time dispatch to AVX2/AVX-512/NEON kernels),
+/// on `threads` rayon threads (1: this thread only). The fastest GEMM this project can call from Rust:
+/// `kvscope bench` measures P1 against it.
+pub fn sgemm(a: ndarray::ArrayView2<f32>, b: ndarray::ArrayView2<f32>, threads: usize) -> ndarray::Array2<f32> {
+    let mut c = ndarray::Array2::<f32>::zeros((a.nrows(), b.ncols()));
+    sgemm_into(1.0, a, b, c.view_mut(), threads);
+    c
+}
+
+/// `C = scale · A·B` into the view `c` (its old values are not read), as [`sgemm`].
+pub fn sgemm_into(
+    scale: f32,
+    a: ndarray::ArrayView2<f32>,
+    b: ndarray::ArrayView2<f32>,
+    mut c: ndarray::ArrayViewMut2<f32>,
+    threads: usize,
+) {
+    let (m, k) = a.dim();
+    let (k2, n) = b.dim();
+    assert!(
+        k == k2 && c.dim() == (m, n),
+        "sgemm: {m}×{k} · {k2}×{n} into {:?}",
+        c.dim()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    let (sa, sb, sc) = (a.strides().to_vec(), b.strides().to_vec(), c.strides().to_vec());
+    // SAFETY: the pointers and the element strides (ndarray reports row stride, then column stride;
+    // the gemm crate takes column stride, then row stride) describe exactly the m×k, k×n and m×n arrays
+    // borrowed here; `c` is borrowed mutably, so it aliases neither input; `read_dst` is false, so its
+    // old values are never read.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            sc[1],
+            sc[0],
+            false,
+            a.as_ptr(),
+            sa[1],
+            sa[0],
+            b.as_ptr(),
+            sb[1],
+            sb[0],
+            0.0,
+            scale,
+            false,
+            false,
+            false,
+            par,
+        );
     }
 }
 
@@ -749,5 +818,28 @@ mod tests {
             bytes / best
         );
         std::hint::black_box(&acc);
+    }
+
+    #[test]
+    fn sgemm_equals_f64_products_for_views_and_odd_shapes() {
+        let mut rng = crate::math::Rng::new(5);
+        for (m, k, n) in [(1, 1, 1), (3, 5, 7), (17, 64, 33), (64, 128, 64)] {
+            let a = ndarray::Array2::from_shape_vec((m, k), rng.normal_vec(m * k, 1.0)).unwrap();
+            let bt = ndarray::Array2::from_shape_vec((n, k), rng.normal_vec(n * k, 1.0)).unwrap();
+            // B as a transposed view: column-major strides, as attention's Kᵀ is.
+            let b = bt.t();
+            for threads in [1, 2] {
+                let c = sgemm(a.view(), b, threads);
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: f64 = (0..k).map(|x| f64::from(a[[i, x]]) * f64::from(b[[x, j]])).sum();
+                        assert!(
+                            (f64::from(c[[i, j]]) - want).abs() < 1e-4 * (1.0 + want.abs()),
+                            "{m}x{k}x{n} [{i},{j}]"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

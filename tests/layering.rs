@@ -82,7 +82,8 @@ fn the_ui_leaves_exports_and_benchmarks_to_the_layers_below() {
     );
 }
 
-/// `unsafe` lives only in `compute::cuda` (FFI) and `simd` (intrinsics), and every `unsafe` block
+/// `unsafe` lives only in `compute::cuda` (FFI) and `simd` (intrinsics and the `gemm` crate's entry
+/// point), and every `unsafe` block
 /// there has a `// SAFETY:` comment on a line just above it (clippy checks the blocks; this checks the
 /// places).
 #[test]

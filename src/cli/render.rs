@@ -107,7 +107,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         let balance = points
             .last()
             .filter(|p| p.device == kvscope::compute::Device::Host)
-            .map(|p| (kvscope::bench::gemm_gflops(1024).0, p.read));
+            .map(|p| (kvscope::bench::best_gemm_gflops(1024).0, p.read));
         let sweep = app.lesson_state::<Sweep>(KvDecode.name());
         sweep.points = points;
         sweep.backend = Some(b.kind());

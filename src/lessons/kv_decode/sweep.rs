@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 
-use crate::bench::{SweepPoint, gemm_gflops, sweep_contexts, sweep_point};
+use crate::bench::{SweepPoint, best_gemm_gflops, sweep_contexts, sweep_point};
 use crate::compute::{Backend, BackendKind, Device};
 
 /// What the measuring thread sends.
@@ -55,7 +55,7 @@ impl Sweep {
                 wake();
             }
             if let Some(p) = last.filter(|p| p.device == Device::Host) {
-                let _ = tx.send(Ok(Measured::Balance(gemm_gflops(1024).0, p.read)));
+                let _ = tx.send(Ok(Measured::Balance(best_gemm_gflops(1024).0, p.read)));
             }
             wake();
         });
