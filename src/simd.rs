@@ -656,12 +656,19 @@ fn body(
 mod tests {
     use super::*;
 
+    /// Seeded queries `[group, hd]` (standard deviation `q_std`) and one block's K and V rows
+    /// `[ntok, hd]` in f16.
+    fn inputs(seed: u64, group: usize, ntok: usize, hd: usize, q_std: f64) -> (Vec<f32>, Vec<f16>, Vec<f16>) {
+        let mut rng = crate::math::Rng::new(seed);
+        let q = rng.normal_vec(group * hd, q_std);
+        let k = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        let v = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        (q, k, v)
+    }
+
     /// One block through `f`, from a fresh state, against f64 arithmetic on the same f16 values.
     fn check(f: fn(&mut GroupState, &[f16], &[f16], usize, &mut Scratch), group: usize, ntok: usize, hd: usize) {
-        let mut rng = crate::math::Rng::new((group * 1000 + ntok * 10 + hd) as u64);
-        let q = rng.normal_vec(group * hd, 0.3);
-        let k: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
-        let v: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        let (q, k, v) = inputs((group * 1000 + ntok * 10 + hd) as u64, group, ntok, hd, 0.3);
         let (mut m, mut l, mut acc) = (
             vec![f32::NEG_INFINITY; group],
             vec![0f32; group],
@@ -742,10 +749,7 @@ mod tests {
             (2, 16, 32),
             (6, 9, 16),
         ] {
-            let mut rng = crate::math::Rng::new((group * 31 + ntok * 7 + hd) as u64);
-            let q = rng.normal_vec(group * hd, 0.3);
-            let k: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
-            let v: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+            let (q, k, v) = inputs((group * 31 + ntok * 7 + hd) as u64, group, ntok, hd, 0.3);
             let run = |wide: bool| {
                 let (mut m, mut l, mut acc) = (
                     vec![f32::NEG_INFINITY; group],
@@ -787,10 +791,7 @@ mod tests {
     #[ignore]
     fn l1_step_speed() {
         let (group, ntok, hd) = (4, 16, 128);
-        let mut rng = crate::math::Rng::new(9);
-        let q = rng.normal_vec(group * hd, 0.05);
-        let k: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
-        let v: Vec<f16> = rng.normal_vec(ntok * hd, 1.0).into_iter().map(f16::from_f32).collect();
+        let (q, k, v) = inputs(9, group, ntok, hd, 0.05);
         let (mut m, mut l, mut acc) = (
             vec![f32::NEG_INFINITY; group],
             vec![0f32; group],

@@ -165,16 +165,7 @@ impl<'m> Server<'m> {
                     k.extend(by_token(&ki));
                     v.extend(by_token(&vi));
                 }
-                backend
-                    .paged_append(PagedAppendInput {
-                        shape: self.shape,
-                        k_pool: &mut self.k_pools[l],
-                        v_pool: &mut self.v_pools[l],
-                        slot_mapping: &slots,
-                        k: &k,
-                        v: &v,
-                    })
-                    .map_err(err)?;
+                self.append(backend, l, &slots, &k, &v)?;
                 let inp = PagedDecodeInput {
                     q: &q,
                     n_heads: c.n_heads,
@@ -220,16 +211,7 @@ impl<'m> Server<'m> {
             let pre = m.prefill(&toks, backend, false)?;
             let slots: Vec<i32> = (0..n).map(|pos| slot(r, pos)).collect::<Result<_, _>>()?;
             for (l, (k, v)) in pre.kv.iter().enumerate() {
-                backend
-                    .paged_append(PagedAppendInput {
-                        shape: self.shape,
-                        k_pool: &mut self.k_pools[l],
-                        v_pool: &mut self.v_pools[l],
-                        slot_mapping: &slots,
-                        k: &by_token(k),
-                        v: &by_token(v),
-                    })
-                    .map_err(err)?;
+                self.append(backend, l, &slots, &by_token(k), &by_token(v))?;
             }
             let next = argmax(&pre.logits.row(n - 1).to_vec());
             match self.seqs[r as usize].get(n).copied() {
@@ -241,6 +223,21 @@ impl<'m> Server<'m> {
         st.out_len = self.out.outputs.iter().map(Vec::len).collect();
         self.out.steps.push(st);
         Ok(())
+    }
+
+    /// Write rows `k`, `v` (`[n, KVH, hd]`) of layer `l` at `slots` through the backend's paged-append
+    /// kernel.
+    fn append(&mut self, backend: &dyn Backend, l: usize, slots: &[i32], k: &[f32], v: &[f32]) -> Result<(), String> {
+        backend
+            .paged_append(PagedAppendInput {
+                shape: self.shape,
+                k_pool: &mut self.k_pools[l],
+                v_pool: &mut self.v_pools[l],
+                slot_mapping: slots,
+                k,
+                v,
+            })
+            .map_err(|e| e.to_string())
     }
 
     fn emit(&mut self, r: RequestId, b: u8, st: &mut ServedStep) {
