@@ -414,53 +414,46 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
     }
 }
 
-/// `acc_g += Σ_t p[g·ntok + t] · v_t` for `G` queries, `8·L` lanes at a time held in registers across
-/// the block's tokens: V converted in registers (each value once) and shared by the G queries;
-/// `hd % (8·L) == 0`.
+/// `acc_g += Σ_t p[g·ntok + t] · v_t` for `G` queries, 16 lanes at a time held in registers across the
+/// block's tokens: V converted in registers (each value once) and shared by the G queries;
+/// `hd % 16 == 0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn pv_tile_avx2<const G: usize, const L: usize>(
-    p: &[f32],
-    v: &[f16],
-    hd: usize,
-    ntok: usize,
-    acc: &mut [f32],
-    ahead: &[f16],
-) {
+fn pv_tile_avx2<const G: usize>(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead: &[f16]) {
     use std::arch::x86_64::*;
-    let w = 8 * L;
-    assert!(hd.is_multiple_of(w) && ntok * hd <= v.len() && G * ntok <= p.len() && G * hd <= acc.len());
+    assert!(hd.is_multiple_of(16) && ntok * hd <= v.len() && G * ntok <= p.len() && G * hd <= acc.len());
     let (vp, pp, ap) = (v.as_ptr(), p.as_ptr(), acc.as_mut_ptr());
     let mut c = 0;
     while c < hd {
-        // SAFETY: c + 8·L <= hd, so the accumulator loads and stores end at or before G·hd <= acc.len(),
+        // SAFETY: c + 16 <= hd, so the accumulator loads and stores end at or before G·hd <= acc.len(),
         // the V loads at or before ntok·hd <= v.len() and the P loads index below G·ntok <= p.len(), as
         // asserted above; all unaligned.
         unsafe {
-            let mut a: [[__m256; L]; G] =
-                std::array::from_fn(|g| std::array::from_fn(|j| _mm256_loadu_ps(ap.add(g * hd + c + 8 * j))));
+            let mut a: [[__m256; 2]; G] = std::array::from_fn(|g| {
+                [
+                    _mm256_loadu_ps(ap.add(g * hd + c)),
+                    _mm256_loadu_ps(ap.add(g * hd + c + 8)),
+                ]
+            });
             for t in 0..ntok {
                 if c % 32 == 0 {
                     prefetch_at(ahead, t * hd + c);
                 }
                 let row = vp.add(t * hd + c);
-                let vv: [__m256; L] =
-                    std::array::from_fn(|j| _mm256_cvtph_ps(_mm_loadu_si128(row.add(8 * j).cast::<__m128i>())));
+                let v0 = _mm256_cvtph_ps(_mm_loadu_si128(row.cast::<__m128i>()));
+                let v1 = _mm256_cvtph_ps(_mm_loadu_si128(row.add(8).cast::<__m128i>()));
                 for (g, ag) in a.iter_mut().enumerate() {
                     let pg = _mm256_broadcast_ss(&*pp.add(g * ntok + t));
-                    for (aj, vj) in ag.iter_mut().zip(&vv) {
-                        *aj = _mm256_fmadd_ps(pg, *vj, *aj);
-                    }
+                    ag[0] = _mm256_fmadd_ps(pg, v0, ag[0]);
+                    ag[1] = _mm256_fmadd_ps(pg, v1, ag[1]);
                 }
             }
             for (g, ag) in a.iter().enumerate() {
-                for (j, aj) in ag.iter().enumerate() {
-                    _mm256_storeu_ps(ap.add(g * hd + c + 8 * j), *aj);
-                }
+                _mm256_storeu_ps(ap.add(g * hd + c), ag[0]);
+                _mm256_storeu_ps(ap.add(g * hd + c + 8), ag[1]);
             }
         }
-        c += w;
+        c += 16;
     }
 }
 
@@ -477,9 +470,9 @@ fn pv_avx2(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead:
     for g0 in (0..group).step_by(tile) {
         let (pt, at) = (&p[g0 * ntok..(g0 + tile) * ntok], &mut acc[g0 * hd..(g0 + tile) * hd]);
         match tile {
-            4 => pv_tile_avx2::<4, 2>(pt, v, hd, ntok, at, ahead),
-            2 => pv_tile_avx2::<2, 2>(pt, v, hd, ntok, at, ahead),
-            _ => pv_tile_avx2::<1, 2>(pt, v, hd, ntok, at, ahead),
+            4 => pv_tile_avx2::<4>(pt, v, hd, ntok, at, ahead),
+            2 => pv_tile_avx2::<2>(pt, v, hd, ntok, at, ahead),
+            _ => pv_tile_avx2::<1>(pt, v, hd, ntok, at, ahead),
         }
     }
     true

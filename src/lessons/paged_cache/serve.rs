@@ -142,7 +142,7 @@ impl<'m> Server<'m> {
         let err = |e: crate::compute::BackendError| e.to_string();
         let mut st = ServedStep::default();
         // Decode: every running request's newest byte through each layer, as one batch.
-        let dec: Vec<(RequestId, usize)> = ev.decoded.clone();
+        let dec = ev.decoded.as_slice();
         if !dec.is_empty() {
             let mut xs: Vec<_> = dec
                 .iter()
@@ -159,7 +159,7 @@ impl<'m> Server<'m> {
             let lens: Vec<i32> = dec.iter().map(|&(_, pos)| pos as i32 + 1).collect();
             for (l, b) in m.blocks.iter().enumerate() {
                 let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
-                for (x, &(_, pos)) in xs.iter().zip(&dec) {
+                for (x, &(_, pos)) in xs.iter().zip(dec) {
                     let (qi, ki, vi) = m.qkv(b, x, pos);
                     q.extend(qi.iter().copied());
                     k.extend(by_token(&ki));
@@ -187,7 +187,7 @@ impl<'m> Server<'m> {
             }
             // Each request's next byte, and its logits against recomputing its text without a cache.
             let (mut got, mut want) = (Vec::new(), Vec::new());
-            for (x, &(r, pos)) in xs.iter().zip(&dec) {
+            for (x, &(r, pos)) in xs.iter().zip(dec) {
                 let logits = m.logits(x).row(0).to_vec();
                 // The recompute runs on the CPU backend: on a simulated GPU a prefill per byte would take
                 // most of the lesson's time, and the point is the cache, not the kernel.
