@@ -85,6 +85,39 @@ fn exp_shifted_sum_body(xs: &mut [f32], shift: f32) -> f32 {
     sum
 }
 
+/// The largest value of `xs` (−∞ when empty): eight independent lanes, so that LLVM vectorises it (a
+/// plain `fold(f32::max)` is one serial chain), in AVX2 where the CPU has it. Max is exact, so the
+/// result equals the serial fold's bit for bit.
+pub fn max_f32(xs: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if accelerated() {
+        // SAFETY: `accelerated()` just checked that this CPU has AVX2, FMA and F16C, the features
+        // `max_f32_avx2` is compiled for; it takes only a safe reference.
+        return unsafe { max_f32_avx2(xs) };
+    }
+    max_f32_body(xs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn max_f32_avx2(xs: &[f32]) -> f32 {
+    max_f32_body(xs)
+}
+
+#[inline(always)]
+fn max_f32_body(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for i in 0..8 {
+            acc[i] = acc[i].max(c[i]);
+        }
+    }
+    acc.iter()
+        .chain(chunks.remainder())
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
+}
+
 /// Buffers one task reuses across blocks: K and V of one block as f32, and the group's scores.
 #[derive(Default)]
 pub struct Scratch {
@@ -199,6 +232,151 @@ pub fn sgemm_into(
             false,
             par,
         );
+    }
+}
+
+/// Rows of the register tile [`micro_gemm`] keeps in accumulators (one broadcast each).
+pub const MICRO_ROWS: usize = 6;
+/// Columns of that tile (two 8-lane vectors): 6 × 16 = twelve accumulators, the shape the `gemm`
+/// crate's AVX2 kernel uses too.
+pub const MICRO_COLS: usize = 16;
+
+/// A matrix operand read in place, without packing: element (i, p) is `data[i·rs + p·cs]`, so the same
+/// buffer serves as a matrix (cs = 1) or as its transpose (rs = 1).
+#[derive(Clone, Copy)]
+pub struct Strided<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Step between rows.
+    pub rs: usize,
+    /// Step between columns.
+    pub cs: usize,
+}
+
+/// One register tile of a product: `c[i·ldc + j] = Σ_{p<k} a(i, p) · b[p·ldb + j]` for `i < m ≤ 6`,
+/// `j < n ≤ 16` (old values of `c` are overwritten). Each sum runs over p in order with one fused
+/// multiply-add per term, in every build and on every tile shape, so the bits do not depend on the CPU
+/// or on where a tile falls. A full-width tile (n = 16) runs in AVX2 registers where the CPU has them:
+/// per p, two loads of B, m broadcasts of A and 2m FMAs; nothing is packed, so a caller can keep K, V
+/// and the score tile where they are.
+#[allow(clippy::too_many_arguments)]
+pub fn micro_gemm(m: usize, n: usize, k: usize, a: Strided, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
+    assert!(m <= MICRO_ROWS && n <= MICRO_COLS, "micro_gemm: a {m} × {n} tile");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        (0..m).for_each(|i| c[i * ldc..i * ldc + n].fill(0.0));
+        return;
+    }
+    assert!(
+        (m - 1) * a.rs + (k - 1) * a.cs < a.data.len() && (k - 1) * ldb + n <= b.len() && (m - 1) * ldc + n <= c.len(),
+        "micro_gemm: operands too short for a {m} × {n} × {k} tile"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if n == MICRO_COLS && accelerated() {
+        // SAFETY: `accelerated()` just checked that this CPU has AVX2 and FMA, the features the
+        // `micro_avx2` versions are compiled for; they take only safe references.
+        unsafe {
+            match m {
+                6 => micro_avx2::<6>(k, a, b, ldb, c, ldc),
+                5 => micro_avx2::<5>(k, a, b, ldb, c, ldc),
+                4 => micro_avx2::<4>(k, a, b, ldb, c, ldc),
+                3 => micro_avx2::<3>(k, a, b, ldb, c, ldc),
+                2 => micro_avx2::<2>(k, a, b, ldb, c, ldc),
+                _ => micro_avx2::<1>(k, a, b, ldb, c, ldc),
+            }
+        }
+        return;
+    }
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f32;
+            for p in 0..k {
+                s = a.data[i * a.rs + p * a.cs].mul_add(b[p * ldb + j], s);
+            }
+            c[i * ldc + j] = s;
+        }
+    }
+}
+
+/// The full-width tile of [`micro_gemm`] in AVX2: `M` rows × 16 columns of accumulators.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn micro_avx2<const M: usize>(k: usize, a: Strided, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
+    use std::arch::x86_64::*;
+    assert!(
+        k >= 1
+            && (M - 1) * a.rs + (k - 1) * a.cs < a.data.len()
+            && (k - 1) * ldb + 16 <= b.len()
+            && (M - 1) * ldc + 16 <= c.len()
+    );
+    let (ap, bp, cp) = (a.data.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let mut acc = [[_mm256_setzero_ps(); 2]; M];
+    for p in 0..k {
+        // SAFETY: p < k, so B's loads end at (k−1)·ldb + 16 <= b.len() and A's broadcasts index at
+        // most (M−1)·rs + (k−1)·cs < a.data.len(), as asserted above; unaligned loads.
+        unsafe {
+            let b0 = _mm256_loadu_ps(bp.add(p * ldb));
+            let b1 = _mm256_loadu_ps(bp.add(p * ldb + 8));
+            for (i, ai) in acc.iter_mut().enumerate() {
+                let x = _mm256_broadcast_ss(&*ap.add(i * a.rs + p * a.cs));
+                ai[0] = _mm256_fmadd_ps(x, b0, ai[0]);
+                ai[1] = _mm256_fmadd_ps(x, b1, ai[1]);
+            }
+        }
+    }
+    for (i, ai) in acc.iter().enumerate() {
+        // SAFETY: row i < M ends at (M−1)·ldc + 16 <= c.len(), as asserted above; unaligned stores.
+        unsafe {
+            _mm256_storeu_ps(cp.add(i * ldc), ai[0]);
+            _mm256_storeu_ps(cp.add(i * ldc + 8), ai[1]);
+        }
+    }
+}
+
+/// The softmax numerators of a transposed score tile `st` (`[rows, ld]`, one column per query, the
+/// first `l.len()` columns used): each column's max, then `x ← e^(x − max)` in place, and `l[j]` ← the
+/// column's sum. A column of −∞ only becomes zeros with sum 0. Vectorised across columns (queries),
+/// in AVX2 where the CPU has it.
+pub fn column_softmax_numerators(st: &mut [f32], ld: usize, l: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if accelerated() {
+        // SAFETY: `accelerated()` just checked that this CPU has AVX2, FMA and F16C, the features
+        // `column_softmax_avx2` is compiled for; it takes only safe references.
+        unsafe { column_softmax_avx2(st, ld, l) };
+        return;
+    }
+    column_softmax_body(st, ld, l);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn column_softmax_avx2(st: &mut [f32], ld: usize, l: &mut [f32]) {
+    column_softmax_body(st, ld, l);
+}
+
+#[inline(always)]
+fn column_softmax_body(st: &mut [f32], ld: usize, l: &mut [f32]) {
+    let n = l.len();
+    assert!(n <= ld, "column_softmax_numerators: {n} columns in rows of {ld}");
+    let mut shift = vec![f32::NEG_INFINITY; n];
+    for row in st.chunks_exact(ld) {
+        for (m, &x) in shift.iter_mut().zip(&row[..n]) {
+            *m = m.max(x);
+        }
+    }
+    // A column of −∞ only: shift by 0, so that e^(−∞ − 0) = 0 (not e^NaN).
+    shift
+        .iter_mut()
+        .filter(|m| **m == f32::NEG_INFINITY)
+        .for_each(|m| *m = 0.0);
+    l.fill(0.0);
+    for row in st.chunks_exact_mut(ld) {
+        for ((x, &m), s) in row[..n].iter_mut().zip(&shift).zip(l.iter_mut()) {
+            *x = exp_f32(*x - m);
+            *s += *x;
+        }
     }
 }
 
@@ -718,6 +896,38 @@ mod tests {
                             ntok,
                             hd,
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 tiles give the same bits as the portable loop (each sum in order, one FMA per term),
+    /// and both match f64 products, on every tile height, with A read as a matrix or as a transpose,
+    /// and on narrow edge tiles.
+    #[test]
+    fn micro_gemm_builds_agree_bit_for_bit_and_match_f64() {
+        let mut rng = crate::math::Rng::new(7);
+        let (k, lda, ldb, ldc) = (37, 41, 19, 23);
+        let a = rng.normal_vec(6 * lda + k * 7, 1.0);
+        let b = rng.normal_vec(k * ldb, 1.0);
+        for (m, n) in [(6, 16), (5, 16), (1, 16), (3, 7), (6, 1)] {
+            for (rs, cs) in [(lda, 1), (1, 7)] {
+                let a = Strided { data: &a, rs, cs };
+                let mut c = vec![f32::NAN; 6 * ldc];
+                micro_gemm(m, n, k, a, &b, ldb, &mut c, ldc);
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut plain = 0f32;
+                        let mut exact = 0f64;
+                        for p in 0..k {
+                            let (x, y) = (a.data[i * rs + p * cs], b[p * ldb + j]);
+                            plain = x.mul_add(y, plain);
+                            exact += f64::from(x) * f64::from(y);
+                        }
+                        let got = c[i * ldc + j];
+                        assert_eq!(got.to_bits(), plain.to_bits(), "({m}×{n}) [{i},{j}]");
+                        assert!((f64::from(got) - exact).abs() < 1e-4, "({m}×{n}) [{i},{j}]");
                     }
                 }
             }

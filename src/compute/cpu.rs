@@ -1,6 +1,7 @@
 //! The CPU backend: f32 math on the rayon pool (both cores).
 //!
-//! Attention uses the GEMM-based f32 path of `math` (heads in parallel). Paged decode runs one task
+//! The materialising attention uses the GEMM-based f32 path of `math`; the fused one is [`attention`]
+//! (FlashAttention's loop order on register tiles, nothing packed). Heads run in parallel. Paged decode runs one task
 //! per (request, run of KV heads): like the CUDA kernel, it serves the whole GQA group from one read of
 //! each K/V row (f16, converted in registers), and it walks the block table with an online softmax, so
 //! nothing is gathered into a contiguous copy.
@@ -15,8 +16,10 @@ use super::{
     StaticAppendInput,
 };
 use crate::cache::PagedShape;
-use crate::math::{AttnCore, attention_core, attention_fused};
+use crate::math::{AttnCore, attention_core};
 use crate::simd;
+
+mod attention;
 
 /// The CPU backend.
 #[derive(Debug, Default, Clone, Copy)]
@@ -160,7 +163,7 @@ impl Backend for CpuBackend {
     }
 
     fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        Ok(attention_fused(inp.q, inp.k, inp.v, inp.mask))
+        Ok(attention::fused(inp.q, inp.k, inp.v, inp.mask))
     }
 
     fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {

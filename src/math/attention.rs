@@ -243,7 +243,7 @@ pub fn project<T: Real>(w: &AttnWeights<T>) -> Qkv<T> {
 
 /// A stable softmax of one row, in place. A row with every entry −∞ becomes all zeros.
 pub fn softmax_row<T: Real>(row: &mut [T]) {
-    let max = row.iter().fold(T::NEG_INFINITY, |m, &x| m.max_of(x));
+    let max = T::max_of_slice(row);
     if max == T::NEG_INFINITY {
         row.iter_mut().for_each(|x| *x = T::zero());
         return;
@@ -264,11 +264,12 @@ fn key_end(mask: Mask, i1: usize, t: usize) -> usize {
     }
 }
 
-/// Where one head writes: always its output, and the full score and probability matrices when the
-/// caller wants to show them (the fused path keeps only a tile at a time).
+/// Where one head writes: its output and the full score and probability matrices (the lessons show
+/// them; the CPU backend's fused f32 kernel, which keeps none, is `compute::cpu::attention`).
 struct HeadOut<'a, T> {
     out: ArrayViewMut2<'a, T>,
-    scores_probs: Option<(ArrayViewMut2<'a, T>, ArrayViewMut2<'a, T>)>,
+    scores: ArrayViewMut2<'a, T>,
+    probs: ArrayViewMut2<'a, T>,
 }
 
 /// Scores, mask, softmax and P·V for one query head, `ROW_TILE` query rows at a time. The tile's
@@ -294,19 +295,15 @@ fn one_head<T: Real>(q: ArrayView2<T>, k: ArrayView2<T>, v: ArrayView2<T>, mask:
             row[a.end..b.start.max(a.end)].fill(T::NEG_INFINITY);
             row[b.end.max(a.end)..].fill(T::NEG_INFINITY);
         }
-        if let Some((scores, _)) = dst.scores_probs.as_mut() {
-            let mut st = scores.slice_mut(s![i0..i1, ..]);
-            st.slice_mut(s![.., 0..end]).assign(&tile);
-            st.slice_mut(s![.., end..]).fill(T::NEG_INFINITY);
-        }
+        let mut st = dst.scores.slice_mut(s![i0..i1, ..]);
+        st.slice_mut(s![.., 0..end]).assign(&tile);
+        st.slice_mut(s![.., end..]).fill(T::NEG_INFINITY);
         for mut row in tile.rows_mut() {
             softmax_row(row.as_slice_mut().expect("scratch rows are contiguous"));
         }
-        if let Some((_, probs)) = dst.scores_probs.as_mut() {
-            let mut pt = probs.slice_mut(s![i0..i1, ..]);
-            pt.slice_mut(s![.., 0..end]).assign(&tile);
-            pt.slice_mut(s![.., end..]).fill(T::zero());
-        }
+        let mut pt = dst.probs.slice_mut(s![i0..i1, ..]);
+        pt.slice_mut(s![.., 0..end]).assign(&tile);
+        pt.slice_mut(s![.., end..]).fill(T::zero());
         general_mat_mul(
             T::one(),
             &tile,
@@ -340,35 +337,12 @@ pub fn attention_core<T: Real>(q: &Array3<T>, k: &Array3<T>, v: &Array3<T>, mask
                 mask,
                 HeadOut {
                     out: o,
-                    scores_probs: Some((s, p)),
+                    scores: s,
+                    probs: p,
                 },
             );
         });
     AttnCore { scores, probs, out }
-}
-
-/// Fused attention: only the output `[H,T,hd]`; no T×T matrix is ever stored whole.
-pub fn attention_fused<T: Real>(q: &Array3<T>, k: &Array3<T>, v: &Array3<T>, mask: Mask) -> Array3<T> {
-    let (h, t, hd) = q.dim();
-    let group = h / k.dim().0;
-    let mut out = Array3::<T>::zeros((h, t, hd));
-    out.axis_iter_mut(Axis(0))
-        .into_par_iter()
-        .enumerate()
-        .for_each(|(head, o)| {
-            let kv = head / group;
-            one_head(
-                q.index_axis(Axis(0), head),
-                k.index_axis(Axis(0), kv),
-                v.index_axis(Axis(0), kv),
-                mask,
-                HeadOut {
-                    out: o,
-                    scores_probs: None,
-                },
-            );
-        });
-    out
 }
 
 /// Concatenate heads `[H,T,hd]` → `[T, H·hd]` and multiply by W_O.
@@ -456,17 +430,6 @@ mod tests {
                 assert_eq!(*p, 0.0);
                 assert_eq!(f.core.scores[[0, i, j]], f64::NEG_INFINITY);
             }
-        }
-    }
-
-    #[test]
-    fn fused_equals_materialised() {
-        let w = AttnWeights::random(shape(150, 32, 4, 2), 8).to_f64();
-        let qkv = project(&w);
-        for mask in [Mask::None, Mask::Causal, Mask::Window { window: 70, sinks: 3 }] {
-            let a = attention_core(&qkv.q, &qkv.k, &qkv.v, mask).out;
-            let b = attention_fused(&qkv.q, &qkv.k, &qkv.v, mask);
-            assert!((a - b).iter().all(|d| d.abs() < 1e-12));
         }
     }
 

@@ -14,6 +14,10 @@ pub trait Real: LinalgScalar + PartialOrd + Send + Sync + std::fmt::Debug + std:
     fn exp(self) -> Self;
     /// max(self, other), treating −∞ as the smallest value.
     fn max_of(self, other: Self) -> Self;
+    /// The largest value of a slice (−∞ when empty).
+    fn max_of_slice(xs: &[Self]) -> Self {
+        xs.iter().fold(Self::NEG_INFINITY, |m, &x| m.max_of(x))
+    }
     /// `x ← e^(x − shift)` over a slice; e^(−∞) is exactly 0. Returns the sum of the results.
     fn exp_shifted_sum(xs: &mut [Self], shift: Self) -> Self {
         let mut sum = Self::zero();
@@ -38,6 +42,9 @@ impl Real for f32 {
     }
     fn max_of(self, other: Self) -> Self {
         f32::max(self, other)
+    }
+    fn max_of_slice(xs: &[Self]) -> Self {
+        crate::simd::max_f32(xs)
     }
     fn exp_shifted_sum(xs: &mut [Self], shift: Self) -> Self {
         crate::simd::exp_shifted_sum(xs, shift)
