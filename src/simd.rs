@@ -4,14 +4,14 @@
 //! The one module besides `compute::cuda` that may use `unsafe`; the lowest layer (it needs only `half`,
 //! `gemm` and ndarray's array views).
 //!
-//! How it works: [`attend_block`] does one paged-attention step for one KV head's query group over one
-//! block: convert the block's K rows from f16 once, score them against every query of the GQA group,
+//! How it works: [`attend_blocks`] does one paged-attention step for one KV head's query group over a
+//! run of blocks: convert the blocks' K rows from f16 once, score them against every query of the GQA group,
 //! update each query's running max and sum (the online softmax), convert V once and accumulate P·V.
 //! The body is written once, as plain Rust over fixed-width lanes ([`body`]), and compiled twice: inside
 //! a `#[target_feature(enable = "avx2,fma,f16c")]` function, where LLVM turns the lanes into 256-bit FMAs
 //! and the conversion is one `vcvtph2ps` per 8 values, and as a portable version (SSE2 on x86-64, NEON on
 //! aarch64) with `half`'s conversion; a third build adds AVX-512F/VL only for their 32 registers (wider
-//! score tiles, same 256-bit vectors, the same bits as the AVX2 build). [`attend_block`] picks the
+//! score tiles, same 256-bit vectors, the same bits as the AVX2 build). [`attend_blocks`] picks the
 //! widest the CPU has (`is_x86_feature_detected!`, cached by std), so the build needs no `target-cpu`
 //! and still runs on any x86-64 or ARM machine.
 #![allow(unsafe_code)]
@@ -380,36 +380,39 @@ fn column_softmax_body(st: &mut [f32], ld: usize, l: &mut [f32]) {
     }
 }
 
-/// The K and V rows the next [`attend_block`] call will read: the AVX2 version prefetches them while it
-/// converts this block's, one cache line per line converted, so the next block's DRAM reads are under
-/// way before it starts (block tables scatter blocks, and hardware prefetchers stop at 4 KiB pages).
+/// The K and V blocks the next [`attend_blocks`] call will read: the AVX2 version prefetches them while it
+/// converts this call's, block j's lines while it converts block j, one cache line per line converted,
+/// so the next blocks' DRAM reads are under way before they are needed (block tables scatter blocks, and
+/// hardware prefetchers stop at 4 KiB pages).
 #[derive(Clone, Copy, Default)]
 pub struct Next<'a> {
-    /// The next block's K rows (empty: nothing to prefetch).
-    pub k: &'a [f16],
-    /// The next block's V rows.
-    pub v: &'a [f16],
+    /// The next call's K blocks (none: nothing to prefetch).
+    pub k: &'a [&'a [f16]],
+    /// Its V blocks.
+    pub v: &'a [&'a [f16]],
 }
 
-/// Attend the group `st` to one block's `k` and `v` rows (`[ntok, hd]` each, f16), updating its running
-/// max, sum and accumulator. Uses the AVX2 version when [`accelerated`], else the portable one.
-pub fn attend_block(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next: Next, scratch: &mut Scratch) {
+/// Attend the group `st` to a run of blocks: `k[j]` and `v[j]` are block j's K and V rows (`[ntok_j,
+/// hd]` each, f16, the same length), in order; updates the group's running max, sum and accumulator
+/// once for the whole run (one softmax update, and the accumulators stay in registers across the run's
+/// blocks in P·V). Uses the widest version this CPU has, else the portable one.
+pub fn attend_blocks(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize, next: Next, scratch: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
     if wide_registers() {
         // SAFETY: `wide_registers()` just checked that this CPU has AVX2, FMA, F16C, AVX-512F and
-        // AVX-512VL, the features `attend_block_avx512vl` is compiled for; it takes only safe references.
-        unsafe { attend_block_avx512vl(st, k, v, hd, next, scratch) };
+        // AVX-512VL, the features `attend_blocks_avx512vl` is compiled for; it takes only safe references.
+        unsafe { attend_blocks_avx512vl(st, k, v, hd, next, scratch) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if accelerated() {
         // SAFETY: `accelerated()` just checked that this CPU has AVX2, FMA and F16C, the features
-        // `attend_block_avx2` is compiled for; it takes only safe references.
-        unsafe { attend_block_avx2(st, k, v, hd, next, scratch) };
+        // `attend_blocks_avx2` is compiled for; it takes only safe references.
+        unsafe { attend_blocks_avx2(st, k, v, hd, next, scratch) };
         return;
     }
     let _ = next;
-    attend_block_portable(st, k, v, hd, scratch);
+    attend_blocks_portable(st, k, v, hd, scratch);
 }
 
 /// Prefetch every cache line of `h` toward the core (nothing where the AVX2 version does not run).
@@ -424,8 +427,8 @@ pub fn prefetch(h: &[f16]) {
     let _ = h;
 }
 
-/// The portable version (also what the tests compare the AVX2 one against).
-pub fn attend_block_portable(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, scratch: &mut Scratch) {
+/// The portable version of [`attend_blocks`] (also what the tests compare the AVX2 one against).
+pub fn attend_blocks_portable(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize, scratch: &mut Scratch) {
     body(
         st,
         k,
@@ -433,7 +436,7 @@ pub fn attend_block_portable(st: &mut GroupState, k: &[f16], v: &[f16], hd: usiz
         hd,
         scratch,
         |src, dst, _| src.convert_to_f32_slice(dst),
-        |_, _, _, _, _, _| false,
+        |_, _, _, _, _, _, _| false,
         |_, _, _, _, _, _| false,
         Next::default(),
     );
@@ -441,7 +444,7 @@ pub fn attend_block_portable(st: &mut GroupState, k: &[f16], v: &[f16], hd: usiz
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn attend_block_avx2(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next: Next, scratch: &mut Scratch) {
+fn attend_blocks_avx2(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize, next: Next, scratch: &mut Scratch) {
     body(
         st,
         k,
@@ -449,17 +452,24 @@ fn attend_block_avx2(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next:
         hd,
         scratch,
         cvt_f16c,
-        |q, k, hd, ntok, p, a| scores_avx2(q, k, hd, ntok, p, a),
-        |p, v, hd, ntok, acc, a| pv_avx2(p, v, hd, ntok, acc, a),
+        |q, k, hd, ntok, p, ld, a| scores_avx2(q, k, hd, ntok, p, ld, a),
+        |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
         next,
     );
 }
 
-/// [`attend_block_avx2`] with 32 vector registers: scores in 4-token tiles (P·V in 32-lane tiles was
+/// [`attend_blocks_avx2`] with 32 vector registers: scores in 4-token tiles (P·V in 32-lane tiles was
 /// tried too: 487 ns per step against 474 ns, so it keeps the 16-lane tiles).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn attend_block_avx512vl(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, next: Next, scratch: &mut Scratch) {
+fn attend_blocks_avx512vl(
+    st: &mut GroupState,
+    k: &[&[f16]],
+    v: &[&[f16]],
+    hd: usize,
+    next: Next,
+    scratch: &mut Scratch,
+) {
     body(
         st,
         k,
@@ -467,8 +477,8 @@ fn attend_block_avx512vl(st: &mut GroupState, k: &[f16], v: &[f16], hd: usize, n
         hd,
         scratch,
         cvt_f16c,
-        |q, k, hd, ntok, p, a| scores_wide(q, k, hd, ntok, p, a),
-        |p, v, hd, ntok, acc, a| pv_avx2(p, v, hd, ntok, acc, a),
+        |q, k, hd, ntok, p, ld, a| scores_wide(q, k, hd, ntok, p, ld, a),
+        |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
         next,
     );
 }
@@ -490,7 +500,7 @@ fn cvt_f16c(src: &[f16], dst: &mut [f32], ahead: &[f16]) {
             prefetch_at(ahead, i * 8);
         }
         // SAFETY: `s` holds 8 f16 (16 bytes) and `d` 8 f32 (32 bytes), both in bounds; the loads and
-        // stores are unaligned; this is only inlined into `attend_block_avx2`, which runs only where
+        // stores are unaligned; this is only inlined into `attend_blocks_avx2`, which runs only where
         // F16C and AVX were detected.
         unsafe {
             let h = _mm_loadu_si128(s.as_ptr().cast::<__m128i>());
@@ -513,7 +523,7 @@ fn prefetch_at(h: &[f16], i: usize) {
     }
 }
 
-/// Scores of `T` tokens against `G` queries, `p[g·ntok + t0 + t] = q_g · k_{t0+t}`: K converted in
+/// Scores of `T` tokens against `G` queries, `p[g·ld + t0 + t] = q_g · k_{t0+t}`: K converted in
 /// registers 8 values at a time (each value once) and shared by the G queries, `G × T` independent
 /// accumulators; `hd % 8 == 0`.
 #[cfg(target_arch = "x86_64")]
@@ -526,10 +536,17 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
     t0: usize,
     ntok: usize,
     p: &mut [f32],
+    ld: usize,
     ahead: &[f16],
 ) {
     use std::arch::x86_64::*;
-    assert!(hd.is_multiple_of(8) && (t0 + T) * hd <= k.len() && G * hd <= q.len() && G * ntok <= p.len());
+    assert!(
+        hd.is_multiple_of(8)
+            && t0 + T <= ntok
+            && (t0 + T) * hd <= k.len()
+            && G * hd <= q.len()
+            && (G - 1) * ld + ntok <= p.len()
+    );
     let (kp, qp) = (k.as_ptr(), q.as_ptr());
     let mut acc = [[_mm256_setzero_ps(); T]; G];
     let mut c = 0;
@@ -562,7 +579,7 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
             let mut four = [0f32; 4];
             // SAFETY: `four` holds 4 f32; an unaligned store.
             unsafe { _mm_storeu_ps(four.as_mut_ptr(), r) };
-            p[g * ntok + t0..g * ntok + t0 + 4].copy_from_slice(&four);
+            p[g * ld + t0..g * ld + t0 + 4].copy_from_slice(&four);
         }
         return;
     }
@@ -577,8 +594,8 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
             let mut four = [0f32; 4];
             // SAFETY: `four` holds 4 f32; an unaligned store.
             unsafe { _mm_storeu_ps(four.as_mut_ptr(), r) };
-            p[g * ntok + t0..g * ntok + t0 + 2].copy_from_slice(&four[..2]);
-            p[(g + 1) * ntok + t0..(g + 1) * ntok + t0 + 2].copy_from_slice(&four[2..]);
+            p[g * ld + t0..g * ld + t0 + 2].copy_from_slice(&four[..2]);
+            p[(g + 1) * ld + t0..(g + 1) * ld + t0 + 2].copy_from_slice(&four[2..]);
         }
         return;
     }
@@ -587,46 +604,58 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
             let h = _mm_add_ps(_mm256_castps256_ps128(*at), _mm256_extractf128_ps::<1>(*at));
             let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
             let h = _mm_add_ss(h, _mm_shuffle_ps::<0b01>(h, h));
-            p[g * ntok + t0 + t] = _mm_cvtss_f32(h);
+            p[g * ld + t0 + t] = _mm_cvtss_f32(h);
         }
     }
 }
 
-/// `acc_g += Σ_t p[g·ntok + t] · v_t` for `G` queries, 16 lanes at a time held in registers across the
-/// block's tokens: V converted in registers (each value once) and shared by the G queries;
-/// `hd % 16 == 0`.
+/// `acc_g += Σ_t p[g·ld + t] · v_t` for `G` queries over a run of V blocks (t counts the run's tokens
+/// in order), 16 lanes at a time held in registers across the whole run: V converted in registers
+/// (each value once) and shared by the G queries; `hd % 16 == 0`. Block j prefetches `ahead[j]`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn pv_tile_avx2<const G: usize>(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead: &[f16]) {
+fn pv_tile_avx2<const G: usize>(p: &[f32], ld: usize, vs: &[&[f16]], hd: usize, acc: &mut [f32], ahead: &[&[f16]]) {
     use std::arch::x86_64::*;
-    assert!(hd.is_multiple_of(16) && ntok * hd <= v.len() && G * ntok <= p.len() && G * hd <= acc.len());
-    let (vp, pp, ap) = (v.as_ptr(), p.as_ptr(), acc.as_mut_ptr());
+    let ntot: usize = vs.iter().map(|v| v.len() / hd).sum();
+    assert!(hd.is_multiple_of(16) && G * hd <= acc.len() && (G - 1) * ld + ntot <= p.len());
+    let (pp, ap) = (p.as_ptr(), acc.as_mut_ptr());
     let mut c = 0;
     while c < hd {
-        // SAFETY: c + 16 <= hd, so the accumulator loads and stores end at or before G·hd <= acc.len(),
-        // the V loads at or before ntok·hd <= v.len() and the P loads index below G·ntok <= p.len(), as
-        // asserted above; all unaligned.
-        unsafe {
-            let mut a: [[__m256; 2]; G] = std::array::from_fn(|g| {
-                [
-                    _mm256_loadu_ps(ap.add(g * hd + c)),
-                    _mm256_loadu_ps(ap.add(g * hd + c + 8)),
-                ]
-            });
+        // SAFETY: c + 16 <= hd, so the accumulator loads end at or before G·hd <= acc.len(), as
+        // asserted above; unaligned.
+        let mut a: [[__m256; 2]; G] = std::array::from_fn(|g| unsafe {
+            [
+                _mm256_loadu_ps(ap.add(g * hd + c)),
+                _mm256_loadu_ps(ap.add(g * hd + c + 8)),
+            ]
+        });
+        let mut off = 0;
+        for (j, v) in vs.iter().enumerate() {
+            let ntok = v.len() / hd;
+            let (vp, ahead) = (v.as_ptr(), ahead.get(j).copied().unwrap_or_default());
             for t in 0..ntok {
                 if c % 32 == 0 {
                     prefetch_at(ahead, t * hd + c);
                 }
-                let row = vp.add(t * hd + c);
-                let v0 = _mm256_cvtph_ps(_mm_loadu_si128(row.cast::<__m128i>()));
-                let v1 = _mm256_cvtph_ps(_mm_loadu_si128(row.add(8).cast::<__m128i>()));
-                for (g, ag) in a.iter_mut().enumerate() {
-                    let pg = _mm256_broadcast_ss(&*pp.add(g * ntok + t));
-                    ag[0] = _mm256_fmadd_ps(pg, v0, ag[0]);
-                    ag[1] = _mm256_fmadd_ps(pg, v1, ag[1]);
+                // SAFETY: t < ntok and c + 16 <= hd, so the V loads end at or before ntok·hd <= v.len();
+                // P's index g·ld + off + t stays below (G−1)·ld + ntot <= p.len() (asserted above;
+                // off + t < ntot); all unaligned.
+                unsafe {
+                    let row = vp.add(t * hd + c);
+                    let v0 = _mm256_cvtph_ps(_mm_loadu_si128(row.cast::<__m128i>()));
+                    let v1 = _mm256_cvtph_ps(_mm_loadu_si128(row.add(8).cast::<__m128i>()));
+                    for (g, ag) in a.iter_mut().enumerate() {
+                        let pg = _mm256_broadcast_ss(&*pp.add(g * ld + off + t));
+                        ag[0] = _mm256_fmadd_ps(pg, v0, ag[0]);
+                        ag[1] = _mm256_fmadd_ps(pg, v1, ag[1]);
+                    }
                 }
             }
-            for (g, ag) in a.iter().enumerate() {
+            off += ntok;
+        }
+        for (g, ag) in a.iter().enumerate() {
+            // SAFETY: the stores end at or before G·hd <= acc.len(), as the loads; unaligned.
+            unsafe {
                 _mm256_storeu_ps(ap.add(g * hd + c), ag[0]);
                 _mm256_storeu_ps(ap.add(g * hd + c + 8), ag[1]);
             }
@@ -635,22 +664,22 @@ fn pv_tile_avx2<const G: usize>(p: &[f32], v: &[f16], hd: usize, ntok: usize, ac
     }
 }
 
-/// P·V for the whole group, queries in tiles of 4 (or 2, or 1). Returns false (nothing done) when `hd`
-/// is not a multiple of 16.
+/// P·V for the whole group over a run of blocks, queries in tiles of 4 (or 2, or 1). Returns false
+/// (nothing done) when `hd` is not a multiple of 16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn pv_avx2(p: &[f32], v: &[f16], hd: usize, ntok: usize, acc: &mut [f32], ahead: &[f16]) -> bool {
+fn pv_avx2(p: &[f32], ld: usize, vs: &[&[f16]], hd: usize, acc: &mut [f32], ahead: &[&[f16]]) -> bool {
     if !hd.is_multiple_of(16) {
         return false;
     }
     let group = acc.len() / hd;
     let tile = tile_of(group);
     for g0 in (0..group).step_by(tile) {
-        let (pt, at) = (&p[g0 * ntok..(g0 + tile) * ntok], &mut acc[g0 * hd..(g0 + tile) * hd]);
+        let (pt, at) = (&p[g0 * ld..], &mut acc[g0 * hd..(g0 + tile) * hd]);
         match tile {
-            4 => pv_tile_avx2::<4>(pt, v, hd, ntok, at, ahead),
-            2 => pv_tile_avx2::<2>(pt, v, hd, ntok, at, ahead),
-            _ => pv_tile_avx2::<1>(pt, v, hd, ntok, at, ahead),
+            4 => pv_tile_avx2::<4>(pt, ld, vs, hd, at, ahead),
+            2 => pv_tile_avx2::<2>(pt, ld, vs, hd, at, ahead),
+            _ => pv_tile_avx2::<1>(pt, ld, vs, hd, at, ahead),
         }
     }
     true
@@ -671,28 +700,28 @@ fn tile_of(group: usize) -> usize {
 /// tokens. Returns false (nothing done) when `hd` is not a multiple of 8.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ahead: &[f16]) -> bool {
+fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
     if !hd.is_multiple_of(8) {
         return false;
     }
     let group = q.len() / hd;
     let tile = tile_of(group);
     for g0 in (0..group).step_by(tile) {
-        let (qt, pt) = (&q[g0 * hd..(g0 + tile) * hd], &mut p[g0 * ntok..(g0 + tile) * ntok]);
+        let (qt, pt) = (&q[g0 * hd..(g0 + tile) * hd], &mut p[g0 * ld..]);
         let mut t = 0;
         while t + 2 <= ntok {
             match tile {
-                4 => scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ahead),
-                2 => scores_tile_avx2::<2, 2>(qt, k, hd, t, ntok, pt, ahead),
-                _ => scores_tile_avx2::<1, 2>(qt, k, hd, t, ntok, pt, ahead),
+                4 => scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ld, ahead),
+                2 => scores_tile_avx2::<2, 2>(qt, k, hd, t, ntok, pt, ld, ahead),
+                _ => scores_tile_avx2::<1, 2>(qt, k, hd, t, ntok, pt, ld, ahead),
             }
             t += 2;
         }
         if t < ntok {
             match tile {
-                4 => scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ahead),
-                2 => scores_tile_avx2::<2, 1>(qt, k, hd, t, ntok, pt, ahead),
-                _ => scores_tile_avx2::<1, 1>(qt, k, hd, t, ntok, pt, ahead),
+                4 => scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ld, ahead),
+                2 => scores_tile_avx2::<2, 1>(qt, k, hd, t, ntok, pt, ld, ahead),
+                _ => scores_tile_avx2::<1, 1>(qt, k, hd, t, ntok, pt, ld, ahead),
             }
         }
     }
@@ -703,24 +732,24 @@ fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ahea
 /// single tokens for the rest.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn scores_wide(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ahead: &[f16]) -> bool {
+fn scores_wide(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
     let group = q.len() / hd.max(1);
     if !hd.is_multiple_of(8) || tile_of(group) != 4 {
-        return scores_avx2(q, k, hd, ntok, p, ahead);
+        return scores_avx2(q, k, hd, ntok, p, ld, ahead);
     }
     for g0 in (0..group).step_by(4) {
-        let (qt, pt) = (&q[g0 * hd..(g0 + 4) * hd], &mut p[g0 * ntok..(g0 + 4) * ntok]);
+        let (qt, pt) = (&q[g0 * hd..(g0 + 4) * hd], &mut p[g0 * ld..]);
         let mut t = 0;
         while t + 4 <= ntok {
-            scores_tile_avx2::<4, 4>(qt, k, hd, t, ntok, pt, ahead);
+            scores_tile_avx2::<4, 4>(qt, k, hd, t, ntok, pt, ld, ahead);
             t += 4;
         }
         while t + 2 <= ntok {
-            scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ahead);
+            scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ld, ahead);
             t += 2;
         }
         if t < ntok {
-            scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ahead);
+            scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ld, ahead);
         }
     }
     true
@@ -759,66 +788,87 @@ fn pv_lanes<const W: usize>(p: &[f32], vf: &[f32], hd: usize, acc: &mut [f32], c
 
 /// The step itself, written once. The instruction-set specific parts come in as functions: `cvt`
 /// converts f16 rows to f32 (prefetching a slice), `scores` and `pv` are register-tiled versions of the
-/// two products that return false where they do not apply (then the plain loops here run).
+/// two products that return false where they do not apply (then the plain loops here run). The run's
+/// scores go into one row per query (`p[g·ntot + t]`), so one softmax update covers all its blocks.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn body(
     st: &mut GroupState,
-    k: &[f16],
-    v: &[f16],
+    ks: &[&[f16]],
+    vs: &[&[f16]],
     hd: usize,
     scratch: &mut Scratch,
     cvt: impl Fn(&[f16], &mut [f32], &[f16]),
-    scores: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], &[f16]) -> bool,
-    pv: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], &[f16]) -> bool,
+    scores: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], usize, &[f16]) -> bool,
+    pv: impl Fn(&[f32], usize, &[&[f16]], usize, &mut [f32], &[&[f16]]) -> bool,
     next: Next,
 ) {
     let group = st.m.len();
-    let ntok = k.len() / hd.max(1);
-    if ntok == 0 || hd == 0 {
+    if hd == 0 {
+        return;
+    }
+    assert!(
+        ks.len() == vs.len()
+            && ks
+                .iter()
+                .zip(vs)
+                .all(|(k, v)| k.len() == v.len() && k.len().is_multiple_of(hd)),
+        "attend_blocks: each block's K and V must hold the same whole rows"
+    );
+    let ntot: usize = ks.iter().map(|k| k.len() / hd).sum();
+    if ntot == 0 {
         return;
     }
     let Scratch { kf, vf, p } = scratch;
-    p.resize(group * ntok, 0.0);
-    let k = &k[..ntok * hd];
-    let v = &v[..ntok * hd];
-    if !scores(st.q, k, hd, ntok, p, next.k) {
-        kf.resize(ntok * hd, 0.0);
-        cvt(k, kf, next.k);
-        for (g, pg) in p.chunks_exact_mut(ntok).enumerate() {
-            let qg = &st.q[g * hd..(g + 1) * hd];
-            for (s, kt) in pg.iter_mut().zip(kf.chunks_exact(hd)) {
-                *s = dot(qg, kt);
+    p.resize(group * ntot, 0.0);
+    let mut off = 0;
+    for (j, k) in ks.iter().enumerate() {
+        let ntok = k.len() / hd;
+        let ahead = next.k.get(j).copied().unwrap_or_default();
+        if !scores(st.q, k, hd, ntok, &mut p[off..], ntot, ahead) {
+            kf.resize(ntok * hd, 0.0);
+            cvt(k, kf, ahead);
+            for g in 0..group {
+                let qg = &st.q[g * hd..(g + 1) * hd];
+                for (t, kt) in kf.chunks_exact(hd).enumerate() {
+                    p[g * ntot + off + t] = dot(qg, kt);
+                }
             }
         }
+        off += ntok;
     }
-    for (g, pg) in p.chunks_exact_mut(ntok).enumerate() {
-        let bmax = pg.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-        let m_new = st.m[g].max(bmax);
-        let corr = exp_f32(st.m[g] - m_new); // 0 on the first block (m = −∞)
+    for (g, pg) in p.chunks_exact_mut(ntot).enumerate() {
+        let m_new = st.m[g].max(max_f32_body(pg));
+        let corr = exp_f32(st.m[g] - m_new); // 0 on the first run (m = −∞)
         st.l[g] = st.l[g] * corr + exp_shifted_sum_body(pg, m_new);
         st.m[g] = m_new;
         if corr != 1.0 {
             st.acc[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
         }
     }
-    if !pv(p, v, hd, ntok, st.acc, next.v) {
-        vf.resize(ntok * hd, 0.0);
-        cvt(v, vf, next.v);
-        for (g, pg) in p.chunks_exact(ntok).enumerate() {
-            let ag = &mut st.acc[g * hd..(g + 1) * hd];
-            let mut c = 0;
-            while c + 32 <= hd {
-                pv_lanes::<32>(pg, vf, hd, ag, c);
-                c += 32;
+    if !pv(p, ntot, vs, hd, st.acc, next.v) {
+        let mut off = 0;
+        for (j, v) in vs.iter().enumerate() {
+            let ntok = v.len() / hd;
+            vf.resize(ntok * hd, 0.0);
+            cvt(v, vf, next.v.get(j).copied().unwrap_or_default());
+            for g in 0..group {
+                let pg = &p[g * ntot + off..g * ntot + off + ntok];
+                let ag = &mut st.acc[g * hd..(g + 1) * hd];
+                let mut c = 0;
+                while c + 32 <= hd {
+                    pv_lanes::<32>(pg, vf, hd, ag, c);
+                    c += 32;
+                }
+                while c + 8 <= hd {
+                    pv_lanes::<8>(pg, vf, hd, ag, c);
+                    c += 8;
+                }
+                for cc in c..hd {
+                    ag[cc] += pg.iter().enumerate().map(|(t, &pt)| pt * vf[t * hd + cc]).sum::<f32>();
+                }
             }
-            while c + 8 <= hd {
-                pv_lanes::<8>(pg, vf, hd, ag, c);
-                c += 8;
-            }
-            for cc in c..hd {
-                ag[cc] += pg.iter().enumerate().map(|(t, &pt)| pt * vf[t * hd + cc]).sum::<f32>();
-            }
+            off += ntok;
         }
     }
 }
@@ -838,8 +888,12 @@ mod tests {
     }
 
     /// One block through `f`, from a fresh state, against f64 arithmetic on the same f16 values.
-    fn check(f: fn(&mut GroupState, &[f16], &[f16], usize, &mut Scratch), group: usize, ntok: usize, hd: usize) {
+    ///
+    /// The block's rows go in as blocks of `split` tokens (the last one ragged), one call for all.
+    fn check(f: AttendFn, group: usize, ntok: usize, hd: usize, split: usize) {
         let (q, k, v) = inputs((group * 1000 + ntok * 10 + hd) as u64, group, ntok, hd, 0.3);
+        let ks: Vec<&[f16]> = k.chunks(split * hd.max(1)).collect();
+        let vs: Vec<&[f16]> = v.chunks(split * hd.max(1)).collect();
         let (mut m, mut l, mut acc) = (
             vec![f32::NEG_INFINITY; group],
             vec![0f32; group],
@@ -851,7 +905,7 @@ mod tests {
             l: &mut l,
             acc: &mut acc,
         };
-        f(&mut st, &k, &v, hd, &mut Scratch::default());
+        f(&mut st, &ks, &vs, hd, &mut Scratch::default());
         for g in 0..group {
             let s: Vec<f64> = (0..ntok)
                 .map(|t| (0..hd).map(|d| q[g * hd + d] as f64 * k[t * hd + d].to_f64()).sum())
@@ -859,43 +913,59 @@ mod tests {
             let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
             let sum: f64 = e.iter().sum();
-            assert!((m[g] as f64 - mx).abs() < 1e-4, "max g{g} ntok{ntok} hd{hd}");
-            assert!((l[g] as f64 - sum).abs() < 1e-4 * sum, "sum g{g} ntok{ntok} hd{hd}");
+            assert!(
+                (m[g] as f64 - mx).abs() < 1e-4,
+                "max g{g} ntok{ntok} hd{hd} split{split}"
+            );
+            assert!(
+                (l[g] as f64 - sum).abs() < 1e-4 * sum,
+                "sum g{g} ntok{ntok} hd{hd} split{split}"
+            );
             for d in 0..hd {
                 let want: f64 = (0..ntok).map(|t| e[t] * v[t * hd + d].to_f64()).sum();
                 let got = acc[g * hd + d] as f64;
                 assert!(
                     (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                    "acc g{g} d{d} ntok{ntok} hd{hd}: {got} {want}"
+                    "acc g{g} d{d} ntok{ntok} hd{hd} split{split}: {got} {want}"
                 );
             }
         }
     }
 
+    type AttendFn = fn(&mut GroupState, &[&[f16]], &[&[f16]], usize, &mut Scratch);
+
+    /// Every version against f64, on ragged shapes: group sizes that take each query tile, head_dims
+    /// that are not multiples of the vector width, one token, and runs split into one block, blocks of
+    /// one token, and ragged blocks of 5 and 16 tokens.
     #[test]
-    fn both_versions_match_f64_for_ragged_shapes() {
+    fn every_version_matches_f64_for_ragged_shapes() {
         for group in [1, 2, 4, 6, 8] {
-            for ntok in [1, 3, 16, 17] {
+            for ntok in [1, 3, 16, 17, 40] {
                 for hd in [1, 3, 8, 13, 32, 40, 128] {
-                    check(attend_block_portable, group, ntok, hd);
-                    // The dispatching entry (the widest version this CPU has) …
-                    check(
-                        |st, k, v, hd, sc| attend_block(st, k, v, hd, Next { k, v }, sc),
-                        group,
-                        ntok,
-                        hd,
-                    );
-                    // … and the AVX2 one on its own where the AVX-512VL one is what dispatch picks.
-                    #[cfg(target_arch = "x86_64")]
-                    if accelerated() {
+                    for split in [ntok, 1, 5, 16] {
+                        check(attend_blocks_portable, group, ntok, hd, split);
+                        // The dispatching entry (the widest version this CPU has), prefetching its
+                        // own blocks as if they came next …
                         check(
-                            // SAFETY: `accelerated()` checked AVX2, FMA and F16C, the features of
-                            // `attend_block_avx2`.
-                            |st, k, v, hd, sc| unsafe { attend_block_avx2(st, k, v, hd, Next { k, v }, sc) },
+                            |st, k, v, hd, sc| attend_blocks(st, k, v, hd, Next { k, v }, sc),
                             group,
                             ntok,
                             hd,
+                            split,
                         );
+                        // … and the AVX2 one on its own where the AVX-512VL one is what dispatch picks.
+                        #[cfg(target_arch = "x86_64")]
+                        if accelerated() {
+                            check(
+                                // SAFETY: `accelerated()` checked AVX2, FMA and F16C, the features of
+                                // `attend_blocks_avx2`.
+                                |st, k, v, hd, sc| unsafe { attend_blocks_avx2(st, k, v, hd, Next { k, v }, sc) },
+                                group,
+                                ntok,
+                                hd,
+                                split,
+                            );
+                        }
                     }
                 }
             }
@@ -966,15 +1036,20 @@ mod tests {
                     acc: &mut acc,
                 };
                 let mut sc = Scratch::default();
-                // Two blocks, so the running max and the rescale take part too.
-                for _ in 0..2 {
+                // Two calls, so the running max and the rescale take part too; the second splits the
+                // rows into two blocks.
+                let half = (ntok / 2) * hd;
+                for (ks, vs) in [
+                    (vec![&k[..]], vec![&v[..]]),
+                    (vec![&k[..half], &k[half..]], vec![&v[..half], &v[half..]]),
+                ] {
                     if wide {
-                        // SAFETY: `wide_registers()` checked every feature of `attend_block_avx512vl`.
-                        unsafe { attend_block_avx512vl(&mut st, &k, &v, hd, Next::default(), &mut sc) };
+                        // SAFETY: `wide_registers()` checked every feature of `attend_blocks_avx512vl`.
+                        unsafe { attend_blocks_avx512vl(&mut st, &ks, &vs, hd, Next::default(), &mut sc) };
                     } else {
                         // SAFETY: `wide_registers()` implies `accelerated()`, the features of
-                        // `attend_block_avx2`.
-                        unsafe { attend_block_avx2(&mut st, &k, &v, hd, Next::default(), &mut sc) };
+                        // `attend_blocks_avx2`.
+                        unsafe { attend_blocks_avx2(&mut st, &ks, &vs, hd, Next::default(), &mut sc) };
                     }
                 }
                 (m, l, acc)
@@ -987,41 +1062,46 @@ mod tests {
         }
     }
 
-    /// Nanoseconds per (16-token block, KV head) step for a GQA group of 4 at head_dim 128 with the
-    /// block in L1: the compute speed of the decode step alone (`cargo test --release --lib
-    /// simd::tests::l1_step_speed -- --ignored --nocapture`). A measurement, not a check.
+    /// Nanoseconds per 16-token block of one KV head for a GQA group of 4 at head_dim 128 with the
+    /// blocks in L1, one block per call and four per call (the decode's runs): the compute speed of the
+    /// decode step alone (`cargo test --release --lib simd::tests::l1_step_speed -- --ignored
+    /// --nocapture`). A measurement, not a check.
     #[test]
     #[ignore]
     fn l1_step_speed() {
         let (group, ntok, hd) = (4, 16, 128);
-        let (q, k, v) = inputs(9, group, ntok, hd, 0.05);
-        let (mut m, mut l, mut acc) = (
-            vec![f32::NEG_INFINITY; group],
-            vec![0f32; group],
-            vec![0f32; group * hd],
-        );
-        let mut sc = Scratch::default();
-        let n = 200_000;
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let t = std::time::Instant::now();
-            for _ in 0..n {
-                let mut st = GroupState {
-                    q: &q,
-                    m: &mut m,
-                    l: &mut l,
-                    acc: &mut acc,
-                };
-                attend_block(&mut st, &k, &v, hd, Next::default(), &mut sc);
+        let (q, k, v) = inputs(9, group, 4 * ntok, hd, 0.05);
+        for per_call in [1, 4] {
+            let ks: Vec<&[f16]> = k.chunks(ntok * hd).take(per_call).collect();
+            let vs: Vec<&[f16]> = v.chunks(ntok * hd).take(per_call).collect();
+            let (mut m, mut l, mut acc) = (
+                vec![f32::NEG_INFINITY; group],
+                vec![0f32; group],
+                vec![0f32; group * hd],
+            );
+            let mut sc = Scratch::default();
+            let n = 800_000 / per_call;
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    let mut st = GroupState {
+                        q: &q,
+                        m: &mut m,
+                        l: &mut l,
+                        acc: &mut acc,
+                    };
+                    attend_blocks(&mut st, &ks, &vs, hd, Next::default(), &mut sc);
+                }
+                best = best.min(t.elapsed().as_secs_f64() * 1e9 / (n * per_call) as f64);
             }
-            best = best.min(t.elapsed().as_secs_f64() * 1e9 / n as f64);
+            let bytes = 2.0 * (ntok * hd * 2) as f64;
+            println!(
+                "L1, {per_call} block(s) per call: {best:.0} ns per 16-token block = {:.1} GB/s per thread",
+                bytes / best
+            );
+            std::hint::black_box(&acc);
         }
-        let bytes = 2.0 * (ntok * hd * 2) as f64;
-        println!(
-            "L1 step: {best:.0} ns per (block, head) = {:.1} GB/s per thread",
-            bytes / best
-        );
-        std::hint::black_box(&acc);
     }
 
     #[test]

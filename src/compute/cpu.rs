@@ -45,14 +45,19 @@ const PREFETCH_BYTES: usize = 64 << 10;
 /// Blocks smaller than this many tokens are gathered into runs of this many before attending.
 const MIN_RUN: usize = 16;
 
+/// Larger blocks are attended this many tokens at a time (several blocks per call when they are
+/// smaller), read in place: one online-softmax update per run, and the P·V accumulators stay in
+/// registers across the run's blocks.
+const RUN_TOKENS: usize = 64;
+
 /// Decode attention for one request over the KV heads `kv0..kv0 + heads`: `q` holds those heads'
 /// query groups (`[heads·group, hd]`, already scaled by 1/√hd) and `out` receives `[heads·group, hd]`.
 ///
 /// The pool layout `[block, kv_head, slot, hd]` puts every KV head of one physical block side by side,
-/// so walking the block table and, inside each block, the KV heads in order reads one contiguous
-/// `heads × block_size × hd` run per block — long enough for the hardware prefetcher — instead of
-/// one 4 KB page per (block, head). For each (block, head): score its K rows against every query of
-/// the GQA group, update the running max and sum, and accumulate P·V, converting f16 in registers.
+/// so walking the block table a run of blocks at a time and, inside each run, the KV heads in order
+/// reads every byte of the run's blocks while they are in cache. For each (run, head): score its K rows
+/// against every query of the GQA group, update the running max and sum once, and accumulate P·V,
+/// converting f16 in registers; software prefetch runs PREFETCH_BYTES ahead along that order.
 #[allow(clippy::too_many_arguments)]
 fn decode_request(
     s: PagedShape,
@@ -72,8 +77,8 @@ fn decode_request(
     let mut scratch = simd::Scratch::default();
     out.fill(0.0);
     let nblocks = len.div_ceil(bs);
-    // One (block run, KV head i) step of the head's query group.
-    let mut attend = |i: usize, k: &[f16], v: &[f16], next: simd::Next| {
+    // One (run of blocks, KV head i) step of the head's query group.
+    let mut attend = |i: usize, k: &[&[f16]], v: &[&[f16]], next: simd::Next| {
         let rows = i * group..(i + 1) * group;
         let mut st = simd::GroupState {
             q: &q[rows.start * hd..rows.end * hd],
@@ -81,7 +86,7 @@ fn decode_request(
             l: &mut l[rows.clone()],
             acc: &mut out[rows.start * hd..rows.end * hd],
         };
-        simd::attend_block(&mut st, k, v, hd, next, &mut scratch);
+        simd::attend_blocks(&mut st, k, v, hd, next, &mut scratch);
     };
     if bs < MIN_RUN {
         // Small blocks: gather MIN_RUN tokens' rows of one KV head from consecutive blocks into an
@@ -107,40 +112,44 @@ fn decode_request(
                         simd::prefetch(&v_pool[fb..fb + bs * hd]);
                     }
                 }
-                attend(i, &kbuf, &vbuf, simd::Next::default());
+                attend(i, &[&kbuf], &[&vbuf], simd::Next::default());
             }
         }
     } else {
-        // The (block, KV head) units in order, so that each can prefetch the one PREFETCH_BYTES ahead.
-        let units: Vec<(usize, usize, usize)> = table
-            .iter()
-            .enumerate()
-            .take(nblocks)
-            .flat_map(|(logical, &phys)| {
-                let ntok = bs.min(len - logical * bs);
-                // Within one (block, KV head) the block's tokens are contiguous: [block_size, hd].
-                (0..heads).map(move |i| (i, s.index(phys as usize, kv0 + i, 0, 0), ntok))
-            })
-            .collect();
-        let unit_bytes = |ntok: usize| 2 * ntok * hd * std::mem::size_of::<f16>();
+        // Runs of RUN_TOKENS / bs consecutive logical blocks; for each run, every KV head in order, each
+        // (run, head) unit one call: its blocks' rows in place (within one block and head the tokens are
+        // contiguous, `[block_size, hd]`), one softmax update for the run. `ks`/`vs` list the units'
+        // blocks back to back; each unit prefetches the one PREFETCH_BYTES ahead.
+        let per_run = (RUN_TOKENS / bs).max(1);
+        let (mut ks, mut vs, mut units) = (Vec::new(), Vec::new(), Vec::new());
+        for run in (0..nblocks).step_by(per_run) {
+            let run = run..(run + per_run).min(nblocks);
+            for i in 0..heads {
+                let first = ks.len();
+                let mut bytes = 0;
+                for lb in run.clone() {
+                    let ntok = bs.min(len - lb * bs);
+                    let base = s.index(table[lb] as usize, kv0 + i, 0, 0);
+                    ks.push(&k_pool[base..base + ntok * hd]);
+                    vs.push(&v_pool[base..base + ntok * hd]);
+                    bytes += 2 * ntok * hd * std::mem::size_of::<f16>();
+                }
+                units.push((i, first..ks.len(), bytes));
+            }
+        }
         let (mut ahead, mut gap) = (0, 0);
-        for &(i, base, ntok) in &units {
+        for (i, blocks, bytes) in &units {
             // `gap`: the K+V bytes from this unit to unit `ahead`, which this one prefetches.
             while ahead < units.len() && gap < PREFETCH_BYTES {
-                gap += unit_bytes(units[ahead].2);
+                gap += units[ahead].2;
                 ahead += 1;
             }
-            let next = units.get(ahead).map_or(simd::Next::default(), |&(_, b, n)| simd::Next {
-                k: &k_pool[b..b + n * hd],
-                v: &v_pool[b..b + n * hd],
+            let next = units.get(ahead).map_or(simd::Next::default(), |(_, r, _)| simd::Next {
+                k: &ks[r.clone()],
+                v: &vs[r.clone()],
             });
-            gap -= unit_bytes(ntok);
-            attend(
-                i,
-                &k_pool[base..base + ntok * hd],
-                &v_pool[base..base + ntok * hd],
-                next,
-            );
+            gap -= bytes;
+            attend(*i, &ks[blocks.clone()], &vs[blocks.clone()], next);
         }
     }
     for (row, &sum) in l.iter().enumerate() {
