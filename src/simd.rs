@@ -529,6 +529,7 @@ fn prefetch_at(h: &[f16], i: usize) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn scores_tile_avx2<const G: usize, const T: usize>(
     q: &[f32],
     k: &[f16],
