@@ -687,6 +687,7 @@ fn pv_avx2(p: &[f32], ld: usize, vs: &[&[f16]], hd: usize, acc: &mut [f32], ahea
 }
 
 /// Queries per register tile for a group of `group`: 4, 2 or 1.
+#[cfg(target_arch = "x86_64")]
 fn tile_of(group: usize) -> usize {
     if group.is_multiple_of(4) {
         4

@@ -3,7 +3,8 @@
 // When the .cu files are compiled as C++ for the CPU shim (with `-I kernels/shim`),
 // their `#include <cuda_fp16.h>` lands here instead of the CUDA header.
 //
-// `__half` is GCC's native `_Float16` (IEEE binary16, supported by gcc >= 12 on x86-64),
+// `__half` is the compiler's native `_Float16` (IEEE binary16, supported by gcc >= 12 on x86-64
+// and by clang; `__fp16` on AArch64 with gcc < 13),
 // so a `__half*` buffer has exactly the same bits as CUDA's `__half` (and as Rust's
 // `half::f16` / `u16`). Conversions float -> half round to nearest, ties to even, which
 // is what CUDA's `__float2half` does.
@@ -16,7 +17,14 @@
 #include <bit>
 #include <cstdint>
 
+#if defined(__aarch64__) && !defined(__clang__) && __GNUC__ < 13
+// GCC before 13 has no C++ `_Float16` on AArch64; its `__fp16` is the same IEEE binary16 storage
+// format (arithmetic promotes to float, and the kernels only convert), with round-to-nearest-even
+// conversions from float.
+typedef __fp16 __half;
+#else
 typedef _Float16 __half;
+#endif
 
 static_assert(sizeof(__half) == 2, "__half must be 2 bytes");
 
