@@ -437,6 +437,7 @@ pub fn attend_blocks_portable(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], h
         scratch,
         |src, dst, _| src.convert_to_f32_slice(dst),
         |_, _, _, _, _, _, _| false,
+        |_, _, _, _, _| false,
         |_, _, _, _, _, _| false,
         Next::default(),
     );
@@ -453,6 +454,7 @@ fn attend_blocks_avx2(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize
         scratch,
         cvt_f16c,
         |q, k, hd, ntok, p, ld, a| scores_avx2(q, k, hd, ntok, p, ld, a),
+        |q, rows, hd, p, ld| scores_rows_avx2(q, rows, hd, p, ld),
         |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
         next,
     );
@@ -478,6 +480,7 @@ fn attend_blocks_avx512vl(
         scratch,
         cvt_f16c,
         |q, k, hd, ntok, p, ld, a| scores_wide(q, k, hd, ntok, p, ld, a),
+        |q, rows, hd, p, ld| scores_rows_wide(q, rows, hd, p, ld),
         |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
         next,
     );
@@ -523,7 +526,8 @@ fn prefetch_at(h: &[f16], i: usize) {
     }
 }
 
-/// Scores of `T` tokens against `G` queries, `p[g·ld + t0 + t] = q_g · k_{t0+t}`: K converted in
+/// Scores of `T` tokens (their K rows from `k`, wherever they lie) against `G` queries,
+/// `p[g·ld + t0 + t] = q_g · k_{t0+t}`: K converted in
 /// registers 8 values at a time (each value once) and shared by the G queries, `G × T` independent
 /// accumulators; `hd % 8 == 0`.
 #[cfg(target_arch = "x86_64")]
@@ -532,7 +536,7 @@ fn prefetch_at(h: &[f16], i: usize) {
 #[allow(clippy::too_many_arguments)]
 fn scores_tile_avx2<const G: usize, const T: usize>(
     q: &[f32],
-    k: &[f16],
+    k: impl KRows,
     hd: usize,
     t0: usize,
     ntok: usize,
@@ -544,11 +548,11 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
     assert!(
         hd.is_multiple_of(8)
             && t0 + T <= ntok
-            && (t0 + T) * hd <= k.len()
+            && k.holds(t0, T, hd)
             && G * hd <= q.len()
             && (G - 1) * ld + ntok <= p.len()
     );
-    let (kp, qp) = (k.as_ptr(), q.as_ptr());
+    let (kp, qp): ([*const f16; T], _) = (std::array::from_fn(|t| k.row(t0 + t)), q.as_ptr());
     let mut acc = [[_mm256_setzero_ps(); T]; G];
     let mut c = 0;
     while c < hd {
@@ -557,11 +561,11 @@ fn scores_tile_avx2<const G: usize, const T: usize>(
                 prefetch_at(ahead, (t0 + t) * hd + c);
             }
         }
-        // SAFETY: c + 8 <= hd, so every load below ends at or before (t0 + T)·hd <= k.len() (K) and
-        // G·hd <= q.len() (Q), as asserted above; the loads are unaligned.
+        // SAFETY: c + 8 <= hd, so every load below ends inside its K row (`k.holds`: each at least hd
+        // long) or at or before G·hd <= q.len() (Q), as asserted above; the loads are unaligned.
         unsafe {
             let kv: [__m256; T] =
-                std::array::from_fn(|t| _mm256_cvtph_ps(_mm_loadu_si128(kp.add((t0 + t) * hd + c).cast::<__m128i>())));
+                std::array::from_fn(|t| _mm256_cvtph_ps(_mm_loadu_si128(kp[t].add(c).cast::<__m128i>())));
             for (g, ag) in acc.iter_mut().enumerate() {
                 let qv = _mm256_loadu_ps(qp.add(g * hd + c));
                 for (at, kt) in ag.iter_mut().zip(&kv) {
@@ -698,11 +702,69 @@ fn tile_of(group: usize) -> usize {
     }
 }
 
-/// Scores of every token against the group's queries, 4 (or 2, or 1) queries at a time over pairs of
-/// tokens. Returns false (nothing done) when `hd` is not a multiple of 8.
+/// Where a score tile finds token t's K row: one block's contiguous rows, or a list of rows.
+#[cfg(target_arch = "x86_64")]
+trait KRows: Copy {
+    /// Whether rows `t0..t0 + n` exist and hold at least `hd` values each.
+    fn holds(self, t0: usize, n: usize, hd: usize) -> bool;
+    /// Token t's row (only for t that [`KRows::holds`] vouched for).
+    fn row(self, t: usize) -> *const f16;
+}
+
+/// `[ntok, hd]` rows back to back.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Contiguous<'a> {
+    k: &'a [f16],
+    hd: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl KRows for Contiguous<'_> {
+    #[inline(always)]
+    fn holds(self, t0: usize, n: usize, hd: usize) -> bool {
+        hd <= self.hd && (t0 + n) * self.hd <= self.k.len()
+    }
+    #[inline(always)]
+    fn row(self, t: usize) -> *const f16 {
+        self.k.as_ptr().wrapping_add(t * self.hd)
+    }
+}
+
+/// One slice per token.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct RowList<'a>(&'a [&'a [f16]]);
+
+#[cfg(target_arch = "x86_64")]
+impl KRows for RowList<'_> {
+    #[inline(always)]
+    fn holds(self, t0: usize, n: usize, hd: usize) -> bool {
+        self.0.get(t0..t0 + n).is_some_and(|r| r.iter().all(|x| x.len() >= hd))
+    }
+    #[inline(always)]
+    fn row(self, t: usize) -> *const f16 {
+        self.0[t].as_ptr()
+    }
+}
+
+/// Scores of tokens `0..ntok` (rows from `k`) against the group's queries, 4 (or 2, or 1) queries at
+/// a time; tokens in fours where `WIDE` (32 registers hold 4 × 4 accumulators) and the group is a
+/// multiple of 4, else in pairs; a last odd token alone. Returns false (nothing done) when `hd` is not
+/// a multiple of 8.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn scores_tiles<const WIDE: bool>(
+    q: &[f32],
+    k: impl KRows,
+    ntok: usize,
+    hd: usize,
+    p: &mut [f32],
+    ld: usize,
+    ahead: &[f16],
+) -> bool {
     if !hd.is_multiple_of(8) {
         return false;
     }
@@ -711,6 +773,12 @@ fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: 
     for g0 in (0..group).step_by(tile) {
         let (qt, pt) = (&q[g0 * hd..(g0 + tile) * hd], &mut p[g0 * ld..]);
         let mut t = 0;
+        if WIDE && tile == 4 {
+            while t + 4 <= ntok {
+                scores_tile_avx2::<4, 4>(qt, k, hd, t, ntok, pt, ld, ahead);
+                t += 4;
+            }
+        }
         while t + 2 <= ntok {
             match tile {
                 4 => scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ld, ahead),
@@ -730,31 +798,33 @@ fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: 
     true
 }
 
-/// [`scores_avx2`] with 32 vector registers: 4 queries × 4 tokens (16 accumulators), then pairs and
-/// single tokens for the rest.
+/// The score tiles over one block's contiguous K rows `k` (`[ntok, hd]`), prefetching `ahead`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
+    scores_tiles::<false>(q, Contiguous { k, hd }, ntok, hd, p, ld, ahead)
+}
+
+/// [`scores_avx2`] with 32 vector registers: 4 queries × 4 tokens (16 accumulators).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 fn scores_wide(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
-    let group = q.len() / hd.max(1);
-    if !hd.is_multiple_of(8) || tile_of(group) != 4 {
-        return scores_avx2(q, k, hd, ntok, p, ld, ahead);
-    }
-    for g0 in (0..group).step_by(4) {
-        let (qt, pt) = (&q[g0 * hd..(g0 + 4) * hd], &mut p[g0 * ld..]);
-        let mut t = 0;
-        while t + 4 <= ntok {
-            scores_tile_avx2::<4, 4>(qt, k, hd, t, ntok, pt, ld, ahead);
-            t += 4;
-        }
-        while t + 2 <= ntok {
-            scores_tile_avx2::<4, 2>(qt, k, hd, t, ntok, pt, ld, ahead);
-            t += 2;
-        }
-        if t < ntok {
-            scores_tile_avx2::<4, 1>(qt, k, hd, t, ntok, pt, ld, ahead);
-        }
-    }
-    true
+    scores_tiles::<true>(q, Contiguous { k, hd }, ntok, hd, p, ld, ahead)
+}
+
+/// The score tiles over a list of K rows that lie anywhere (one per token: the rows of a run of small
+/// blocks, read in place), so that a register tile spans several blocks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores_rows_avx2(q: &[f32], rows: &[&[f16]], hd: usize, p: &mut [f32], ld: usize) -> bool {
+    scores_tiles::<false>(q, RowList(rows), rows.len(), hd, p, ld, &[])
+}
+
+/// [`scores_rows_avx2`] with 32 vector registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+fn scores_rows_wide(q: &[f32], rows: &[&[f16]], hd: usize, p: &mut [f32], ld: usize) -> bool {
+    scores_tiles::<true>(q, RowList(rows), rows.len(), hd, p, ld, &[])
 }
 
 /// `a · b` over 16 lanes in two independent chains of 8 (the tail one by one).
@@ -788,6 +858,9 @@ fn pv_lanes<const W: usize>(p: &[f32], vf: &[f32], hd: usize, acc: &mut [f32], c
     acc[c..c + W].copy_from_slice(&a);
 }
 
+/// The most rows [`body`] scores as one list (a run of small blocks).
+const MAX_ROWS: usize = 64;
+
 /// The step itself, written once. The instruction-set specific parts come in as functions: `cvt`
 /// converts f16 rows to f32 (prefetching a slice), `scores` and `pv` are register-tiled versions of the
 /// two products that return false where they do not apply (then the plain loops here run). The run's
@@ -802,6 +875,7 @@ fn body(
     scratch: &mut Scratch,
     cvt: impl Fn(&[f16], &mut [f32], &[f16]),
     scores: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], usize, &[f16]) -> bool,
+    scores_rows: impl Fn(&[f32], &[&[f16]], usize, &mut [f32], usize) -> bool,
     pv: impl Fn(&[f32], usize, &[&[f16]], usize, &mut [f32], &[&[f16]]) -> bool,
     next: Next,
 ) {
@@ -809,22 +883,34 @@ fn body(
     if hd == 0 {
         return;
     }
+    let rows = |b: &[&[f16]]| b.iter().map(|x| x.len()).sum::<usize>();
+    let ntot = rows(ks) / hd;
     assert!(
-        ks.len() == vs.len()
-            && ks
-                .iter()
-                .zip(vs)
-                .all(|(k, v)| k.len() == v.len() && k.len().is_multiple_of(hd)),
-        "attend_blocks: each block's K and V must hold the same whole rows"
+        rows(ks) == rows(vs) && ks.iter().chain(vs).all(|x| x.len().is_multiple_of(hd)),
+        "attend_blocks: K and V must hold the same number of whole rows"
     );
-    let ntot: usize = ks.iter().map(|k| k.len() / hd).sum();
     if ntot == 0 {
         return;
     }
     let Scratch { kf, vf, p } = scratch;
     p.resize(group * ntot, 0.0);
+    let mut scored = false;
+    if ks.len() > 1 && ntot <= MAX_ROWS && ks.iter().any(|k| k.len() < 4 * hd) {
+        // Blocks of fewer than 4 tokens: score the run's rows as one list, so that a register tile
+        // spans several blocks.
+        let mut rows: [&[f16]; MAX_ROWS] = [&[]; MAX_ROWS];
+        let mut n = 0;
+        for k in ks {
+            let mut r = 0;
+            while r + hd <= k.len() {
+                rows[n] = &k[r..r + hd];
+                (n, r) = (n + 1, r + hd);
+            }
+        }
+        scored = scores_rows(st.q, &rows[..n], hd, p, ntot);
+    }
     let mut off = 0;
-    for (j, k) in ks.iter().enumerate() {
+    for (j, k) in ks.iter().enumerate().filter(|_| !scored) {
         let ntok = k.len() / hd;
         let ahead = next.k.get(j).copied().unwrap_or_default();
         if !scores(st.q, k, hd, ntok, &mut p[off..], ntot, ahead) {
@@ -891,11 +977,12 @@ mod tests {
 
     /// One block through `f`, from a fresh state, against f64 arithmetic on the same f16 values.
     ///
-    /// The block's rows go in as blocks of `split` tokens (the last one ragged), one call for all.
-    fn check(f: AttendFn, group: usize, ntok: usize, hd: usize, split: usize) {
+    /// The block's K rows go in as blocks of `split.0` tokens and its V rows as blocks of `split.1`
+    /// (the last ones ragged), one call for all.
+    fn check(f: AttendFn, group: usize, ntok: usize, hd: usize, split: (usize, usize)) {
         let (q, k, v) = inputs((group * 1000 + ntok * 10 + hd) as u64, group, ntok, hd, 0.3);
-        let ks: Vec<&[f16]> = k.chunks(split * hd.max(1)).collect();
-        let vs: Vec<&[f16]> = v.chunks(split * hd.max(1)).collect();
+        let ks: Vec<&[f16]> = k.chunks(split.0 * hd.max(1)).collect();
+        let vs: Vec<&[f16]> = v.chunks(split.1 * hd.max(1)).collect();
         let (mut m, mut l, mut acc) = (
             vec![f32::NEG_INFINITY; group],
             vec![0f32; group],
@@ -917,18 +1004,18 @@ mod tests {
             let sum: f64 = e.iter().sum();
             assert!(
                 (m[g] as f64 - mx).abs() < 1e-4,
-                "max g{g} ntok{ntok} hd{hd} split{split}"
+                "max g{g} ntok{ntok} hd{hd} split{split:?}"
             );
             assert!(
                 (l[g] as f64 - sum).abs() < 1e-4 * sum,
-                "sum g{g} ntok{ntok} hd{hd} split{split}"
+                "sum g{g} ntok{ntok} hd{hd} split{split:?}"
             );
             for d in 0..hd {
                 let want: f64 = (0..ntok).map(|t| e[t] * v[t * hd + d].to_f64()).sum();
                 let got = acc[g * hd + d] as f64;
                 assert!(
                     (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                    "acc g{g} d{d} ntok{ntok} hd{hd} split{split}: {got} {want}"
+                    "acc g{g} d{d} ntok{ntok} hd{hd} split{split:?}: {got} {want}"
                 );
             }
         }
@@ -938,13 +1025,14 @@ mod tests {
 
     /// Every version against f64, on ragged shapes: group sizes that take each query tile, head_dims
     /// that are not multiples of the vector width, one token, and runs split into one block, blocks of
-    /// one token, and ragged blocks of 5 and 16 tokens.
+    /// one token (scored as one row list), and ragged blocks of 5 and 16 tokens, with V in the same
+    /// blocks or in one (as the small-block path gathers it).
     #[test]
     fn every_version_matches_f64_for_ragged_shapes() {
         for group in [1, 2, 4, 6, 8] {
             for ntok in [1, 3, 16, 17, 40] {
                 for hd in [1, 3, 8, 13, 32, 40, 128] {
-                    for split in [ntok, 1, 5, 16] {
+                    for split in [ntok, 1, 5, 16].into_iter().flat_map(|b| [(b, b), (b, ntok)]) {
                         check(attend_blocks_portable, group, ntok, hd, split);
                         // The dispatching entry (the widest version this CPU has), prefetching its
                         // own blocks as if they came next …
@@ -1038,12 +1126,13 @@ mod tests {
                     acc: &mut acc,
                 };
                 let mut sc = Scratch::default();
-                // Two calls, so the running max and the rescale take part too; the second splits the
-                // rows into two blocks.
+                // Three calls, so the running max and the rescale take part too; the second splits
+                // the rows into two blocks, the third into one-token blocks (scored as a row list).
                 let half = (ntok / 2) * hd;
                 for (ks, vs) in [
                     (vec![&k[..]], vec![&v[..]]),
                     (vec![&k[..half], &k[half..]], vec![&v[..half], &v[half..]]),
+                    (k.chunks(hd).collect(), v.chunks(hd).collect()),
                 ] {
                     if wide {
                         // SAFETY: `wide_registers()` checked every feature of `attend_blocks_avx512vl`.

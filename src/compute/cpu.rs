@@ -42,7 +42,8 @@ pub fn probe() -> Result<std::sync::Arc<dyn Backend>, String> {
 /// DRAM latency (measured on a 2-core EPYC: 12.2 GB/s at one unit, 17–19 GB/s at 64 KiB, no better at 128).
 const PREFETCH_BYTES: usize = 64 << 10;
 
-/// Blocks smaller than this many tokens are gathered into runs of this many before attending.
+/// Blocks smaller than this many tokens are attended in runs of this many (K scored in place as a row
+/// list, V gathered into one buffer).
 const MIN_RUN: usize = 16;
 
 /// Larger blocks are attended this many tokens at a time (several blocks per call when they are
@@ -89,22 +90,25 @@ fn decode_request(
         simd::attend_blocks(&mut st, k, v, hd, next, &mut scratch);
     };
     if bs < MIN_RUN {
-        // Small blocks: gather MIN_RUN tokens' rows of one KV head from consecutive blocks into an
-        // L1-resident run first (as a GPU kernel stages tiles in shared memory), so the online softmax
-        // rescales once per run instead of once per block; prefetch the blocks PREFETCH_BYTES ahead.
+        // Small blocks: MIN_RUN tokens of one KV head from consecutive blocks per step, so the online
+        // softmax rescales once per run instead of once per block. K is scored in place (the score
+        // tiles take a list of rows, so a tile spans blocks); V is gathered into an L1-resident run
+        // first (as a GPU kernel stages tiles in shared memory), since P·V re-reads each row once per
+        // 16 lanes and the rows of scattered one-token blocks can alias in L1. The blocks
+        // PREFETCH_BYTES ahead are prefetched.
         let per_run = MIN_RUN.div_ceil(bs);
         let block_bytes = heads * 2 * bs * hd * std::mem::size_of::<f16>();
         let ahead = PREFETCH_BYTES.div_ceil(block_bytes);
-        let (mut kbuf, mut vbuf) = (Vec::with_capacity(MIN_RUN * hd), Vec::with_capacity(MIN_RUN * hd));
+        let (mut krows, mut vbuf) = (Vec::with_capacity(MIN_RUN), Vec::with_capacity(MIN_RUN * hd));
         for run in (0..nblocks).step_by(per_run) {
             let run = run..(run + per_run).min(nblocks);
             for i in 0..heads {
-                kbuf.clear();
+                krows.clear();
                 vbuf.clear();
                 for lb in run.clone() {
                     let ntok = bs.min(len - lb * bs);
                     let base = s.index(table[lb] as usize, kv0 + i, 0, 0);
-                    kbuf.extend_from_slice(&k_pool[base..base + ntok * hd]);
+                    krows.push(&k_pool[base..base + ntok * hd]);
                     vbuf.extend_from_slice(&v_pool[base..base + ntok * hd]);
                     if let Some(&far) = table.get(lb + ahead).filter(|_| lb + ahead < nblocks) {
                         let fb = s.index(far as usize, kv0 + i, 0, 0);
@@ -112,7 +116,7 @@ fn decode_request(
                         simd::prefetch(&v_pool[fb..fb + bs * hd]);
                     }
                 }
-                attend(i, &[&kbuf], &[&vbuf], simd::Next::default());
+                attend(i, &krows, &[&vbuf], simd::Next::default());
             }
         }
     } else {
