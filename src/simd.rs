@@ -443,28 +443,12 @@ pub fn attend_blocks_portable(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], h
     );
 }
 
+/// The x86 step: [`body`] with the register-tiled scores and P·V; `WIDE` takes 4 × 4 score tiles,
+/// which need the 32 registers of the AVX-512VL build it is inlined into.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn attend_blocks_avx2(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize, next: Next, scratch: &mut Scratch) {
-    body(
-        st,
-        k,
-        v,
-        hd,
-        scratch,
-        cvt_f16c,
-        |q, k, hd, ntok, p, ld, a| scores_avx2(q, k, hd, ntok, p, ld, a),
-        |q, rows, hd, p, ld| scores_rows_avx2(q, rows, hd, p, ld),
-        |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
-        next,
-    );
-}
-
-/// [`attend_blocks_avx2`] with 32 vector registers: scores in 4-token tiles (P·V in 32-lane tiles was
-/// tried too: 487 ns per step against 474 ns, so it keeps the 16-lane tiles).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn attend_blocks_avx512vl(
+#[inline]
+fn attend_blocks_x86<const WIDE: bool>(
     st: &mut GroupState,
     k: &[&[f16]],
     v: &[&[f16]],
@@ -479,11 +463,32 @@ fn attend_blocks_avx512vl(
         hd,
         scratch,
         cvt_f16c,
-        |q, k, hd, ntok, p, ld, a| scores_wide(q, k, hd, ntok, p, ld, a),
-        |q, rows, hd, p, ld| scores_rows_wide(q, rows, hd, p, ld),
+        |q, k, hd, ntok, p, ld, a| scores_tiles::<WIDE>(q, Contiguous { k, hd }, ntok, hd, p, ld, a),
+        |q, rows, hd, p, ld| scores_tiles::<WIDE>(q, RowList(rows), rows.len(), hd, p, ld, &[]),
         |p, ld, v, hd, acc, a| pv_avx2(p, ld, v, hd, acc, a),
         next,
     );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn attend_blocks_avx2(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize, next: Next, scratch: &mut Scratch) {
+    attend_blocks_x86::<false>(st, k, v, hd, next, scratch);
+}
+
+/// [`attend_blocks_avx2`] with 32 vector registers: scores in 4-token tiles (P·V in 32-lane tiles was
+/// tried too and was slower, so it keeps the 16-lane tiles).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+fn attend_blocks_avx512vl(
+    st: &mut GroupState,
+    k: &[&[f16]],
+    v: &[&[f16]],
+    hd: usize,
+    next: Next,
+    scratch: &mut Scratch,
+) {
+    attend_blocks_x86::<true>(st, k, v, hd, next, scratch);
 }
 
 /// f16 → f32, 8 values per `vcvtph2ps`, prefetching `ahead` one cache line per 32 values; the tail
@@ -796,35 +801,6 @@ fn scores_tiles<const WIDE: bool>(
         }
     }
     true
-}
-
-/// The score tiles over one block's contiguous K rows `k` (`[ntok, hd]`), prefetching `ahead`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn scores_avx2(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
-    scores_tiles::<false>(q, Contiguous { k, hd }, ntok, hd, p, ld, ahead)
-}
-
-/// [`scores_avx2`] with 32 vector registers: 4 queries × 4 tokens (16 accumulators).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn scores_wide(q: &[f32], k: &[f16], hd: usize, ntok: usize, p: &mut [f32], ld: usize, ahead: &[f16]) -> bool {
-    scores_tiles::<true>(q, Contiguous { k, hd }, ntok, hd, p, ld, ahead)
-}
-
-/// The score tiles over a list of K rows that lie anywhere (one per token: the rows of a run of small
-/// blocks, read in place), so that a register tile spans several blocks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn scores_rows_avx2(q: &[f32], rows: &[&[f16]], hd: usize, p: &mut [f32], ld: usize) -> bool {
-    scores_tiles::<false>(q, RowList(rows), rows.len(), hd, p, ld, &[])
-}
-
-/// [`scores_rows_avx2`] with 32 vector registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn scores_rows_wide(q: &[f32], rows: &[&[f16]], hd: usize, p: &mut [f32], ld: usize) -> bool {
-    scores_tiles::<true>(q, RowList(rows), rows.len(), hd, p, ld, &[])
 }
 
 /// `a · b` over 16 lanes in two independent chains of 8 (the tail one by one).

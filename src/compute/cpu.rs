@@ -1,10 +1,10 @@
 //! The CPU backend: f32 math on the rayon pool (both cores).
 //!
 //! The materialising attention uses the GEMM-based f32 path of `math`; the fused one is [`attention`]
-//! (FlashAttention's loop order on register tiles, nothing packed). Heads run in parallel. Paged decode runs one task
-//! per (request, run of KV heads): like the CUDA kernel, it serves the whole GQA group from one read of
-//! each K/V row (f16, converted in registers), and it walks the block table with an online softmax, so
-//! nothing is gathered into a contiguous copy.
+//! (FlashAttention's loop order on register tiles, nothing packed). Heads run in parallel. Paged decode
+//! runs one task per (request, run of KV heads): like the CUDA kernel, it serves the whole GQA group from
+//! one read of each K/V row (f16, converted in registers), and it walks the block table with an online
+//! softmax, reading blocks in place (only blocks under 16 tokens have their V rows gathered into a run).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;

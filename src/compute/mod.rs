@@ -144,9 +144,9 @@ pub trait Backend: Send + Sync {
 
     /// Time one paged-decode step against a read-only stream and a copy of the same K/V bytes on the
     /// same device (lesson 4's sweep, `kvscope bench`). The default times the host-in/host-out op, a
-    /// parallel sum over the K/V pools themselves and a memcpy on the same threads, interleaved round by
-    /// round; a GPU backend times device-resident data against a reduction kernel and a device-to-device
-    /// copy.
+    /// parallel sum over the K/V pools themselves and a memcpy on the same threads, each back to back
+    /// (`timing::host_decode_roofs`); a GPU backend times device-resident data against a reduction kernel
+    /// and a device-to-device copy.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
         inp.validate()?;
         let mut failed = None;
