@@ -244,6 +244,15 @@ pub fn p3(
         )));
     }
     let timing = backend.time_paged_decode(&inp, 15)?;
+    let pages = match crate::cache::pool::process_huge_page_bytes() {
+        Some(h) if prob.cache.k_pool.is_mapped() => format!(
+            "pools mapped and advised onto 2 MiB pages: {} MiB of the process on huge pages, pools {} MiB",
+            h >> 20,
+            (prob.cache.k_pool.len() + prob.cache.v_pool.len()) * 2 >> 20
+        ),
+        _ if prob.cache.k_pool.is_mapped() => "pools mapped and advised onto 2 MiB pages".into(),
+        _ => "pools on the heap (4 KiB pages)".into(),
+    };
     let bytes = prob.kv_bytes();
     let (bw, read, copy) = timing.gbs(bytes);
     let mb = bytes as f64 / 1e6;
@@ -262,7 +271,7 @@ pub fn p3(
             format!("P3-b{block_size}")
         },
         what: format!(
-            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block {block_size} ({}: {}; {})",
+            "paged decode, {requests} req × {context} ctx, H32/KV8, hd128, f16, block {block_size} ({}: {}; {}; {pages})",
             backend.kind().name(),
             backend.device(),
             backend.clock()

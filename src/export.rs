@@ -307,8 +307,8 @@ pub fn paged_decode_arrays(
     let pool = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
     let arrays = vec![
         NamedArray::new("q", &[r, p.heads, p.head_dim], ArrayData::F32(q.clone())),
-        NamedArray::new("k_pool", &pool, ArrayData::F16(cache.k_pool.clone())),
-        NamedArray::new("v_pool", &pool, ArrayData::F16(cache.v_pool.clone())),
+        NamedArray::new("k_pool", &pool, ArrayData::F16(cache.k_pool.to_vec())),
+        NamedArray::new("v_pool", &pool, ArrayData::F16(cache.v_pool.to_vec())),
         NamedArray::new("block_tables", &[r, dt.max_blocks], ArrayData::I32(dt.tables.clone())),
         NamedArray::new("context_lens", &[r], ArrayData::I32(dt.context_lens.clone())),
         NamedArray::new("out", &[r, p.heads, p.head_dim], ArrayData::F32(out)),

@@ -2,11 +2,13 @@
 //! accounting, prefix caching with copy-on-write). Pure data structures over host memory; the backends in `compute` run kernels on them.
 
 mod paged;
+pub mod pool;
 pub mod prefix;
 pub mod scheduler;
 mod static_cache;
 
 pub use paged::{BlockAllocator, OutOfBlocks, PagedError, PagedKvCache, PagedShape, PagedStats, RequestId};
+pub use pool::Pool;
 pub use scheduler::{RequestSpec, ScenarioError, Scheduler, StepEvents};
 pub use static_cache::{StaticCacheError, StaticKvCache, StaticShape};
 

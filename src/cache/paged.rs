@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use super::pool::Pool;
 use half::f16;
 
 /// A request's id.
@@ -172,10 +173,10 @@ pub struct PagedStats {
 #[derive(Debug, Clone)]
 pub struct PagedKvCache {
     shape: PagedShape,
-    /// K pool `[num_blocks, kv_heads, block_size, head_dim]`.
-    pub k_pool: Vec<f16>,
+    /// K pool `[num_blocks, kv_heads, block_size, head_dim]` (on 2 MiB pages when large: [`Pool`]).
+    pub k_pool: Pool,
     /// V pool, same shape.
-    pub v_pool: Vec<f16>,
+    pub v_pool: Pool,
     pub(super) allocator: BlockAllocator,
     pub(super) tables: BTreeMap<RequestId, Vec<u32>>,
     pub(super) lens: BTreeMap<RequestId, usize>,
@@ -191,8 +192,8 @@ impl PagedKvCache {
         let n = shape.numel();
         Self {
             shape,
-            k_pool: vec![f16::ZERO; n],
-            v_pool: vec![f16::ZERO; n],
+            k_pool: Pool::zeroed(n),
+            v_pool: Pool::zeroed(n),
             allocator: BlockAllocator::new(shape.num_blocks),
             tables: BTreeMap::new(),
             lens: BTreeMap::new(),
