@@ -248,7 +248,7 @@ pub fn p3(
         Some(h) if prob.cache.k_pool.is_mapped() => format!(
             "pools mapped and advised onto 2 MiB pages: {} MiB of the process on huge pages, pools {} MiB",
             h >> 20,
-            (prob.cache.k_pool.len() + prob.cache.v_pool.len()) * 2 >> 20
+            ((prob.cache.k_pool.len() + prob.cache.v_pool.len()) * 2) >> 20
         ),
         _ if prob.cache.k_pool.is_mapped() => "pools mapped and advised onto 2 MiB pages".into(),
         _ => "pools on the heap (4 KiB pages)".into(),

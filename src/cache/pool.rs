@@ -11,6 +11,10 @@ use half::f16;
 /// Pools at least this large get a mapping of their own, advised onto huge pages.
 pub const HUGE_POOL_BYTES: usize = 2 << 20;
 
+/// Set (to anything) in the environment, this keeps every pool on the heap, to measure what the pages
+/// cost (`KVSCOPE_SMALL_PAGES=1 kvscope bench --only p3-b1`).
+pub const SMALL_PAGES_ENV: &str = "KVSCOPE_SMALL_PAGES";
+
 /// A zeroed `[f16]` pool: a vector when small, an anonymous mapping advised onto 2 MiB pages when large.
 pub struct Pool(Storage);
 
@@ -26,6 +30,7 @@ impl Pool {
     pub fn zeroed(n: usize) -> Self {
         let bytes = n * std::mem::size_of::<f16>();
         if bytes >= HUGE_POOL_BYTES
+            && std::env::var_os(SMALL_PAGES_ENV).is_none()
             && let Ok(map) = memmap2::MmapMut::map_anon(bytes)
         {
             // Advice only: where the kernel has no transparent huge pages the pool keeps 4 KiB pages.
