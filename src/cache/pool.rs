@@ -1,8 +1,8 @@
 //! The memory a KV pool lives in. A serving engine allocates its pool once, up front, and then reads it
 //! through block tables that scatter a request's blocks over all of it, so every small block can be a
 //! TLB miss on 4 KiB pages. Pools of 2 MiB or more are therefore anonymous mappings advised onto 2 MiB
-//! transparent huge pages (`madvise(MADV_HUGEPAGE)`, through memmap2's safe API); smaller ones, the
-//! lessons' pools, are plain vectors. Either way the pool is zeroed and reads as one `[f16]` slice.
+//! transparent huge pages (`madvise(MADV_HUGEPAGE)`, through memmap2's safe API) on Linux; smaller ones,
+//! the lessons' pools, and every pool elsewhere are plain vectors. Either way the pool is zeroed and reads as one `[f16]` slice.
 
 use std::ops::{Deref, DerefMut};
 
@@ -28,16 +28,23 @@ impl Pool {
     /// `n` zeros. Large pools are mapped and advised onto huge pages; if the mapping fails the pool is
     /// a vector (slower to read through scattered block tables, but the same values).
     pub fn zeroed(n: usize) -> Self {
-        let bytes = n * std::mem::size_of::<f16>();
-        if bytes >= HUGE_POOL_BYTES
-            && std::env::var_os(SMALL_PAGES_ENV).is_none()
-            && let Ok(map) = memmap2::MmapMut::map_anon(bytes)
+        if Self::maps(n)
+            && let Ok(map) = memmap2::MmapMut::map_anon(n * std::mem::size_of::<f16>())
         {
             // Advice only: where the kernel has no transparent huge pages the pool keeps 4 KiB pages.
+            #[cfg(target_os = "linux")]
             let _ = map.advise(memmap2::Advice::HugePage);
             return Self(Storage::Mapped(map, n));
         }
         Self(Storage::Heap(vec![f16::ZERO; n]))
+    }
+
+    /// Whether a pool of `n` values is mapped: from [`HUGE_POOL_BYTES`] up, on Linux (the only system
+    /// with transparent huge pages to advise), unless [`SMALL_PAGES_ENV`] is set.
+    pub fn maps(n: usize) -> bool {
+        cfg!(target_os = "linux")
+            && n * std::mem::size_of::<f16>() >= HUGE_POOL_BYTES
+            && std::env::var_os(SMALL_PAGES_ENV).is_none()
     }
 
     /// Whether the pool is a mapping advised onto huge pages.
@@ -102,7 +109,9 @@ mod tests {
 
     #[test]
     fn small_pools_are_vectors_large_ones_mappings_and_both_read_as_zeroed_slices() {
-        for (n, mapped) in [(0, false), (1000, false), (HUGE_POOL_BYTES / 2, true), (3 << 20, true)] {
+        for (n, large) in [(0, false), (1000, false), (HUGE_POOL_BYTES / 2, true), (3 << 20, true)] {
+            let mapped = large && cfg!(target_os = "linux") && std::env::var_os(SMALL_PAGES_ENV).is_none();
+            assert_eq!(Pool::maps(n), mapped, "{n}");
             let mut p = Pool::zeroed(n);
             assert_eq!((p.len(), p.is_mapped()), (n, mapped), "{n}");
             assert!(p.iter().all(|x| x.to_bits() == 0));
