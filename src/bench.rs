@@ -39,6 +39,9 @@ pub struct BenchLine {
     pub goal: f64,
     /// Median time of one run of the measured op, in ms.
     pub ms: f64,
+    /// P3 lines on the host: GB/s of a plain read of the same bytes in the block tables' order
+    /// (`timing::host_table_order_read`), what the memory system gives for the table's shape.
+    pub table_order_read: Option<f64>,
 }
 
 /// GFLOP/s of the fastest f32 GEMM this project can call from Rust on an n×n×n product, on the rayon
@@ -150,6 +153,7 @@ pub fn p1(backend: &dyn Backend, seq: usize, keep_matrices: bool) -> Result<Benc
         ratio: gflops / gemm,
         goal: if keep_matrices { 0.0 } else { 0.6 },
         ms: seconds * 1e3,
+        table_order_read: None,
     })
 }
 
@@ -254,6 +258,8 @@ pub fn p3(
         _ => "pools on the heap (4 KiB pages)".into(),
     };
     let bytes = prob.kv_bytes();
+    let table_order_read = (timing.device == Device::Host)
+        .then(|| bytes as f64 / crate::compute::timing::host_table_order_read(&inp, 15) / 1e9);
     let (bw, read, copy) = timing.gbs(bytes);
     let mb = bytes as f64 / 1e6;
     let roof = match timing.device {
@@ -283,6 +289,7 @@ pub fn p3(
         ratio: bw / read,
         goal: if block_size == 16 { 0.7 } else { 0.0 },
         ms: timing.decode_s * 1e3,
+        table_order_read,
     })
 }
 

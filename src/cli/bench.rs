@@ -177,6 +177,18 @@ fn print_limits(lines: &[bench::BenchLine]) {
             }
         }
     }
+    // What the block table's shape costs the memory system itself, without the kernel.
+    for l in lines.iter().filter(|l| l.id.starts_with("P3")) {
+        if let Some(t) = l.table_order_read {
+            println!(
+                "{}: the same bytes read plainly in the block tables' order (whole blocks, every KV head, no software \
+                 prefetch): {t:.1} GB/s = {:.2} of the read roof; the kernel reads {:.2}× that",
+                l.id,
+                t / l.baseline,
+                l.value / t
+            );
+        }
+    }
     if gemm.is_some() {
         // Causal attention at T tokens: 4·hd·T(T+1)/2 FLOP per head over 4·T·hd f32 values of Q, K, V, O.
         let t = 1024.0;
