@@ -38,17 +38,11 @@ pub fn host_decode_roofs(
     // that the stream is one load and one add per 8 bytes: bounded by memory, not by widening 16-bit
     // values (a sum of the u16 bits ran at 0.9 of this).
     let sum = |h: &[f16]| -> u64 {
-        let (head, words, tail) = bytemuck::pod_align_to::<f16, u64>(h);
-        let chunk = words.len().div_ceil(threads * 8).max(1);
-        let body = words
-            .par_chunks(chunk)
-            .map(|c| c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))
-            .reduce(|| 0, u64::wrapping_add);
-        let ends = head
-            .iter()
-            .chain(tail)
-            .fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits())));
-        body.wrapping_add(ends)
+        // Chunks of whole 64-bit words, so that each chunk keeps the slice's alignment.
+        let chunk = (h.len() / 4).div_ceil(threads * 8).max(1) * 4;
+        h.par_chunks(chunk)
+            .map(|c| wrapping_sum(c, 0))
+            .reduce(|| 0, u64::wrapping_add)
     };
     let src = vec![1u8; copy_bytes];
     let mut dst = vec![0u8; copy_bytes];
@@ -88,13 +82,7 @@ pub fn host_table_order_read(inp: &crate::compute::PagedDecodeInput, reps: usize
 /// and the f16 bits elsewhere), read as [`host_table_order_read`] reads them.
 fn table_order_sum(inp: &crate::compute::PagedDecodeInput) -> u64 {
     let span = inp.shape.kv_heads * inp.shape.block_size * inp.shape.head_dim;
-    let sum = |pool: &[f16], base: usize, acc: u64| {
-        let (head, words, tail) = bytemuck::pod_align_to::<f16, u64>(&pool[base..base + span]);
-        let acc = words.iter().fold(acc, |a, &x| a.wrapping_add(x));
-        head.iter()
-            .chain(tail)
-            .fold(acc, |a, x| a.wrapping_add(u64::from(x.to_bits())))
-    };
+    let sum = |pool: &[f16], base: usize, acc: u64| wrapping_sum(&pool[base..base + span], acc);
     table_order_tasks(inp)
         .par_iter()
         .map(|blocks| {
@@ -104,6 +92,17 @@ fn table_order_sum(inp: &crate::compute::PagedDecodeInput) -> u64 {
             })
         })
         .reduce(|| 0, u64::wrapping_add)
+}
+
+/// `acc` plus the wrapping sum of `h`'s bits: its aligned middle as 64-bit words (one load and one add per
+/// 8 bytes, so that a read is bounded by memory, not by widening 16-bit values), the few f16 at either
+/// end on their own.
+fn wrapping_sum(h: &[f16], acc: u64) -> u64 {
+    let (head, words, tail) = bytemuck::pod_align_to::<f16, u64>(h);
+    let acc = words.iter().fold(acc, |a, &x| a.wrapping_add(x));
+    head.iter()
+        .chain(tail)
+        .fold(acc, |a, x| a.wrapping_add(u64::from(x.to_bits())))
 }
 
 /// The table-order read's tasks: each request's blocks in table order (as many as its context needs),
