@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvscope::compute::Op;
+use kvscope::compute::Kernel;
 use kvscope::compute::cuda::{compile, include_dirs, nvrtc_status, sources};
 
 #[test]
@@ -26,7 +26,7 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
         "cuda_fp16.h not found: set KVSCOPE_CUDA_INCLUDE"
     );
     for arch in ["compute_80", "compute_90"] {
-        for file in sources::FILES {
+        for file in sources::files() {
             let ptx = compile(&file, arch).unwrap_or_else(|log| panic!("{log}"));
             let text = ptx.to_src();
             let target = arch.replace("compute_", "sm_");
@@ -35,7 +35,7 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
                 "{} for {arch}: wrong target",
                 file.file
             );
-            for op in Op::ALL.into_iter().filter(|op| op.kernel_file() == file.file) {
+            for op in Kernel::ALL.into_iter().filter(|op| op.kernel_file() == file.file) {
                 for entry in op.cuda_entries() {
                     assert!(
                         text.contains(&format!(".entry {entry}(")),
@@ -112,7 +112,7 @@ fn a_driver_missing_functions_is_reported_not_a_panic() {
 
 #[test]
 fn kernel_sources_name_their_entries_and_launches() {
-    for op in Op::ALL {
+    for op in Kernel::ALL {
         let f = sources::file_of(op);
         assert!(
             f.source.starts_with("//") || f.source.starts_with("/*"),

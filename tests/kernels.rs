@@ -1,7 +1,8 @@
 //! Every CUDA kernel is covered where it can be checked without a GPU: each `extern "C" __global__`
-//! entry point of `kernels/*.cu` has a CPU-shim wrapper (`kernels/shim/sim.cpp`) and is run by the kernel
-//! selftest (`kernels/shim/selftest.cpp`), which `scripts/sanitize.sh` runs under ThreadSanitizer and
-//! AddressSanitizer + UBSan in CI; every file is compiled by NVRTC (`compute::cuda::sources::FILES`). A new
+//! entry point of `kernels/*.cu` is listed in the shim's entry list (`kernels/shim/entries.def`, from
+//! which the wrappers of `kernels/shim/sim.cpp` are expanded), its file is included by `sim.cpp` in the
+//! list's namespace, and it is run by the kernel selftest (`kernels/shim/selftest.cpp`), which `scripts/sanitize.sh` runs under ThreadSanitizer and
+//! AddressSanitizer + UBSan in CI; every file is compiled by NVRTC (`compute::cuda::sources::files()`). A new
 //! entry point that the selftest does not run fails here instead of leaving a silent gap.
 
 use std::path::Path;
@@ -40,28 +41,44 @@ fn entries() -> Vec<(String, String)> {
 #[test]
 fn every_kernel_entry_runs_on_the_shim_under_the_sanitizers() {
     let (sim, selftest) = (read("kernels/shim/sim.cpp"), read("kernels/shim/selftest.cpp"));
+    let list = read("kernels/shim/entries.def");
     let all = entries();
     assert!(all.len() >= 9, "{all:?}");
     let mut missing = Vec::new();
     for (file, entry) in &all {
         let wrapper = format!("kvs_sim_{entry}(");
-        if !sim.contains(&format!("#include \"../{file}\"")) {
-            missing.push(format!("kernels/shim/sim.cpp does not include {file}"));
-        }
-        if !sim.contains(&wrapper) {
-            missing.push(format!("kernels/shim/sim.cpp has no wrapper {wrapper}…) for {file}"));
+        // `KVS_ENTRY(<namespace>, <entry>, …)`: the namespace sim.cpp includes the file in.
+        let listed = list.lines().find_map(|l| {
+            let rest = l.trim().strip_prefix("KVS_ENTRY(")?;
+            let mut parts = rest.splitn(3, ',').map(str::trim);
+            let ns = parts.next()?;
+            (parts.next()? == entry).then(|| ns.to_string())
+        });
+        match listed {
+            None => missing.push(format!("kernels/shim/entries.def does not list {entry} ({file})")),
+            Some(ns) => {
+                let flat = sim.split_whitespace().collect::<Vec<_>>().join(" ");
+                if !flat.contains(&format!("namespace {ns} {{ #include \"../{file}\" }}")) {
+                    missing.push(format!(
+                        "kernels/shim/sim.cpp does not include {file} in namespace {ns}"
+                    ));
+                }
+            }
         }
         if !selftest.contains(&wrapper) {
             missing.push(format!("kernels/shim/selftest.cpp never runs {entry} ({file})"));
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
-    // NVRTC compiles every file (tests/cuda_backend.rs compiles FILES for sm_80 and sm_90).
-    let files: Vec<&str> = kvscope::compute::cuda::sources::FILES.iter().map(|f| f.file).collect();
+    // NVRTC compiles every file (tests/cuda_backend.rs compiles them for sm_80 and sm_90).
+    let files: Vec<&str> = kvscope::compute::cuda::sources::files()
+        .iter()
+        .map(|f| f.file)
+        .collect();
     for (file, _) in &all {
         assert!(
             files.contains(&file.as_str()),
-            "{file} is not in compute::cuda::sources::FILES"
+            "{file} is not in compute::cuda::sources::files()"
         );
     }
 }

@@ -3,11 +3,10 @@
 //! backend has not implemented is a clear error that lessons pass on instead of panicking.
 
 use kvscope::compute::{
-    AttnInput, BACKENDS, Backend, BackendError, BackendKind, DecodeTables, Op, PagedAppendInput, StaticAppendInput,
-    kernel_source, suite,
+    BACKENDS, Backend, BackendError, BackendKind, DecodeTables, Kernel, Op, kernel_source, ops, suite,
 };
 use kvscope::lessons::{self, REGISTRY};
-use kvscope::math::{AttnShape, AttnWeights, Mask, Rng, project};
+use kvscope::math::Rng;
 
 #[test]
 fn every_lesson_file_has_a_registered_kind_and_every_kind_a_kernel_view() {
@@ -31,9 +30,9 @@ fn the_backend_table_is_consistent() {
         assert_eq!(row.kind, kind);
         assert_eq!(kind.info().kind, kind);
     }
-    // Every op has a source a student can read, whatever backend is active; the paths exist.
+    // Every kernel has a source a student can read, whatever backend is active; the paths exist.
     for kind in BackendKind::ALL {
-        for op in Op::ALL {
+        for op in Kernel::ALL {
             let src = kernel_source(kind, op).unwrap_or_else(|| panic!("{op:?} on {}", kind.name()));
             let on_disk =
                 std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(src.path)).unwrap();
@@ -71,71 +70,19 @@ fn is_not_implemented(r: Result<impl Sized, BackendError>, op: &str) {
 #[test]
 fn an_unimplemented_op_is_a_clear_error_and_lessons_pass_it_on() {
     let b = Bare;
-    let shape = AttnShape {
-        seq: 4,
-        d_model: 8,
-        n_heads: 2,
-        n_kv_heads: 1,
-    };
-    let qkv = project(&AttnWeights::random(shape, 0));
-    let inp = AttnInput {
-        q: &qkv.q,
-        k: &qkv.k,
-        v: &qkv.v,
-        mask: Mask::Causal,
-    };
-    is_not_implemented(b.attention(&inp), "attention");
-    is_not_implemented(b.attention_fused(&inp), "attention_fused");
-    is_not_implemented(
-        b.flash_attention(&kvscope::compute::FlashInput {
-            attn: inp,
-            block_q: 2,
-            block_k: 2,
-        }),
-        "flash_attention",
-    );
-    let s = kvscope::cache::StaticShape {
-        layers: 1,
-        batch: 1,
-        kv_heads: 1,
-        max_seq_len: 2,
-        head_dim: 2,
-    };
-    let (mut k, mut v) = (vec![half::f16::ZERO; s.numel()], vec![half::f16::ZERO; s.numel()]);
-    is_not_implemented(
-        b.static_cache_append(StaticAppendInput {
-            shape: s,
-            k_cache: &mut k,
-            v_cache: &mut v,
-            layer: 0,
-            pos: 1,
-            k_new: &[1.0, 2.0],
-            v_new: &[3.0, 4.0],
-        }),
-        "static_cache_append",
-    );
+    // Every op of the table, through its probe (the op table's list: a new row is probed here too).
+    for op in Op::ALL {
+        is_not_implemented(ops::probe(op, &b, 0), op.name());
+    }
     let p = kvscope::cache::PagedShape {
         num_blocks: 2,
         block_size: 2,
         kv_heads: 1,
         head_dim: 2,
     };
-    let (mut kp, mut vp) = (vec![half::f16::ZERO; p.numel()], vec![half::f16::ZERO; p.numel()]);
-    is_not_implemented(
-        b.paged_append(PagedAppendInput {
-            shape: p,
-            k_pool: &mut kp,
-            v_pool: &mut vp,
-            slot_mapping: &[3],
-            k: &[1.0, 2.0],
-            v: &[3.0, 4.0],
-        }),
-        "paged_append",
-    );
     let cache = suite::scattered_cache(p, &[3], &mut Rng::new(1));
     let dt = DecodeTables::new(&cache, &[0]);
     let q = vec![0.5; 2];
-    is_not_implemented(b.paged_decode(&dt.input(&cache, &q, 1)), "paged_decode");
     // Validation still comes first: a bad input is InvalidInput, not NotImplemented.
     assert!(matches!(
         b.paged_decode(&dt.input(&cache, &q, 3)),
@@ -154,4 +101,36 @@ fn an_unimplemented_op_is_a_clear_error_and_lessons_pass_it_on() {
             l.id()
         );
     }
+}
+
+/// The op table and its kernels agree: every kernel belongs to the op that lists it, each op has its
+/// folder (with a file per backend) and its kernel files, and every entry point is defined in both
+/// twins.
+#[test]
+fn every_op_of_the_table_has_its_folder_kernels_and_twins() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for op in Op::ALL {
+        assert!(!op.kernels().is_empty(), "{op:?} lists no kernel");
+        for k in op.kernels() {
+            assert_eq!(k.op(), op);
+        }
+        let dir = root.join("src/compute/ops").join(op.folder());
+        for f in ["mod.rs", "launch.rs", "cpu.rs", "cuda.rs", "sim.rs", "wgpu.rs"] {
+            assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
+        }
+        for ext in ["cu", "wgsl"] {
+            let path = root.join("kernels").join(format!("{}.{ext}", op.file_stem()));
+            let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for entry in op.entries() {
+                let def = if ext == "cu" {
+                    format!("{entry}(")
+                } else {
+                    format!("fn {entry}(")
+                };
+                assert!(src.contains(&def), "{} does not define {entry}", path.display());
+            }
+        }
+    }
+    let listed: usize = Op::ALL.iter().map(|op| op.kernels().len()).sum();
+    assert_eq!(listed, Kernel::ALL.len());
 }

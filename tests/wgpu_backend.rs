@@ -130,6 +130,46 @@ fn wgsl_kernels_agree_with_their_cuda_twins() {
     }
 }
 
+/// Every op of the op table on every pair of backends that can run it here (cpu, cuda-sim, wgpu, and
+/// cuda where a GPU is present), on identical inputs (the op's probe), compared with each other: appends
+/// and copies bit for bit, arithmetic within the checker's f32 tolerance. The list of ops is the table's,
+/// so a new op is compared without editing this test.
+#[test]
+fn every_op_agrees_on_every_pair_of_backends() {
+    let Some(w) = wgpu() else { return };
+    let mut backends: Vec<std::sync::Arc<dyn Backend>> = vec![
+        compute::probe(BackendKind::Cpu).backend.unwrap(),
+        compute::probe(BackendKind::CudaSim).backend.unwrap(),
+        w,
+    ];
+    if let Ok(cuda) = compute::probe(BackendKind::Cuda).backend {
+        backends.push(cuda);
+    }
+    let mut compared = 0;
+    for op in compute::Op::ALL {
+        let outs: Vec<Vec<f64>> = backends
+            .iter()
+            .map(|b| compute::ops::probe(op, b.as_ref(), 7).unwrap_or_else(|e| panic!("{op:?} on {}: {e}", b.device())))
+            .collect();
+        for i in 0..backends.len() {
+            for j in i + 1..backends.len() {
+                let r = check(
+                    op.name(),
+                    &[outs[i].len()],
+                    &outs[i],
+                    &outs[j],
+                    compute::ops::twin_tolerance(op),
+                );
+                let pair = format!("{} vs {}", backends[i].kind().name(), backends[j].kind().name());
+                assert!(r.passed(), "{pair}: {r}");
+                assert!(r.count > 0, "{pair}: {} compared nothing", op.name());
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 3 * compute::Op::ALL.len());
+}
+
 /// Every lesson at its defaults on the wgpu backend: every kernel result agrees with the reference.
 #[test]
 fn every_lesson_runs_on_the_wgpu_backend() {

@@ -1,7 +1,7 @@
 /* kernels/shim/kvs_sim.h -- C interface of the CPU simulator of the kvscope kernels.
  *
  * kernels/shim/sim.cpp compiles the real kernels/<op>.cu files as C++ (with cuda_shim.h) and
- * exports one wrapper per CUDA entry point:
+ * exports one wrapper per CUDA entry point listed in kernels/shim/entries.def:
  *
  *     kvs_sim_<entry>(gx, gy, gz, bx, by, bz, <the entry's own arguments>)
  *
@@ -9,71 +9,64 @@
  * returns when it has finished. Pointers are ordinary host memory. __half buffers are
  * passed as uint16_t* holding IEEE binary16 bits. Launches are serialised (thread-safe).
  * Shapes, layouts and launch configurations: see the header comment of each .cu file.
+ * The prototypes below are expanded from entries.def, as are the wrappers and the Rust
+ * declarations, so the three cannot disagree.
  */
 #ifndef KVS_SIM_H
 #define KVS_SIM_H
 
 #include <stdint.h>
 
+/* KVS_MAP(f, a, b, ...) expands to f(a), f(b), ... for up to 20 arguments. */
+#define KVS_CAT_(a, b) a##b
+#define KVS_CAT(a, b) KVS_CAT_(a, b)
+#define KVS_COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, \
+                   _19, _20, N, ...)                                                                 \
+    N
+#define KVS_COUNT(...) \
+    KVS_COUNT_(__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define KVS_MAP_1(f, a) f(a)
+#define KVS_MAP_2(f, a, ...) f(a), KVS_MAP_1(f, __VA_ARGS__)
+#define KVS_MAP_3(f, a, ...) f(a), KVS_MAP_2(f, __VA_ARGS__)
+#define KVS_MAP_4(f, a, ...) f(a), KVS_MAP_3(f, __VA_ARGS__)
+#define KVS_MAP_5(f, a, ...) f(a), KVS_MAP_4(f, __VA_ARGS__)
+#define KVS_MAP_6(f, a, ...) f(a), KVS_MAP_5(f, __VA_ARGS__)
+#define KVS_MAP_7(f, a, ...) f(a), KVS_MAP_6(f, __VA_ARGS__)
+#define KVS_MAP_8(f, a, ...) f(a), KVS_MAP_7(f, __VA_ARGS__)
+#define KVS_MAP_9(f, a, ...) f(a), KVS_MAP_8(f, __VA_ARGS__)
+#define KVS_MAP_10(f, a, ...) f(a), KVS_MAP_9(f, __VA_ARGS__)
+#define KVS_MAP_11(f, a, ...) f(a), KVS_MAP_10(f, __VA_ARGS__)
+#define KVS_MAP_12(f, a, ...) f(a), KVS_MAP_11(f, __VA_ARGS__)
+#define KVS_MAP_13(f, a, ...) f(a), KVS_MAP_12(f, __VA_ARGS__)
+#define KVS_MAP_14(f, a, ...) f(a), KVS_MAP_13(f, __VA_ARGS__)
+#define KVS_MAP_15(f, a, ...) f(a), KVS_MAP_14(f, __VA_ARGS__)
+#define KVS_MAP_16(f, a, ...) f(a), KVS_MAP_15(f, __VA_ARGS__)
+#define KVS_MAP_17(f, a, ...) f(a), KVS_MAP_16(f, __VA_ARGS__)
+#define KVS_MAP_18(f, a, ...) f(a), KVS_MAP_17(f, __VA_ARGS__)
+#define KVS_MAP_19(f, a, ...) f(a), KVS_MAP_18(f, __VA_ARGS__)
+#define KVS_MAP_20(f, a, ...) f(a), KVS_MAP_19(f, __VA_ARGS__)
+#define KVS_MAP(f, ...) KVS_CAT(KVS_MAP_, KVS_COUNT(__VA_ARGS__))(f, __VA_ARGS__)
+
+/* A (type, name) pair of entries.def as a parameter, and as the name alone. */
+#define KVS_PARAM_(type, name) type name
+#define KVS_PARAM(pair) KVS_PARAM_ pair
+#define KVS_NAME_(type, name) name
+#define KVS_NAME(pair) KVS_NAME_ pair
+
+/* The launch dimensions every wrapper takes first. */
+#define KVS_GRID_PARAMS unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz
+
 #ifdef __cplusplus
+struct uint4; /* 16 bytes of four 32-bit words: the read stream's unit (cuda_shim.h defines it) */
 extern "C" {
+#else
+struct uint4;
+typedef struct uint4 uint4;
 #endif
 
-/* kernels/attention.cu */
-void kvs_sim_attention_scores_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                  unsigned by, unsigned bz, const float* q, const float* k,
-                                  float* scores, int n_heads, int n_kv_heads, int seq,
-                                  int head_dim, float scale, int mask_kind, int window,
-                                  int sinks);
-void kvs_sim_softmax_rows_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                              unsigned bz, const float* in, float* out, int rows, int cols);
-void kvs_sim_attention_pv_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                              unsigned bz, const float* probs, const float* v, float* out,
-                              int n_heads, int n_kv_heads, int seq, int head_dim);
-void kvs_sim_attention_fused_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                 unsigned by, unsigned bz, const float* q, const float* k,
-                                 const float* v, float* out, int n_heads, int n_kv_heads,
-                                 int seq, int head_dim, float scale, int mask_kind, int window,
-                                 int sinks);
-
-/* kernels/kv_cache.cu */
-void kvs_sim_static_cache_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                     unsigned by, unsigned bz, uint16_t* k_cache,
-                                     uint16_t* v_cache, const float* k_new, const float* v_new,
-                                     int layer, int pos, int batch, int n_kv_heads, int max_seq,
-                                     int head_dim);
-void kvs_sim_paged_append_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                              unsigned bz, uint16_t* k_pool, uint16_t* v_pool, const float* k,
-                              const float* v, const int* slot_mapping, int num_tokens,
-                              int n_kv_heads, int block_size, int head_dim);
-/* kernels/flash_attention.cu */
-void kvs_sim_flash_attention_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                 unsigned bz, const float* q, const float* k, const float* v,
-                                 float* out, int n_heads, int n_kv_heads, int seq, int head_dim,
-                                 float scale, int mask_kind, int window, int sinks, int block_q,
-                                 int block_k);
-void kvs_sim_copy_blocks_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, uint16_t* k_pool, uint16_t* v_pool,
-                             const int* block_mapping, int num_pairs, int numel_per_block);
-
-/* kernels/paged_attention.cu */
-void kvs_sim_paged_attention_decode_f16(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                        unsigned by, unsigned bz, float* tmp_out,
-                                        float* tmp_max, float* tmp_sum, const float* q,
-                                        const uint16_t* k_pool, const uint16_t* v_pool,
-                                        const int* block_tables, const int* context_lens,
-                                        int max_blocks_per_seq, int num_partitions,
-                                        int n_heads, int n_kv_heads, int block_size,
-                                        int head_dim, float scale);
-void kvs_sim_paged_attention_reduce_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                        unsigned by, unsigned bz, float* out,
-                                        const float* tmp_out, const float* tmp_max,
-                                        const float* tmp_sum, const int* context_lens,
-                                        int num_partitions, int n_heads, int head_dim);
-
-/* kernels/bandwidth.cu; `data` holds n_words 16-byte words */
-void kvs_sim_read_stream_u32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, const uint32_t* data, long long n_words, uint32_t* partial);
+#define KVS_ENTRY(ns, entry, ...) void kvs_sim_##entry(KVS_GRID_PARAMS, KVS_MAP(KVS_PARAM, __VA_ARGS__));
+#include "entries.def"
+#undef KVS_ENTRY
 
 #ifdef __cplusplus
 }

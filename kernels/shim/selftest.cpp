@@ -471,6 +471,40 @@ void test_copy_blocks() {
 }
 
 // ---------------------------------------------------------------------------------------
+// rope.cu: rotary embeddings, "rotate half", a position per row, angles from a host table
+// ---------------------------------------------------------------------------------------
+void test_rope() {
+    struct C { int n, H, hd, P; unsigned block; };
+    const C cases[] = {{1, 1, 2, 1, 128}, {5, 3, 6, 16, 128}, {9, 5, 128, 4096, 32}, {3, 2, 256, 40, 128}};
+    for (const auto& c : cases) {
+        const int half = c.hd / 2;
+        std::vector<float> x = rand_vec((size_t)c.n * c.H * c.hd, -2.0f, 2.0f), out(x.size(), kNaNf);
+        std::vector<float> table((size_t)c.P * c.hd);
+        for (int p = 0; p < c.P; ++p)
+            for (int i = 0; i < half; ++i) {
+                const double a = p / std::pow(10000.0, 2.0 * i / c.hd);
+                table[(size_t)p * c.hd + i] = (float)std::cos(a);
+                table[(size_t)p * c.hd + half + i] = (float)std::sin(a);
+            }
+        std::vector<uint32_t> pos(c.n);
+        for (int r = 0; r < c.n; ++r) pos[r] = r == 0 ? (uint32_t)(c.P - 1) : (uint32_t)(rng() % c.P);
+        kvs_sim_rope_f32(c.n, 1, 1, c.block, 1, 1, x.data(), pos.data(), table.data(), out.data(), c.n,
+                         c.H, c.hd);
+        for (int r = 0; r < c.n; ++r)
+            for (int h = 0; h < c.H; ++h)
+                for (int d = 0; d < half; ++d) {
+                    const size_t b = ((size_t)r * c.H + h) * c.hd;
+                    const double co = table[(size_t)pos[r] * c.hd + d], si = table[(size_t)pos[r] * c.hd + half + d];
+                    const double x1 = x[b + d], x2 = x[b + d + half];
+                    char where[96];
+                    std::snprintf(where, sizeof where, "N%d H%d hd%d row %d head %d d %d", c.n, c.H, c.hd, r, h, d);
+                    check("rope", where, out[b + d], x1 * co - x2 * si);
+                    check("rope", where, out[b + d + half], x2 * co + x1 * si);
+                }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // bandwidth.cu: the read-only stream (every word read once; partial sums add up)
 // ---------------------------------------------------------------------------------------
 void test_read_stream() {
@@ -483,7 +517,8 @@ void test_read_stream() {
         }
         const unsigned grid = (unsigned)std::min<long long>((words + 255) / 256, 4096);
         std::vector<uint32_t> partial(grid, 0);
-        kvs_sim_read_stream_u32(grid, 1, 1, 256, 1, 1, data.data(), words, partial.data());
+        kvs_sim_read_stream_u32(grid, 1, 1, 256, 1, 1, reinterpret_cast<const uint4*>(data.data()),
+                                words, partial.data());
         uint32_t got = 0;
         for (uint32_t p : partial) got += p;
         Stat& s = stat("read_stream");
@@ -627,6 +662,7 @@ int main() {
     test_paged_append();
     test_copy_blocks();
     test_flash_attention();
+    test_rope();
     test_read_stream();
 
     const PagedCase paged_cases[] = {

@@ -25,7 +25,7 @@ pub fn run(cmd: KernelsCmd) -> Result<bool> {
     match cmd {
         KernelsCmd::List => {
             use compute::cuda::sources;
-            for op in compute::Op::ALL {
+            for op in compute::Kernel::ALL {
                 let f = sources::file_of(op);
                 for entry in op.cuda_entries() {
                     let line = sources::entry_line(&f, entry).unwrap_or(0);
@@ -36,7 +36,7 @@ pub fn run(cmd: KernelsCmd) -> Result<bool> {
         }
         KernelsCmd::Ptx { arch, out } => {
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-            for f in compute::cuda::sources::FILES {
+            for f in compute::cuda::sources::files() {
                 let ptx = compute::cuda::compile(&f, &arch).map_err(|log| anyhow::anyhow!(log))?;
                 let path = out.join(f.file.replace(".cu", ".ptx"));
                 std::fs::write(&path, ptx.to_src()).with_context(|| format!("cannot write {}", path.display()))?;

@@ -12,6 +12,7 @@ mod check;
 mod cpu;
 #[allow(unsafe_code)]
 pub mod cuda;
+pub mod launch;
 pub mod ops;
 pub mod reference;
 pub mod suite;
@@ -20,19 +21,15 @@ pub mod wgsl;
 
 use std::sync::Arc;
 
-use ndarray::Array3;
-
 pub use check::{CheckReport, MAX_REPORTED, Mismatch, Tolerance, check};
 pub use cpu::CpuBackend;
-pub use ops::Op;
 pub use ops::attention::AttnInput;
 pub use ops::copy_blocks::CopyBlocksInput;
 pub use ops::flash::FlashInput;
 pub use ops::paged_append::PagedAppendInput;
 pub use ops::paged_decode::{DecodeTables, PagedDecodeInput};
 pub use ops::static_append::StaticAppendInput;
-
-use crate::math::AttnCore;
+pub use ops::{Kernel, Op};
 
 /// Why a backend call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,34 +104,6 @@ pub trait Backend: Send + Sync {
         "host wall clock".to_string()
     }
 
-    /// Attention forward returning scores, probabilities and per-head output (three kernels).
-    fn run_attention(&self, _inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
-        Err(self.not_implemented("attention"))
-    }
-    /// Fused attention forward: only the output `[H,T,hd]`.
-    fn run_attention_fused(&self, _inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        Err(self.not_implemented("attention_fused"))
-    }
-    /// Write one token of one layer into a static cache.
-    fn run_static_cache_append(&self, _inp: StaticAppendInput) -> Result<(), BackendError> {
-        Err(self.not_implemented("static_cache_append"))
-    }
-    /// Write tokens into the paged pools through their slot mapping (negative slots are skipped).
-    fn run_paged_append(&self, _inp: PagedAppendInput) -> Result<(), BackendError> {
-        Err(self.not_implemented("paged_append"))
-    }
-    /// Paged decode attention, reading through the block tables. Returns `[R, H, hd]`.
-    fn run_paged_decode(&self, _inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
-        Err(self.not_implemented("paged_decode"))
-    }
-    /// Copy whole blocks of the pools, `(src, dst)` pairs (copy-on-write).
-    fn run_copy_blocks(&self, _inp: CopyBlocksInput) -> Result<(), BackendError> {
-        Err(self.not_implemented("copy_blocks"))
-    }
-    /// FlashAttention's tiled forward pass: only the output `[H,T,hd]`.
-    fn run_flash_attention(&self, _inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
-        Err(self.not_implemented("flash_attention"))
-    }
     /// Floats of shared memory the flash kernel's tiles may take on this backend (its static
     /// allocation): the CUDA kernel's 40 KiB unless the backend's twin has less. The CPU runs the same
     /// tiling in Rust under the CUDA kernel's budget.
@@ -153,7 +122,7 @@ pub trait Backend: Send + Sync {
         let (decode_s, read_s, copy_s) = timing::host_decode_roofs(
             reps,
             || {
-                if let Err(e) = self.run_paged_decode(inp) {
+                if let Err(e) = self.paged_decode(inp) {
                     failed = Some(e);
                 }
             },
@@ -177,7 +146,7 @@ pub trait Backend: Send + Sync {
     fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<(f64, bool), BackendError> {
         inp.validate()?;
         let mut failed = None;
-        let t = timing::median_time(reps, || match self.run_attention_fused(inp) {
+        let t = timing::median_time(reps, || match self.attention_fused(inp) {
             Ok(out) => {
                 std::hint::black_box(out);
             }
@@ -190,56 +159,87 @@ pub trait Backend: Send + Sync {
     }
 
     /// The error of an op this backend does not implement.
-    fn not_implemented(&self, op: &'static str) -> BackendError {
+    fn not_implemented(&self, op: Op) -> BackendError {
         BackendError::NotImplemented {
-            op,
+            op: op.name(),
             backend: self.kind().name(),
         }
     }
 
-    /// Validated [`Backend::run_attention`].
-    fn attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
-        inp.validate()?;
-        self.run_attention(inp)
-    }
-    /// Validated [`Backend::run_attention_fused`].
-    fn attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        inp.validate()?;
-        self.run_attention_fused(inp)
-    }
-    /// Validated [`Backend::run_static_cache_append`].
-    fn static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
-        inp.validate()?;
-        self.run_static_cache_append(inp)
-    }
-    /// Validated [`Backend::run_paged_append`].
-    fn paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
-        inp.validate()?;
-        self.run_paged_append(inp)
-    }
-    /// Validated [`Backend::run_copy_blocks`].
-    fn copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
-        inp.validate()?;
-        if inp.block_mapping.is_empty() {
-            return Ok(());
-        }
-        self.run_copy_blocks(inp)
-    }
     /// The on-chip shared memory the device reports, in bytes, and what the figure is (English, Chinese);
     /// `None` for backends that run on host memory (the CPU, and the shim, whose `__shared__` arrays
     /// are ordinary host memory).
     fn shared_memory(&self) -> Option<(u64, [&'static str; 2])> {
         None
     }
-    /// Validated [`Backend::run_flash_attention`]: tiles must fit [`Backend::flash_smem_floats`].
-    fn flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
-        inp.validate(self.flash_smem_floats())?;
-        self.run_flash_attention(inp)
+
+    /// The limits inputs are validated against on this backend.
+    fn limits(&self) -> Limits {
+        Limits {
+            flash_smem_floats: self.flash_smem_floats(),
+        }
     }
-    /// Validated [`Backend::run_paged_decode`].
-    fn paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
-        inp.validate()?;
-        self.run_paged_decode(inp)
+
+    // One `run_<op>` and one validating `<op>` per row of the op table.
+    ops::op_table!(backend_methods);
+}
+
+/// What a backend's kernels can hold, for validation (see [`OpInput`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Floats of shared memory the flash kernel's tiles may take ([`Backend::flash_smem_floats`]).
+    pub flash_smem_floats: usize,
+}
+
+/// An op's input: what validation checks before any backend sees it.
+pub trait OpInput {
+    /// Whether the sizes fit together (and fit the backend's `limits`).
+    fn validate_for(&self, limits: &Limits) -> Result<(), BackendError>;
+    /// Whether the op has nothing to do (no launch at all), e.g. an empty list of copies.
+    fn nothing_to_do(&self) -> bool {
+        false
+    }
+}
+
+impl<T: OpInput + ?Sized> OpInput for &T {
+    fn validate_for(&self, limits: &Limits) -> Result<(), BackendError> {
+        (**self).validate_for(limits)
+    }
+    fn nothing_to_do(&self) -> bool {
+        (**self).nothing_to_do()
+    }
+}
+
+/// An op input that passed validation. Only validation makes one (`Valid::check` is private to the
+/// crate), so a backend's `run_<op>`, which takes it, cannot be reached with unchecked sizes from safe
+/// code: the CUDA shim and the kernels index by these sizes.
+#[derive(Debug)]
+pub struct Valid<T>(T);
+
+impl<T: OpInput> Valid<T> {
+    /// Validate `inp` against `limits`.
+    pub(crate) fn check(inp: T, limits: &Limits) -> Result<Self, BackendError> {
+        inp.validate_for(limits)?;
+        Ok(Valid(inp))
+    }
+
+    /// Whether the op has nothing to do.
+    pub fn nothing_to_do(&self) -> bool {
+        self.0.nothing_to_do()
+    }
+}
+
+impl<T> Valid<T> {
+    /// The checked input, for a backend that needs it by value (its mutable buffers).
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> std::ops::Deref for Valid<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
     }
 }
 
@@ -267,8 +267,8 @@ pub struct BackendInfo {
     pub slow_probe: bool,
     /// Whether it simulates every GPU thread on the CPU (benchmarks and sweeps give it small shapes).
     pub simulated: bool,
-    /// The source file and entry point of an op, for backends whose kernels students can read.
-    pub kernel_source: fn(Op) -> Option<KernelSource>,
+    /// The source file and entry point of a kernel, for backends whose kernels students can read.
+    pub kernel_source: fn(Kernel) -> Option<KernelSource>,
     /// What the kernel panel says ran, in English and Chinese.
     pub ran: [&'static str; 2],
 }
@@ -355,8 +355,8 @@ impl BackendKind {
 
 /// The source of `op` that a student should read: the active backend's own, or else the first
 /// backend's in the table that has one (the CPU runs Rust, so it shows the CUDA twin).
-pub fn kernel_source(active: BackendKind, op: Op) -> Option<KernelSource> {
-    (active.info().kernel_source)(op).or_else(|| BACKENDS.iter().find_map(|b| (b.kernel_source)(op)))
+pub fn kernel_source(active: BackendKind, kernel: Kernel) -> Option<KernelSource> {
+    (active.info().kernel_source)(kernel).or_else(|| BACKENDS.iter().find_map(|b| (b.kernel_source)(kernel)))
 }
 
 /// A backend, or the reason it cannot run here.

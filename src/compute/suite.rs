@@ -6,14 +6,11 @@ use super::{Backend, CheckReport};
 
 pub use super::ops::paged_decode::{paged_equals_contiguous, scattered_cache};
 
-/// Run every op of `b` against the reference.
+/// Run every op of `b` against the reference, in the op table's order.
 pub fn run(b: &dyn Backend, seed: u64) -> Vec<CheckReport> {
     let mut out = Vec::new();
-    super::ops::attention::suite(b, seed, &mut out);
-    super::ops::static_append::suite(b, seed, &mut out);
-    super::ops::paged_append::suite(b, seed, &mut out);
-    super::ops::paged_decode::suite(b, seed, &mut out);
-    super::ops::copy_blocks::suite(b, seed, &mut out);
-    super::ops::flash::suite(b, seed, &mut out);
+    for op in super::Op::ALL {
+        super::ops::suite(op, b, seed, &mut out);
+    }
     out
 }

@@ -45,8 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ndarray::{Array2, Array3, Axis};
 
-use crate::compute::cuda::launch::LaunchDims;
-use crate::compute::{Backend, CheckReport, Op};
+use crate::compute::launch::LaunchDims;
+use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::NamedArray;
 use crate::lesson::Lesson;
 use crate::math::Mask;
@@ -62,7 +62,7 @@ pub trait LessonKind: Send + Sync + 'static {
     /// The views this kind draws, by the names lesson files use.
     fn view_names(&self) -> &'static [&'static str];
     /// The ops behind the lesson, in the order a student meets them (the kernel panel lists them).
-    fn ops(&self) -> &'static [Op];
+    fn ops(&self) -> &'static [Kernel];
     /// The values parameter `id` may take given the others, when the kind restricts them (heads must
     /// divide d_model, KV heads must divide heads); `None` means every value in the slider's range.
     fn allowed_values(&self, _id: &str, _p: &Params) -> Option<Vec<i64>> {
@@ -117,9 +117,9 @@ pub trait Output: Any + Send + Sync {
     /// Whether any value the views draw is NaN (masked entries are −∞, which is allowed).
     fn has_nan(&self) -> bool;
     /// The CUDA launches of `op` this output's computation made (or one representative of them).
-    fn launches(&self, op: Op) -> Vec<LaunchDims>;
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims>;
     /// The same for the WGSL twins: workgroups (`grid`) and `@workgroup_size` (`block`).
-    fn wgsl_dispatches(&self, _op: Op) -> Vec<LaunchDims> {
+    fn wgsl_dispatches(&self, _op: Kernel) -> Vec<LaunchDims> {
         Vec::new()
     }
     /// The arrays of timeline position `cursor` for Ctrl+E, and the checks that go into the manifest
@@ -138,16 +138,16 @@ pub trait Output: Any + Send + Sync {
         None
     }
     /// What `op` reads and writes in global memory for this result, when the lesson says.
-    fn io(&self, _op: Op) -> Option<OpIo> {
+    fn io(&self, _op: Kernel) -> Option<OpIo> {
         None
     }
     /// A check of `op`'s result made while computing (the fused kernel against the three kernels).
-    fn op_check(&self, _op: Op) -> Option<&CheckReport> {
+    fn op_check(&self, _op: Kernel) -> Option<&CheckReport> {
         None
     }
     /// Text that marks the line of `op`'s source the kernel panel highlights instead of the entry
     /// point (lesson 6 highlights the tile loop); it must occur in the CUDA source and its WGSL twin.
-    fn source_focus(&self, _op: Op) -> Option<&'static str> {
+    fn source_focus(&self, _op: Kernel) -> Option<&'static str> {
         None
     }
 }

@@ -192,7 +192,7 @@ pub struct Qkv<T> {
 }
 
 /// What attention computes from Q, K, V.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AttnCore<T> {
     /// Scaled scores `[H, T, T]`, −∞ where masked.
     pub scores: Array3<T>,
@@ -265,7 +265,7 @@ fn key_end(mask: Mask, i1: usize, t: usize) -> usize {
 }
 
 /// Where one head writes: its output and the full score and probability matrices (the lessons show
-/// them; the CPU backend's fused f32 kernel, which keeps none, is `compute::cpu::attention`).
+/// them; the CPU backend's fused f32 kernel, which keeps none, is `compute::ops::attention_fused::cpu`).
 struct HeadOut<'a, T> {
     out: ArrayViewMut2<'a, T>,
     scores: ArrayViewMut2<'a, T>,

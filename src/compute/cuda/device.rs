@@ -14,15 +14,11 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg, sys};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 use half::f16;
-use ndarray::Array3;
 
-use super::launch::{self, LaunchDims};
-use super::sources::{FILES, KernelFile, MEASURING_ENTRIES};
-use crate::compute::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, DecodeTiming, Device, FlashInput, PagedAppendInput,
-    PagedDecodeInput, StaticAppendInput,
-};
-use crate::math::AttnCore;
+use super::sources::{KernelFile, MEASURING_ENTRIES, files};
+use crate::compute::launch::{self, LaunchDims};
+use crate::compute::ops::paged_decode::cuda::{DecodeBuffers, launch as launch_decode, upload as upload_decode};
+use crate::compute::{AttnInput, Backend, BackendError, BackendKind, DecodeTiming, Device, PagedDecodeInput, Valid};
 
 /// Run `f`, turning a panic into `None` without printing it.
 fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
@@ -136,15 +132,15 @@ fn probe_uncached() -> Result<CudaBackend, String> {
         .ok()
         .and_then(|b| u64::try_from(b).ok());
     let mut funcs = HashMap::new();
-    for file in FILES {
+    for file in files() {
         let ptx = compile(&file, &arch)?;
         let module = ctx
             .load_module(ptx)
             .map_err(|e| driver_error(&format!("loading kernels/{} failed", file.file), e))?;
-        let op_entries = crate::compute::Op::ALL
+        let op_entries = crate::compute::Kernel::ALL
             .into_iter()
-            .filter(|op| op.kernel_file() == file.file)
-            .flat_map(|op| op.cuda_entries().iter().copied());
+            .filter(|k| k.kernel_file() == file.file)
+            .flat_map(|k| k.cuda_entries().iter().copied());
         let measuring = MEASURING_ENTRIES
             .iter()
             .filter(|(f, _)| *f == file.file)
@@ -165,11 +161,11 @@ fn probe_uncached() -> Result<CudaBackend, String> {
     })
 }
 
-fn dev(e: DriverError) -> BackendError {
+pub(crate) fn dev(e: DriverError) -> BackendError {
     BackendError::Device(driver_error("CUDA call failed", e))
 }
 
-fn cfg(l: &LaunchDims) -> LaunchConfig {
+pub(crate) fn cfg(l: &LaunchDims) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (l.grid[0], l.grid[1], l.grid[2]),
         block_dim: (l.block[0], l.block[1], l.block[2]),
@@ -177,100 +173,31 @@ fn cfg(l: &LaunchDims) -> LaunchConfig {
     }
 }
 
-fn i(n: usize) -> i32 {
+pub(crate) fn i(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-fn bits(x: &[f16]) -> &[u16] {
+pub(crate) fn bits(x: &[f16]) -> &[u16] {
     bytemuck::cast_slice(x)
 }
 
-/// Device buffers of a paged decode problem, for timing without host transfers.
-pub struct DecodeBuffers {
-    q: CudaSlice<f32>,
-    k_pool: CudaSlice<u16>,
-    v_pool: CudaSlice<u16>,
-    tables: CudaSlice<i32>,
-    lens: CudaSlice<i32>,
-    tmp_out: CudaSlice<f32>,
-    tmp_max: CudaSlice<f32>,
-    tmp_sum: CudaSlice<f32>,
-    out: CudaSlice<f32>,
-    dims: (usize, usize, usize, usize, usize, usize, usize),
-}
-
 impl CudaBackend {
-    fn func(&self, entry: &str) -> Result<&CudaFunction, BackendError> {
+    /// The loaded kernel `entry`.
+    pub(crate) fn func(&self, entry: &str) -> Result<&CudaFunction, BackendError> {
         self.funcs
             .get(entry)
             .ok_or_else(|| BackendError::Device(format!("kernel {entry} is not loaded")))
     }
 
-    /// Upload a paged decode problem.
-    pub fn upload_decode(&self, inp: &PagedDecodeInput) -> Result<DecodeBuffers, BackendError> {
-        let s = &self.stream;
-        let sh = inp.shape;
-        let (r, h, hd) = (inp.requests(), inp.n_heads, sh.head_dim);
-        let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
-        let p = launch::num_partitions(max_ctx);
-        Ok(DecodeBuffers {
-            q: s.clone_htod(inp.q).map_err(dev)?,
-            k_pool: s.clone_htod(bits(inp.k_pool)).map_err(dev)?,
-            v_pool: s.clone_htod(bits(inp.v_pool)).map_err(dev)?,
-            tables: s.clone_htod(inp.block_tables).map_err(dev)?,
-            lens: s.clone_htod(inp.context_lens).map_err(dev)?,
-            tmp_out: s.alloc_zeros(r * h * p * hd).map_err(dev)?,
-            tmp_max: s.alloc_zeros(r * h * p).map_err(dev)?,
-            tmp_sum: s.alloc_zeros(r * h * p).map_err(dev)?,
-            out: s.alloc_zeros(r * h * hd).map_err(dev)?,
-            dims: (r, h, hd, sh.kv_heads, sh.block_size, inp.max_blocks, p),
-        })
-    }
-
-    /// Launch the two decode kernels on uploaded buffers (asynchronous).
-    pub fn launch_decode(&self, b: &mut DecodeBuffers) -> Result<(), BackendError> {
-        let (r, h, hd, kvh, bs, max_blocks, p) = b.dims;
-        let (ld, lr) = (launch::paged_decode(kvh, r, p), launch::paged_reduce(h, r));
-        let (mb, np, hh, kv, bsz, hdim, scale) = (
-            i(max_blocks),
-            i(p),
-            i(h),
-            i(kvh),
-            i(bs),
-            i(hd),
-            1.0 / (hd as f32).sqrt(),
-        );
-        let mut a = self.stream.launch_builder(self.func(ld.entry)?);
-        a.arg(&mut b.tmp_out)
-            .arg(&mut b.tmp_max)
-            .arg(&mut b.tmp_sum)
-            .arg(&b.q)
-            .arg(&b.k_pool)
-            .arg(&b.v_pool)
-            .arg(&b.tables)
-            .arg(&b.lens);
-        a.arg(&mb).arg(&np).arg(&hh).arg(&kv).arg(&bsz).arg(&hdim).arg(&scale);
-        // SAFETY: argument order and types match paged_attention_decode_f16; buffer sizes were set from the
-        // validated problem in upload_decode (tmp buffers [r,h,p,hd] and [r,h,p]).
-        unsafe { a.launch(cfg(&ld)) }.map_err(dev)?;
-        let mut a = self.stream.launch_builder(self.func(lr.entry)?);
-        a.arg(&mut b.out)
-            .arg(&b.tmp_out)
-            .arg(&b.tmp_max)
-            .arg(&b.tmp_sum)
-            .arg(&b.lens)
-            .arg(&np)
-            .arg(&hh)
-            .arg(&hdim);
-        // SAFETY: matches paged_attention_reduce_f32; out is [r,h,hd], temporaries as above.
-        unsafe { a.launch(cfg(&lr)) }.map_err(dev)?;
-        Ok(())
+    /// The stream every launch goes to.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     /// Milliseconds of one decode step on device-resident data, of one read-only stream over the K/V
     /// bytes one step reads (`kv_bytes`, the `read_stream_u32` kernel), and of one device-to-device copy
     /// of them; each the mean of `reps`, timed with CUDA events on the same stream.
-    pub fn time_decode_read_copy(
+    pub(crate) fn time_decode_read_copy(
         &self,
         b: &mut DecodeBuffers,
         kv_bytes: usize,
@@ -281,11 +208,11 @@ impl CudaBackend {
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(dev)
         };
-        self.launch_decode(b)?; // warm-up
+        launch_decode(self, b)?; // warm-up
         let (t0, t1) = (ev()?, ev()?);
         t0.record(&self.stream).map_err(dev)?;
         for _ in 0..reps {
-            self.launch_decode(b)?;
+            launch_decode(self, b)?;
         }
         t1.record(&self.stream).map_err(dev)?;
         let decode_ms = t0.elapsed_ms(&t1).map_err(dev)? as f64 / reps as f64;
@@ -324,7 +251,7 @@ impl CudaBackend {
     }
 
     /// Upload Q, K and V of an attention problem.
-    fn upload_qkv(&self, inp: &AttnInput) -> Result<[CudaSlice<f32>; 3], BackendError> {
+    pub(crate) fn upload_qkv(&self, inp: &AttnInput) -> Result<[CudaSlice<f32>; 3], BackendError> {
         let s = &self.stream;
         Ok([
             s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?,
@@ -333,15 +260,16 @@ impl CudaBackend {
         ])
     }
 
-    /// Launch `attention_fused_f32` on uploaded Q/K/V into `out` (asynchronous).
-    fn launch_fused(
+    /// Launch `attention_fused_f32` on uploaded Q/K/V into `out` (asynchronous). The caller has
+    /// validated `inp` (it comes from a [`Valid`]).
+    pub(crate) fn launch_fused(
         &self,
         qkv: &[CudaSlice<f32>; 3],
         out: &mut CudaSlice<f32>,
         inp: &AttnInput,
     ) -> Result<(), BackendError> {
         let (h, kvh, t, hd) = inp.dims();
-        let l = launch::attention_fused(h, t);
+        let l = crate::compute::ops::attention_fused::launch::cuda(h, t);
         let (mk, w, sk) = inp.mask.code();
         let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
         let mut a = self.stream.launch_builder(self.func(l.entry)?);
@@ -364,6 +292,8 @@ impl CudaBackend {
 
     /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
     pub fn time_attention_fused_ms(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
+        let checked = Valid::check(inp, &self.limits())?;
+        let inp: &AttnInput = &checked;
         let (h, _, t, hd) = inp.dims();
         let qkv = self.upload_qkv(inp)?;
         let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
@@ -396,64 +326,8 @@ impl Backend for CudaBackend {
         "CUDA events on the stream".to_string()
     }
 
-    fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
-        let (h, kvh, t, hd) = inp.dims();
-        let s = &self.stream;
-        let [q, k, v] = self.upload_qkv(inp)?;
-        let mut scores: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
-        let mut probs: CudaSlice<f32> = s.alloc_zeros(h * t * t).map_err(dev)?;
-        let mut out: CudaSlice<f32> = s.alloc_zeros(h * t * hd).map_err(dev)?;
-        let (mk, w, sk) = inp.mask.code();
-        let (hh, kv, tt, hdim, rows, scale) = (i(h), i(kvh), i(t), i(hd), i(h * t), 1.0 / (hd as f32).sqrt());
-        let l = launch::attention_scores(h, t);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&q)
-            .arg(&k)
-            .arg(&mut scores)
-            .arg(&hh)
-            .arg(&kv)
-            .arg(&tt)
-            .arg(&hdim)
-            .arg(&scale)
-            .arg(&mk)
-            .arg(&w)
-            .arg(&sk);
-        // SAFETY: matches attention_scores_f32; q [h,t,hd], k [kvh,t,hd], scores [h,t,t] (sizes validated).
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        let l = launch::softmax_rows(h * t);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&scores).arg(&mut probs).arg(&rows).arg(&tt);
-        // SAFETY: matches softmax_rows_f32; both buffers hold rows·cols values.
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        let l = launch::attention_pv(h, t, hd);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&probs)
-            .arg(&v)
-            .arg(&mut out)
-            .arg(&hh)
-            .arg(&kv)
-            .arg(&tt)
-            .arg(&hdim);
-        // SAFETY: matches attention_pv_f32; probs [h,t,t], v [kvh,t,hd], out [h,t,hd].
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        let arr = |n: usize, data: Vec<f32>| {
-            Array3::from_shape_vec((h, t, n), data).map_err(|e| BackendError::Device(e.to_string()))
-        };
-        Ok(AttnCore {
-            scores: arr(t, s.clone_dtoh(&scores).map_err(dev)?)?,
-            probs: arr(t, s.clone_dtoh(&probs).map_err(dev)?)?,
-            out: arr(hd, s.clone_dtoh(&out).map_err(dev)?)?,
-        })
-    }
-
-    fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        let (h, _, t, hd) = inp.dims();
-        let qkv = self.upload_qkv(inp)?;
-        let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
-        self.launch_fused(&qkv, &mut out, inp)?;
-        Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
-            .map_err(|e| BackendError::Device(e.to_string()))
-    }
+    // `run_<op>` calls `ops::<op>::cuda::run`, for every row of the op table.
+    crate::compute::ops::op_table!(impl_backend_ops[cuda]);
 
     fn shared_memory(&self) -> Option<(u64, [&'static str; 2])> {
         self.smem_per_sm.map(|b| {
@@ -467,151 +341,10 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
-        let a = &inp.attn;
-        let (h, kvh, t, hd) = a.dims();
-        let qkv = self.upload_qkv(a)?;
-        let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
-        let l = launch::flash_attention(h, t, inp.block_q);
-        let (mk, w, sk) = a.mask.code();
-        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
-        let (br, bc) = (i(inp.block_q), i(inp.block_k));
-        let mut b = self.stream.launch_builder(self.func(l.entry)?);
-        b.arg(&qkv[0])
-            .arg(&qkv[1])
-            .arg(&qkv[2])
-            .arg(&mut out)
-            .arg(&hh)
-            .arg(&kv)
-            .arg(&tt)
-            .arg(&hdim)
-            .arg(&scale)
-            .arg(&mk)
-            .arg(&w)
-            .arg(&sk)
-            .arg(&br)
-            .arg(&bc);
-        // SAFETY: matches flash_attention_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd] (sizes
-        // validated), tiles within FA_SMEM and FA_MAX_BR (validated).
-        unsafe { b.launch(cfg(&l)) }.map_err(dev)?;
-        Array3::from_shape_vec((h, t, hd), self.stream.clone_dtoh(&out).map_err(dev)?)
-            .map_err(|e| BackendError::Device(e.to_string()))
-    }
-
-    fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
-        let StaticAppendInput {
-            shape: sh,
-            k_cache,
-            v_cache,
-            layer,
-            pos,
-            k_new,
-            v_new,
-        } = inp;
-        let s = &self.stream;
-        let mut kc = s.clone_htod(bits(k_cache)).map_err(dev)?;
-        let mut vc = s.clone_htod(bits(v_cache)).map_err(dev)?;
-        let kn = s.clone_htod(k_new).map_err(dev)?;
-        let vn = s.clone_htod(v_new).map_err(dev)?;
-        let (ly, ps, b, kv, ms, hd) = (
-            i(layer),
-            i(pos),
-            i(sh.batch),
-            i(sh.kv_heads),
-            i(sh.max_seq_len),
-            i(sh.head_dim),
-        );
-        let l = launch::static_cache_append(sh.batch, sh.kv_heads);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&mut kc)
-            .arg(&mut vc)
-            .arg(&kn)
-            .arg(&vn)
-            .arg(&ly)
-            .arg(&ps)
-            .arg(&b)
-            .arg(&kv)
-            .arg(&ms)
-            .arg(&hd);
-        // SAFETY: matches static_cache_append_f16; caches hold numel() values, layer/pos validated in range.
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        s.memcpy_dtoh(&kc, bytemuck::cast_slice_mut::<f16, u16>(k_cache))
-            .map_err(dev)?;
-        s.memcpy_dtoh(&vc, bytemuck::cast_slice_mut::<f16, u16>(v_cache))
-            .map_err(dev)?;
-        Ok(())
-    }
-
-    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
-        let sh = inp.shape;
-        let pairs = inp.pairs();
-        let s = &self.stream;
-        let mut kp = s.clone_htod(bits(inp.k_pool)).map_err(dev)?;
-        let mut vp = s.clone_htod(bits(inp.v_pool)).map_err(dev)?;
-        let bm = s.clone_htod(inp.block_mapping).map_err(dev)?;
-        let (n, per) = (i(pairs), i(sh.kv_heads * sh.block_size * sh.head_dim));
-        let l = launch::copy_blocks(pairs);
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&mut kp).arg(&mut vp).arg(&bm).arg(&n).arg(&per);
-        // SAFETY: matches copy_blocks_f16; every block id is inside the pool and no destination is
-        // also a source or another pair's destination (validated).
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(inp.k_pool))
-            .map_err(dev)?;
-        s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(inp.v_pool))
-            .map_err(dev)?;
-        Ok(())
-    }
-
-    fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
-        let PagedAppendInput {
-            shape: sh,
-            k_pool,
-            v_pool,
-            slot_mapping,
-            k,
-            v,
-        } = inp;
-        if slot_mapping.is_empty() {
-            return Ok(());
-        }
-        let s = &self.stream;
-        let mut kp = s.clone_htod(bits(k_pool)).map_err(dev)?;
-        let mut vp = s.clone_htod(bits(v_pool)).map_err(dev)?;
-        let kd = s.clone_htod(k).map_err(dev)?;
-        let vd = s.clone_htod(v).map_err(dev)?;
-        let sm = s.clone_htod(slot_mapping).map_err(dev)?;
-        let (n, kv, bs, hd) = (i(slot_mapping.len()), i(sh.kv_heads), i(sh.block_size), i(sh.head_dim));
-        let l = launch::paged_append(slot_mapping.len());
-        let mut a = s.launch_builder(self.func(l.entry)?);
-        a.arg(&mut kp)
-            .arg(&mut vp)
-            .arg(&kd)
-            .arg(&vd)
-            .arg(&sm)
-            .arg(&n)
-            .arg(&kv)
-            .arg(&bs)
-            .arg(&hd);
-        // SAFETY: matches paged_append_f16; every non-negative slot lies inside the pool (validated).
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(k_pool))
-            .map_err(dev)?;
-        s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(v_pool))
-            .map_err(dev)?;
-        Ok(())
-    }
-
-    fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
-        let mut b = self.upload_decode(inp)?;
-        self.launch_decode(&mut b)?;
-        self.stream.clone_dtoh(&b.out).map_err(dev)
-    }
-
     /// Device-resident K/V, timed with CUDA events, against a device-to-device copy of the same bytes.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
-        inp.validate()?;
-        let mut bufs = self.upload_decode(inp)?;
+        let inp = Valid::check(inp, &self.limits())?;
+        let mut bufs = upload_decode(self, &inp)?;
         let (decode_ms, read_ms, copy_ms) = self.time_decode_read_copy(&mut bufs, inp.kv_bytes(), reps)?;
         Ok(DecodeTiming {
             decode_s: decode_ms / 1e3,
@@ -623,7 +356,6 @@ impl Backend for CudaBackend {
 
     /// The fused kernel on device-resident Q/K/V, timed with CUDA events (not on the host).
     fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<(f64, bool), BackendError> {
-        inp.validate()?;
         Ok((self.time_attention_fused_ms(inp, reps)? / 1e3, false))
     }
 }

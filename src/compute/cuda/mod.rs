@@ -1,15 +1,15 @@
-//! CUDA: the `kernels/*.cu` sources, their launch configurations, the NVRTC + cudarc backend for real
-//! NVIDIA GPUs, and the simulator backend that runs the same sources on CPU threads.
+//! CUDA: the `kernels/*.cu` sources, the NVRTC + cudarc backend for real NVIDIA GPUs, and the simulator
+//! backend that runs the same sources on CPU threads. Each op's launches live in its folder
+//! (`ops/<op>/cuda.rs` and `sim.rs`), its launch geometry in `ops/<op>/launch.rs`.
 //!
-//! This is the only module allowed `unsafe` (FFI into the shim and cudarc launches); each use carries a
-//! `// SAFETY:` line.
+//! `unsafe` (FFI into the shim and cudarc launches) lives in this module and in those two files of each
+//! op, the CUDA side of it; each use carries a `// SAFETY:` line.
 
-mod device;
-pub mod launch;
-mod sim;
+pub(crate) mod device;
+pub(crate) mod sim;
 pub mod sources;
 
-pub use device::{CudaBackend, DecodeBuffers, compile, include_dirs, nvrtc_status, probe};
+pub use device::{CudaBackend, compile, include_dirs, nvrtc_status, probe};
 pub use sim::{MAX_SIM_THREADS, SimBackend};
 
 /// The CUDA backend's row of the backend table: probe it as a `dyn Backend`.

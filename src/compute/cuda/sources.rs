@@ -1,7 +1,7 @@
 //! The `.cu` sources, embedded in the binary: NVRTC compiles exactly these at run time, and the app
 //! shows them to students next to the result they produced.
 
-use crate::compute::Op;
+use crate::compute::Kernel;
 
 /// One kernel file.
 #[derive(Debug, Clone, Copy)]
@@ -14,53 +14,40 @@ pub struct KernelFile {
     pub source: &'static str,
 }
 
-/// Every kernel file, in the order the CUDA backend compiles them.
-pub const FILES: [KernelFile; 5] = [
-    KernelFile {
-        file: "attention.cu",
-        path: "kernels/attention.cu",
-        source: include_str!("../../../kernels/attention.cu"),
-    },
-    KernelFile {
-        file: "kv_cache.cu",
-        path: "kernels/kv_cache.cu",
-        source: include_str!("../../../kernels/kv_cache.cu"),
-    },
-    KernelFile {
-        file: "paged_attention.cu",
-        path: "kernels/paged_attention.cu",
-        source: include_str!("../../../kernels/paged_attention.cu"),
-    },
-    KernelFile {
-        file: "bandwidth.cu",
-        path: "kernels/bandwidth.cu",
-        source: include_str!("../../../kernels/bandwidth.cu"),
-    },
-    // FlashAttention's tiled forward pass: compiled with the others and run on the shim by the
-    // kernel selftest; no backend op launches it yet (#13).
-    KernelFile {
-        file: "flash_attention.cu",
-        path: "kernels/flash_attention.cu",
-        source: include_str!("../../../kernels/flash_attention.cu"),
-    },
-];
+/// Every kernel file, in the order the CUDA backend compiles them: each op's file (from the op table,
+/// once each), then the files of the measuring entries.
+pub fn files() -> Vec<KernelFile> {
+    let mut out: Vec<KernelFile> = Vec::new();
+    for op in crate::compute::Op::ALL {
+        let (file, path, source) = op.cuda_source();
+        if !out.iter().any(|f| f.file == file) {
+            out.push(KernelFile { file, path, source });
+        }
+    }
+    out.extend(MEASURING_FILES);
+    out
+}
+
+/// Kernel files that hold no op: the read-only stream that measures a device's read roof.
+pub const MEASURING_FILES: [KernelFile; 1] = [KernelFile {
+    file: "bandwidth.cu",
+    path: "kernels/bandwidth.cu",
+    source: include_str!("../../../kernels/bandwidth.cu"),
+}];
 
 /// Entry points that are not ops: the read-only stream that measures a device's read roof.
 pub const MEASURING_ENTRIES: [(&str, &str); 1] = [("bandwidth.cu", "read_stream_u32")];
 
-/// The file that holds `op`.
-pub fn file_of(op: Op) -> KernelFile {
-    let name = op.kernel_file();
-    FILES
-        .into_iter()
-        .find(|f| f.file == name)
-        .expect("every op's file is embedded")
+/// The file that holds `kernel`.
+pub fn file_of(kernel: Kernel) -> KernelFile {
+    let (file, path, source) = kernel.op().cuda_source();
+    KernelFile { file, path, source }
 }
 
-/// The file, entry point and line of `op`'s first kernel, for the kernel panel.
-pub fn kernel_source(op: Op) -> Option<crate::compute::KernelSource> {
-    let file = FILES.into_iter().find(|f| f.file == op.kernel_file())?;
-    let entry = *op.cuda_entries().first()?;
+/// The file, entry point and line of `kernel`'s first entry point, for the kernel panel.
+pub fn kernel_source(kernel: Kernel) -> Option<crate::compute::KernelSource> {
+    let file = file_of(kernel);
+    let entry = *kernel.cuda_entries().first()?;
     Some(crate::compute::KernelSource {
         path: file.path,
         source: file.source,
@@ -88,9 +75,9 @@ mod tests {
 
     #[test]
     fn every_entry_is_defined_in_its_file() {
-        for op in Op::ALL {
-            let f = file_of(op);
-            for entry in op.cuda_entries() {
+        for kernel in Kernel::ALL {
+            let f = file_of(kernel);
+            for entry in kernel.cuda_entries() {
                 assert!(entry_line(&f, entry).is_some(), "{entry} not found in {}", f.file);
                 assert!(f.source.contains("extern \"C\""), "{} has extern \"C\" entries", f.file);
             }

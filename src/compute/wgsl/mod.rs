@@ -13,7 +13,6 @@
 //! that runs on every adapter, or `array<f16>` where the adapter has `SHADER_F16`. Only the small pool
 //! snippet (`kernels/f16_{read,write}_{packed,native}.wgsl`) differs; the device string says which runs.
 
-pub mod dispatch;
 mod ops;
 mod pool;
 mod sources;
@@ -23,10 +22,11 @@ use std::sync::{Arc, OnceLock};
 
 use half::f16;
 
-pub use dispatch::PARTITION;
+pub(crate) use ops::{AppendParams, DecodeParams, FlashParams};
 pub use pool::PoolStats;
-use pool::{Kind, Pool, Pooled};
-pub use sources::{F16Path, FILES, kernel_source};
+pub(crate) use pool::Pooled;
+use pool::{Kind, Pool};
+pub use sources::{F16Path, Pools, files, kernel_source};
 
 use crate::compute::timing::median_time;
 use crate::compute::{Backend, BackendError};
@@ -123,13 +123,13 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         )
     })?;
     let mut pipelines = HashMap::new();
-    for file in FILES {
+    for file in files() {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(file.file),
             source: wgpu::ShaderSource::Wgsl(file.module(f16).into()),
         });
-        for &entry in file.entries {
+        for &entry in &file.entries {
             let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
                 layout: None,
@@ -176,32 +176,35 @@ fn describe(e: &wgpu::Error) -> String {
     }
 }
 
-fn dev(e: impl std::fmt::Display) -> BackendError {
+pub(crate) fn dev(e: impl std::fmt::Display) -> BackendError {
     BackendError::Device(e.to_string())
 }
 
-fn u(n: usize) -> Result<u32, BackendError> {
+pub(crate) fn u(n: usize) -> Result<u32, BackendError> {
     u32::try_from(n).map_err(|_| BackendError::InvalidInput(format!("{n} does not fit the shaders' 32-bit indices")))
 }
 
 /// f16 values as u32 words (two per word, element 2w in the low half), padded to a whole word.
-fn pack_f16(x: &[f16]) -> Vec<u32> {
+pub(crate) fn pack_f16(x: &[f16]) -> Vec<u32> {
     x.chunks(2)
         .map(|c| c[0].to_bits() as u32 | (c.get(1).map_or(0, |h| h.to_bits() as u32) << 16))
         .collect()
 }
 
-fn unpack_f16(words: &[u32], out: &mut [f16]) {
+pub(crate) fn unpack_f16(words: &[u32], out: &mut [f16]) {
     for (i, o) in out.iter_mut().enumerate() {
         *o = f16::from_bits((words[i / 2] >> ((i % 2) * 16)) as u16);
     }
 }
 
 /// One dispatch: a pipeline, its bindings (binding number, buffer) and the workgroup counts.
-struct Dispatch<'a> {
-    entry: &'static str,
-    bindings: Vec<(u32, &'a Pooled)>,
-    groups: [u32; 3],
+pub(crate) struct Dispatch<'a> {
+    /// The entry point (its pipeline).
+    pub(crate) entry: &'static str,
+    /// (binding number, buffer).
+    pub(crate) bindings: Vec<(u32, &'a Pooled)>,
+    /// Workgroups in x, y, z.
+    pub(crate) groups: [u32; 3],
 }
 
 impl WgpuBackend {
@@ -215,21 +218,25 @@ impl WgpuBackend {
         b
     }
 
-    fn storage<T: bytemuck::Pod>(&self, data: &[T]) -> Pooled {
+    pub(crate) fn storage<T: bytemuck::Pod>(&self, data: &[T]) -> Pooled {
         self.filled(Kind::Storage, bytemuck::cast_slice(data))
     }
 
-    fn zeros(&self, words: usize) -> Pooled {
+    pub(crate) fn zeros(&self, words: usize) -> Pooled {
         self.storage(&vec![0u32; words.max(1)])
     }
 
-    fn uniform<T: bytemuck::Pod>(&self, params: &T) -> Pooled {
+    pub(crate) fn uniform<T: bytemuck::Pod>(&self, params: &T) -> Pooled {
         self.filled(Kind::Uniform, bytemuck::bytes_of(params))
     }
 
     /// Encode `dispatches` in order in one submission, then read `outputs` back (each `len` elements
     /// of 4 bytes). Reading maps through a callback and polls the device.
-    fn run(&self, dispatches: &[Dispatch], outputs: &[(&Pooled, usize)]) -> Result<Vec<Vec<u32>>, BackendError> {
+    pub(crate) fn run(
+        &self,
+        dispatches: &[Dispatch],
+        outputs: &[(&Pooled, usize)],
+    ) -> Result<Vec<Vec<u32>>, BackendError> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self.encode(dispatches, None)?;
         let mut staging = Vec::new();
@@ -252,7 +259,11 @@ impl WgpuBackend {
 
     /// Submit `dispatches` and `copies` (source, destination, bytes) and wait until the device is done:
     /// what the timings measure.
-    fn submit_wait(&self, dispatches: &[Dispatch], copies: &[(&Pooled, &Pooled, u64)]) -> Result<(), BackendError> {
+    pub(crate) fn submit_wait(
+        &self,
+        dispatches: &[Dispatch],
+        copies: &[(&Pooled, &Pooled, u64)],
+    ) -> Result<(), BackendError> {
         let mut encoder = self.encode(dispatches, None)?;
         for (src, dst, bytes) in copies {
             encoder.copy_buffer_to_buffer(src.buffer(), 0, dst.buffer(), 0, *bytes);
@@ -270,7 +281,7 @@ impl WgpuBackend {
     /// Seconds the device spent on one submission of `dispatches` (median of `reps`, after one warm-up):
     /// from timestamps written at the start of the first pass and the end of the last where the adapter
     /// has timestamp queries, else on the host's wall clock around the submission and its wait.
-    fn time_dispatches(&self, dispatches: &[Dispatch], reps: usize) -> Result<f64, BackendError> {
+    pub(crate) fn time_dispatches(&self, dispatches: &[Dispatch], reps: usize) -> Result<f64, BackendError> {
         let Some(qs) = &self.timestamps else {
             let mut failed = None;
             let s = median_time(reps, || {
@@ -383,6 +394,6 @@ impl WgpuBackend {
     }
 }
 
-fn f32s(words: Vec<u32>) -> Vec<f32> {
+pub(crate) fn f32s(words: Vec<u32>) -> Vec<f32> {
     bytemuck::cast_vec(words)
 }

@@ -104,7 +104,7 @@ impl Pool {
 }
 
 /// A buffer on loan from the pool; it goes back when dropped.
-pub(super) struct Pooled {
+pub(crate) struct Pooled {
     buf: Option<wgpu::Buffer>,
     bytes: u64,
     kind: Kind,

@@ -1,7 +1,7 @@
 //! The `.wgsl` kernels, embedded: the wgpu backend compiles exactly these, and the kernel panel shows
 //! them next to their CUDA twins.
 
-use crate::compute::{KernelSource, Op};
+use crate::compute::{Kernel, KernelSource, Op};
 
 /// How a WGSL program stores f16 K/V.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum Pools {
 }
 
 /// One WGSL kernel file and its entry points (named as their CUDA twins).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WgslFile {
     /// File name under `kernels/`.
     pub file: &'static str,
@@ -33,7 +33,7 @@ pub struct WgslFile {
     /// Its full text.
     pub source: &'static str,
     /// Its `@compute` entry points.
-    pub entries: &'static [&'static str],
+    pub entries: Vec<&'static str>,
     /// The f16 pool access it needs.
     pub pools: Pools,
 }
@@ -58,60 +58,42 @@ impl WgslFile {
     }
 }
 
-/// Every WGSL kernel file.
-pub const FILES: [WgslFile; 5] = [
-    WgslFile {
-        file: "attention.wgsl",
-        path: "kernels/attention.wgsl",
-        source: include_str!("../../../kernels/attention.wgsl"),
-        entries: &[
-            "attention_scores_f32",
-            "softmax_rows_f32",
-            "attention_pv_f32",
-            "attention_fused_f32",
-        ],
-        pools: Pools::None,
-    },
-    WgslFile {
-        file: "kv_cache.wgsl",
-        path: "kernels/kv_cache.wgsl",
-        source: include_str!("../../../kernels/kv_cache.wgsl"),
-        entries: &["static_cache_append_f16", "paged_append_f16", "copy_blocks_f16"],
-        pools: Pools::Write,
-    },
-    WgslFile {
-        file: "paged_attention.wgsl",
-        path: "kernels/paged_attention.wgsl",
-        source: include_str!("../../../kernels/paged_attention.wgsl"),
-        entries: &["paged_attention_decode_f16", "paged_attention_reduce_f32"],
-        pools: Pools::Read,
-    },
-    WgslFile {
-        file: "flash_attention.wgsl",
-        path: "kernels/flash_attention.wgsl",
-        source: include_str!("../../../kernels/flash_attention.wgsl"),
-        entries: &["flash_attention_f32"],
-        pools: Pools::None,
-    },
-    WgslFile {
+/// Every WGSL kernel file: each op's file (from the op table, once each, with the entry points of every
+/// op in it), then the read-only stream that measures the read roof.
+pub fn files() -> Vec<WgslFile> {
+    let mut out: Vec<WgslFile> = Vec::new();
+    for op in Op::ALL {
+        let (file, path, source) = op.wgsl_source();
+        match out.iter_mut().find(|f| f.file == file) {
+            Some(f) => f.entries.extend(op.entries()),
+            None => out.push(WgslFile {
+                file,
+                path,
+                source,
+                entries: op.entries(),
+                pools: op.wgsl_pools(),
+            }),
+        }
+    }
+    out.push(WgslFile {
         file: "bandwidth.wgsl",
         path: "kernels/bandwidth.wgsl",
         source: include_str!("../../../kernels/bandwidth.wgsl"),
-        entries: &["read_stream_u32"],
+        entries: vec!["read_stream_u32"],
         pools: Pools::None,
-    },
-];
+    });
+    out
+}
 
-/// The WGSL twin of `op`: its file, first entry point and line.
-pub fn kernel_source(op: Op) -> Option<KernelSource> {
-    let want = op.kernel_file().replace(".cu", ".wgsl");
-    let file = FILES.into_iter().find(|f| f.file == want)?;
-    let entry = *op.cuda_entries().first()?;
+/// The WGSL twin of `kernel`: its file, first entry point and line.
+pub fn kernel_source(kernel: Kernel) -> Option<KernelSource> {
+    let (_, path, source) = kernel.op().wgsl_source();
+    let entry = *kernel.cuda_entries().first()?;
     let needle = format!("fn {entry}(");
-    let line = file.source.lines().position(|l| l.contains(&needle))? + 1;
+    let line = source.lines().position(|l| l.contains(&needle))? + 1;
     Some(KernelSource {
-        path: file.path,
-        source: file.source,
+        path,
+        source,
         entry,
         line,
     })

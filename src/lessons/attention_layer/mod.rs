@@ -14,8 +14,8 @@ use std::sync::Arc;
 use ndarray::{Array2, Array3, Axis, s};
 
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
-use crate::compute::cuda::launch::{self, LaunchDims};
-use crate::compute::{AttnInput, Backend, CheckReport, Op, Tolerance, check, reference};
+use crate::compute::launch::{LaunchDims, cuda as launch};
+use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
 use crate::render::heatmap::HeatmapData;
@@ -277,11 +277,11 @@ impl Output for AttnOut {
         ]
     }
 
-    fn op_check(&self, op: Op) -> Option<&CheckReport> {
-        (op == Op::AttentionFused).then_some(&self.fused_check)
+    fn op_check(&self, op: Kernel) -> Option<&CheckReport> {
+        (op == Kernel::AttentionFused).then_some(&self.fused_check)
     }
 
-    fn io(&self, op: Op) -> Option<OpIo> {
+    fn io(&self, op: Kernel) -> Option<OpIo> {
         let (h, kvh, t, hd) = (
             self.shape.n_heads,
             self.shape.n_kv_heads,
@@ -291,10 +291,10 @@ impl Output for AttnOut {
         let (q, k, v) = (vec![h, t, hd], vec![kvh, t, hd], vec![kvh, t, hd]);
         let (s, o) = (vec![h, t, t], vec![h, t, hd]);
         let (reads, writes) = match op {
-            Op::AttentionScores => (vec![("Q", q), ("K", k)], vec![("S", s)]),
-            Op::Softmax => (vec![("S", s.clone())], vec![("P", s)]),
-            Op::AttentionPv => (vec![("P", s), ("V", v)], vec![("O", o)]),
-            Op::AttentionFused => (vec![("Q", q), ("K", k), ("V", v)], vec![("O", o)]),
+            Kernel::AttentionScores => (vec![("Q", q), ("K", k)], vec![("S", s)]),
+            Kernel::Softmax => (vec![("S", s.clone())], vec![("P", s)]),
+            Kernel::AttentionPv => (vec![("P", s), ("V", v)], vec![("O", o)]),
+            Kernel::AttentionFused => (vec![("Q", q), ("K", k), ("V", v)], vec![("O", o)]),
             _ => return None,
         };
         Some(OpIo {
@@ -317,25 +317,25 @@ impl Output for AttnOut {
                 .any(|d| d.as_ref().is_some_and(|d| any_nan(&d.values)))
     }
 
-    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
         let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
         match op {
-            Op::AttentionScores => vec![launch::attention_scores(h, t)],
-            Op::Softmax => vec![launch::softmax_rows(h * t)],
-            Op::AttentionPv => vec![launch::attention_pv(h, t, hd)],
-            Op::AttentionFused => vec![launch::attention_fused(h, t)],
+            Kernel::AttentionScores => vec![launch::attention_scores(h, t)],
+            Kernel::Softmax => vec![launch::softmax_rows(h * t)],
+            Kernel::AttentionPv => vec![launch::attention_pv(h, t, hd)],
+            Kernel::AttentionFused => vec![launch::attention_fused(h, t)],
             _ => Vec::new(),
         }
     }
 
-    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
-        use crate::compute::wgsl::dispatch;
+    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
+        use crate::compute::launch::wgsl as dispatch;
         let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
         match op {
-            Op::AttentionScores => vec![dispatch::attention_scores(h, t)],
-            Op::Softmax => vec![dispatch::softmax_rows(h * t)],
-            Op::AttentionPv => vec![dispatch::attention_pv(h, t, hd)],
-            Op::AttentionFused => vec![dispatch::attention_fused(h, t)],
+            Kernel::AttentionScores => vec![dispatch::attention_scores(h, t)],
+            Kernel::Softmax => vec![dispatch::softmax_rows(h * t)],
+            Kernel::AttentionPv => vec![dispatch::attention_pv(h, t, hd)],
+            Kernel::AttentionFused => vec![dispatch::attention_fused(h, t)],
             _ => Vec::new(),
         }
     }

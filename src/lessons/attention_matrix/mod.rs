@@ -5,7 +5,7 @@ mod view;
 
 use super::attention_layer::AttnOut;
 use super::{LessonKind, Output, Params, get};
-use crate::compute::{Backend, Op};
+use crate::compute::{Backend, Kernel};
 use crate::lesson::Lesson;
 use crate::math::{AttnShape, Mask};
 
@@ -40,7 +40,7 @@ crate::views! {
 }
 
 /// The ops behind lessons 1–3, in the order a student meets them.
-pub const ATTENTION_OPS: &[Op] = &[Op::AttentionScores, Op::Softmax, Op::AttentionPv, Op::AttentionFused];
+pub const ATTENTION_OPS: &[Kernel] = &[Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv, Kernel::AttentionFused];
 
 /// The shape of lessons 1–3's layer from their sliders (`heads`/`kv_heads` only in lesson 3).
 pub fn layer_shape(p: &Params, heads: i64, kv_heads: i64) -> AttnShape {
@@ -75,7 +75,7 @@ impl LessonKind for AttentionMatrix {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
+    fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
     }
 

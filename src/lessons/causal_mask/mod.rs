@@ -6,7 +6,7 @@ mod view;
 use super::attention_layer::AttnOut;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape, trained_choice};
 use super::{LessonKind, Output, Params, get};
-use crate::compute::{Backend, Op};
+use crate::compute::{Backend, Kernel};
 use crate::lesson::Lesson;
 use crate::math::Mask;
 
@@ -44,7 +44,7 @@ impl LessonKind for CausalMask {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
+    fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
     }
 

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat, heat_probs};
 use crate::render::heatmap::HeatmapData;
-use crate::compute::cuda::launch::{self, LaunchDims};
+use crate::compute::launch::{LaunchDims, cuda as launch};
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};
-use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Op, Tolerance, check, reference};
+use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Kernel, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
 use crate::math::flash::{FlashWalk, Io, Partial, forward_io, merge, naive_io, partial, walk};
@@ -69,8 +69,8 @@ impl LessonKind for FlashAttention {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
-        &[Op::FlashAttention, Op::AttentionScores, Op::Softmax, Op::AttentionPv]
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::FlashAttention, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -466,23 +466,23 @@ impl Output for FlashOut {
         self.out.iter().any(|x| x.is_nan()) || self.walk.out.iter().any(|x| x.is_nan())
     }
 
-    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
         match op {
-            Op::FlashAttention => vec![self.launch],
-            Op::AttentionScores => vec![launch::attention_scores(1, self.t)],
-            Op::Softmax => vec![launch::softmax_rows(self.t)],
-            Op::AttentionPv => vec![launch::attention_pv(1, self.t, self.hd)],
+            Kernel::FlashAttention => vec![self.launch],
+            Kernel::AttentionScores => vec![launch::attention_scores(1, self.t)],
+            Kernel::Softmax => vec![launch::softmax_rows(self.t)],
+            Kernel::AttentionPv => vec![launch::attention_pv(1, self.t, self.hd)],
             _ => Vec::new(),
         }
     }
 
-    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
-        use crate::compute::wgsl::dispatch;
+    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
+        use crate::compute::launch::wgsl as dispatch;
         match op {
-            Op::FlashAttention => vec![dispatch::flash_attention(1, self.t, self.br)],
-            Op::AttentionScores => vec![dispatch::attention_scores(1, self.t)],
-            Op::Softmax => vec![dispatch::softmax_rows(self.t)],
-            Op::AttentionPv => vec![dispatch::attention_pv(1, self.t, self.hd)],
+            Kernel::FlashAttention => vec![dispatch::flash_attention(1, self.t, self.br)],
+            Kernel::AttentionScores => vec![dispatch::attention_scores(1, self.t)],
+            Kernel::Softmax => vec![dispatch::softmax_rows(self.t)],
+            Kernel::AttentionPv => vec![dispatch::attention_pv(1, self.t, self.hd)],
             _ => Vec::new(),
         }
     }
@@ -516,12 +516,12 @@ impl Output for FlashOut {
         self.points.get(name).copied()
     }
 
-    fn op_check(&self, op: Op) -> Option<&CheckReport> {
-        (op == Op::FlashAttention).then(|| &self.checks[1])
+    fn op_check(&self, op: Kernel) -> Option<&CheckReport> {
+        (op == Kernel::FlashAttention).then(|| &self.checks[1])
     }
 
-    fn source_focus(&self, op: Op) -> Option<&'static str> {
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
         // The key-tile loop, in flash_attention.cu and flash_attention.wgsl alike.
-        (op == Op::FlashAttention).then_some("j0 += bc)")
+        (op == Kernel::FlashAttention).then_some("j0 += bc)")
     }
 }

@@ -16,10 +16,10 @@ use ndarray::{Array2, Array3, Axis, s};
 
 use super::{LessonKind, Output, Params, any_nan, get, heat, heat_probs};
 use crate::cache::{PagedShape, StaticKvCache, StaticShape, kv_bytes_per_token};
-use crate::compute::cuda::launch::{self, LaunchDims};
+use crate::compute::launch::{LaunchDims, cuda as launch};
 use crate::compute::ops::paged_decode::decode_and_check;
 use crate::compute::{
-    AttnInput, Backend, CheckReport, Op, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
+    AttnInput, Backend, CheckReport, Kernel, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
 };
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
@@ -58,8 +58,8 @@ impl LessonKind for KvDecode {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
-        &[Op::StaticCacheAppend, Op::PagedDecode]
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::StaticCacheAppend, Kernel::PagedDecode]
     }
 
     fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
@@ -459,10 +459,10 @@ impl Output for DecodeOut {
             || self.rows.iter().flatten().any(|r| any_nan(r))
     }
 
-    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
         match op {
-            Op::StaticCacheAppend => vec![launch::static_cache_append(self.batch, self.kv_heads)],
-            Op::PagedDecode => {
+            Kernel::StaticCacheAppend => vec![launch::static_cache_append(self.batch, self.kv_heads)],
+            Kernel::PagedDecode => {
                 let parts = launch::num_partitions(self.prompt + self.generate);
                 vec![
                     launch::paged_decode(self.kv_heads, self.batch, parts),
@@ -473,11 +473,11 @@ impl Output for DecodeOut {
         }
     }
 
-    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
-        use crate::compute::wgsl::dispatch;
+    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
+        use crate::compute::launch::wgsl as dispatch;
         match op {
-            Op::StaticCacheAppend => vec![dispatch::static_cache_append(self.batch, self.kv_heads, self.head_dim)],
-            Op::PagedDecode => vec![
+            Kernel::StaticCacheAppend => vec![dispatch::static_cache_append(self.batch, self.kv_heads, self.head_dim)],
+            Kernel::PagedDecode => vec![
                 dispatch::paged_decode(
                     self.kv_heads,
                     self.batch,

@@ -8,7 +8,7 @@ use super::attention_layer::AttnOut;
 use super::attention_layer::trained::ModelHeads;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape};
 use super::{LessonKind, Output, Params, divisors, get};
-use crate::compute::{Backend, Op};
+use crate::compute::{Backend, Kernel};
 use crate::lesson::Lesson;
 use crate::math::Mask;
 
@@ -48,7 +48,7 @@ impl LessonKind for MultiHead {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
+    fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
     }
 

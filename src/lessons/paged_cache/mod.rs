@@ -16,9 +16,9 @@ use half::f16;
 
 use super::{LessonKind, Output, Params, get};
 use crate::cache::{PagedShape, PagedStats, RequestId, RequestSpec, Scheduler, StepEvents};
-use crate::compute::cuda::launch::{self, LaunchDims};
+use crate::compute::launch::{LaunchDims, cuda as launch};
 use crate::compute::suite::paged_equals_contiguous;
-use crate::compute::{Backend, CheckReport, Op, PagedAppendInput, PagedDecodeInput};
+use crate::compute::{Backend, CheckReport, Kernel, PagedAppendInput, PagedDecodeInput};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
 use crate::math::Rng;
@@ -60,8 +60,8 @@ impl LessonKind for PagedCache {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
-        &[Op::PagedAppend, Op::PagedDecode]
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::PagedAppend, Kernel::PagedDecode]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -342,10 +342,10 @@ impl Output for PagedOut {
             .any(|f| f.check.as_ref().is_some_and(|c| c.max_abs.is_nan()))
     }
 
-    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
         match op {
-            Op::PagedAppend => vec![launch::paged_append(1)],
-            Op::PagedDecode => {
+            Kernel::PagedAppend => vec![launch::paged_append(1)],
+            Kernel::PagedDecode => {
                 let longest = self.specs.iter().map(|s| s.prompt + s.generate).max().unwrap_or(1);
                 let reqs = self.specs.len().max(1);
                 vec![
@@ -357,12 +357,12 @@ impl Output for PagedOut {
         }
     }
 
-    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
-        use crate::compute::wgsl::dispatch;
+    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
+        use crate::compute::launch::wgsl as dispatch;
         let reqs = self.specs.len().max(1);
         match op {
-            Op::PagedAppend => vec![dispatch::paged_append(1, self.shape.kv_heads, self.shape.head_dim)],
-            Op::PagedDecode => {
+            Kernel::PagedAppend => vec![dispatch::paged_append(1, self.shape.kv_heads, self.shape.head_dim)],
+            Kernel::PagedDecode => {
                 let longest = self.specs.iter().map(|s| s.prompt + s.generate).max().unwrap_or(1);
                 vec![
                     dispatch::paged_decode(self.shape.kv_heads, reqs, dispatch::num_partitions(longest)),

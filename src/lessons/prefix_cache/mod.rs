@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use super::{LessonKind, Output, Params, get};
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
-use crate::compute::cuda::launch::{self, LaunchDims};
+use crate::compute::launch::{LaunchDims, cuda as launch};
 use crate::compute::suite::paged_equals_contiguous;
-use crate::compute::{Backend, CheckReport, CopyBlocksInput, DecodeTables, Op, PagedAppendInput};
+use crate::compute::{Backend, CheckReport, CopyBlocksInput, DecodeTables, Kernel, PagedAppendInput};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
 use crate::math::Rng;
@@ -68,8 +68,8 @@ impl LessonKind for PrefixCache {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Op] {
-        &[Op::CopyBlocks, Op::PagedAppend, Op::PagedDecode]
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::CopyBlocks, Kernel::PagedAppend, Kernel::PagedDecode]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -654,7 +654,7 @@ impl Output for PrefixOut {
         false
     }
 
-    fn launches(&self, op: Op) -> Vec<LaunchDims> {
+    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
         let reqs = self.frames.iter().map(|f| f.tables.len()).max().unwrap_or(1).max(1);
         let longest = self
             .frames
@@ -663,9 +663,9 @@ impl Output for PrefixOut {
             .max()
             .unwrap_or(1);
         match op {
-            Op::CopyBlocks => vec![launch::copy_blocks(1)],
-            Op::PagedAppend => vec![launch::paged_append(longest)],
-            Op::PagedDecode => vec![
+            Kernel::CopyBlocks => vec![launch::copy_blocks(1)],
+            Kernel::PagedAppend => vec![launch::paged_append(longest)],
+            Kernel::PagedDecode => vec![
                 launch::paged_decode(self.shape.kv_heads, reqs, launch::num_partitions(longest)),
                 launch::paged_reduce(HEADS, reqs),
             ],
@@ -673,8 +673,8 @@ impl Output for PrefixOut {
         }
     }
 
-    fn wgsl_dispatches(&self, op: Op) -> Vec<LaunchDims> {
-        use crate::compute::wgsl::dispatch;
+    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
+        use crate::compute::launch::wgsl as dispatch;
         let s = self.shape;
         let reqs = self.frames.iter().map(|f| f.tables.len()).max().unwrap_or(1).max(1);
         let longest = self
@@ -684,9 +684,9 @@ impl Output for PrefixOut {
             .max()
             .unwrap_or(1);
         match op {
-            Op::CopyBlocks => vec![dispatch::copy_blocks(1, s.kv_heads * s.block_size * s.head_dim)],
-            Op::PagedAppend => vec![dispatch::paged_append(longest, s.kv_heads, s.head_dim)],
-            Op::PagedDecode => vec![
+            Kernel::CopyBlocks => vec![dispatch::copy_blocks(1, s.kv_heads * s.block_size * s.head_dim)],
+            Kernel::PagedAppend => vec![dispatch::paged_append(longest, s.kv_heads, s.head_dim)],
+            Kernel::PagedDecode => vec![
                 dispatch::paged_decode(s.kv_heads, reqs, dispatch::num_partitions(longest)),
                 dispatch::paged_reduce(HEADS, reqs),
             ],

@@ -4,8 +4,8 @@
 use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
 
 use super::ViewCtx;
-use crate::compute::wgsl::dispatch;
-use crate::compute::{BackendKind, Op, kernel_source};
+use crate::compute::launch::wgsl as dispatch;
+use crate::compute::{BackendKind, Kernel, kernel_source};
 use crate::lessons::Output;
 use crate::ui::text;
 
@@ -15,11 +15,11 @@ pub struct KernelPanelState {
     /// Index into the lesson's ops.
     pub op: usize,
     /// The highlighted source, for (op, presentation mode, light theme): built once, not every frame.
-    pub source: Option<((Op, bool, bool), LayoutJob)>,
+    pub source: Option<((Kernel, bool, bool), LayoutJob)>,
 }
 
 /// The kernel panel for `ops` (the lesson's) and the computed `out`.
-pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output) {
+pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Output) {
     let lang = cx.lang;
     let size = cx.size;
     if ops.is_empty() {
@@ -94,7 +94,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Op], out: &dyn Output)
         );
     }
     if let Some(r) = out.op_check(op) {
-        let what = if op == Op::FlashAttention {
+        let what = if op == Kernel::FlashAttention {
             lang.t(
                 "flash kernel vs lesson 1's three kernels",
                 "flash kernel 与第 1 课三个 kernel 的结果",

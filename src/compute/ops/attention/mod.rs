@@ -1,9 +1,18 @@
-//! Attention forward (`Backend::attention`: scores, softmax and P·V as three kernels;
-//! `Backend::attention_fused`: one online-softmax kernel): the input, its validation and its suite cases.
+//! Attention forward as three kernels (`Backend::attention`: scores, softmax and P·V): the input (which
+//! the fused op shares), its validation, its suite cases and its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use ndarray::Array3;
 
-use crate::compute::{Backend, BackendError, CheckReport, MAX_HEAD_DIM, Tolerance, check, invalid, reference};
+use crate::compute::{Backend, BackendError, CheckReport, Limits, MAX_HEAD_DIM, OpInput, Tolerance, check, invalid};
 use crate::math::{AttnShape, AttnWeights, Mask, project};
 
 /// Inputs of an attention forward: Q `[H,T,hd]`, K and V `[KVH,T,hd]`.
@@ -58,8 +67,14 @@ impl AttnInput<'_> {
     }
 }
 
+impl OpInput for AttnInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+}
+
 /// Suite cases: (T, d_model, H, KVH, mask), odd shapes and every mask kind included.
-fn cases() -> Vec<(usize, usize, usize, usize, Mask)> {
+pub(crate) fn cases() -> Vec<(usize, usize, usize, usize, Mask)> {
     vec![
         (1, 1, 1, 1, Mask::Causal),
         (5, 9, 3, 1, Mask::None),
@@ -74,7 +89,7 @@ fn cases() -> Vec<(usize, usize, usize, usize, Mask)> {
     ]
 }
 
-/// Both attention ops of `b` on every case, against the f64 reference.
+/// The three-kernel attention of `b` on every case, against the f64 reference.
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     for (i, (t, d, h, kvh, mask)) in cases().into_iter().enumerate() {
         let shape = AttnShape {
@@ -110,15 +125,38 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
             }
             Err(e) => out.push(CheckReport::failed(&format!("attention {tag}"), e)),
         }
-        match b.attention_fused(&inp) {
-            Ok(g) => out.push(check(
-                &format!("attention_fused.out {tag}"),
-                g.shape(),
-                g.as_slice().unwrap_or_default(),
-                want.out.as_slice().unwrap_or_default(),
-                Tolerance::F32,
-            )),
-            Err(e) => out.push(CheckReport::failed(&format!("attention_fused {tag}"), e)),
+    }
+}
+
+/// Q, K, V of suite case `i` (seeded).
+pub(crate) fn case_qkv(i: usize, seed: u64) -> (crate::math::Qkv<f32>, Mask) {
+    let (t, d, h, kvh, mask) = cases()[i];
+    let shape = AttnShape {
+        seq: t,
+        d_model: d,
+        n_heads: h,
+        n_kv_heads: kvh,
+    };
+    (project(&AttnWeights::random(shape, seed)), mask)
+}
+
+/// Twins agree within the checker's f32 tolerance (the kernels sum in different orders).
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::F32;
+
+/// Scores, probabilities and output of three small cases (a GQA window with sinks among them).
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut out = Vec::new();
+    for i in [1, 2, 4] {
+        let (qkv, mask) = case_qkv(i, seed);
+        let got = b.attention(&AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        })?;
+        for a in [&got.scores, &got.probs, &got.out] {
+            out.extend(a.iter().map(|&x| f64::from(x)));
         }
     }
+    Ok(out)
 }

@@ -1,12 +1,21 @@
 //! `Backend::copy_blocks`: copy whole blocks of the paged pools, `(src, dst)` pairs (vLLM's
 //! `copy_blocks`, which runs the copy-on-write the block manager asks for). The input, its validation and
-//! its suite cases, including paged decode through shared tables after forks and copies.
+//! its suite cases, including paged decode through shared tables after forks and copies, and its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use half::f16;
 
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedKvCache, PagedShape, RequestId};
-use crate::compute::{Backend, BackendError, CheckReport, DecodeTables, Tolerance, check, invalid, reference};
+use crate::compute::{Backend, BackendError, CheckReport, DecodeTables, Limits, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
 /// Whole-block copies within the K and V pools.
@@ -58,6 +67,15 @@ impl CopyBlocksInput<'_> {
             return Err(invalid(format!("block {} is both copied from and copied into", p[0])));
         }
         Ok(())
+    }
+}
+
+impl OpInput for CopyBlocksInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+    fn nothing_to_do(&self) -> bool {
+        self.block_mapping.is_empty()
     }
 }
 
@@ -188,6 +206,30 @@ fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, Backe
     }
     report.label = "paged_decode after fork + copy-on-write (shared tables)".into();
     Ok(report)
+}
+
+/// Copies are compared bit for bit.
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::EXACT;
+
+/// Both pools after three copies on random contents (an odd number of values per block, so f16 pairs
+/// packed in u32 words straddle blocks).
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut rng = Rng::stream(seed, 303);
+    let p = PagedShape {
+        num_blocks: 7,
+        block_size: 3,
+        kv_heads: 1,
+        head_dim: 5,
+    };
+    let mut k_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    b.copy_blocks(CopyBlocksInput {
+        shape: p,
+        k_pool: &mut k_pool,
+        v_pool: &mut v_pool,
+        block_mapping: &[6, 0, 2, 3, 1, 5],
+    })?;
+    Ok(pool_f64(&k_pool).into_iter().chain(pool_f64(&v_pool)).collect())
 }
 
 #[cfg(test)]

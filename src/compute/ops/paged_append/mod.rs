@@ -1,10 +1,19 @@
 //! `Backend::paged_append`: write tokens' K/V into the paged pools through a slot mapping (vLLM's
-//! `reshape_and_cache`). The input, its validation and its suite cases.
+//! `reshape_and_cache`). The input, its validation, its suite cases and its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use half::f16;
 
 use crate::cache::PagedShape;
-use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::compute::{Backend, BackendError, CheckReport, Limits, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
 /// Tokens' K/V (`[tokens, kv_heads, head_dim]`, f32) written into the f16 pools at `slot_mapping`
@@ -45,6 +54,15 @@ impl PagedAppendInput<'_> {
     }
 }
 
+impl OpInput for PagedAppendInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+    fn nothing_to_do(&self) -> bool {
+        self.slot_mapping.is_empty()
+    }
+}
+
 /// Scattered slots with a skipped (−1) entry, against the reference.
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     let mut rng = Rng::stream(seed, 101);
@@ -78,4 +96,32 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
         }
         Err(e) => out.push(CheckReport::failed("paged_append", e)),
     }
+}
+
+/// Appends are compared bit for bit: every backend rounds the same f32 to the same f16.
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::EXACT;
+
+/// Both pools after writes at scattered slots (one skipped) on top of random contents.
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut rng = Rng::stream(seed, 102);
+    let p = PagedShape {
+        num_blocks: 5,
+        block_size: 4,
+        kv_heads: 3,
+        head_dim: 3,
+    };
+    let mut k_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    let slots = [19, 2, -1, 7, 8];
+    let n = slots.len() * p.kv_heads * p.head_dim;
+    let (k, v) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
+    b.paged_append(PagedAppendInput {
+        shape: p,
+        k_pool: &mut k_pool,
+        v_pool: &mut v_pool,
+        slot_mapping: &slots,
+        k: &k,
+        v: &v,
+    })?;
+    Ok(k_pool.iter().chain(&v_pool).map(|x| x.to_f64()).collect())
 }

@@ -1,10 +1,20 @@
 //! FlashAttention's tiled forward pass (`Backend::flash_attention`, `kernels/flash_attention.cu`
 //! `flash_attention_f32` and its WGSL twin): the input (an attention input plus the tile sizes), the
-//! shared-memory budget that limits the tiles, its validation and its suite cases.
+//! shared-memory budget that limits the tiles, its validation, its suite cases and its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use ndarray::Array3;
 
-use crate::compute::{AttnInput, Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::compute::{
+    AttnInput, Backend, BackendError, CheckReport, Limits, OpInput, Tolerance, check, invalid, reference,
+};
 use crate::math::{AttnShape, AttnWeights, Mask, flash, project};
 
 /// Shared memory of the CUDA kernel's tiles, in floats (`FA_SMEM` in `kernels/flash_attention.cu`):
@@ -56,6 +66,12 @@ impl FlashInput<'_> {
             )));
         }
         Ok(())
+    }
+}
+
+impl OpInput for FlashInput<'_> {
+    fn validate_for(&self, limits: &Limits) -> Result<(), BackendError> {
+        self.validate(limits.flash_smem_floats)
     }
 }
 
@@ -119,6 +135,36 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
             Err(e) => out.push(CheckReport::failed(&format!("flash_attention {tag}"), e)),
         }
     }
+}
+
+/// Twins agree within the checker's f32 tolerance.
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::F32;
+
+/// The output of three cases (ragged tiles, a window with sinks), all within the WGSL twin's 16 KiB.
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut out = Vec::new();
+    for i in [1, 3, 4] {
+        let (t, d, h, kvh, mask, br, bc) = cases()[i];
+        let shape = AttnShape {
+            seq: t,
+            d_model: d,
+            n_heads: h,
+            n_kv_heads: kvh,
+        };
+        let qkv = project(&AttnWeights::random(shape, seed + i as u64));
+        let got = b.flash_attention(&FlashInput {
+            attn: AttnInput {
+                q: &qkv.q,
+                k: &qkv.k,
+                v: &qkv.v,
+                mask,
+            },
+            block_q: br,
+            block_k: bc,
+        })?;
+        out.extend(got.iter().map(|&x| f64::from(x)));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,10 +1,20 @@
 //! `Backend::static_cache_append`: write one token of one layer into a static cache
-//! `[layers, batch, kv_heads, max_seq_len, head_dim]`. The input, its validation and its suite cases.
+//! `[layers, batch, kv_heads, max_seq_len, head_dim]`. The input, its validation, its suite cases and
+//! its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use half::f16;
 
 use crate::cache::StaticShape;
-use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check, invalid, reference};
+use crate::compute::{Backend, BackendError, CheckReport, Limits, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
 /// One token's K/V (`[batch, kv_heads, head_dim]`, f32) written at (`layer`, `pos`) of the f16 caches.
@@ -48,6 +58,12 @@ impl StaticAppendInput<'_> {
     }
 }
 
+impl OpInput for StaticAppendInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+}
+
 /// A few (layer, pos) writes on top of earlier contents, against the reference.
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     let mut rng = Rng::stream(seed, 100);
@@ -85,4 +101,35 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
             Err(e) => out.push(CheckReport::failed("static_cache_append", e)),
         }
     }
+}
+
+/// Appends are compared bit for bit: every backend rounds the same f32 to the same f16.
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::EXACT;
+
+/// Both caches after three writes on top of random contents.
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut rng = Rng::stream(seed, 100);
+    let s = StaticShape {
+        layers: 2,
+        batch: 2,
+        kv_heads: 3,
+        max_seq_len: 7,
+        head_dim: 5,
+    };
+    let mut k_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    let mut v_cache: Vec<f16> = rng.normal_vec(s.numel(), 1.0).into_iter().map(f16::from_f32).collect();
+    for (layer, pos) in [(0, 0), (1, 6), (0, 3)] {
+        let n = s.batch * s.kv_heads * s.head_dim;
+        let (k_new, v_new) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
+        b.static_cache_append(StaticAppendInput {
+            shape: s,
+            k_cache: &mut k_cache,
+            v_cache: &mut v_cache,
+            layer,
+            pos,
+            k_new: &k_new,
+            v_new: &v_new,
+        })?;
+    }
+    Ok(k_cache.iter().chain(&v_cache).map(|x| x.to_f64()).collect())
 }

@@ -1,41 +1,14 @@
-//! The CPU backend: f32 math on the rayon pool (both cores).
-//!
-//! The materialising attention uses the GEMM-based f32 path of `math`; the fused one is [`attention`]
-//! (FlashAttention's loop order on register tiles, nothing packed). Heads run in parallel. Paged decode
-//! runs one task per (request, run of KV heads): like the CUDA kernel, it serves the whole GQA group from
-//! one read of each K/V row (f16, converted in registers), and it walks the block table with an online
-//! softmax, reading blocks in place (only blocks under 16 tokens have their V rows gathered into a run).
+//! Paged decode on the CPU backend: one task per (request, run of KV heads). Like the CUDA kernel, it
+//! serves the whole GQA group from one read of each K/V row (f16, converted in registers), and it walks
+//! the block table with an online softmax, reading blocks in place (only blocks under 16 tokens have
+//! their V rows gathered into a run).
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
-use ndarray::Array3;
 use rayon::prelude::*;
 
-use super::{
-    AttnInput, Backend, BackendError, BackendKind, CopyBlocksInput, FlashInput, PagedAppendInput, PagedDecodeInput,
-    StaticAppendInput,
-};
 use crate::cache::PagedShape;
-use crate::math::{AttnCore, attention_core};
+use crate::compute::{BackendError, CpuBackend, PagedDecodeInput, Valid};
 use crate::simd;
-
-mod attention;
-
-/// The CPU backend.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CpuBackend;
-
-impl CpuBackend {
-    /// A CPU backend on the global rayon pool.
-    pub fn new() -> Self {
-        Self
-    }
-}
-
-/// The CPU backend's row of the backend table: always ready.
-pub fn probe() -> Result<std::sync::Arc<dyn Backend>, String> {
-    Ok(std::sync::Arc::new(CpuBackend))
-}
 
 /// How far ahead of its reads the decode prefetches, in K+V bytes: the block tables scatter blocks over
 /// the pool, hardware prefetchers stop at 4 KiB pages, and one unit ahead (8 KiB) was too close to hide
@@ -162,132 +135,46 @@ fn decode_request(
     }
 }
 
-impl Backend for CpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cpu
-    }
-
-    fn device(&self) -> String {
-        format!("CPU, {} threads", rayon::current_num_threads())
-    }
-
-    fn run_attention(&self, inp: &AttnInput) -> Result<AttnCore<f32>, BackendError> {
-        Ok(attention_core(inp.q, inp.k, inp.v, inp.mask))
-    }
-
-    fn run_attention_fused(&self, inp: &AttnInput) -> Result<Array3<f32>, BackendError> {
-        Ok(attention::fused(inp.q, inp.k, inp.v, inp.mask))
-    }
-
-    fn run_flash_attention(&self, inp: &FlashInput) -> Result<Array3<f32>, BackendError> {
-        let a = inp.attn;
-        Ok(crate::math::flash::forward(
-            a.q,
-            a.k,
-            a.v,
-            a.mask,
-            inp.block_q,
-            inp.block_k,
-        ))
-    }
-
-    fn run_static_cache_append(&self, inp: StaticAppendInput) -> Result<(), BackendError> {
-        let StaticAppendInput {
-            shape: s,
-            k_cache,
-            v_cache,
-            layer,
-            pos,
-            k_new,
-            v_new,
-        } = inp;
-        for bh in 0..s.batch * s.kv_heads {
-            let (b, h) = (bh / s.kv_heads, bh % s.kv_heads);
-            let dst = s.index(layer, b, h, pos, 0);
-            let src = bh * s.head_dim;
-            k_cache[dst..dst + s.head_dim].convert_from_f32_slice(&k_new[src..src + s.head_dim]);
-            v_cache[dst..dst + s.head_dim].convert_from_f32_slice(&v_new[src..src + s.head_dim]);
+pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
+    let s = inp.shape;
+    let (h, hd, kvh, r) = (inp.n_heads, s.head_dim, s.kv_heads, inp.requests());
+    let group = h / kvh;
+    let scale = 1.0 / (hd as f32).sqrt();
+    // Tasks are (request, run of KV heads): whole requests when there are enough of them to keep
+    // every thread busy, otherwise fewer heads per task.
+    let want_tasks = 4 * rayon::current_num_threads();
+    let tasks_per_req = want_tasks.div_ceil(r.max(1)).clamp(1, kvh);
+    let heads_per_task = kvh.div_ceil(tasks_per_req);
+    let mut out = vec![0f32; r * h * hd];
+    // [R, H, hd]: the query heads of KV heads kv0..kv0+n of request r are contiguous.
+    let mut chunks: Vec<(usize, usize, &mut [f32])> = Vec::new();
+    for (req, o) in out.chunks_mut(h * hd).enumerate() {
+        let mut rest = o;
+        for kv0 in (0..kvh).step_by(heads_per_task) {
+            let n = heads_per_task.min(kvh - kv0);
+            let (head, tail) = rest.split_at_mut(n * group * hd);
+            chunks.push((req, kv0, head));
+            rest = tail;
         }
-        Ok(())
     }
-
-    fn run_paged_append(&self, inp: PagedAppendInput) -> Result<(), BackendError> {
-        let PagedAppendInput {
-            shape: s,
-            k_pool,
-            v_pool,
-            slot_mapping,
-            k,
-            v,
-        } = inp;
-        let row = s.kv_heads * s.head_dim;
-        for (t, &slot) in slot_mapping.iter().enumerate() {
-            if slot < 0 {
-                continue;
-            }
-            let (block, off) = (slot as usize / s.block_size, slot as usize % s.block_size);
-            for h in 0..s.kv_heads {
-                let dst = s.index(block, h, off, 0);
-                let src = t * row + h * s.head_dim;
-                k_pool[dst..dst + s.head_dim].convert_from_f32_slice(&k[src..src + s.head_dim]);
-                v_pool[dst..dst + s.head_dim].convert_from_f32_slice(&v[src..src + s.head_dim]);
-            }
-        }
-        Ok(())
-    }
-
-    fn run_copy_blocks(&self, inp: CopyBlocksInput) -> Result<(), BackendError> {
-        let s = inp.shape;
-        let per = s.kv_heads * s.block_size * s.head_dim;
-        for p in inp.block_mapping.chunks_exact(2) {
-            let (src, dst) = (p[0] as usize * per, p[1] as usize * per);
-            inp.k_pool.copy_within(src..src + per, dst);
-            inp.v_pool.copy_within(src..src + per, dst);
-        }
-        Ok(())
-    }
-
-    fn run_paged_decode(&self, inp: &PagedDecodeInput) -> Result<Vec<f32>, BackendError> {
-        let s = inp.shape;
-        let (h, hd, kvh, r) = (inp.n_heads, s.head_dim, s.kv_heads, inp.requests());
-        let group = h / kvh;
-        let scale = 1.0 / (hd as f32).sqrt();
-        // Tasks are (request, run of KV heads): whole requests when there are enough of them to keep
-        // every thread busy, otherwise fewer heads per task.
-        let want_tasks = 4 * rayon::current_num_threads();
-        let tasks_per_req = want_tasks.div_ceil(r.max(1)).clamp(1, kvh);
-        let heads_per_task = kvh.div_ceil(tasks_per_req);
-        let mut out = vec![0f32; r * h * hd];
-        // [R, H, hd]: the query heads of KV heads kv0..kv0+n of request r are contiguous.
-        let mut chunks: Vec<(usize, usize, &mut [f32])> = Vec::new();
-        for (req, o) in out.chunks_mut(h * hd).enumerate() {
-            let mut rest = o;
-            for kv0 in (0..kvh).step_by(heads_per_task) {
-                let n = heads_per_task.min(kvh - kv0);
-                let (head, tail) = rest.split_at_mut(n * group * hd);
-                chunks.push((req, kv0, head));
-                rest = tail;
-            }
-        }
-        chunks.into_par_iter().for_each(|(req, kv0, o)| {
-            let rows = o.len() / hd;
-            let q: Vec<f32> = inp.q[(req * h + kv0 * group) * hd..][..rows * hd]
-                .iter()
-                .map(|x| x * scale)
-                .collect();
-            let table = &inp.block_tables[req * inp.max_blocks..(req + 1) * inp.max_blocks];
-            decode_request(
-                s,
-                kv0,
-                &q,
-                inp.k_pool,
-                inp.v_pool,
-                table,
-                inp.context_lens[req] as usize,
-                o,
-                rows / group,
-            );
-        });
-        Ok(out)
-    }
+    chunks.into_par_iter().for_each(|(req, kv0, o)| {
+        let rows = o.len() / hd;
+        let q: Vec<f32> = inp.q[(req * h + kv0 * group) * hd..][..rows * hd]
+            .iter()
+            .map(|x| x * scale)
+            .collect();
+        let table = &inp.block_tables[req * inp.max_blocks..(req + 1) * inp.max_blocks];
+        decode_request(
+            s,
+            kv0,
+            &q,
+            inp.k_pool,
+            inp.v_pool,
+            table,
+            inp.context_lens[req] as usize,
+            o,
+            rows / group,
+        );
+    });
+    Ok(out)
 }

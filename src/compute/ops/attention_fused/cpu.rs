@@ -12,8 +12,13 @@
 use ndarray::{Array3, Axis};
 use rayon::prelude::*;
 
+use crate::compute::{AttnInput, BackendError, CpuBackend, Valid};
 use crate::math::Mask;
 use crate::simd::{self, MICRO_COLS, MICRO_ROWS, Strided};
+
+pub(crate) fn run(_b: &CpuBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>, BackendError> {
+    Ok(fused(inp.q, inp.k, inp.v, inp.mask))
+}
 
 /// Query rows per tile: a multiple of both register tile sides, so that only a ragged last tile (or a
 /// head_dim that is not a multiple of 16) takes the narrow paths. The transposed score tile is
@@ -22,7 +27,7 @@ const TILE: usize = 48;
 
 /// Fused attention over Q `[H,T,hd]`, K and V `[KVH,T,hd]` (contiguous) with `mask`: only the output
 /// `[H,T,hd]`. Heads run in parallel.
-pub(super) fn fused(q: &Array3<f32>, k: &Array3<f32>, v: &Array3<f32>, mask: Mask) -> Array3<f32> {
+pub(crate) fn fused(q: &Array3<f32>, k: &Array3<f32>, v: &Array3<f32>, mask: Mask) -> Array3<f32> {
     let (h, t, hd) = q.dim();
     let group = h / k.dim().0;
     let mut out = Array3::<f32>::zeros((h, t, hd));

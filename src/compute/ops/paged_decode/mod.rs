@@ -1,11 +1,20 @@
 //! `Backend::paged_decode`: one query token per request, reading f16 K/V through the block tables
 //! (vLLM's PagedAttention). The input, the block-table layout the kernels read, validation, suite cases
-//! and the "paged equals contiguous" check.
+//! the "paged equals contiguous" check and the probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub(crate) mod wgpu;
 
 use half::f16;
 
 use crate::cache::{PagedKvCache, PagedShape, RequestId, kv_bytes_per_token};
-use crate::compute::{Backend, BackendError, CheckReport, MAX_HEAD_DIM, Tolerance, check, invalid, reference};
+use crate::compute::{Backend, BackendError, CheckReport, Limits, MAX_HEAD_DIM, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
 /// A paged cache's block tables laid out for the decode kernels: `[R, max_blocks]` i32 padded with
@@ -128,6 +137,12 @@ impl PagedDecodeInput<'_> {
     }
 }
 
+impl OpInput for PagedDecodeInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+}
+
 /// Suite cases: (block_size, H, KVH, hd, context lengths); empty requests, block size 1 and several
 /// partitions of the split-context kernel included.
 fn cases() -> Vec<(usize, usize, usize, usize, Vec<usize>)> {
@@ -216,4 +231,28 @@ pub fn decode_and_check(b: &dyn Backend, inp: &PagedDecodeInput) -> Result<(Vec<
         Tolerance::F32,
     );
     Ok((got, report))
+}
+
+/// Twins agree within the checker's f32 tolerance.
+pub const TWIN_TOLERANCE: Tolerance = Tolerance::F32;
+
+/// The output of three cases: block size 1, an empty request, GQA and MQA.
+pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
+    let mut out = Vec::new();
+    for i in [1, 2, 4] {
+        let (bs, h, kvh, hd, lens) = cases()[i].clone();
+        let mut rng = Rng::stream(seed, 400 + i as u64);
+        let shape = PagedShape {
+            num_blocks: lens.iter().map(|l| l.div_ceil(bs)).sum::<usize>() * 2 + 2,
+            block_size: bs,
+            kv_heads: kvh,
+            head_dim: hd,
+        };
+        let cache = scattered_cache(shape, &lens, &mut rng);
+        let reqs: Vec<u32> = (0..lens.len() as u32).collect();
+        let dt = DecodeTables::new(&cache, &reqs);
+        let q = rng.normal_vec(lens.len() * h * hd, 1.0);
+        out.extend(b.paged_decode(&dt.input(&cache, &q, h))?.iter().map(|&x| f64::from(x)));
+    }
+    Ok(out)
 }

@@ -1,0 +1,108 @@
+//! Launch geometry: the [`LaunchDims`] type and the helpers every op's `launch.rs` uses. Each op keeps
+//! the geometry of its own kernels in its folder (`ops/<op>/launch.rs`: `cuda_*` for the CUDA launches,
+//! which the CUDA backend and the shim run, `wgsl_*` for the WGSL dispatches); the [`cuda`] and [`wgsl`]
+//! modules here gather them for the lessons and the kernel panel.
+
+use std::fmt;
+
+/// A kernel launch: grid and block dimensions (for WGSL: workgroups and `@workgroup_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchDims {
+    /// The kernel entry point.
+    pub entry: &'static str,
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+}
+
+impl LaunchDims {
+    /// Total threads launched.
+    pub fn threads(&self) -> u64 {
+        self.grid.iter().chain(&self.block).map(|&d| d as u64).product()
+    }
+}
+
+impl fmt::Display for LaunchDims {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [gx, gy, gz] = self.grid;
+        let [bx, by, bz] = self.block;
+        write!(
+            f,
+            "{}<<<grid ({gx}, {gy}, {gz}), block ({bx}, {by}, {bz})>>>",
+            self.entry
+        )
+    }
+}
+
+/// Tile edge of the 2-D attention kernels (scores and P·V).
+pub const TILE: usize = 16;
+/// Threads of the 1-D kernels.
+pub const THREADS: u32 = 128;
+
+/// `n` as a grid dimension (saturating).
+pub fn d(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// `n` workgroups of a 1-D WGSL kernel, in x and (past 65535) y.
+pub fn groups_2d(n: usize) -> [u32; 3] {
+    let g = n.max(1);
+    if g <= 65535 {
+        [g as u32, 1, 1]
+    } else {
+        [65535, d(g.div_ceil(65535)), 1]
+    }
+}
+
+/// How the kernel panel writes a WGSL dispatch.
+pub fn describe_wgsl(l: &LaunchDims) -> String {
+    let [gx, gy, gz] = l.grid;
+    let [bx, by, bz] = l.block;
+    format!(
+        "{}: dispatch ({gx}, {gy}, {gz}) × @workgroup_size({bx}, {by}, {bz})",
+        l.entry
+    )
+}
+
+/// `read_stream_u32` (the read-only roof, not an op): 256 threads per block, grid-stride over `words`
+/// 16-byte words, at most 4096 blocks; the same on CUDA and WGSL.
+pub fn read_stream(words: usize) -> LaunchDims {
+    LaunchDims {
+        entry: "read_stream_u32",
+        grid: [d(words.div_ceil(256).clamp(1, 4096)), 1, 1],
+        block: [256, 1, 1],
+    }
+}
+
+/// Every op's CUDA launch geometry.
+pub mod cuda {
+    pub use crate::compute::ops::attention::launch::{
+        cuda_attention_pv as attention_pv, cuda_attention_scores as attention_scores, cuda_softmax_rows as softmax_rows,
+    };
+    pub use crate::compute::ops::attention_fused::launch::cuda as attention_fused;
+    pub use crate::compute::ops::copy_blocks::launch::cuda as copy_blocks;
+    pub use crate::compute::ops::flash::launch::cuda as flash_attention;
+    pub use crate::compute::ops::paged_append::launch::cuda as paged_append;
+    pub use crate::compute::ops::paged_decode::launch::{
+        PARTITION_SIZE, cuda_decode as paged_decode, cuda_num_partitions as num_partitions, cuda_reduce as paged_reduce,
+    };
+    pub use crate::compute::ops::static_append::launch::cuda as static_cache_append;
+}
+
+/// Every op's WGSL dispatch geometry.
+pub mod wgsl {
+    pub use super::describe_wgsl as describe;
+    pub use crate::compute::ops::attention::launch::{
+        wgsl_attention_pv as attention_pv, wgsl_attention_scores as attention_scores, wgsl_softmax_rows as softmax_rows,
+    };
+    pub use crate::compute::ops::attention_fused::launch::wgsl as attention_fused;
+    pub use crate::compute::ops::copy_blocks::launch::wgsl as copy_blocks;
+    pub use crate::compute::ops::flash::launch::wgsl as flash_attention;
+    pub use crate::compute::ops::paged_append::launch::wgsl as paged_append;
+    pub use crate::compute::ops::paged_decode::launch::{
+        PARTITION as PARTITION_SIZE, wgsl_decode as paged_decode, wgsl_num_partitions as num_partitions,
+        wgsl_reduce as paged_reduce,
+    };
+    pub use crate::compute::ops::static_append::launch::wgsl as static_cache_append;
+}

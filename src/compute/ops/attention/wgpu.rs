@@ -1,0 +1,46 @@
+//! Attention on the wgpu backend: the three WGSL twins dispatched in one submission.
+
+use ndarray::Array3;
+
+use super::launch;
+use crate::compute::wgsl::{Dispatch, WgpuBackend, dev, f32s};
+use crate::compute::{AttnInput, BackendError, Valid};
+use crate::math::AttnCore;
+
+pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<AttnCore<f32>, BackendError> {
+    let (h, _, t, hd) = inp.dims();
+    let p = b.uniform(&b.attn_params(&inp)?);
+    let q = b.storage(inp.q.as_slice().unwrap_or_default());
+    let k = b.storage(inp.k.as_slice().unwrap_or_default());
+    let v = b.storage(inp.v.as_slice().unwrap_or_default());
+    let (n_s, n_o) = (h * t * t, h * t * hd);
+    let (scores, probs, out) = (b.zeros(n_s), b.zeros(n_s), b.zeros(n_o));
+    let got = b.run(
+        &[
+            Dispatch {
+                entry: "attention_scores_f32",
+                bindings: vec![(0, &p), (1, &q), (2, &k), (5, &scores)],
+                groups: launch::wgsl_attention_scores(h, t).grid,
+            },
+            Dispatch {
+                entry: "softmax_rows_f32",
+                bindings: vec![(0, &p), (4, &scores), (5, &probs)],
+                groups: launch::wgsl_softmax_rows(h * t).grid,
+            },
+            Dispatch {
+                entry: "attention_pv_f32",
+                bindings: vec![(0, &p), (3, &v), (4, &probs), (5, &out)],
+                groups: launch::wgsl_attention_pv(h, t, hd).grid,
+            },
+        ],
+        &[(&scores, n_s), (&probs, n_s), (&out, n_o)],
+    )?;
+    let mut it = got.into_iter().map(f32s);
+    let mut arr =
+        |shape: (usize, usize, usize)| Array3::from_shape_vec(shape, it.next().unwrap_or_default()).map_err(dev);
+    Ok(AttnCore {
+        scores: arr((h, t, t))?,
+        probs: arr((h, t, t))?,
+        out: arr((h, t, hd))?,
+    })
+}

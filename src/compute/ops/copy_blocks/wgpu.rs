@@ -1,0 +1,27 @@
+//! Whole-block copies on the wgpu backend: the WGSL `copy_blocks_f16`, one invocation per value copied.
+
+use super::launch;
+use crate::compute::wgsl::{AppendParams, Dispatch, WgpuBackend, pack_f16, unpack_f16};
+use crate::compute::{BackendError, CopyBlocksInput, Valid};
+
+pub(crate) fn run(b: &WgpuBackend, inp: Valid<CopyBlocksInput>) -> Result<(), BackendError> {
+    let inp = inp.into_inner();
+    let s = inp.shape;
+    let (pairs, per) = (inp.pairs(), s.kv_heads * s.block_size * s.head_dim);
+    let params = AppendParams::paged(pairs * per, s, per)?;
+    let p = b.uniform(&params);
+    let mapping = b.storage(inp.block_mapping);
+    let (kd, vd) = (b.storage(&pack_f16(inp.k_pool)), b.storage(&pack_f16(inp.v_pool)));
+    let words = inp.k_pool.len().div_ceil(2);
+    let got = b.run(
+        &[Dispatch {
+            entry: "copy_blocks_f16",
+            bindings: vec![(0, &p), (3, &mapping), (4, &kd), (5, &vd)],
+            groups: launch::wgsl(pairs, per).grid,
+        }],
+        &[(&kd, words), (&vd, words)],
+    )?;
+    unpack_f16(&got[0], inp.k_pool);
+    unpack_f16(&got[1], inp.v_pool);
+    Ok(())
+}

@@ -1,0 +1,25 @@
+//! The paged append on the wgpu backend: the WGSL `paged_append_f16`, one invocation per element
+//! written.
+
+use super::launch;
+use crate::compute::wgsl::{AppendParams, WgpuBackend};
+use crate::compute::{BackendError, PagedAppendInput, Valid};
+
+pub(crate) fn run(b: &WgpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
+    let inp = inp.into_inner();
+    let s = inp.shape;
+    let n = inp.slot_mapping.len() * s.kv_heads * s.head_dim;
+    if n == 0 {
+        return Ok(());
+    }
+    let params = AppendParams::paged(n, s, inp.slot_mapping.len())?;
+    b.append(
+        launch::wgsl(inp.slot_mapping.len(), s.kv_heads, s.head_dim),
+        &params,
+        inp.k,
+        inp.v,
+        inp.slot_mapping,
+        inp.k_pool,
+        inp.v_pool,
+    )
+}
