@@ -42,22 +42,13 @@ struct Params {
 @group(0) @binding(4) var<storage, read> s_in: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-const NEG_INF_BITS: u32 = 0xff800000u;
+// neg_inf, kvs_visible, WG and the workgroup reductions wg_max and wg_sum come from
+// kernels/common.wgsl, which the backend puts in front of this file.
 const MAX_HEAD_DIM: u32 = 256u;
-const WG: u32 = 128u;
 
-fn neg_inf() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
-}
-
+// The mask of this dispatch (kvs_visible with the uniforms' mask).
 fn visible(i: u32, j: u32) -> bool {
-    if (P.mask_kind == 1u) {
-        return j <= i;
-    }
-    if (P.mask_kind == 2u) {
-        return j <= i && (j + P.window > i || j < P.sinks);
-    }
-    return true;
+    return kvs_visible(i, j, P.mask_kind, P.window, P.sinks);
 }
 
 fn kv_head(h: u32) -> u32 {
@@ -85,37 +76,6 @@ fn attention_scores_f32(@builtin(global_invocation_id) g: vec3<u32>) {
         s = dot * P.scale;
     }
     out[(h * P.seq + i) * P.seq + j] = s;
-}
-
-// ---- workgroup reductions (128 invocations; every invocation must call them) -----------
-var<workgroup> red: array<f32, WG>;
-
-fn wg_max(x: f32, t: u32) -> f32 {
-    red[t] = x;
-    workgroupBarrier();
-    for (var off = WG / 2u; off > 0u; off = off / 2u) {
-        if (t < off) {
-            red[t] = max(red[t], red[t + off]);
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();  // everyone has read red[0] before a later call overwrites it
-    return r;
-}
-
-fn wg_sum(x: f32, t: u32) -> f32 {
-    red[t] = x;
-    workgroupBarrier();
-    for (var off = WG / 2u; off > 0u; off = off / 2u) {
-        if (t < off) {
-            red[t] = red[t] + red[t + off];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
 }
 
 // ---- 2. row softmax ---------------------------------------------------------------------

@@ -30,34 +30,28 @@
 // Barriers: every __syncthreads below is reached by all threads of the block (the early
 // returns and the tile skip depend only on blockIdx and arguments, so they are uniform).
 // This file must compile with NVRTC (no system headers) and with the CPU shim in
-// kernels/shim. It is f32 only, so it needs no header at all.
+// kernels/shim. It is f32 only: the one header it needs is kernels/common.cuh (the masks),
+// shown after this file in the app's kernel panel.
 // =======================================================================================
 
-#ifndef KVS_INF
-#define KVS_INF __int_as_float(0x7f800000)  // +infinity (NVRTC has no <math.h>)
-#endif
+#include "common.cuh"  // KVS_INF, the mask predicate attn_visible
+
+// This kernel's name for the one mask predicate of every kernel (attn_visible, common.cuh).
+__device__ __forceinline__ bool fa_visible(int i, int j, int mask_kind, int window, int sinks) {
+    return attn_visible(i, j, mask_kind, window, sinks);
+}
 
 #define FA_SMEM 10240   // floats of shared memory for the Q, K, V, score and accumulator tiles
 #define FA_MAX_BR 64    // most query rows per block
 
-#define FA_MASK_NONE 0
-#define FA_MASK_CAUSAL 1
-#define FA_MASK_WINDOW 2
-
-__device__ __forceinline__ bool fa_visible(int i, int j, int mask_kind, int window, int sinks) {
-    if (mask_kind == FA_MASK_CAUSAL) return j <= i;
-    if (mask_kind == FA_MASK_WINDOW) return j <= i && (j > i - window || j < sinks);
-    return true;
-}
-
 // Whether the mask hides every (query, key) pair of rows i0..i1 and keys j0..j1 (inclusive).
 __device__ __forceinline__ bool fa_tile_hidden(int i0, int i1, int j0, int j1, int mask_kind,
                                                int window, int sinks) {
-    if (mask_kind == FA_MASK_NONE) return false;
+    if (mask_kind == ATTN_MASK_NONE) return false;
     if (j0 > i1) return true;  // every key is in every row's future
     // Window: the first row's window starts furthest left; keys at or before i0 - window are
     // outside every row's window unless they are sinks.
-    return mask_kind == FA_MASK_WINDOW && j0 >= sinks && j1 <= i0 - window;
+    return mask_kind == ATTN_MASK_WINDOW && j0 >= sinks && j1 <= i0 - window;
 }
 
 extern "C" __global__ void flash_attention_f32(const float* __restrict__ q,

@@ -49,26 +49,16 @@ struct FlashParams {
 
 const FA_SMEM: u32 = 3904u;   // floats for the Q, K, V, score and accumulator tiles
 const FA_MAX_BR: u32 = 64u;   // most query rows per workgroup
-const WG: u32 = 128u;
-const NEG_INF_BITS: u32 = 0xff800000u;
 
 var<workgroup> smem: array<f32, FA_SMEM>;
 var<workgroup> s_m: array<f32, FA_MAX_BR>;     // running max per row
 var<workgroup> s_l: array<f32, FA_MAX_BR>;     // running sum per row
 var<workgroup> s_corr: array<f32, FA_MAX_BR>;  // this tile's rescale factor per row
 
-fn neg_inf() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
-}
-
+// neg_inf, kvs_visible and WG come from kernels/common.wgsl, which the backend puts in front of
+// this file. The mask of this dispatch:
 fn fa_visible(i: u32, j: u32) -> bool {
-    if (P.mask_kind == 1u) {
-        return j <= i;
-    }
-    if (P.mask_kind == 2u) {
-        return j <= i && (j + P.window > i || j < P.sinks);
-    }
-    return true;
+    return kvs_visible(i, j, P.mask_kind, P.window, P.sinks);
 }
 
 // Whether the mask hides every (query, key) pair of rows i0..i1 and keys j0..j1 (inclusive).

@@ -88,17 +88,7 @@
 
 #include <cuda_fp16.h>
 
-#ifndef KVS_INF
-#define KVS_INF __int_as_float(0x7f800000)  // +infinity (NVRTC has no <math.h>)
-#endif
-
-#ifndef KVS_UNROLL
-#if defined(__CUDA_ARCH__)
-#define KVS_UNROLL _Pragma("unroll")
-#else
-#define KVS_UNROLL
-#endif
-#endif
+#include "common.cuh"  // KVS_INF, KVS_UNROLL
 
 #define PA_PARTITION_SIZE 512  // tokens per partition (must match the host)
 #define PA_THREADS 128         // threads per block (4 warps)

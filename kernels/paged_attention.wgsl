@@ -47,48 +47,14 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> tmp_sum: array<f32>;
 @group(0) @binding(9) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = 128u;
+// neg_inf, WG and the workgroup reductions wg_max and wg_sum come from kernels/common.wgsl,
+// which the backend puts in front of this file.
 const PART: u32 = 256u;
 const HP: u32 = 4u;
 const MAX_HD: u32 = 256u;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-fn neg_inf() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
-}
-
 var<workgroup> s_q: array<f32, 1024>;  // HP * MAX_HD: the pass's scaled query rows
 var<workgroup> s_s: array<f32, 1024>;  // HP * PART: scores, then probabilities
-var<workgroup> red: array<f32, WG>;
 var<workgroup> s_len: u32;
-
-fn wg_max(x: f32, t: u32) -> f32 {
-    red[t] = x;
-    workgroupBarrier();
-    for (var off = WG / 2u; off > 0u; off = off / 2u) {
-        if (t < off) {
-            red[t] = max(red[t], red[t + off]);
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
-
-fn wg_sum(x: f32, t: u32) -> f32 {
-    red[t] = x;
-    workgroupBarrier();
-    for (var off = WG / 2u; off > 0u; off = off / 2u) {
-        if (t < off) {
-            red[t] = red[t] + red[t + off];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 @compute @workgroup_size(128, 1, 1)
 fn paged_attention_decode_f16(

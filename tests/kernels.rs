@@ -82,3 +82,28 @@ fn every_kernel_entry_runs_on_the_shim_under_the_sanitizers() {
         );
     }
 }
+
+/// The mask predicate every CUDA attention kernel shares (`attn_visible` in kernels/common.cuh), run as
+/// a table on the shim, equals `math::Mask::visible` for every mask kind (windows of 1, wider than
+/// the sequence, with and without sinks, more sinks than keys).
+#[test]
+fn the_kernels_mask_predicate_is_math_mask() {
+    use kvscope::compute::cuda::SimBackend;
+    use kvscope::math::Mask;
+    let (rows, cols) = (37, 41);
+    let mut masks = vec![Mask::None, Mask::Causal];
+    for window in [1, 2, 3, 7, 40, 100] {
+        for sinks in [0, 1, 4, 50] {
+            masks.push(Mask::Window { window, sinks });
+        }
+    }
+    for mask in masks {
+        let got = SimBackend.mask_table(mask, rows, cols).unwrap();
+        for i in 0..rows {
+            for j in 0..cols {
+                let want = i32::from(mask.visible(i, j));
+                assert_eq!(got[i * cols + j], want, "{mask} at query {i}, key {j}");
+            }
+        }
+    }
+}

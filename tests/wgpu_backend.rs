@@ -170,6 +170,36 @@ fn every_op_agrees_on_every_pair_of_backends() {
     assert!(compared >= 3 * compute::Op::ALL.len());
 }
 
+/// The mask predicate every WGSL attention kernel shares (`kvs_visible` in kernels/common.wgsl), run as a
+/// table, equals `math::Mask::visible` for every mask kind.
+#[test]
+fn the_wgsl_mask_predicate_is_math_mask() {
+    use kvscope::compute::wgsl::WgpuBackend;
+    if wgpu().is_none() {
+        return;
+    }
+    let b = WgpuBackend::open(None).unwrap();
+    let (rows, cols) = (37, 41);
+    let mut masks = vec![Mask::None, Mask::Causal];
+    for window in [1, 2, 3, 7, 40, 100] {
+        for sinks in [0, 1, 4, 50] {
+            masks.push(Mask::Window { window, sinks });
+        }
+    }
+    for mask in masks {
+        let got = b.mask_table(mask, rows, cols).unwrap();
+        for i in 0..rows {
+            for j in 0..cols {
+                assert_eq!(
+                    got[i * cols + j],
+                    i32::from(mask.visible(i, j)),
+                    "{mask} at query {i}, key {j}"
+                );
+            }
+        }
+    }
+}
+
 /// Every lesson at its defaults on the wgpu backend: every kernel result agrees with the reference.
 #[test]
 fn every_lesson_runs_on_the_wgpu_backend() {

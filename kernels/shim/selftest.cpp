@@ -505,6 +505,26 @@ void test_rope() {
 }
 
 // ---------------------------------------------------------------------------------------
+// mask_table.cu: the kernels' shared mask predicate (common.cuh) against this file's visible()
+// ---------------------------------------------------------------------------------------
+void test_mask_table() {
+    struct C { int mask, W, S; };
+    const C cases[] = {{0, 0, 0}, {1, 0, 0}, {2, 1, 0}, {2, 3, 0}, {2, 4, 2}, {2, 40, 3}, {2, 2, 50}};
+    const int rows = 37, cols = 41;
+    for (const auto& c : cases) {
+        std::vector<int> out((size_t)rows * cols, -1);
+        kvs_sim_mask_table_i32(cdiv(cols, 16), cdiv(rows, 16), 1, 16, 16, 1, out.data(), rows, cols, c.mask,
+                               c.W, c.S);
+        for (int i = 0; i < rows; ++i)
+            for (int j = 0; j < cols; ++j) {
+                char where[64];
+                std::snprintf(where, sizeof where, "mask %d W%d S%d (%d, %d)", c.mask, c.W, c.S, i, j);
+                check("mask_table", where, out[(size_t)i * cols + j], visible(i, j, c.mask, c.W, c.S) ? 1 : 0);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // bandwidth.cu: the read-only stream (every word read once; partial sums add up)
 // ---------------------------------------------------------------------------------------
 void test_read_stream() {
@@ -663,6 +683,7 @@ int main() {
     test_copy_blocks();
     test_flash_attention();
     test_rope();
+    test_mask_table();
     test_read_stream();
 
     const PagedCase paged_cases[] = {

@@ -31,6 +31,9 @@ namespace kvs_flash {
 namespace kvs_rope {
 #include "../rope.cu"
 }
+namespace kvs_mask_table {
+#include "../mask_table.cu"
+}
 
 static_assert(sizeof(__half) == sizeof(uint16_t), "__half must be 16 bits");
 

@@ -77,7 +77,7 @@ pub fn compile(file: &KernelFile, arch: &str) -> Result<Ptx, String> {
         name: Some(file.file.to_string()),
         ..Default::default()
     };
-    let r = quietly(|| compile_ptx_with_opts(file.source, opts))
+    let r = quietly(|| compile_ptx_with_opts(file.compile_source(), opts))
         .ok_or_else(|| format!("NVRTC crashed while compiling kernels/{}", file.file))?;
     r.map_err(|e| match e {
         CompileError::CompileError { log, .. } => format!(

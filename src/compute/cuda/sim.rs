@@ -81,6 +81,25 @@ impl SimBackend {
     }
 }
 
+impl SimBackend {
+    /// Run `mask_table_i32` (kernels/mask_table.cu: the mask predicate every CUDA attention kernel
+    /// shares, from kernels/common.cuh) over `rows × cols`: 1 where key j is visible to query i.
+    pub fn mask_table(&self, mask: crate::math::Mask, rows: usize, cols: usize) -> Result<Vec<i32>, BackendError> {
+        let l = LaunchDims {
+            entry: "mask_table_i32",
+            grid: [launch::d(cols.div_ceil(16)), launch::d(rows.div_ceil(16)), 1],
+            block: [16, 16, 1],
+        };
+        budget(&[l])?;
+        let mut out = vec![-1i32; rows * cols];
+        let (mk, w, s) = mask.code();
+        let (a, b, c, d, e, f) = dims(&l);
+        // SAFETY: `out` holds rows·cols values; the kernel writes out[i·cols + j] for i < rows, j < cols.
+        unsafe { ffi::kvs_sim_mask_table_i32(a, b, c, d, e, f, out.as_mut_ptr(), i(rows), i(cols), mk, w, s) };
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,15 +28,82 @@ pub fn files() -> Vec<KernelFile> {
     out
 }
 
-/// Kernel files that hold no op: the read-only stream that measures a device's read roof.
-pub const MEASURING_FILES: [KernelFile; 1] = [KernelFile {
-    file: "bandwidth.cu",
-    path: "kernels/bandwidth.cu",
-    source: include_str!("../../../kernels/bandwidth.cu"),
-}];
+/// Kernel files that hold no op: the read-only stream that measures a device's read roof, and the mask
+/// predicate as a table (tested against `math::Mask`).
+pub const MEASURING_FILES: [KernelFile; 2] = [
+    KernelFile {
+        file: "bandwidth.cu",
+        path: "kernels/bandwidth.cu",
+        source: include_str!("../../../kernels/bandwidth.cu"),
+    },
+    KernelFile {
+        file: "mask_table.cu",
+        path: "kernels/mask_table.cu",
+        source: include_str!("../../../kernels/mask_table.cu"),
+    },
+];
 
-/// Entry points that are not ops: the read-only stream that measures a device's read roof.
-pub const MEASURING_ENTRIES: [(&str, &str); 1] = [("bandwidth.cu", "read_stream_u32")];
+/// `kernels/common.cuh`: what the kernels share (the masks, the block-wide reductions).
+pub const COMMON: KernelFile = KernelFile {
+    file: "common.cuh",
+    path: "kernels/common.cuh",
+    source: include_str!("../../../kernels/common.cuh"),
+};
+
+/// The line that includes [`COMMON`].
+const INCLUDE_COMMON: &str = "#include \"common.cuh\"";
+
+impl KernelFile {
+    /// The text NVRTC compiles: the file with its `#include "common.cuh"` line replaced by that file
+    /// (the sources are embedded, so there is no folder to search), and `#line` directives that keep
+    /// the compiler's line numbers those of the two files.
+    pub fn compile_source(&self) -> String {
+        let mut out = String::new();
+        for (n, line) in self.source.lines().enumerate() {
+            if line.trim_start().starts_with(INCLUDE_COMMON) {
+                out += &format!(
+                    "#line 1 \"{}\"\n{}\n#line {} \"{}\"\n",
+                    COMMON.file,
+                    COMMON.source,
+                    n + 2,
+                    self.file
+                );
+            } else {
+                out += line;
+                out += "\n";
+            }
+        }
+        out
+    }
+
+    /// The text the kernel panel shows: the file as it is, then, when it includes `common.cuh`, that
+    /// file after a marker line, so a student reading one kernel also sees the helpers it calls. The
+    /// file's own lines keep their numbers.
+    pub fn display_source(&self) -> &'static str {
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static SHOWN: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+        if !self.source.contains(INCLUDE_COMMON) {
+            return self.source;
+        }
+        let mut shown = SHOWN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        shown.entry(self.file).or_insert_with(|| {
+            let text = format!(
+                "{}\n// ---- {} (included at the top of {}) ----\n{}",
+                self.source, COMMON.path, self.file, COMMON.source
+            );
+            Box::leak(text.into_boxed_str())
+        })
+    }
+}
+
+/// Entry points that are not ops: the read-only stream that measures a device's read roof, and the mask
+/// table.
+pub const MEASURING_ENTRIES: [(&str, &str); 2] =
+    [("bandwidth.cu", "read_stream_u32"), ("mask_table.cu", "mask_table_i32")];
 
 /// The file that holds `kernel`.
 pub fn file_of(kernel: Kernel) -> KernelFile {
@@ -50,7 +117,7 @@ pub fn kernel_source(kernel: Kernel) -> Option<crate::compute::KernelSource> {
     let entry = *kernel.cuda_entries().first()?;
     Some(crate::compute::KernelSource {
         path: file.path,
-        source: file.source,
+        source: file.display_source(),
         entry,
         line: entry_line(&file, entry).unwrap_or(1),
     })

@@ -235,3 +235,23 @@ impl WgpuBackend {
         Ok(())
     }
 }
+
+impl WgpuBackend {
+    /// Run `mask_table_i32` (kernels/mask_table.wgsl: the mask predicate every WGSL attention kernel
+    /// shares, from kernels/common.wgsl) over `rows × cols`: 1 where key j is visible to query i.
+    pub fn mask_table(&self, mask: crate::math::Mask, rows: usize, cols: usize) -> Result<Vec<i32>, BackendError> {
+        let (mk, win, sinks) = mask.code();
+        let p = self.uniform(&[u(rows)?, u(cols)?, mk as u32, win as u32, sinks as u32, 0, 0, 0]);
+        let out = self.zeros(rows * cols);
+        let groups = [launch::d(cols.div_ceil(16)), launch::d(rows.div_ceil(16)), 1];
+        let got = self.run(
+            &[Dispatch {
+                entry: "mask_table_i32",
+                bindings: vec![(0, &p), (1, &out)],
+                groups,
+            }],
+            &[(&out, rows * cols)],
+        )?;
+        Ok(bytemuck::cast_vec(got.into_iter().next().unwrap_or_default()))
+    }
+}

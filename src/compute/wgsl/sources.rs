@@ -12,6 +12,10 @@ pub enum F16Path {
     Native,
 }
 
+/// `kernels/common.wgsl`: what the WGSL kernels share (the mask predicate, the workgroup reductions),
+/// put in front of every kernel file (WGSL has no `#include`).
+pub const COMMON: &str = include_str!("../../../kernels/common.wgsl");
+
 /// Which f16 pool snippet a file needs in front of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pools {
@@ -40,7 +44,7 @@ pub struct WgslFile {
 
 impl WgslFile {
     /// The module the backend compiles for `f16`: the pool snippet (and `enable f16;` for the native
-    /// path) in front of the file.
+    /// path) and [`COMMON`] in front of the file.
     pub fn module(&self, f16: F16Path) -> String {
         let snippet = match (self.pools, f16) {
             (Pools::None, _) => "",
@@ -54,12 +58,12 @@ impl WgslFile {
         } else {
             ""
         };
-        format!("{enable}{snippet}\n{}", self.source)
+        format!("{enable}{snippet}\n{COMMON}\n{}", self.source)
     }
 }
 
 /// Every WGSL kernel file: each op's file (from the op table, once each, with the entry points of every
-/// op in it), then the read-only stream that measures the read roof.
+/// op in it), then the read-only stream that measures the read roof and the mask table.
 pub fn files() -> Vec<WgslFile> {
     let mut out: Vec<WgslFile> = Vec::new();
     for op in Op::ALL {
@@ -80,6 +84,13 @@ pub fn files() -> Vec<WgslFile> {
         path: "kernels/bandwidth.wgsl",
         source: include_str!("../../../kernels/bandwidth.wgsl"),
         entries: vec!["read_stream_u32"],
+        pools: Pools::None,
+    });
+    out.push(WgslFile {
+        file: "mask_table.wgsl",
+        path: "kernels/mask_table.wgsl",
+        source: include_str!("../../../kernels/mask_table.wgsl"),
+        entries: vec!["mask_table_i32"],
         pools: Pools::None,
     });
     out

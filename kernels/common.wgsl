@@ -1,0 +1,61 @@
+// =======================================================================================
+// kernels/common.wgsl -- what the kvscope WGSL kernels share: -infinity, the attention mask
+// predicate and the workgroup reductions (the twin of kernels/common.cuh)
+// =======================================================================================
+//
+// WGSL has no #include: the wgpu backend puts this file in front of every kernel file it
+// compiles (compute::wgsl::sources), so these names are taken in every kernel file. The mask
+// predicate is tested against src/math/mask.rs over every mask kind
+// (kernels/mask_table.wgsl). Masks (mask_kind): 0 none; 1 causal, j <= i; 2 window,
+// j <= i && (j + W > i || j < S): the last W keys and the first S (sinks).
+// =======================================================================================
+
+const NEG_INF_BITS: u32 = 0xff800000u;
+// Invocations of every workgroup that calls the reductions.
+const WG: u32 = 128u;
+
+fn neg_inf() -> f32 {
+    return bitcast<f32>(NEG_INF_BITS);
+}
+
+// Is key j visible to query i?
+fn kvs_visible(i: u32, j: u32, mask_kind: u32, window: u32, sinks: u32) -> bool {
+    if (mask_kind == 1u) {
+        return j <= i;
+    }
+    if (mask_kind == 2u) {
+        return j <= i && (j + window > i || j < sinks);
+    }
+    return true;
+}
+
+// ---- workgroup reductions (WG invocations; every invocation must call them) ------------
+var<workgroup> red: array<f32, WG>;
+
+fn wg_max(x: f32, t: u32) -> f32 {
+    red[t] = x;
+    workgroupBarrier();
+    for (var off = WG / 2u; off > 0u; off = off / 2u) {
+        if (t < off) {
+            red[t] = max(red[t], red[t + off]);
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();  // everyone has read red[0] before a later call overwrites it
+    return r;
+}
+
+fn wg_sum(x: f32, t: u32) -> f32 {
+    red[t] = x;
+    workgroupBarrier();
+    for (var off = WG / 2u; off > 0u; off = off / 2u) {
+        if (t < off) {
+            red[t] = red[t] + red[t + off];
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
