@@ -68,6 +68,9 @@ typedef struct uint4 uint4;
 #include "entries.def"
 #undef KVS_ENTRY
 
+/* How many times the wrapper of `entry` (its name, e.g. "rope_f32") has been called. */
+long kvs_sim_launches(const char* entry);
+
 #ifdef __cplusplus
 }
 #endif

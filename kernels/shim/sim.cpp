@@ -13,6 +13,9 @@
 #include "cuda_fp16.h"
 #include "kvs_sim.h"
 
+#include <string>
+#include <utility>
+
 namespace kvs_attention {
 #include "../attention.cu"
 }
@@ -51,12 +54,39 @@ inline T kvs_arg(T x) {
 #define KVS_LAUNCH(call) \
     kvs_shim::launch(dim3(gx, gy, gz), dim3(bx, by, bz), [&]() { call; })
 
+// How many times each wrapper was called, by entry name (the selftest checks that every entry of
+// entries.def ran).
+namespace {
+std::mutex kvs_count_mutex;
+std::vector<std::pair<std::string, long>>& kvs_counts() {
+    static std::vector<std::pair<std::string, long>> counts;
+    return counts;
+}
+void kvs_count(const char* entry) {
+    std::lock_guard<std::mutex> lock(kvs_count_mutex);
+    for (auto& [name, n] : kvs_counts())
+        if (name == entry) {
+            ++n;
+            return;
+        }
+    kvs_counts().emplace_back(entry, 1);
+}
+}  // namespace
+
+extern "C" long kvs_sim_launches(const char* entry) {
+    std::lock_guard<std::mutex> lock(kvs_count_mutex);
+    for (const auto& [name, n] : kvs_counts())
+        if (name == entry) return n;
+    return 0;
+}
+
 #define KVS_ARG(pair) kvs_arg(KVS_NAME(pair))
 
 // One wrapper per line of entries.def: launch ns::entry on the grid with the converted arguments.
 extern "C" {
 #define KVS_ENTRY(ns, entry, ...)                                          \
     void kvs_sim_##entry(KVS_GRID_PARAMS, KVS_MAP(KVS_PARAM, __VA_ARGS__)) { \
+        kvs_count(#entry);                                                 \
         KVS_LAUNCH(ns::entry(KVS_MAP(KVS_ARG, __VA_ARGS__)));              \
     }
 #include "entries.def"
