@@ -149,3 +149,31 @@ fn every_op_of_the_table_has_its_folder_kernels_and_twins() {
     let listed: usize = Op::ALL.iter().map(|op| op.kernels().len()).sum();
     assert_eq!(listed, Kernel::ALL.len());
 }
+
+/// Backends report the launches they made: every entry point of every op, from the op's probe, as a
+/// CUDA launch that ran on the shim, and on the CPU (which runs Rust) as the CUDA launch it stands in
+/// for. The kernel panel shows these, not what a lesson assumes ran.
+#[test]
+fn backends_report_every_launch_they_make() {
+    use kvscope::compute::launch::{Api, capture};
+    for kind in [BackendKind::Cpu, BackendKind::CudaSim] {
+        let b = kvscope::compute::probe(kind).backend.unwrap();
+        for op in Op::ALL {
+            let (r, launches) = capture(|| ops::probe(op, b.as_ref(), 3));
+            r.unwrap_or_else(|e| panic!("{op:?} on {}: {e}", kind.name()));
+            for entry in op.entries() {
+                let l = launches
+                    .iter()
+                    .find(|l| l.dims.entry == entry)
+                    .unwrap_or_else(|| panic!("{} reported no launch of {entry}", kind.name()));
+                assert_eq!(l.api, Api::Cuda);
+                assert_eq!(l.ran, kind != BackendKind::Cpu, "{entry} on {}", kind.name());
+                assert!(l.dims.threads() > 0);
+            }
+            assert!(
+                launches.iter().all(|l| op.entries().contains(&l.dims.entry)),
+                "{op:?}: {launches:?}"
+            );
+        }
+    }
+}

@@ -149,7 +149,21 @@ fn every_op_agrees_on_every_pair_of_backends() {
     for op in compute::Op::ALL {
         let outs: Vec<Vec<f64>> = backends
             .iter()
-            .map(|b| compute::ops::probe(op, b.as_ref(), 7).unwrap_or_else(|e| panic!("{op:?} on {}: {e}", b.device())))
+            .map(|b| {
+                let (out, launches) = compute::launch::capture(|| compute::ops::probe(op, b.as_ref(), 7));
+                // Each backend reports what it launched: the wgpu backend its WGSL dispatches.
+                if b.kind() == BackendKind::Wgpu {
+                    for entry in op.entries() {
+                        assert!(
+                            launches
+                                .iter()
+                                .any(|l| l.dims.entry == entry && l.api == compute::launch::Api::Wgsl && l.ran),
+                            "wgpu reported no dispatch of {entry}"
+                        );
+                    }
+                }
+                out.unwrap_or_else(|e| panic!("{op:?} on {}: {e}", b.device()))
+            })
             .collect();
         for i in 0..backends.len() {
             for j in i + 1..backends.len() {

@@ -3,6 +3,7 @@
 //! which the CUDA backend and the shim run, `wgsl_*` for the WGSL dispatches); the [`cuda`] and [`wgsl`]
 //! modules here gather them for the lessons and the kernel panel.
 
+use std::cell::RefCell;
 use std::fmt;
 
 /// A kernel launch: grid and block dimensions (for WGSL: workgroups and `@workgroup_size`).
@@ -33,6 +34,90 @@ impl fmt::Display for LaunchDims {
             self.entry
         )
     }
+}
+
+/// Which kind of launch: a CUDA grid or a WGSL dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Api {
+    /// `entry<<<grid, block>>>` (the CUDA backend and the shim).
+    Cuda,
+    /// `dispatch_workgroups(grid)` of an entry with `@workgroup_size(block)`.
+    Wgsl,
+}
+
+/// A launch a backend reported: what it launched, or, from the CPU backend (which launches nothing and
+/// runs the op in Rust), the CUDA launch it stands in for (`ran` false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Launch {
+    /// The entry point and its geometry.
+    pub dims: LaunchDims,
+    /// CUDA or WGSL.
+    pub api: Api,
+    /// Whether it ran; false for the CUDA geometry the CPU backend reports in place of its Rust.
+    pub ran: bool,
+}
+
+thread_local! {
+    /// The launches of the innermost [`capture`] on this thread, if one is open.
+    static RECORD: RefCell<Option<Vec<Launch>>> = const { RefCell::new(None) };
+}
+
+/// Report launches to the open [`capture`] of this thread (nothing happens outside one). The backends
+/// call it where they launch: the CUDA backend when it configures a launch, the shim when it passes
+/// the grid to a wrapper, the wgpu backend for every dispatch it submits, the CPU backend with the
+/// geometry the CUDA backend would launch.
+pub fn report(launches: impl IntoIterator<Item = Launch>) {
+    RECORD.with(|r| {
+        if let Some(v) = r.borrow_mut().as_mut() {
+            v.extend(launches);
+        }
+    });
+}
+
+/// A CUDA launch that ran (CUDA backend or shim).
+pub fn ran_cuda(dims: &LaunchDims) {
+    report([Launch {
+        dims: *dims,
+        api: Api::Cuda,
+        ran: true,
+    }]);
+}
+
+/// A WGSL dispatch that ran.
+pub fn ran_wgsl(dims: &LaunchDims) {
+    report([Launch {
+        dims: *dims,
+        api: Api::Wgsl,
+        ran: true,
+    }]);
+}
+
+/// The CUDA launches the CPU backend stands in for: it ran the op in Rust.
+pub fn would_run_cuda(dims: &[LaunchDims]) {
+    report(dims.iter().map(|d| Launch {
+        dims: *d,
+        api: Api::Cuda,
+        ran: false,
+    }));
+}
+
+/// Run `f` and return what it returned with every launch the backends reported meanwhile on this
+/// thread, in order. Captures nest: an enclosing capture also gets these launches.
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Launch>) {
+    struct Restore(Option<Vec<Launch>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            let inner = RECORD.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer));
+            report(inner.unwrap_or_default());
+        }
+    }
+    let outer = RECORD.with(|r| r.borrow_mut().replace(Vec::new()));
+    let restore = Restore(outer);
+    let out = f();
+    let got = RECORD.with(|r| r.borrow().clone().unwrap_or_default());
+    drop(restore);
+    (out, got)
 }
 
 /// Tile edge of the 2-D attention kernels (scores and P·V).

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ndarray::{Array2, Array3, Axis};
 
-use crate::compute::launch::LaunchDims;
+use crate::compute::launch::Launch;
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::NamedArray;
 use crate::lesson::Lesson;
@@ -116,12 +116,6 @@ pub trait Output: Any + Send + Sync {
     }
     /// Whether any value the views draw is NaN (masked entries are −∞, which is allowed).
     fn has_nan(&self) -> bool;
-    /// The CUDA launches of `op` this output's computation made (or one representative of them).
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims>;
-    /// The same for the WGSL twins: workgroups (`grid`) and `@workgroup_size` (`block`).
-    fn wgsl_dispatches(&self, _op: Kernel) -> Vec<LaunchDims> {
-        Vec::new()
-    }
     /// The arrays of timeline position `cursor` for Ctrl+E, and the checks that go into the manifest
     /// (`verified`: the reference reports of the shown output, when they have arrived).
     fn export_arrays(&self, cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>);
@@ -256,6 +250,16 @@ pub fn compute(lesson: &Lesson, params: &Params, backend: &dyn Backend) -> Resul
     let mut p = params.clone();
     normalize(lesson, &mut p);
     lesson.kind.compute(lesson, &p, backend)
+}
+
+/// [`compute`], and every launch the backend reported while computing (`compute::launch::capture`):
+/// what the kernel panel shows ran.
+pub fn compute_with_launches(
+    lesson: &Lesson,
+    params: &Params,
+    backend: &dyn Backend,
+) -> (Result<Box<dyn Output>, String>, Vec<Launch>) {
+    crate::compute::launch::capture(|| compute(lesson, params, backend))
 }
 
 /// Ctrl+E: write timeline position `cursor` of `out` as `.npy` files plus `manifest.json` into `dir`.

@@ -590,10 +590,13 @@ pub mod memo {
     use super::decode::{CacheKind, Generation, Sampler};
     use super::{Prefill, shared};
     use crate::compute::Backend;
+    use crate::compute::launch::{Launch, capture, report};
 
     const KEEP: usize = 8;
 
-    type Entry<T> = ((String, Vec<u8>, usize), Arc<T>);
+    /// A result, with the launches its computation reported (reported again when it is reused, so a
+    /// lesson that reuses it still shows what ran).
+    type Entry<T> = ((String, Vec<u8>, usize), (Arc<T>, Vec<Launch>));
 
     fn key(backend: &dyn Backend, prompt: &[u8], n: usize) -> (String, Vec<u8>, usize) {
         (
@@ -608,12 +611,14 @@ pub mod memo {
         k: (String, Vec<u8>, usize),
         make: impl FnOnce() -> Result<T, String>,
     ) -> Result<Arc<T>, String> {
-        if let Some((_, v)) = memo.lock().map_err(|e| e.to_string())?.iter().find(|(kk, _)| *kk == k) {
+        if let Some((_, (v, launches))) = memo.lock().map_err(|e| e.to_string())?.iter().find(|(kk, _)| *kk == k) {
+            report(launches.iter().copied());
             return Ok(v.clone());
         }
-        let v = Arc::new(make()?);
+        let (made, launches) = capture(make);
+        let v = Arc::new(made?);
         let mut m = memo.lock().map_err(|e| e.to_string())?;
-        m.push_front((k, v.clone()));
+        m.push_front((k, (v.clone(), launches)));
         m.truncate(KEEP);
         Ok(v)
     }

@@ -99,6 +99,8 @@ pub struct KvscopeApp {
     generation: u64,
     submitted: Option<(String, Params, BackendKind)>,
     output: Option<(u64, String, Arc<dyn Output>)>,
+    /// The launches the backend reported while computing `output` (the kernel panel's "what ran").
+    launches: Vec<crate::compute::launch::Launch>,
     error: Option<(String, String)>,
     reports: Option<(u64, Vec<CheckReport>)>,
     compute_ms: f64,
@@ -154,6 +156,7 @@ impl KvscopeApp {
             generation: 0,
             submitted: None,
             output: None,
+            launches: Vec::new(),
             error: None,
             reports: None,
             compute_ms: 0.0,
@@ -401,6 +404,7 @@ impl KvscopeApp {
                 result,
                 ms,
                 ran_on,
+                launches,
             } => {
                 if generation < self.done {
                     return;
@@ -410,6 +414,7 @@ impl KvscopeApp {
                 match result {
                     Ok(out) => {
                         self.output = Some((generation, lesson, out));
+                        self.launches = launches;
                         self.shown_on = Some(ran_on);
                         self.error = None;
                     }
@@ -586,6 +591,7 @@ impl KvscopeApp {
             step_views: &step.views,
             backend: self.active,
             runner,
+            launches: &self.launches,
             cursor: self.cursor.entry(l.id().to_string()).or_insert(0),
             widgets: &mut self.widgets,
             state: self.lesson_state.entry(kind.name()).or_insert_with(|| Box::new(())),

@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
+use crate::compute::launch::Launch;
 use crate::compute::{Backend, BackendKind, CheckReport};
 use crate::lesson::Lesson;
-use crate::lessons::{Output, Params, compute};
+use crate::lessons::{Output, Params, compute_with_launches};
 
 /// One recomputation request.
 #[derive(Clone)]
@@ -44,6 +45,8 @@ pub enum Msg {
         ms: f64,
         /// The backend that computed it and its device.
         ran_on: (BackendKind, String),
+        /// The launches the backend reported while computing it.
+        launches: Vec<Launch>,
     },
     /// The reference check of a generation's output.
     Verified {
@@ -61,20 +64,20 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Compute a job's output; a panic becomes an error message. Returns it with the milliseconds taken.
-fn compute_job(job: &Job) -> (Result<Arc<dyn Output>, String>, f64) {
+/// Compute a job's output; a panic becomes an error message. Returns it with the milliseconds taken and
+/// the launches the backend reported.
+fn compute_job(job: &Job) -> (Result<Arc<dyn Output>, String>, f64, Vec<Launch>) {
     let t0 = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        compute(&job.lesson, &job.params, job.backend.as_ref())
+    let (result, launches) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        compute_with_launches(&job.lesson, &job.params, job.backend.as_ref())
     }))
-    .unwrap_or_else(|e| Err(format!("internal error: {}", panic_message(e))))
-    .map(Arc::from);
-    (result, t0.elapsed().as_secs_f64() * 1e3)
+    .unwrap_or_else(|e| (Err(format!("internal error: {}", panic_message(e))), Vec::new()));
+    (result.map(Arc::from), t0.elapsed().as_secs_f64() * 1e3, launches)
 }
 
 /// Compute a job on this thread: the output, then its verification.
 pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
-    let (result, ms) = compute_job(job);
+    let (result, ms, launches) = compute_job(job);
     let verified = match &result {
         Ok(out) => Some(Msg::Verified {
             generation: job.generation,
@@ -89,6 +92,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
             result,
             ms,
             ran_on: (job.backend.kind(), job.backend.device()),
+            launches,
         },
         verified,
     )
@@ -120,7 +124,7 @@ impl Worker {
                     while let Ok(newer) = job_rx.try_recv() {
                         job = newer;
                     }
-                    let (result, ms) = compute_job(&job);
+                    let (result, ms, launches) = compute_job(&job);
                     let out = result.as_ref().ok().cloned();
                     if msg_tx
                         .send(Msg::Done {
@@ -129,6 +133,7 @@ impl Worker {
                             result,
                             ms,
                             ran_on: (job.backend.kind(), job.backend.device()),
+                            launches,
                         })
                         .is_err()
                     {

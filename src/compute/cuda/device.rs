@@ -166,6 +166,7 @@ pub(crate) fn dev(e: DriverError) -> BackendError {
 }
 
 pub(crate) fn cfg(l: &LaunchDims) -> LaunchConfig {
+    launch::ran_cuda(l);
     LaunchConfig {
         grid_dim: (l.grid[0], l.grid[1], l.grid[2]),
         block_dim: (l.block[0], l.block[1], l.block[2]),

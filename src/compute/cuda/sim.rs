@@ -43,8 +43,10 @@ pub(crate) fn bits_mut(x: &mut [f16]) -> &mut [u16] {
     bytemuck::cast_slice_mut(x)
 }
 
-/// A launch's grid and block, as the wrappers' first six arguments.
+/// A launch's grid and block, as the wrappers' first six arguments; reported as a launch that ran
+/// (`compute::launch::report`), since every caller passes them to a wrapper next.
 pub(crate) fn dims(l: &LaunchDims) -> (u32, u32, u32, u32, u32, u32) {
+    launch::ran_cuda(l);
     (l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2])
 }
 

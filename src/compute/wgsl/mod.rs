@@ -199,12 +199,10 @@ pub(crate) fn unpack_f16(words: &[u32], out: &mut [f16]) {
 
 /// One dispatch: a pipeline, its bindings (binding number, buffer) and the workgroup counts.
 pub(crate) struct Dispatch<'a> {
-    /// The entry point (its pipeline).
-    pub(crate) entry: &'static str,
+    /// The entry point (its pipeline), its workgroups (`grid`) and `@workgroup_size` (`block`).
+    pub(crate) dims: crate::compute::launch::LaunchDims,
     /// (binding number, buffer).
     pub(crate) bindings: Vec<(u32, &'a Pooled)>,
-    /// Workgroups in x, y, z.
-    pub(crate) groups: [u32; 3],
 }
 
 impl WgpuBackend {
@@ -231,12 +229,16 @@ impl WgpuBackend {
     }
 
     /// Encode `dispatches` in order in one submission, then read `outputs` back (each `len` elements
-    /// of 4 bytes). Reading maps through a callback and polls the device.
+    /// of 4 bytes). Reading maps through a callback and polls the device. The dispatches are reported as
+    /// launches (`compute::launch::report`).
     pub(crate) fn run(
         &self,
         dispatches: &[Dispatch],
         outputs: &[(&Pooled, usize)],
     ) -> Result<Vec<Vec<u32>>, BackendError> {
+        for d in dispatches {
+            crate::compute::launch::ran_wgsl(&d.dims);
+        }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self.encode(dispatches, None)?;
         let mut staging = Vec::new();
@@ -333,8 +335,8 @@ impl WgpuBackend {
         for (i, d) in dispatches.iter().enumerate() {
             let pipeline = self
                 .pipelines
-                .get(d.entry)
-                .ok_or_else(|| dev(format!("pipeline {} is missing", d.entry)))?;
+                .get(d.dims.entry)
+                .ok_or_else(|| dev(format!("pipeline {} is missing", d.dims.entry)))?;
             let layout = pipeline.get_bind_group_layout(0);
             let entries: Vec<wgpu::BindGroupEntry> = d
                 .bindings
@@ -345,12 +347,12 @@ impl WgpuBackend {
                 })
                 .collect();
             let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(d.entry),
+                label: Some(d.dims.entry),
                 layout: &layout,
                 entries: &entries,
             });
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(d.entry),
+                label: Some(d.dims.entry),
                 timestamp_writes: ts.filter(|_| i == 0 || i == last).map(|query_set| {
                     wgpu::ComputePassTimestampWrites {
                         query_set,
@@ -361,7 +363,7 @@ impl WgpuBackend {
             });
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+            pass.dispatch_workgroups(d.dims.grid[0], d.dims.grid[1], d.dims.grid[2]);
         }
         Ok(encoder)
     }

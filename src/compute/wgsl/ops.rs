@@ -149,9 +149,8 @@ impl Backend for WgpuBackend {
         let v = self.storage(inp.v.as_slice().unwrap_or_default());
         let out = self.zeros(h * t * hd);
         let fused = [Dispatch {
-            entry: "attention_fused_f32",
+            dims: crate::compute::ops::attention_fused::launch::wgsl(h, t),
             bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (5, &out)],
-            groups: crate::compute::ops::attention_fused::launch::wgsl(h, t).grid,
         }];
         let secs = self.time_dispatches(&fused, reps)?;
         Ok((secs, self.info.device_type == wgpu::DeviceType::Cpu))
@@ -174,9 +173,8 @@ impl Backend for WgpuBackend {
         let p = self.uniform(&[u(words)?, 0u32, 0, 0]);
         let partial = self.zeros(stream.grid[0] as usize);
         let read = || Dispatch {
-            entry: "read_stream_u32",
+            dims: stream,
             bindings: vec![(0, &p), (1, &data), (2, &partial)],
-            groups: stream.grid,
         };
         let reads = [read(), read()];
         let read_s = self.time_dispatches(&reads, reps)?;
@@ -224,9 +222,8 @@ impl WgpuBackend {
         }
         let got = self.run(
             &[Dispatch {
-                entry: geometry.entry,
+                dims: geometry,
                 bindings,
-                groups: geometry.grid,
             }],
             &[(&kd, words), (&vd, words)],
         )?;
@@ -243,12 +240,15 @@ impl WgpuBackend {
         let (mk, win, sinks) = mask.code();
         let p = self.uniform(&[u(rows)?, u(cols)?, mk as u32, win as u32, sinks as u32, 0, 0, 0]);
         let out = self.zeros(rows * cols);
-        let groups = [launch::d(cols.div_ceil(16)), launch::d(rows.div_ceil(16)), 1];
+        let dims = LaunchDims {
+            entry: "mask_table_i32",
+            grid: [launch::d(cols.div_ceil(16)), launch::d(rows.div_ceil(16)), 1],
+            block: [16, 16, 1],
+        };
         let got = self.run(
             &[Dispatch {
-                entry: "mask_table_i32",
+                dims,
                 bindings: vec![(0, &p), (1, &out)],
-                groups,
             }],
             &[(&out, rows * cols)],
         )?;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use ndarray::{Array2, Array3, Axis, s};
 
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
-use crate::compute::launch::{LaunchDims, cuda as launch};
+
 use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
@@ -315,29 +315,6 @@ impl Output for AttnOut {
             || [&m.unmasked_scores, &m.unmasked_probs, &m.diff]
                 .iter()
                 .any(|d| d.as_ref().is_some_and(|d| any_nan(&d.values)))
-    }
-
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
-        let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
-        match op {
-            Kernel::AttentionScores => vec![launch::attention_scores(h, t)],
-            Kernel::Softmax => vec![launch::softmax_rows(h * t)],
-            Kernel::AttentionPv => vec![launch::attention_pv(h, t, hd)],
-            Kernel::AttentionFused => vec![launch::attention_fused(h, t)],
-            _ => Vec::new(),
-        }
-    }
-
-    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
-        use crate::compute::launch::wgsl as dispatch;
-        let (h, t, hd) = (self.shape.n_heads, self.shape.seq, self.shape.head_dim());
-        match op {
-            Kernel::AttentionScores => vec![dispatch::attention_scores(h, t)],
-            Kernel::Softmax => vec![dispatch::softmax_rows(h * t)],
-            Kernel::AttentionPv => vec![dispatch::attention_pv(h, t, hd)],
-            Kernel::AttentionFused => vec![dispatch::attention_fused(h, t)],
-            _ => Vec::new(),
-        }
     }
 
     fn export_arrays(&self, _cursor: usize, verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {

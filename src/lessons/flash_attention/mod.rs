@@ -466,27 +466,6 @@ impl Output for FlashOut {
         self.out.iter().any(|x| x.is_nan()) || self.walk.out.iter().any(|x| x.is_nan())
     }
 
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
-        match op {
-            Kernel::FlashAttention => vec![self.launch],
-            Kernel::AttentionScores => vec![launch::attention_scores(1, self.t)],
-            Kernel::Softmax => vec![launch::softmax_rows(self.t)],
-            Kernel::AttentionPv => vec![launch::attention_pv(1, self.t, self.hd)],
-            _ => Vec::new(),
-        }
-    }
-
-    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
-        use crate::compute::launch::wgsl as dispatch;
-        match op {
-            Kernel::FlashAttention => vec![dispatch::flash_attention(1, self.t, self.br)],
-            Kernel::AttentionScores => vec![dispatch::attention_scores(1, self.t)],
-            Kernel::Softmax => vec![dispatch::softmax_rows(self.t)],
-            Kernel::AttentionPv => vec![dispatch::attention_pv(1, self.t, self.hd)],
-            _ => Vec::new(),
-        }
-    }
-
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
         let (t, hd) = (self.t, self.hd);
         let mut v = vec![

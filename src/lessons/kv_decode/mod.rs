@@ -16,7 +16,7 @@ use ndarray::{Array2, Array3, Axis, s};
 
 use super::{LessonKind, Output, Params, any_nan, get, heat, heat_probs};
 use crate::cache::{PagedShape, StaticKvCache, StaticShape, kv_bytes_per_token};
-use crate::compute::launch::{LaunchDims, cuda as launch};
+
 use crate::compute::ops::paged_decode::decode_and_check;
 use crate::compute::{
     AttnInput, Backend, CheckReport, Kernel, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
@@ -457,36 +457,6 @@ impl Output for DecodeOut {
         any_nan(&self.prefill_probs.values)
             || self.frames.iter().any(|f| any_nan(&f.row.values))
             || self.rows.iter().flatten().any(|r| any_nan(r))
-    }
-
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
-        match op {
-            Kernel::StaticCacheAppend => vec![launch::static_cache_append(self.batch, self.kv_heads)],
-            Kernel::PagedDecode => {
-                let parts = launch::num_partitions(self.prompt + self.generate);
-                vec![
-                    launch::paged_decode(self.kv_heads, self.batch, parts),
-                    launch::paged_reduce(self.heads, self.batch),
-                ]
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
-        use crate::compute::launch::wgsl as dispatch;
-        match op {
-            Kernel::StaticCacheAppend => vec![dispatch::static_cache_append(self.batch, self.kv_heads, self.head_dim)],
-            Kernel::PagedDecode => vec![
-                dispatch::paged_decode(
-                    self.kv_heads,
-                    self.batch,
-                    dispatch::num_partitions(self.prompt + self.generate),
-                ),
-                dispatch::paged_reduce(self.heads, self.batch),
-            ],
-            _ => Vec::new(),
-        }
     }
 
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {

@@ -16,7 +16,7 @@ use half::f16;
 
 use super::{LessonKind, Output, Params, get};
 use crate::cache::{PagedShape, PagedStats, RequestId, RequestSpec, Scheduler, StepEvents};
-use crate::compute::launch::{LaunchDims, cuda as launch};
+
 use crate::compute::suite::paged_equals_contiguous;
 use crate::compute::{Backend, CheckReport, Kernel, PagedAppendInput, PagedDecodeInput};
 use crate::export::{ArrayData, NamedArray};
@@ -340,37 +340,6 @@ impl Output for PagedOut {
         self.frames
             .iter()
             .any(|f| f.check.as_ref().is_some_and(|c| c.max_abs.is_nan()))
-    }
-
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
-        match op {
-            Kernel::PagedAppend => vec![launch::paged_append(1)],
-            Kernel::PagedDecode => {
-                let longest = self.specs.iter().map(|s| s.prompt + s.generate).max().unwrap_or(1);
-                let reqs = self.specs.len().max(1);
-                vec![
-                    launch::paged_decode(self.shape.kv_heads, reqs, launch::num_partitions(longest)),
-                    launch::paged_reduce(PAGED_HEADS, reqs),
-                ]
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
-        use crate::compute::launch::wgsl as dispatch;
-        let reqs = self.specs.len().max(1);
-        match op {
-            Kernel::PagedAppend => vec![dispatch::paged_append(1, self.shape.kv_heads, self.shape.head_dim)],
-            Kernel::PagedDecode => {
-                let longest = self.specs.iter().map(|s| s.prompt + s.generate).max().unwrap_or(1);
-                vec![
-                    dispatch::paged_decode(self.shape.kv_heads, reqs, dispatch::num_partitions(longest)),
-                    dispatch::paged_reduce(PAGED_HEADS, reqs),
-                ]
-            }
-            _ => Vec::new(),
-        }
     }
 
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use super::{LessonKind, Output, Params, get};
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
-use crate::compute::launch::{LaunchDims, cuda as launch};
+
 use crate::compute::suite::paged_equals_contiguous;
 use crate::compute::{Backend, CheckReport, CopyBlocksInput, DecodeTables, Kernel, PagedAppendInput};
 use crate::export::{ArrayData, NamedArray};
@@ -652,46 +652,6 @@ impl Output for PrefixOut {
 
     fn has_nan(&self) -> bool {
         false
-    }
-
-    fn launches(&self, op: Kernel) -> Vec<LaunchDims> {
-        let reqs = self.frames.iter().map(|f| f.tables.len()).max().unwrap_or(1).max(1);
-        let longest = self
-            .frames
-            .iter()
-            .flat_map(|f| f.tokens.values().map(Vec::len))
-            .max()
-            .unwrap_or(1);
-        match op {
-            Kernel::CopyBlocks => vec![launch::copy_blocks(1)],
-            Kernel::PagedAppend => vec![launch::paged_append(longest)],
-            Kernel::PagedDecode => vec![
-                launch::paged_decode(self.shape.kv_heads, reqs, launch::num_partitions(longest)),
-                launch::paged_reduce(HEADS, reqs),
-            ],
-            _ => Vec::new(),
-        }
-    }
-
-    fn wgsl_dispatches(&self, op: Kernel) -> Vec<LaunchDims> {
-        use crate::compute::launch::wgsl as dispatch;
-        let s = self.shape;
-        let reqs = self.frames.iter().map(|f| f.tables.len()).max().unwrap_or(1).max(1);
-        let longest = self
-            .frames
-            .iter()
-            .flat_map(|f| f.tokens.values().map(Vec::len))
-            .max()
-            .unwrap_or(1);
-        match op {
-            Kernel::CopyBlocks => vec![dispatch::copy_blocks(1, s.kv_heads * s.block_size * s.head_dim)],
-            Kernel::PagedAppend => vec![dispatch::paged_append(longest, s.kv_heads, s.head_dim)],
-            Kernel::PagedDecode => vec![
-                dispatch::paged_decode(s.kv_heads, reqs, dispatch::num_partitions(longest)),
-                dispatch::paged_reduce(HEADS, reqs),
-            ],
-            _ => Vec::new(),
-        }
     }
 
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {

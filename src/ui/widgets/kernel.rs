@@ -4,8 +4,8 @@
 use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
 
 use super::ViewCtx;
-use crate::compute::launch::wgsl as dispatch;
-use crate::compute::{BackendKind, Kernel, kernel_source};
+use crate::compute::launch::{Api, wgsl as wgsl_launch};
+use crate::compute::{Kernel, kernel_source};
 use crate::lessons::Output;
 use crate::ui::text;
 
@@ -42,35 +42,45 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             .monospace()
             .size(size * 0.9),
     );
-    // What ran: the WGSL dispatch on the wgpu backend (with its CUDA twin's launch under it), the
-    // CUDA launch otherwise.
+    // What ran, as the backend reported it: for each entry point of the kernel, its last launch while
+    // computing this result (a CUDA grid, or a WGSL dispatch); the CPU backend launches nothing and
+    // reports the CUDA launch it stands in for, labelled so.
     let gold = Color32::from_rgb(230, 190, 90);
     let line = |ui: &mut Ui, text: String, color: Color32| {
         ui.label(RichText::new(text).monospace().size(size * 0.85).color(color));
     };
-    let wgsl = cx.backend == BackendKind::Wgpu;
-    if wgsl {
-        for dims in out.wgsl_dispatches(op) {
-            let n = dims.threads();
-            line(
+    for entry in op.cuda_entries() {
+        let Some(l) = cx.launches.iter().rev().find(|l| l.dims.entry == *entry) else {
+            continue;
+        };
+        let dims = l.dims;
+        match (l.api, l.ran) {
+            (Api::Wgsl, _) => line(
                 ui,
                 format!(
-                    "{}  = {n} {}",
-                    dispatch::describe(&dims),
+                    "{}  = {} {}",
+                    wgsl_launch::describe(&dims),
+                    dims.threads(),
                     lang.t("invocations", "次调用")
                 ),
                 gold,
-            );
+            ),
+            (Api::Cuda, true) => line(
+                ui,
+                format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程")),
+                gold,
+            ),
+            (Api::Cuda, false) => line(
+                ui,
+                format!(
+                    "{} {dims}  = {} {}",
+                    lang.t("CUDA would launch:", "CUDA 会启动："),
+                    dims.threads(),
+                    lang.t("threads", "个线程")
+                ),
+                Color32::GRAY,
+            ),
         }
-    }
-    for dims in out.launches(op) {
-        let text = format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程"));
-        let (text, color) = if wgsl {
-            (format!("CUDA: {text}"), Color32::GRAY)
-        } else {
-            (text, gold)
-        };
-        line(ui, text, color);
     }
     if let Some(io) = out.io(op) {
         let list = |t: &[(&str, Vec<usize>)]| {

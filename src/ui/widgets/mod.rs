@@ -60,6 +60,8 @@ pub struct ViewCtx<'a> {
     pub backend: BackendKind,
     /// The active backend, ready to run (live measurements).
     pub runner: Arc<dyn Backend>,
+    /// The launches the backend reported while computing the shown result.
+    pub launches: &'a [crate::compute::launch::Launch],
     /// The lesson's timeline position (views clamp it to the frames that exist).
     pub cursor: &'a mut usize,
     /// The shared widgets' state.

@@ -18,19 +18,16 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<AttnCore<f3
     let got = b.run(
         &[
             Dispatch {
-                entry: "attention_scores_f32",
+                dims: launch::wgsl_attention_scores(h, t),
                 bindings: vec![(0, &p), (1, &q), (2, &k), (5, &scores)],
-                groups: launch::wgsl_attention_scores(h, t).grid,
             },
             Dispatch {
-                entry: "softmax_rows_f32",
+                dims: launch::wgsl_softmax_rows(h * t),
                 bindings: vec![(0, &p), (4, &scores), (5, &probs)],
-                groups: launch::wgsl_softmax_rows(h * t).grid,
             },
             Dispatch {
-                entry: "attention_pv_f32",
+                dims: launch::wgsl_attention_pv(h, t, hd),
                 bindings: vec![(0, &p), (3, &v), (4, &probs), (5, &out)],
-                groups: launch::wgsl_attention_pv(h, t, hd).grid,
             },
         ],
         &[(&scores, n_s), (&probs, n_s), (&out, n_o)],

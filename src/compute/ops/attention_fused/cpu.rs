@@ -17,6 +17,8 @@ use crate::math::Mask;
 use crate::simd::{self, MICRO_COLS, MICRO_ROWS, Strided};
 
 pub(crate) fn run(_b: &CpuBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>, BackendError> {
+    let (h, _, t, _) = inp.dims();
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(h, t)]);
     Ok(fused(inp.q, inp.k, inp.v, inp.mask))
 }
 

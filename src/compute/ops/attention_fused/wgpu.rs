@@ -20,9 +20,8 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>
     let out = b.zeros(h * t * hd);
     let got = b.run(
         &[Dispatch {
-            entry: "attention_fused_f32",
+            dims: launch::wgsl(h, t),
             bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (5, &out)],
-            groups: launch::wgsl(h, t).grid,
         }],
         &[(&out, h * t * hd)],
     )?;

@@ -15,9 +15,8 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<CopyBlocksInput>) -> Result<(), Ba
     let words = inp.k_pool.len().div_ceil(2);
     let got = b.run(
         &[Dispatch {
-            entry: "copy_blocks_f16",
+            dims: launch::wgsl(pairs, per),
             bindings: vec![(0, &p), (3, &mapping), (4, &kd), (5, &vd)],
-            groups: launch::wgsl(pairs, per).grid,
         }],
         &[(&kd, words), (&vd, words)],
     )?;

@@ -7,6 +7,8 @@ use crate::compute::{BackendError, CpuBackend, FlashInput, Valid};
 
 pub(crate) fn run(_b: &CpuBackend, inp: Valid<&FlashInput>) -> Result<Array3<f32>, BackendError> {
     let a = inp.attn;
+    let (h, _, t, _) = a.dims();
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(h, t, inp.block_q)]);
     Ok(crate::math::flash::forward(
         a.q,
         a.k,

@@ -28,9 +28,8 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&FlashInput>) -> Result<Array3<f32
     let out = b.zeros(h * t * hd);
     let got = b.run(
         &[Dispatch {
-            entry: l.entry,
+            dims: l,
             bindings: vec![(0, &p), (1, &q), (2, &k), (3, &v), (4, &out)],
-            groups: l.grid,
         }],
         &[(&out, h * t * hd)],
     )?;

@@ -13,6 +13,7 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         k,
         v,
     } = inp.into_inner();
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(slot_mapping.len())]);
     let row = s.kv_heads * s.head_dim;
     for (t, &slot) in slot_mapping.iter().enumerate() {
         if slot < 0 {

@@ -3,6 +3,7 @@
 //! (`WgpuBackend::time_paged_decode`).
 
 use super::launch;
+use crate::compute::launch::LaunchDims;
 use crate::compute::wgsl::{DecodeParams, Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
 use crate::compute::{BackendError, PagedDecodeInput, Valid};
 
@@ -18,8 +19,8 @@ pub(crate) struct DecodeBuffers {
     tmp_max: Pooled,
     tmp_sum: Pooled,
     out: Pooled,
-    /// Workgroups of the decode and of the reduce.
-    groups: ([u32; 3], [u32; 3]),
+    /// The geometry of the decode and of the reduce.
+    dims: (LaunchDims, LaunchDims),
 }
 
 impl DecodeBuffers {
@@ -27,7 +28,7 @@ impl DecodeBuffers {
     pub(crate) fn dispatches(&self) -> [Dispatch<'_>; 2] {
         [
             Dispatch {
-                entry: "paged_attention_decode_f16",
+                dims: self.dims.0,
                 bindings: vec![
                     (0, &self.params),
                     (1, &self.q),
@@ -39,10 +40,9 @@ impl DecodeBuffers {
                     (7, &self.tmp_max),
                     (8, &self.tmp_sum),
                 ],
-                groups: self.groups.0,
             },
             Dispatch {
-                entry: "paged_attention_reduce_f32",
+                dims: self.dims.1,
                 bindings: vec![
                     (0, &self.params),
                     (6, &self.tmp_out),
@@ -50,7 +50,6 @@ impl DecodeBuffers {
                     (8, &self.tmp_sum),
                     (9, &self.out),
                 ],
-                groups: self.groups.1,
             },
         ]
     }
@@ -83,10 +82,7 @@ pub(crate) fn upload(b: &WgpuBackend, inp: &Valid<&PagedDecodeInput>) -> Result<
         tmp_max: b.zeros(r * h * parts),
         tmp_sum: b.zeros(r * h * parts),
         out: b.zeros(r * h * hd),
-        groups: (
-            launch::wgsl_decode(s.kv_heads, r, parts).grid,
-            launch::wgsl_reduce(h, r).grid,
-        ),
+        dims: (launch::wgsl_decode(s.kv_heads, r, parts), launch::wgsl_reduce(h, r)),
     })
 }
 

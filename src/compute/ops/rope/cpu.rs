@@ -6,6 +6,7 @@ use crate::compute::{BackendError, CpuBackend, Valid};
 pub(crate) fn run(_b: &CpuBackend, inp: Valid<&RopeInput>) -> Result<Vec<f32>, BackendError> {
     let (h, hd) = (inp.n_heads, inp.head_dim);
     let half = hd / 2;
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(inp.rows())]);
     let mut out = vec![0f32; inp.x.len()];
     for (r, &p) in inp.positions.iter().enumerate() {
         let (cos, sin) = inp.cos_sin[p as usize * hd..][..hd].split_at(half);

@@ -13,9 +13,8 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&RopeInput>) -> Result<Vec<f32>, B
     let out = b.zeros(inp.x.len());
     let got = b.run(
         &[Dispatch {
-            entry: "rope_f32",
+            dims: launch::wgsl(inp.rows()),
             bindings: vec![(0, &p), (1, &x), (2, &pos), (3, &table), (4, &out)],
-            groups: launch::wgsl(inp.rows()).grid,
         }],
         &[(&out, inp.x.len())],
     )?;

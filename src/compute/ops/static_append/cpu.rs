@@ -14,6 +14,7 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<StaticAppendInput>) -> Result<(), 
         k_new,
         v_new,
     } = inp.into_inner();
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(s.batch, s.kv_heads)]);
     for bh in 0..s.batch * s.kv_heads {
         let (b, h) = (bh / s.kv_heads, bh % s.kv_heads);
         let dst = s.index(layer, b, h, pos, 0);
