@@ -26,7 +26,7 @@ fn wgpu() -> Option<std::sync::Arc<dyn Backend>> {
 /// has it).
 #[test]
 fn wgpu_backend_passes_the_full_suite_on_both_f16_paths() {
-    use kvscope::compute::wgsl::{F16Path, WgpuBackend};
+    use kvscope::compute::wgpu::{F16Path, WgpuBackend};
     let Some(default) = wgpu() else { return };
     eprintln!("wgpu backend on {}", default.device());
     for path in [F16Path::Packed, F16Path::Native] {
@@ -188,7 +188,7 @@ fn every_op_agrees_on_every_pair_of_backends() {
 /// table, equals `math::Mask::visible` for every mask kind.
 #[test]
 fn the_wgsl_mask_predicate_is_math_mask() {
-    use kvscope::compute::wgsl::WgpuBackend;
+    use kvscope::compute::wgpu::WgpuBackend;
     if wgpu().is_none() {
         return;
     }

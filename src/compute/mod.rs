@@ -17,7 +17,7 @@ pub mod ops;
 pub mod reference;
 pub mod suite;
 pub mod timing;
-pub mod wgsl;
+pub mod wgpu;
 
 use std::sync::Arc;
 
@@ -335,10 +335,10 @@ backend_table! {
     }
     /// The WGSL twins of the kernels on any GPU wgpu drives (Vulkan, Metal, DX12; lavapipe too).
     Wgpu = "wgpu" {
-        probe: wgsl::probe_backend,
+        probe: self::wgpu::probe_backend,
         slow_probe: true,
         simulated: false,
-        kernel_source: wgsl::kernel_source,
+        kernel_source: self::wgpu::kernel_source,
         ran: [
             "this WGSL twin ran through wgpu on the adapter in the status bar",
             "这份 WGSL 孪生 kernel 经 wgpu 在状态栏所示的适配器上运行",

@@ -28,7 +28,7 @@ pub mod static_append;
 /// the validating `Backend` method and the one backends implement; `input` and `output` types;
 /// `file`, the kernel file under `kernels/` (`.cu` and `.wgsl`); `kernels`, what the kernel panel
 /// `file`, the kernel files' stem under `kernels/` (`.cu` and `.wgsl`); `pools`, the f16 pool snippet its
-/// WGSL needs in front of it (`None`, `Read` or `Write`, see `compute::wgsl::Pools`); `kernels`, what
+/// WGSL needs in front of it (`None`, `Read` or `Write`, see `compute::wgpu::Pools`); `kernels`, what
 /// the kernel panel shows (a [`Kernel`] each), every one with its entry points in launch order.
 macro_rules! op_table {
     ($callback:ident $([$($args:tt)*])?) => {
@@ -239,9 +239,9 @@ macro_rules! op_enums {
             }
 
             /// The f16 pool snippet its WGSL file needs in front of it.
-            pub fn wgsl_pools(self) -> $crate::compute::wgsl::Pools {
+            pub fn wgsl_pools(self) -> $crate::compute::wgpu::Pools {
                 match self {
-                    $(Op::$Op => $crate::compute::wgsl::Pools::$pools,)*
+                    $(Op::$Op => $crate::compute::wgpu::Pools::$pools,)*
                 }
             }
         }

@@ -3,7 +3,7 @@
 use ndarray::Array3;
 
 use super::launch;
-use crate::compute::wgsl::{Dispatch, WgpuBackend, dev, f32s};
+use crate::compute::wgpu::{Dispatch, WgpuBackend, dev, f32s};
 use crate::compute::{AttnInput, BackendError, Valid};
 use crate::math::AttnCore;
 

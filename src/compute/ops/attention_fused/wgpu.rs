@@ -3,7 +3,7 @@
 use ndarray::Array3;
 
 use super::launch;
-use crate::compute::wgsl::{Dispatch, WgpuBackend, dev, f32s};
+use crate::compute::wgpu::{Dispatch, WgpuBackend, dev, f32s};
 use crate::compute::{AttnInput, BackendError, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>, BackendError> {

@@ -1,7 +1,7 @@
 //! Whole-block copies on the wgpu backend: the WGSL `copy_blocks_f16`, one invocation per value copied.
 
 use super::launch;
-use crate::compute::wgsl::{AppendParams, Dispatch, WgpuBackend, pack_f16, unpack_f16};
+use crate::compute::wgpu::{AppendParams, Dispatch, WgpuBackend, pack_f16, unpack_f16};
 use crate::compute::{BackendError, CopyBlocksInput, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<CopyBlocksInput>) -> Result<(), BackendError> {

@@ -3,7 +3,7 @@
 use ndarray::Array3;
 
 use super::launch;
-use crate::compute::wgsl::{Dispatch, FlashParams, WgpuBackend, dev, f32s, u};
+use crate::compute::wgpu::{Dispatch, FlashParams, WgpuBackend, dev, f32s, u};
 use crate::compute::{BackendError, FlashInput, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&FlashInput>) -> Result<Array3<f32>, BackendError> {

@@ -2,7 +2,7 @@
 //! written.
 
 use super::launch;
-use crate::compute::wgsl::{AppendParams, WgpuBackend};
+use crate::compute::wgpu::{AppendParams, WgpuBackend};
 use crate::compute::{BackendError, PagedAppendInput, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {

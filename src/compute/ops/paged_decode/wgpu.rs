@@ -4,7 +4,7 @@
 
 use super::launch;
 use crate::compute::launch::LaunchDims;
-use crate::compute::wgsl::{DecodeParams, Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
+use crate::compute::wgpu::{DecodeParams, Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
 use crate::compute::{BackendError, PagedDecodeInput, Valid};
 
 /// A decode problem uploaded to the device.

@@ -2,7 +2,7 @@
 
 use super::launch;
 use crate::compute::ops::rope::RopeInput;
-use crate::compute::wgsl::{Dispatch, WgpuBackend, f32s, u};
+use crate::compute::wgpu::{Dispatch, WgpuBackend, f32s, u};
 use crate::compute::{BackendError, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&RopeInput>) -> Result<Vec<f32>, BackendError> {

@@ -2,7 +2,7 @@
 //! element written.
 
 use super::launch;
-use crate::compute::wgsl::{AppendParams, WgpuBackend, u};
+use crate::compute::wgpu::{AppendParams, WgpuBackend, u};
 use crate::compute::{BackendError, StaticAppendInput, Valid};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<StaticAppendInput>) -> Result<(), BackendError> {
