@@ -254,10 +254,11 @@ impl CudaBackend {
     /// Upload Q, K and V of an attention problem.
     pub(crate) fn upload_qkv(&self, inp: &AttnInput) -> Result<[CudaSlice<f32>; 3], BackendError> {
         let s = &self.stream;
+        let [q, k, v] = inp.slices();
         Ok([
-            s.clone_htod(inp.q.as_slice().unwrap_or_default()).map_err(dev)?,
-            s.clone_htod(inp.k.as_slice().unwrap_or_default()).map_err(dev)?,
-            s.clone_htod(inp.v.as_slice().unwrap_or_default()).map_err(dev)?,
+            s.clone_htod(q).map_err(dev)?,
+            s.clone_htod(k).map_err(dev)?,
+            s.clone_htod(v).map_err(dev)?,
         ])
     }
 

@@ -144,9 +144,7 @@ impl Backend for WgpuBackend {
         let inp: &AttnInput = &checked;
         let (h, _, t, hd) = inp.dims();
         let p = self.uniform(&self.attn_params(inp)?);
-        let q = self.storage(inp.q.as_slice().unwrap_or_default());
-        let k = self.storage(inp.k.as_slice().unwrap_or_default());
-        let v = self.storage(inp.v.as_slice().unwrap_or_default());
+        let [q, k, v] = inp.slices().map(|s| self.storage(s));
         let out = self.zeros(h * t * hd);
         let fused = [Dispatch {
             dims: crate::compute::ops::attention_fused::launch::wgsl(h, t),

@@ -35,6 +35,11 @@ impl AttnInput<'_> {
         (h, self.k.dim().0, t, hd)
     }
 
+    /// Q, K and V as flat slices (validation checked that they are contiguous).
+    pub fn slices(&self) -> [&[f32]; 3] {
+        [self.q, self.k, self.v].map(|a| a.as_slice().unwrap_or_default())
+    }
+
     pub(crate) fn validate(&self) -> Result<(), BackendError> {
         let (h, t, hd) = self.q.dim();
         let (kvh, tk, hdk) = self.k.dim();

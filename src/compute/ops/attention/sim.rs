@@ -20,11 +20,7 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&AttnInput>) -> Result<AttnCore<f3
     let mut scores = vec![0f32; h * t * t];
     let mut probs = vec![0f32; h * t * t];
     let mut out = vec![0f32; h * t * hd];
-    let (q, k, v) = (
-        inp.q.as_slice().unwrap_or_default(),
-        inp.k.as_slice().unwrap_or_default(),
-        inp.v.as_slice().unwrap_or_default(),
-    );
+    let [q, k, v] = inp.slices();
     let (a, b, c, d, e, f) = dims(&ls);
     // SAFETY: q is [h,t,hd], k is [kvh,t,hd] (validated: contiguous, consistent) and scores holds h·t·t
     // values, the extents the kernel indexes for these sizes; the call returns when the kernel is done.

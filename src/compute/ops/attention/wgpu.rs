@@ -10,9 +10,7 @@ use crate::math::AttnCore;
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<AttnCore<f32>, BackendError> {
     let (h, _, t, hd) = inp.dims();
     let p = b.uniform(&b.attn_params(&inp)?);
-    let q = b.storage(inp.q.as_slice().unwrap_or_default());
-    let k = b.storage(inp.k.as_slice().unwrap_or_default());
-    let v = b.storage(inp.v.as_slice().unwrap_or_default());
+    let [q, k, v] = inp.slices().map(|s| b.storage(s));
     let (n_s, n_o) = (h * t * t, h * t * hd);
     let (scores, probs, out) = (b.zeros(n_s), b.zeros(n_s), b.zeros(n_o));
     let got = b.run(

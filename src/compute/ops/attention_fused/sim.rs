@@ -12,11 +12,7 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>
     budget(&[l])?;
     let (mk, w, s) = inp.mask.code();
     let mut out = vec![0f32; h * t * hd];
-    let (q, k, v) = (
-        inp.q.as_slice().unwrap_or_default(),
-        inp.k.as_slice().unwrap_or_default(),
-        inp.v.as_slice().unwrap_or_default(),
-    );
+    let [q, k, v] = inp.slices();
     let (a, b, c, d, e, f) = dims(&l);
     // SAFETY: q is [h,t,hd], k and v are [kvh,t,hd] (validated), out holds h·t·hd values.
     unsafe {

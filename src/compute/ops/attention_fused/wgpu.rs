@@ -14,9 +14,7 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&AttnInput>) -> Result<Array3<f32>
         )));
     }
     let p = b.uniform(&b.attn_params(&inp)?);
-    let q = b.storage(inp.q.as_slice().unwrap_or_default());
-    let k = b.storage(inp.k.as_slice().unwrap_or_default());
-    let v = b.storage(inp.v.as_slice().unwrap_or_default());
+    let [q, k, v] = inp.slices().map(|s| b.storage(s));
     let out = b.zeros(h * t * hd);
     let got = b.run(
         &[Dispatch {

@@ -91,27 +91,39 @@ fn cases() -> Vec<(usize, usize, usize, usize, Mask, usize, usize)> {
     ]
 }
 
+/// Q, K, V of suite case `i` (seeded).
+fn case_qkv(i: usize, seed: u64) -> crate::math::Qkv<f32> {
+    let (t, d, h, kvh, ..) = cases()[i];
+    let shape = AttnShape {
+        seq: t,
+        d_model: d,
+        n_heads: h,
+        n_kv_heads: kvh,
+    };
+    project(&AttnWeights::random(shape, seed + 100 + i as u64))
+}
+
+/// The input of suite case `i` over `qkv`.
+fn case_input(i: usize, qkv: &crate::math::Qkv<f32>) -> FlashInput<'_> {
+    let (.., mask, br, bc) = cases()[i];
+    FlashInput {
+        attn: AttnInput {
+            q: &qkv.q,
+            k: &qkv.k,
+            v: &qkv.v,
+            mask,
+        },
+        block_q: br,
+        block_k: bc,
+    }
+}
+
 /// The flash kernel of `b` on every case, against the f64 reference (lesson 1's attention), and the
 /// Rust tile walker's output against the kernel's.
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     for (i, (t, d, h, kvh, mask, br, bc)) in cases().into_iter().enumerate() {
-        let shape = AttnShape {
-            seq: t,
-            d_model: d,
-            n_heads: h,
-            n_kv_heads: kvh,
-        };
-        let qkv = project(&AttnWeights::random(shape, seed + 100 + i as u64));
-        let inp = FlashInput {
-            attn: AttnInput {
-                q: &qkv.q,
-                k: &qkv.k,
-                v: &qkv.v,
-                mask,
-            },
-            block_q: br,
-            block_k: bc,
-        };
+        let qkv = case_qkv(i, seed);
+        let inp = case_input(i, &qkv);
         let want = reference::attention(&inp.attn);
         let tag = format!("T{t} H{h}/{kvh} hd{} {mask} Br{br} Bc{bc}", d / h);
         match b.flash_attention(&inp) {
@@ -140,29 +152,13 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
 /// Twins agree within the checker's f32 tolerance.
 pub const TWIN_TOLERANCE: Tolerance = Tolerance::F32;
 
-/// The output of three cases (ragged tiles, a window with sinks), all within the WGSL twin's 16 KiB.
+/// The output of three suite cases (ragged tiles, a window with sinks), all within the WGSL twin's
+/// 16 KiB.
 pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
     let mut out = Vec::new();
     for i in [1, 3, 4] {
-        let (t, d, h, kvh, mask, br, bc) = cases()[i];
-        let shape = AttnShape {
-            seq: t,
-            d_model: d,
-            n_heads: h,
-            n_kv_heads: kvh,
-        };
-        let qkv = project(&AttnWeights::random(shape, seed + i as u64));
-        let got = b.flash_attention(&FlashInput {
-            attn: AttnInput {
-                q: &qkv.q,
-                k: &qkv.k,
-                v: &qkv.v,
-                mask,
-            },
-            block_q: br,
-            block_k: bc,
-        })?;
-        out.extend(got.iter().map(|&x| f64::from(x)));
+        let qkv = case_qkv(i, seed);
+        out.extend(b.flash_attention(&case_input(i, &qkv))?.iter().map(|&x| f64::from(x)));
     }
     Ok(out)
 }

@@ -13,11 +13,7 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&FlashInput>) -> Result<Array3<f32
     budget(&[l])?;
     let (mk, w, s) = a.mask.code();
     let mut out = vec![0f32; h * t * hd];
-    let (q, k, v) = (
-        a.q.as_slice().unwrap_or_default(),
-        a.k.as_slice().unwrap_or_default(),
-        a.v.as_slice().unwrap_or_default(),
-    );
+    let [q, k, v] = a.slices();
     let (gx, gy, gz, bx, by, bz) = dims(&l);
     // SAFETY: q is [h,t,hd], k and v are [kvh,t,hd] (validated), out holds h·t·hd values; the tiles
     // fit the kernel's static shared memory (validated against FA_SMEM and FA_MAX_BR).

@@ -22,9 +22,7 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<&FlashInput>) -> Result<Array3<f32
         block_k: u(inp.block_k)?,
         _pad: [0; 2],
     });
-    let q = b.storage(a.q.as_slice().unwrap_or_default());
-    let k = b.storage(a.k.as_slice().unwrap_or_default());
-    let v = b.storage(a.v.as_slice().unwrap_or_default());
+    let [q, k, v] = a.slices().map(|s| b.storage(s));
     let out = b.zeros(h * t * hd);
     let got = b.run(
         &[Dispatch {

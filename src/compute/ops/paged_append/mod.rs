@@ -63,8 +63,13 @@ impl OpInput for PagedAppendInput<'_> {
     }
 }
 
-/// Scattered slots with a skipped (−1) entry, against the reference.
-pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+/// `b`'s append at scattered slots (one skipped, −1) into zeroed pools, checked against the reference
+/// into `out` when there is one; the pools after it.
+fn append(
+    b: &dyn Backend,
+    seed: u64,
+    out: Option<&mut Vec<CheckReport>>,
+) -> Result<(Vec<f16>, Vec<f16>), BackendError> {
     let mut rng = Rng::stream(seed, 101);
     let p = PagedShape {
         num_blocks: 6,
@@ -85,43 +90,30 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
         k: &k,
         v: &v,
     };
-    let (wk, wv) = reference::paged_append(&inp);
-    let dims = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
-    match b.paged_append(inp) {
-        Ok(()) => {
-            let kf: Vec<f64> = k_pool.iter().map(|x| x.to_f64()).collect();
-            let vf: Vec<f64> = v_pool.iter().map(|x| x.to_f64()).collect();
-            out.push(check("paged_append.k_pool", &dims, &kf, &wk, Tolerance::EXACT));
-            out.push(check("paged_append.v_pool", &dims, &vf, &wv, Tolerance::EXACT));
-        }
-        Err(e) => out.push(CheckReport::failed("paged_append", e)),
+    let want = out.is_some().then(|| reference::paged_append(&inp));
+    b.paged_append(inp)?;
+    if let (Some(out), Some((wk, wv))) = (out, want) {
+        let dims = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
+        let kf: Vec<f64> = k_pool.iter().map(|x| x.to_f64()).collect();
+        let vf: Vec<f64> = v_pool.iter().map(|x| x.to_f64()).collect();
+        out.push(check("paged_append.k_pool", &dims, &kf, &wk, Tolerance::EXACT));
+        out.push(check("paged_append.v_pool", &dims, &vf, &wv, Tolerance::EXACT));
+    }
+    Ok((k_pool, v_pool))
+}
+
+/// Scattered slots with a skipped (−1) entry, against the reference.
+pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
+    if let Err(e) = append(b, seed, Some(out)) {
+        out.push(CheckReport::failed("paged_append", e));
     }
 }
 
 /// Appends are compared bit for bit: every backend rounds the same f32 to the same f16.
 pub const TWIN_TOLERANCE: Tolerance = Tolerance::EXACT;
 
-/// Both pools after writes at scattered slots (one skipped) on top of random contents.
+/// Both pools after the suite's append.
 pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
-    let mut rng = Rng::stream(seed, 102);
-    let p = PagedShape {
-        num_blocks: 5,
-        block_size: 4,
-        kv_heads: 3,
-        head_dim: 3,
-    };
-    let mut k_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
-    let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
-    let slots = [19, 2, -1, 7, 8];
-    let n = slots.len() * p.kv_heads * p.head_dim;
-    let (k, v) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
-    b.paged_append(PagedAppendInput {
-        shape: p,
-        k_pool: &mut k_pool,
-        v_pool: &mut v_pool,
-        slot_mapping: &slots,
-        k: &k,
-        v: &v,
-    })?;
-    Ok(k_pool.iter().chain(&v_pool).map(|x| x.to_f64()).collect())
+    let (k, v) = append(b, seed, None)?;
+    Ok(k.iter().chain(&v).map(|x| x.to_f64()).collect())
 }

@@ -184,21 +184,28 @@ pub fn scattered_cache(shape: PagedShape, lens: &[usize], rng: &mut Rng) -> Page
     c
 }
 
+/// Suite case `i` (seeded): a scattered cache, its block tables, the queries and the query heads.
+fn case(i: usize, seed: u64) -> (PagedKvCache, DecodeTables, Vec<f32>, usize) {
+    let (bs, h, kvh, hd, lens) = cases()[i].clone();
+    let mut rng = Rng::stream(seed, 200 + i as u64);
+    let blocks: usize = lens.iter().map(|l| l.div_ceil(bs)).sum::<usize>() * 2 + 2;
+    let shape = PagedShape {
+        num_blocks: blocks,
+        block_size: bs,
+        kv_heads: kvh,
+        head_dim: hd,
+    };
+    let cache = scattered_cache(shape, &lens, &mut rng);
+    let reqs: Vec<u32> = (0..lens.len() as u32).collect();
+    let dt = DecodeTables::new(&cache, &reqs);
+    let q = rng.normal_vec(lens.len() * h * hd, 1.0);
+    (cache, dt, q, h)
+}
+
 /// Paged decode of `b` on every case, against the reference.
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     for (i, (bs, h, kvh, hd, lens)) in cases().into_iter().enumerate() {
-        let mut rng = Rng::stream(seed, 200 + i as u64);
-        let blocks: usize = lens.iter().map(|l| l.div_ceil(bs)).sum::<usize>() * 2 + 2;
-        let shape = PagedShape {
-            num_blocks: blocks,
-            block_size: bs,
-            kv_heads: kvh,
-            head_dim: hd,
-        };
-        let cache = scattered_cache(shape, &lens, &mut rng);
-        let reqs: Vec<u32> = (0..lens.len() as u32).collect();
-        let dt = DecodeTables::new(&cache, &reqs);
-        let q = rng.normal_vec(lens.len() * h * hd, 1.0);
+        let (cache, dt, q, _) = case(i, seed);
         let inp = dt.input(&cache, &q, h);
         let tag = format!("paged_decode bs{bs} H{h}/{kvh} hd{hd} ctx{lens:?}");
         match paged_equals_contiguous(b, &inp) {
@@ -236,22 +243,11 @@ pub fn decode_and_check(b: &dyn Backend, inp: &PagedDecodeInput) -> Result<(Vec<
 /// Twins agree within the checker's f32 tolerance.
 pub const TWIN_TOLERANCE: Tolerance = Tolerance::F32;
 
-/// The output of three cases: block size 1, an empty request, GQA and MQA.
+/// The output of three suite cases: block size 1, an empty request, GQA and MQA.
 pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
     let mut out = Vec::new();
     for i in [1, 2, 4] {
-        let (bs, h, kvh, hd, lens) = cases()[i].clone();
-        let mut rng = Rng::stream(seed, 400 + i as u64);
-        let shape = PagedShape {
-            num_blocks: lens.iter().map(|l| l.div_ceil(bs)).sum::<usize>() * 2 + 2,
-            block_size: bs,
-            kv_heads: kvh,
-            head_dim: hd,
-        };
-        let cache = scattered_cache(shape, &lens, &mut rng);
-        let reqs: Vec<u32> = (0..lens.len() as u32).collect();
-        let dt = DecodeTables::new(&cache, &reqs);
-        let q = rng.normal_vec(lens.len() * h * hd, 1.0);
+        let (cache, dt, q, h) = case(i, seed);
         out.extend(b.paged_decode(&dt.input(&cache, &q, h))?.iter().map(|&x| f64::from(x)));
     }
     Ok(out)
