@@ -31,10 +31,12 @@ fn the_backend_table_is_consistent() {
         assert_eq!(kind.info().kind, kind);
     }
     // Every kernel has a source a student can read, whatever backend is active; the paths exist. A CUDA
-    // file that includes kernels/common.cuh is shown with that file after it, so the helpers it calls
-    // are on the page too; its own lines keep their numbers.
+    // file that includes kernels/common.cuh, and every WGSL file (common.wgsl goes in front of each), is
+    // shown with the common file after it, so the helpers it calls are on the page too; its own lines
+    // keep their numbers.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let common = std::fs::read_to_string(root.join("kernels/common.cuh")).unwrap();
+    let common_wgsl = std::fs::read_to_string(root.join("kernels/common.wgsl")).unwrap();
     for kind in BackendKind::ALL {
         for op in Kernel::ALL {
             let src = kernel_source(kind, op).unwrap_or_else(|| panic!("{op:?} on {}", kind.name()));
@@ -46,6 +48,12 @@ fn the_backend_table_is_consistent() {
             if on_disk.contains("#include \"common.cuh\"") {
                 assert!(
                     shown.contains("// ---- kernels/common.cuh") && shown.ends_with(&common),
+                    "{}",
+                    src.path
+                );
+            } else if src.path.ends_with(".wgsl") {
+                assert!(
+                    shown.contains("// ---- kernels/common.wgsl") && shown.ends_with(&common_wgsl),
                     "{}",
                     src.path
                 );

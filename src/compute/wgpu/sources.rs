@@ -98,14 +98,33 @@ pub fn files() -> Vec<WgslFile> {
 
 /// The WGSL twin of `kernel`: its file, first entry point and line.
 pub fn kernel_source(kernel: Kernel) -> Option<KernelSource> {
-    let (_, path, source) = kernel.op().wgsl_source();
+    let (file, path, source) = kernel.op().wgsl_source();
     let entry = *kernel.cuda_entries().first()?;
     let needle = format!("fn {entry}(");
     let line = source.lines().position(|l| l.contains(&needle))? + 1;
     Some(KernelSource {
         path,
-        source,
+        source: display_source(file, source),
         entry,
         line,
+    })
+}
+
+/// The text the kernel panel shows for a WGSL file: the file as it is, then [`COMMON`] (which the
+/// backend puts in front of it) after a marker line, so a student sees the helpers it calls; the file's
+/// own lines keep their numbers. Made once per file.
+fn display_source(file: &'static str, source: &'static str) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SHOWN: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let mut shown = SHOWN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    shown.entry(file).or_insert_with(|| {
+        let text = format!(
+            "{source}\n// ---- kernels/common.wgsl (put in front of {file} when it is compiled) ----\n{COMMON}"
+        );
+        Box::leak(text.into_boxed_str())
     })
 }
