@@ -1,7 +1,7 @@
-//! Launch geometry: the [`LaunchDims`] type and the helpers every op's `launch.rs` uses. Each op keeps
-//! the geometry of its own kernels in its folder (`ops/<op>/launch.rs`: `cuda_*` for the CUDA launches,
-//! which the CUDA backend and the shim run, `wgsl_*` for the WGSL dispatches); the [`cuda`] and [`wgsl`]
-//! modules here gather them for the lessons and the kernel panel.
+//! Launch geometry: the [`LaunchDims`] type and the helpers every op's `launch.rs` uses (each op keeps
+//! the geometry of its own kernels in its folder: `cuda…` for the CUDA launches, which the CUDA backend
+//! and the shim run, `wgsl…` for the WGSL dispatches), and the record of the launches the backends
+//! report ([`capture`]).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -104,6 +104,7 @@ pub fn would_run_cuda(dims: &[LaunchDims]) {
 /// Run `f` and return what it returned with every launch the backends reported meanwhile on this
 /// thread, in order. Captures nest: an enclosing capture also gets these launches.
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Launch>) {
+    /// Puts the enclosing record back (also when `f` panics) and hands it this capture's launches.
     struct Restore(Option<Vec<Launch>>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -158,36 +159,4 @@ pub fn read_stream(words: usize) -> LaunchDims {
         grid: [d(words.div_ceil(256).clamp(1, 4096)), 1, 1],
         block: [256, 1, 1],
     }
-}
-
-/// Every op's CUDA launch geometry.
-pub mod cuda {
-    pub use crate::compute::ops::attention::launch::{
-        cuda_attention_pv as attention_pv, cuda_attention_scores as attention_scores, cuda_softmax_rows as softmax_rows,
-    };
-    pub use crate::compute::ops::attention_fused::launch::cuda as attention_fused;
-    pub use crate::compute::ops::copy_blocks::launch::cuda as copy_blocks;
-    pub use crate::compute::ops::flash::launch::cuda as flash_attention;
-    pub use crate::compute::ops::paged_append::launch::cuda as paged_append;
-    pub use crate::compute::ops::paged_decode::launch::{
-        PARTITION_SIZE, cuda_decode as paged_decode, cuda_num_partitions as num_partitions, cuda_reduce as paged_reduce,
-    };
-    pub use crate::compute::ops::static_append::launch::cuda as static_cache_append;
-}
-
-/// Every op's WGSL dispatch geometry.
-pub mod wgsl {
-    pub use super::describe_wgsl as describe;
-    pub use crate::compute::ops::attention::launch::{
-        wgsl_attention_pv as attention_pv, wgsl_attention_scores as attention_scores, wgsl_softmax_rows as softmax_rows,
-    };
-    pub use crate::compute::ops::attention_fused::launch::wgsl as attention_fused;
-    pub use crate::compute::ops::copy_blocks::launch::wgsl as copy_blocks;
-    pub use crate::compute::ops::flash::launch::wgsl as flash_attention;
-    pub use crate::compute::ops::paged_append::launch::wgsl as paged_append;
-    pub use crate::compute::ops::paged_decode::launch::{
-        PARTITION as PARTITION_SIZE, wgsl_decode as paged_decode, wgsl_num_partitions as num_partitions,
-        wgsl_reduce as paged_reduce,
-    };
-    pub use crate::compute::ops::static_append::launch::wgsl as static_cache_append;
 }

@@ -117,12 +117,12 @@ pub trait Backend: Send + Sync {
     /// (`timing::host_decode_roofs`); a GPU backend times device-resident data against a reduction kernel
     /// and a device-to-device copy.
     fn time_paged_decode(&self, inp: &PagedDecodeInput, reps: usize) -> Result<DecodeTiming, BackendError> {
-        inp.validate()?;
+        let valid = Valid::check(inp, &self.limits())?;
         let mut failed = None;
         let (decode_s, read_s, copy_s) = timing::host_decode_roofs(
             reps,
             || {
-                if let Err(e) = self.paged_decode(inp) {
+                if let Err(e) = self.run_paged_decode(valid) {
                     failed = Some(e);
                 }
             },
@@ -144,9 +144,9 @@ pub trait Backend: Send + Sync {
     /// Seconds of one fused attention forward (median of `reps`; a GPU backend times device-resident
     /// data), and whether it ran on the host (so a host GEMM is a fair baseline).
     fn time_attention_fused(&self, inp: &AttnInput, reps: usize) -> Result<(f64, bool), BackendError> {
-        inp.validate()?;
+        let valid = Valid::check(inp, &self.limits())?;
         let mut failed = None;
-        let t = timing::median_time(reps, || match self.attention_fused(inp) {
+        let t = timing::median_time(reps, || match self.run_attention_fused(valid) {
             Ok(out) => {
                 std::hint::black_box(out);
             }
@@ -213,7 +213,7 @@ impl<T: OpInput + ?Sized> OpInput for &T {
 /// An op input that passed validation. Only validation makes one (`Valid::check` is private to the
 /// crate), so a backend's `run_<op>`, which takes it, cannot be reached with unchecked sizes from safe
 /// code: the CUDA shim and the kernels index by these sizes.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Valid<T>(T);
 
 impl<T: OpInput> Valid<T> {
@@ -241,6 +241,19 @@ impl<T> std::ops::Deref for Valid<T> {
     fn deref(&self) -> &T {
         &self.0
     }
+}
+
+/// `make()`'s text, made once per `key` for the life of the process (the kernel panel's display texts:
+/// a kernel file with the common file it uses after it).
+pub(crate) fn made_once(key: &'static str, make: impl FnOnce() -> String) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MADE: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    made.entry(key).or_insert_with(|| Box::leak(make().into_boxed_str()))
 }
 
 /// Where a backend's kernel source lives, for the app's kernel panel.

@@ -80,22 +80,14 @@ impl KernelFile {
     /// file after a marker line, so a student reading one kernel also sees the helpers it calls. The
     /// file's own lines keep their numbers.
     pub fn display_source(&self) -> &'static str {
-        use std::collections::HashMap;
-        use std::sync::{Mutex, OnceLock};
-        static SHOWN: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
         if !self.source.contains(INCLUDE_COMMON) {
             return self.source;
         }
-        let mut shown = SHOWN
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        shown.entry(self.file).or_insert_with(|| {
-            let text = format!(
+        crate::compute::made_once(self.file, || {
+            format!(
                 "{}\n// ---- {} (included at the top of {}) ----\n{}",
                 self.source, COMMON.path, self.file, COMMON.source
-            );
-            Box::leak(text.into_boxed_str())
+            )
         })
     }
 }

@@ -114,17 +114,7 @@ pub fn kernel_source(kernel: Kernel) -> Option<KernelSource> {
 /// backend puts in front of it) after a marker line, so a student sees the helpers it calls; the file's
 /// own lines keep their numbers. Made once per file.
 fn display_source(file: &'static str, source: &'static str) -> &'static str {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static SHOWN: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
-    let mut shown = SHOWN
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    shown.entry(file).or_insert_with(|| {
-        let text = format!(
-            "{source}\n// ---- kernels/common.wgsl (put in front of {file} when it is compiled) ----\n{COMMON}"
-        );
-        Box::leak(text.into_boxed_str())
+    crate::compute::made_once(file, || {
+        format!("{source}\n// ---- kernels/common.wgsl (put in front of {file} when it is compiled) ----\n{COMMON}")
     })
 }

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat, heat_probs};
 use crate::render::heatmap::HeatmapData;
-use crate::compute::launch::{LaunchDims, cuda as launch};
+use crate::compute::launch::LaunchDims;
+use crate::compute::ops::flash::launch;
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};
 use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Kernel, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
@@ -292,7 +293,7 @@ impl FlashOut {
                 (tt, naive_io(tt, hd), forward_io(z.view(), mask, br, bc))
             })
             .collect();
-        let launch = launch::flash_attention(1, t, br);
+        let launch = launch::cuda(1, t, br);
         let mut points = BTreeMap::new();
         points.insert("first", 0);
         points.insert("mid", w.steps.len() / 2);

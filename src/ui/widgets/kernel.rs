@@ -4,7 +4,7 @@
 use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
 
 use super::ViewCtx;
-use crate::compute::launch::{Api, wgsl as wgsl_launch};
+use crate::compute::launch::{Api, describe_wgsl};
 use crate::compute::{Kernel, kernel_source};
 use crate::lessons::Output;
 use crate::ui::text;
@@ -59,7 +59,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 ui,
                 format!(
                     "{}  = {} {}",
-                    wgsl_launch::describe(&dims),
+                    describe_wgsl(&dims),
                     dims.threads(),
                     lang.t("invocations", "次调用")
                 ),

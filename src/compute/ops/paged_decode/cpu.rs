@@ -139,8 +139,7 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<
     let s = inp.shape;
     let (h, hd, kvh, r) = (inp.n_heads, s.head_dim, s.kv_heads, inp.requests());
     let group = h / kvh;
-    let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
-    let parts = super::launch::cuda_num_partitions(max_ctx);
+    let parts = super::launch::cuda_num_partitions(inp.max_context());
     crate::compute::launch::would_run_cuda(&[
         super::launch::cuda_decode(kvh, r, parts),
         super::launch::cuda_reduce(h, r),

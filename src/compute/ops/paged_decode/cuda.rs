@@ -27,8 +27,7 @@ pub(crate) fn upload(b: &CudaBackend, inp: &Valid<&PagedDecodeInput>) -> Result<
     let s = b.stream();
     let sh = inp.shape;
     let (r, h, hd) = (inp.requests(), inp.n_heads, sh.head_dim);
-    let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
-    let p = launch::cuda_num_partitions(max_ctx);
+    let p = launch::cuda_num_partitions(inp.max_context());
     Ok(DecodeBuffers {
         q: s.clone_htod(inp.q).map_err(dev)?,
         k_pool: s.clone_htod(bits(inp.k_pool)).map_err(dev)?,

@@ -82,6 +82,11 @@ impl PagedDecodeInput<'_> {
         self.context_lens.len()
     }
 
+    /// The longest context (what sets the split-context kernels' partition count).
+    pub fn max_context(&self) -> usize {
+        self.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize
+    }
+
     /// K and V bytes one decode step reads (every token of every request, f16).
     pub fn kv_bytes(&self) -> usize {
         let tokens: usize = self.context_lens.iter().map(|&l| l.max(0) as usize).sum();
@@ -140,6 +145,9 @@ impl PagedDecodeInput<'_> {
 impl OpInput for PagedDecodeInput<'_> {
     fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
         self.validate()
+    }
+    fn nothing_to_do(&self) -> bool {
+        self.requests() == 0
     }
 }
 

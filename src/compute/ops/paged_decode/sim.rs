@@ -8,8 +8,7 @@ use crate::compute::{BackendError, PagedDecodeInput, Valid};
 pub(crate) fn run(_b: &SimBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
     let s = inp.shape;
     let (r, h, hd) = (inp.requests(), inp.n_heads, s.head_dim);
-    let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
-    let p = launch::cuda_num_partitions(max_ctx);
+    let p = launch::cuda_num_partitions(inp.max_context());
     let (ld, lr) = (launch::cuda_decode(s.kv_heads, r, p), launch::cuda_reduce(h, r));
     budget(&[ld, lr])?;
     let mut tmp_out = vec![0f32; r * h * p * hd];

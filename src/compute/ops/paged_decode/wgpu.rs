@@ -59,8 +59,7 @@ impl DecodeBuffers {
 pub(crate) fn upload(b: &WgpuBackend, inp: &Valid<&PagedDecodeInput>) -> Result<DecodeBuffers, BackendError> {
     let s = inp.shape;
     let (r, h, hd) = (inp.requests(), inp.n_heads, s.head_dim);
-    let max_ctx = inp.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
-    let parts = launch::wgsl_num_partitions(max_ctx);
+    let parts = launch::wgsl_num_partitions(inp.max_context());
     let params = DecodeParams {
         n_heads: u(h)?,
         kv_heads: u(s.kv_heads)?,
@@ -87,9 +86,6 @@ pub(crate) fn upload(b: &WgpuBackend, inp: &Valid<&PagedDecodeInput>) -> Result<
 }
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
-    if inp.requests() == 0 {
-        return Ok(Vec::new());
-    }
     let d = upload(b, &inp)?;
     let n = inp.requests() * inp.n_heads * inp.shape.head_dim;
     let got = b.run(&d.dispatches(), &[(&d.out, n)])?;
