@@ -49,6 +49,8 @@
 
 #include <cuda_fp16.h>
 
+#include "kv_dtype.cuh"  // kv_t, kv_store: the paged pools' dtype (kernels/kv/)
+
 extern "C" __global__ void static_cache_append_f16(__half* __restrict__ k_cache,
                                                    __half* __restrict__ v_cache,
                                                    const float* __restrict__ k_new,
@@ -70,8 +72,8 @@ extern "C" __global__ void static_cache_append_f16(__half* __restrict__ k_cache,
     }
 }
 
-extern "C" __global__ void paged_append_f16(__half* __restrict__ k_pool,
-                                            __half* __restrict__ v_pool,
+extern "C" __global__ void paged_append_f16(kv_t* __restrict__ k_pool,
+                                            kv_t* __restrict__ v_pool,
                                             const float* __restrict__ k,
                                             const float* __restrict__ v,
                                             const int* __restrict__ slot_mapping,
@@ -91,12 +93,12 @@ extern "C" __global__ void paged_append_f16(__half* __restrict__ k_pool,
         const int d = e % head_dim;
         const long long dst =
             (((long long)block * n_kv_heads + h) * block_size + offset) * head_dim + d;
-        k_pool[dst] = __float2half(k[src + e]);
-        v_pool[dst] = __float2half(v[src + e]);
+        kv_store(k_pool, dst, k[src + e]);
+        kv_store(v_pool, dst, v[src + e]);
     }
 }
 
-extern "C" __global__ void copy_blocks_f16(__half* __restrict__ k_pool, __half* __restrict__ v_pool,
+extern "C" __global__ void copy_blocks_f16(kv_t* __restrict__ k_pool, kv_t* __restrict__ v_pool,
                                            const int* __restrict__ block_mapping, int num_pairs,
                                            int numel_per_block) {
     const int p = (int)blockIdx.x;  // pair

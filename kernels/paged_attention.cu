@@ -89,6 +89,7 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"  // KVS_INF, KVS_UNROLL
+#include "kv_dtype.cuh"  // kv_t, kv_load8, kv_unpack8: the pools' dtype (kernels/kv/)
 
 #define PA_PARTITION_SIZE 512  // tokens per partition (must match the host)
 #define PA_THREADS 128         // threads per block (4 warps)
@@ -101,55 +102,14 @@
 // H100/H200 (132 SMs), each warp keeping up to 4 K + 4 V row loads in flight.
 #define PA_MIN_BLOCKS_PER_SM 4
 
-// ---------------------------------------------------------------------------------------
-// 8 halves packed in a uint4 (16 bytes) <-> 8 floats
-// ---------------------------------------------------------------------------------------
-__device__ __forceinline__ float pa_lo(unsigned int w) {
-    return __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
-}
-__device__ __forceinline__ float pa_hi(unsigned int w) {
-    return __half2float(__ushort_as_half((unsigned short)(w >> 16)));
-}
-
-__device__ __forceinline__ void pa_unpack8(const uint4 u, float f[PA_VEC]) {
-    f[0] = pa_lo(u.x); f[1] = pa_hi(u.x);
-    f[2] = pa_lo(u.y); f[3] = pa_hi(u.y);
-    f[4] = pa_lo(u.z); f[5] = pa_hi(u.z);
-    f[6] = pa_lo(u.w); f[7] = pa_hi(u.w);
-}
-
-__device__ __forceinline__ uint4 pa_zero4() {
-    uint4 u;
-    u.x = 0u; u.y = 0u; u.z = 0u; u.w = 0u;
-    return u;
-}
-
-// The 8 halves row[d0 .. d0+7]; dims >= head_dim read as 0.
-// vec_ok (head_dim % 8 == 0, uniform) -> one aligned 16-byte load.
-__device__ __forceinline__ uint4 pa_load8(const __half* row, int d0, int head_dim,
-                                          bool vec_ok) {
-    if (d0 >= head_dim) return pa_zero4();  // this lane owns no dims (hd < 8 * LPR)
-    if (vec_ok) return *reinterpret_cast<const uint4*>(row + d0);
-    unsigned int b[PA_VEC];  // odd head_dim: element by element
-    KVS_UNROLL
-    for (int e = 0; e < PA_VEC; ++e)
-        b[e] = (d0 + e < head_dim) ? (unsigned int)__half_as_ushort(row[d0 + e]) : 0u;
-    uint4 u;
-    u.x = b[0] | (b[1] << 16);
-    u.y = b[2] | (b[3] << 16);
-    u.z = b[4] | (b[5] << 16);
-    u.w = b[6] | (b[7] << 16);
-    return u;
-}
-
 // =======================================================================================
 // Kernel 1: one partition of one request for one GQA group
 // =======================================================================================
 extern "C" __global__ void __launch_bounds__(PA_THREADS, PA_MIN_BLOCKS_PER_SM)
 paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_max,
                            float* __restrict__ tmp_sum, const float* __restrict__ q,
-                           const __half* __restrict__ k_pool,
-                           const __half* __restrict__ v_pool,
+                           const kv_t* __restrict__ k_pool,
+                           const kv_t* __restrict__ v_pool,
                            const int* __restrict__ block_tables,
                            const int* __restrict__ context_lens, int max_blocks_per_seq,
                            int num_partitions, int n_heads, int n_kv_heads, int block_size,
@@ -199,8 +159,8 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
     const int* table = block_tables + (long long)r * max_blocks_per_seq;
     const long long head_stride = (long long)block_size * head_dim;  // one kv head in a block
     const long long block_stride = (long long)n_kv_heads * head_stride;  // one physical block
-    const __half* k_base = k_pool + (long long)kvh * head_stride;
-    const __half* v_base = v_pool + (long long)kvh * head_stride;
+    const kv_t* k_base = k_pool + (long long)kvh * head_stride;
+    const kv_t* v_base = v_pool + (long long)kvh * head_stride;
 
     for (int g0 = 0; g0 < G; g0 += PA_HEADS_PER_PASS) {  // passes over the GQA group
         const int n_g = min(PA_HEADS_PER_PASS, G - g0);
@@ -246,25 +206,25 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
             //    independent loads per thread are in flight while we wait.
             long long row[PA_UNROLL];  // element offset of the token's row for kv head kvh
             bool valid[PA_UNROLL];
-            uint4 kraw[PA_UNROLL];
+            kv_raw8 kraw[PA_UNROLL];
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u) {
                 valid[u] = phys[u] >= 0;
                 row[u] = (long long)phys[u] * block_stride + (long long)off[u] * head_dim;
-                kraw[u] = valid[u] ? pa_load8(k_base + row[u], d0, head_dim, vec_ok)
-                                   : pa_zero4();
+                kraw[u] = valid[u] ? kv_load8(k_base + row[u], d0, head_dim, vec_ok)
+                                   : kv_zero8();
             }
-            uint4 vraw[PA_UNROLL];
+            kv_raw8 vraw[PA_UNROLL];
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u)
-                vraw[u] = valid[u] ? pa_load8(v_base + row[u], d0, head_dim, vec_ok) : pa_zero4();
+                vraw[u] = valid[u] ? kv_load8(v_base + row[u], d0, head_dim, vec_ok) : kv_zero8();
 
             // -- 2. partial dot products over my 8 dims, for every head -----------------
             float s[PA_UNROLL][PA_HEADS_PER_PASS];
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u) {
                 float kf[PA_VEC];
-                pa_unpack8(kraw[u], kf);
+                kv_unpack8(kraw[u], kf);
                 KVS_UNROLL
                 for (int g = 0; g < PA_HEADS_PER_PASS; ++g) {
                     float dot = 0.0f;
@@ -314,7 +274,7 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
             KVS_UNROLL
             for (int u = 0; u < PA_UNROLL; ++u) {
                 float vf[PA_VEC];
-                pa_unpack8(vraw[u], vf);
+                kv_unpack8(vraw[u], vf);
                 KVS_UNROLL
                 for (int g = 0; g < PA_HEADS_PER_PASS; ++g) {
                     KVS_UNROLL

@@ -186,6 +186,7 @@ impl DecodeProblem {
             block_size,
             kv_heads,
             head_dim,
+            dtype: crate::cache::KvDtype::F16,
         };
         let mut cache = PagedKvCache::new(shape);
         // Allocate block by block, round robin, so each request's blocks are scattered.
@@ -200,8 +201,12 @@ impl DecodeProblem {
             .into_iter()
             .map(f16::from_f32)
             .collect();
-        for (i, (k, v)) in cache.k_pool.iter_mut().zip(cache.v_pool.iter_mut()).enumerate() {
+        let kp = cache.k_pool.as_f16_mut().expect("the bench's pools are f16");
+        for (i, k) in kp.iter_mut().enumerate() {
             *k = table[i & 0xffff];
+        }
+        let vp = cache.v_pool.as_f16_mut().expect("the bench's pools are f16");
+        for (i, v) in vp.iter_mut().enumerate() {
             *v = table[(i * 7 + 13) & 0xffff];
         }
         let q = Rng::new(4).normal_vec(requests * heads * head_dim, 1.0);
@@ -217,7 +222,7 @@ impl DecodeProblem {
     pub fn kv_bytes(&self) -> usize {
         let s = self.cache.shape();
         let tokens: usize = self.reqs.iter().map(|&r| self.cache.len(r)).sum();
-        tokens * crate::cache::kv_bytes_per_token(1, s.kv_heads as u64, s.head_dim as u64, 2) as usize
+        tokens * crate::cache::kv_bytes_per_token(1, s.kv_heads as u64, s.head_dim as u64, s.dtype) as usize
     }
 
     /// Run one decode step on `backend`.
@@ -252,7 +257,7 @@ pub fn p3(
         Some(h) if prob.cache.k_pool.is_mapped() => format!(
             "pools mapped and advised onto 2 MiB pages: {} MiB of the process on huge pages, pools {} MiB",
             h >> 20,
-            ((prob.cache.k_pool.len() + prob.cache.v_pool.len()) * 2) >> 20
+            (prob.cache.k_pool.bytes().len() + prob.cache.v_pool.bytes().len()) >> 20
         ),
         _ if prob.cache.k_pool.is_mapped() => "pools mapped and advised onto 2 MiB pages".into(),
         _ => "pools on the heap (4 KiB pages)".into(),

@@ -11,8 +11,9 @@ use half::f16;
 use npyz::WriterBuilder;
 use serde::Serialize;
 
-use crate::cache::{PagedKvCache, PagedShape};
-use crate::compute::{Backend, CheckReport, DecodeTables, PagedAppendInput};
+use crate::cache::{PagedShape, Pool};
+use crate::compute::{Backend, CheckReport};
+use crate::kv::KvEngine;
 use crate::math::Rng;
 
 /// The values of one exported array.
@@ -210,14 +211,17 @@ pub struct PagedDecodeParams {
     pub head_dim: usize,
 }
 
-/// Fill a paged cache as a serving engine would: all requests decode together, one token each per
-/// step, so their blocks interleave in the pool. K/V rows are written with `backend.paged_append`.
-pub fn fill_round_robin(
-    backend: &dyn Backend,
-    shape: PagedShape,
-    lens: &[usize],
-    rng: &mut Rng,
-) -> Result<PagedKvCache> {
+/// A pool's values as f16, for the `.npy` export (which writes f16 pools as float16).
+fn f16_values(p: &Pool) -> Result<Vec<f16>> {
+    p.as_f16()
+        .map(<[f16]>::to_vec)
+        .with_context(|| format!("the export writes f16 pools; this one holds {}", p.dtype()))
+}
+
+/// Fill a one-layer KV engine as a serving engine would: all requests decode together, one token each
+/// per step, so their blocks interleave in the pool. K/V rows are written through the engine (the
+/// backend's `paged_append`).
+pub fn fill_round_robin(backend: &dyn Backend, shape: PagedShape, lens: &[usize], rng: &mut Rng) -> Result<KvEngine> {
     let needed: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
     if needed > shape.num_blocks {
         bail!(
@@ -226,29 +230,22 @@ pub fn fill_round_robin(
             shape.num_blocks
         );
     }
-    let mut cache = PagedKvCache::new(shape);
+    let mut engine = KvEngine::new(shape, 1);
     let row = shape.kv_heads * shape.head_dim;
     for pos in 0..lens.iter().copied().max().unwrap_or(0) {
         let mut slots = Vec::new();
         for (r, &len) in lens.iter().enumerate() {
             if pos < len {
-                slots.extend(cache.append_slots(r as u32, 1)?);
+                slots.extend(engine.reserve(r as u32, 1)?);
             }
         }
         let (k, v) = (
             rng.normal_vec(slots.len() * row, 1.0),
             rng.normal_vec(slots.len() * row, 1.0),
         );
-        backend.paged_append(PagedAppendInput {
-            shape,
-            k_pool: &mut cache.k_pool,
-            v_pool: &mut cache.v_pool,
-            slot_mapping: &slots,
-            k: &k,
-            v: &v,
-        })?;
+        engine.write(backend, 0, &slots, &k, &v)?;
     }
-    Ok(cache)
+    Ok(engine)
 }
 
 /// The arrays of one paged decode step computed on `backend`.
@@ -276,6 +273,7 @@ pub fn paged_decode_arrays(
         block_size: p.block_size,
         kv_heads: p.kv_heads,
         head_dim: p.head_dim,
+        dtype: crate::cache::KvDtype::F16,
     };
     const MAX_POOL: usize = 1 << 28; // f16 values per pool: 512 MiB
     let numel = p
@@ -296,19 +294,19 @@ pub fn paged_decode_arrays(
         );
     }
     let mut rng = Rng::stream(seed, 1);
-    let cache = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
+    let engine = fill_round_robin(backend, shape, &p.context_lens, &mut rng)?;
+    let cache = engine.cache();
     let reqs: Vec<u32> = (0..p.context_lens.len() as u32).collect();
-    let dt = DecodeTables::new(&cache, &reqs);
+    let dt = engine.tables(&reqs);
     let r = reqs.len();
     let q = Rng::stream(seed, 2).normal_vec(r * p.heads * p.head_dim, 1.0);
-    let inp = dt.input(&cache, &q, p.heads);
-    let checks = vec![crate::compute::suite::paged_equals_contiguous(backend, &inp)?];
-    let out = backend.paged_decode(&inp)?;
+    let (out, check) = engine.decode_checked(backend, 0, &dt, &q, p.heads)?;
+    let checks = vec![check];
     let pool = [p.num_blocks, p.kv_heads, p.block_size, p.head_dim];
     let arrays = vec![
         NamedArray::new("q", &[r, p.heads, p.head_dim], ArrayData::F32(q.clone())),
-        NamedArray::new("k_pool", &pool, ArrayData::F16(cache.k_pool.to_vec())),
-        NamedArray::new("v_pool", &pool, ArrayData::F16(cache.v_pool.to_vec())),
+        NamedArray::new("k_pool", &pool, ArrayData::F16(f16_values(&cache.k_pool)?)),
+        NamedArray::new("v_pool", &pool, ArrayData::F16(f16_values(&cache.v_pool)?)),
         NamedArray::new("block_tables", &[r, dt.max_blocks], ArrayData::I32(dt.tables.clone())),
         NamedArray::new("context_lens", &[r], ArrayData::I32(dt.context_lens.clone())),
         NamedArray::new("out", &[r, p.heads, p.head_dim], ArrayData::F32(out)),

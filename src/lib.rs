@@ -4,7 +4,10 @@
 //! - [`math`]: the f64 oracle and the f32 fast path (masks, softmax, multi-head/GQA/MQA attention);
 //! - [`cache`]: the static and paged KV-cache models (allocator, block tables, accounting);
 //! - [`compute`]: the `Backend` trait, the CPU backend, the reference ops and the shared checker;
-//! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode);
+//! - [`kv`]: the KV engine over both (pools of every layer, the kernels that write, copy and read them,
+//!   scheduling and eviction policies): everything that stores K/V goes through it;
+//! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode through
+//!   the engine);
 //! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI;
 //! - [`lesson`]: lesson files; [`lessons`]: one module per lesson kind (computation, then views);
 //! - [`render`]: the wgpu renderers; [`ui`]: the eframe app and its shared widgets.
@@ -13,6 +16,7 @@ pub mod bench;
 pub mod cache;
 pub mod compute;
 pub mod export;
+pub mod kv;
 pub mod lesson;
 pub mod lessons;
 pub mod math;

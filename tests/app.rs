@@ -314,7 +314,8 @@ fn language_switch_changes_ui_and_narration() {
 
 #[test]
 fn lesson_five_reaches_oom_and_counts_match_the_allocator() {
-    use kvscope::cache::{PagedShape, Scheduler};
+    use kvscope::cache::PagedShape;
+    use kvscope::kv::Scheduler;
     let mut h = harness(false);
     let li = lesson_index(&h, "paged-cache");
     let oom_step = h.state().lessons()[li]

@@ -137,3 +137,24 @@ fn unsafe_lives_only_in_the_cuda_module_and_simd() {
             .any(|p| std::fs::read_to_string(p).unwrap().contains("// SAFETY:"))
     );
 }
+
+#[test]
+fn cache_and_compute_do_not_import_the_kv_engine_above_them() {
+    let mut files = Vec::new();
+    for d in ["cache", "compute", "math", "simd"] {
+        files.extend(rust_files(&src(d)));
+    }
+    let bad = offenders(&files, &["crate::kv"]);
+    assert!(bad.is_empty(), "the engine's layers import it:\n{}", bad.join("\n"));
+    // And every paged-append call outside the ops and the engine would be a second copy of its glue.
+    let mut above = Vec::new();
+    for d in ["lessons", "model", "cli", "ui"] {
+        above.extend(rust_files(&src(d)));
+    }
+    above.push(src("export.rs"));
+    let glue = offenders(
+        &above,
+        &["PagedAppendInput", "CopyBlocksInput", ".paged_append(", ".copy_blocks("],
+    );
+    assert!(glue.is_empty(), "K/V written around the engine:\n{}", glue.join("\n"));
+}

@@ -41,7 +41,7 @@ proptest! {
         num_blocks in 1usize..40,
         ops in proptest::collection::vec(op(), OPS_PER_CASE),
     ) {
-        let mut c = PagedKvCache::new(PagedShape { num_blocks, block_size, kv_heads: 1, head_dim: 1 });
+        let mut c = PagedKvCache::new(PagedShape { num_blocks, block_size, kv_heads: 1, head_dim: 1, dtype: kvscope::cache::KvDtype::F16 });
         for op in ops {
             match op {
                 Op::Append { req, tokens } => {
@@ -94,7 +94,7 @@ proptest! {
     ) {
         let mut rng = Rng::new(seed);
         let blocks: usize = lens.iter().map(|l| l.div_ceil(block_size)).sum::<usize>() * 2 + 2;
-        let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim };
+        let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim, dtype: kvscope::cache::KvDtype::F16 };
         let cache = suite::scattered_cache(shape, &lens, &mut rng);
         cache.check_invariants().map_err(TestCaseError::fail)?;
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
@@ -141,7 +141,7 @@ proptest! {
     ) {
         let mut rng = Rng::new(seed);
         let blocks: usize = lens.iter().map(|l| l.div_ceil(block_size)).sum::<usize>() * 2 + 2;
-        let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim };
+        let shape = PagedShape { num_blocks: blocks, block_size, kv_heads, head_dim, dtype: kvscope::cache::KvDtype::F16 };
         let cache = suite::scattered_cache(shape, &lens, &mut rng);
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();
         let dt = DecodeTables::new(&cache, &reqs);

@@ -37,14 +37,23 @@ fn the_backend_table_is_consistent() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let common = std::fs::read_to_string(root.join("kernels/common.cuh")).unwrap();
     let common_wgsl = std::fs::read_to_string(root.join("kernels/common.wgsl")).unwrap();
+    let kv_f16 = std::fs::read_to_string(root.join("kernels/kv/f16.cuh")).unwrap();
     for kind in BackendKind::ALL {
         for op in Kernel::ALL {
             let src = kernel_source(kind, op).unwrap_or_else(|| panic!("{op:?} on {}", kind.name()));
             let on_disk = std::fs::read_to_string(root.join(src.path)).unwrap();
-            let shown = src
+            let mut shown = src
                 .source
                 .strip_prefix(on_disk.as_str())
                 .unwrap_or_else(|| panic!("{}", src.path));
+            // A pool kernel shows the f16 pools' read and write functions first (kernels/kv/f16.cuh).
+            if on_disk.contains("#include \"kv_dtype.cuh\"") {
+                let file = src.path.trim_start_matches("kernels/");
+                let section = format!("\n// ---- kernels/kv/f16.cuh (included at the top of {file}) ----\n{kv_f16}");
+                shown = shown
+                    .strip_prefix(section.as_str())
+                    .unwrap_or_else(|| panic!("{}: the f16 header after the file", src.path));
+            }
             if on_disk.contains("#include \"common.cuh\"") {
                 assert!(
                     shown.contains("// ---- kernels/common.cuh") && shown.ends_with(&common),
@@ -102,6 +111,7 @@ fn an_unimplemented_op_is_a_clear_error_and_lessons_pass_it_on() {
         block_size: 2,
         kv_heads: 1,
         head_dim: 2,
+        dtype: kvscope::cache::KvDtype::F16,
     };
     let cache = suite::scattered_cache(p, &[3], &mut Rng::new(1));
     let dt = DecodeTables::new(&cache, &[0]);

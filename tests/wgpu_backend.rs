@@ -118,6 +118,7 @@ fn wgsl_kernels_agree_with_their_cuda_twins() {
             block_size: bs,
             kv_heads: kvh,
             head_dim: hd,
+            dtype: kvscope::cache::KvDtype::F16,
         };
         let cache = suite::scattered_cache(shape, &lens, &mut rng);
         let reqs: Vec<u32> = (0..lens.len() as u32).collect();

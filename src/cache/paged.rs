@@ -7,10 +7,10 @@
 //! one is full, so at most `block_size - 1` slots per request are wasted (internal fragmentation),
 //! instead of `max_seq_len - len` for a static reservation. Freeing a request returns all its blocks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::pool::Pool;
-use half::f16;
+use super::dtype::{KvDtype, PoolGeometry, ScaleLayout};
+use super::pool::{Pool, PoolMut};
 
 /// A request's id.
 pub type RequestId = u32;
@@ -60,6 +60,20 @@ pub enum PagedError {
     /// A block freed twice or out of range.
     #[error("block {0} is not an allocated block of this pool")]
     BadFree(u32),
+    /// A block that cannot be dropped from a table: the last one, one already dropped, or one of a
+    /// request whose blocks are hashed for prefix caching.
+    #[error("request {request}: logical block {block} cannot be dropped ({why})")]
+    CannotDrop {
+        /// The request.
+        request: RequestId,
+        /// The logical block.
+        block: usize,
+        /// Why.
+        why: &'static str,
+    },
+    /// Sharing (fork, copy-on-write appends) of a request some of whose blocks were dropped.
+    #[error("request {0} has dropped blocks: it cannot be forked or appended token by token")]
+    Gapped(RequestId),
 }
 
 /// A free list of physical block ids. `allocate` pops from the end, as the source notes' Python list
@@ -118,7 +132,7 @@ impl BlockAllocator {
     }
 }
 
-/// The shape of a paged pool.
+/// The shape of a paged pool, its dtype included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PagedShape {
     /// Physical blocks in the pool.
@@ -129,9 +143,37 @@ pub struct PagedShape {
     pub kv_heads: usize,
     /// Values per head.
     pub head_dim: usize,
+    /// What the pools store (f16 when a file does not say).
+    #[serde(default)]
+    pub dtype: KvDtype,
 }
 
 impl PagedShape {
+    /// The geometry the dtype's scale layout sizes its scales by.
+    pub fn geometry(&self) -> PoolGeometry {
+        PoolGeometry {
+            blocks: self.num_blocks,
+            heads: self.kv_heads,
+            block_size: self.block_size,
+            row: self.head_dim,
+        }
+    }
+
+    /// Scales in one of the K or V pools.
+    pub fn num_scales(&self) -> usize {
+        self.dtype.format().scales.count(self.geometry())
+    }
+
+    /// The scales of the row `(block, head, offset)`.
+    pub fn row_scales(&self, block: usize, h: usize, offset: usize) -> std::ops::Range<usize> {
+        self.dtype.format().scales.row(self.geometry(), block, h, offset)
+    }
+
+    /// An empty pool of this shape: `numel` values of the dtype and its scales.
+    pub fn pool(&self) -> Pool {
+        Pool::new(self.dtype, self.numel(), self.num_scales())
+    }
+
     /// Elements in one of the K or V pools.
     pub fn numel(&self) -> usize {
         self.num_blocks * self.kv_heads * self.block_size * self.head_dim
@@ -182,6 +224,9 @@ pub struct PagedKvCache {
     pub(super) lens: BTreeMap<RequestId, usize>,
     /// Table entries pointing at each block: 1 for a private block, more when requests share it.
     pub(super) refs: Vec<u32>,
+    /// Logical blocks each request dropped (token eviction: StreamingLLM's window, H2O): full blocks,
+    /// never the last, whose tokens no longer take part in attention. The table skips them.
+    pub(super) gaps: BTreeMap<RequestId, BTreeSet<usize>>,
     /// Prefix caching: hashes of full blocks, the evictor, token ids (see `prefix.rs`).
     pub(super) prefix: super::prefix::PrefixState,
 }
@@ -189,15 +234,15 @@ pub struct PagedKvCache {
 impl PagedKvCache {
     /// An empty cache with every block free. Sizes must be positive.
     pub fn new(shape: PagedShape) -> Self {
-        let n = shape.numel();
         Self {
             shape,
-            k_pool: Pool::zeroed(n),
-            v_pool: Pool::zeroed(n),
+            k_pool: shape.pool(),
+            v_pool: shape.pool(),
             allocator: BlockAllocator::new(shape.num_blocks),
             tables: BTreeMap::new(),
             lens: BTreeMap::new(),
             refs: vec![0; shape.num_blocks],
+            gaps: BTreeMap::new(),
             prefix: super::prefix::PrefixState::new(shape.num_blocks),
         }
     }
@@ -234,8 +279,55 @@ impl PagedKvCache {
 
     /// Blocks `req` needs beyond what it has to hold `tokens` tokens.
     pub fn blocks_needed(&self, req: RequestId, tokens: usize) -> usize {
-        let have = self.tables.get(&req).map_or(0, Vec::len);
+        let have = self.tables.get(&req).map_or(0, Vec::len) + self.dropped_blocks(req);
         self.shape.blocks_for(tokens).saturating_sub(have)
+    }
+
+    /// Logical blocks `req` dropped.
+    pub fn dropped(&self, req: RequestId) -> impl Iterator<Item = usize> + '_ {
+        self.gaps.get(&req).into_iter().flatten().copied()
+    }
+
+    /// How many logical blocks `req` dropped.
+    pub fn dropped_blocks(&self, req: RequestId) -> usize {
+        self.gaps.get(&req).map_or(0, BTreeSet::len)
+    }
+
+    /// Tokens of `req` still in its table (its length less the dropped blocks' tokens): what a decode
+    /// attends to.
+    pub fn live_len(&self, req: RequestId) -> usize {
+        self.len(req) - self.dropped_blocks(req) * self.shape.block_size
+    }
+
+    /// Drop logical block `block` of `req` from its table: the block loses the request's reference (and
+    /// goes back to the free list when nobody else holds it), and its tokens no longer take part in
+    /// attention. Only a full block that is not the last, of a request without prefix-caching hashes
+    /// (token eviction runs on private blocks here).
+    pub fn drop_block(&mut self, req: RequestId, block: usize) -> Result<u32, PagedError> {
+        let why = |why| PagedError::CannotDrop {
+            request: req,
+            block,
+            why,
+        };
+        let len = self.len(req);
+        if !self.tables.contains_key(&req) {
+            return Err(PagedError::UnknownRequest(req));
+        }
+        if self.prefix.tokens.contains_key(&req) {
+            return Err(why("its blocks are hashed for prefix caching"));
+        }
+        if (block + 1) * self.shape.block_size >= len {
+            return Err(why("only full blocks before the last can be dropped"));
+        }
+        let gaps = self.gaps.entry(req).or_default();
+        if !gaps.insert(block) {
+            return Err(why("it was dropped already"));
+        }
+        let index = block - gaps.range(..block).count();
+        let b = self.tables.get_mut(&req).expect("known").remove(index);
+        let now = self.prefix.tick();
+        self.release_block(b, now)?;
+        Ok(b)
     }
 
     /// Make sure `req` has blocks for `tokens` tokens. All or nothing: on OOM nothing is allocated.
@@ -297,10 +389,51 @@ impl PagedKvCache {
         Ok(())
     }
 
-    /// Physical slot (`block × block_size + offset`) of token `pos` of `req`, if it has a block.
+    /// Physical slot (`block × block_size + offset`) of token `pos` of `req`, if it has a block (none
+    /// for a token of a dropped block).
     pub fn slot(&self, req: RequestId, pos: usize) -> Option<usize> {
-        let b = *self.tables.get(&req)?.get(pos / self.shape.block_size)?;
+        let lb = pos / self.shape.block_size;
+        let index = match self.gaps.get(&req) {
+            Some(g) if g.contains(&lb) => return None,
+            Some(g) => lb - g.range(..lb).count(),
+            None => lb,
+        };
+        let b = *self.tables.get(&req)?.get(index)?;
         Some(b as usize * self.shape.block_size + pos % self.shape.block_size)
+    }
+
+    /// Cut `req` back to its first `len` tokens (speculative decoding's rejected drafts): the slots past
+    /// `len` are forgotten and blocks left without a token go back. Not for requests whose blocks are
+    /// hashed for prefix caching.
+    pub fn truncate(&mut self, req: RequestId, len: usize) -> Result<Vec<u32>, PagedError> {
+        if !self.tables.contains_key(&req) {
+            return Err(PagedError::UnknownRequest(req));
+        }
+        if self.prefix.tokens.contains_key(&req) {
+            return Err(PagedError::CannotDrop {
+                request: req,
+                block: len / self.shape.block_size,
+                why: "its blocks are hashed for prefix caching",
+            });
+        }
+        let len = len.min(self.len(req));
+        let bs = self.shape.block_size;
+        if let Some(lb) = self.dropped(req).find(|&lb| (lb + 1) * bs >= len) {
+            return Err(PagedError::CannotDrop {
+                request: req,
+                block: lb,
+                why: "the cut would end inside or before a dropped block",
+            });
+        }
+        let keep_blocks = self.shape.blocks_for(len).saturating_sub(self.dropped_blocks(req));
+        let now = self.prefix.tick();
+        let table = self.tables.get_mut(&req).expect("known");
+        let freed: Vec<u32> = table.split_off(keep_blocks.min(table.len()));
+        for &b in &freed {
+            self.release_block(b, now)?;
+        }
+        self.lens.insert(req, len);
+        Ok(freed)
     }
 
     /// Reserve the next `n` positions of `req` (allocating blocks as needed) and return their slot
@@ -331,11 +464,9 @@ impl PagedKvCache {
         let slot = self.slot(req, pos).expect("capacity ensured");
         let (block, off) = (slot / s.block_size, slot % s.block_size);
         for h in 0..s.kv_heads {
-            let dst = s.index(block, h, off, 0);
-            for d in 0..s.head_dim {
-                self.k_pool[dst + d] = f16::from_f32(k[h * s.head_dim + d]);
-                self.v_pool[dst + d] = f16::from_f32(v[h * s.head_dim + d]);
-            }
+            let src = h * s.head_dim..(h + 1) * s.head_dim;
+            write_row(&mut self.k_pool, s, (block, h, off), &k[src.clone()]);
+            write_row(&mut self.v_pool, s, (block, h, off), &v[src]);
         }
         self.lens.insert(req, len.max(pos + 1));
         Ok(())
@@ -347,6 +478,7 @@ impl PagedKvCache {
     pub fn free_request(&mut self, req: RequestId) -> Result<Vec<u32>, PagedError> {
         let table = self.tables.remove(&req).ok_or(PagedError::UnknownRequest(req))?;
         self.lens.remove(&req);
+        self.gaps.remove(&req);
         self.prefix.tokens.remove(&req);
         let now = self.prefix.tick();
         for &b in &table {
@@ -366,19 +498,21 @@ impl PagedKvCache {
     /// f64 copy, from the raw pools.
     pub fn gather(&self, req: RequestId) -> Result<(Vec<f32>, Vec<f32>), PagedError> {
         let s = self.shape;
-        let table = self.tables.get(&req).ok_or(PagedError::UnknownRequest(req))?;
+        if !self.tables.contains_key(&req) {
+            return Err(PagedError::UnknownRequest(req));
+        }
         let len = self.len(req);
         let mut k = vec![0f32; s.kv_heads * len * s.head_dim];
         let mut v = vec![0f32; k.len()];
         for h in 0..s.kv_heads {
             for pos in 0..len {
-                let (block, off) = (table[pos / s.block_size] as usize, pos % s.block_size);
-                let src = s.index(block, h, off, 0);
-                let dst = (h * len + pos) * s.head_dim;
-                for d in 0..s.head_dim {
-                    k[dst + d] = self.k_pool[src + d].to_f32();
-                    v[dst + d] = self.v_pool[src + d].to_f32();
-                }
+                let Some(slot) = self.slot(req, pos) else {
+                    continue; // a dropped block's tokens read as 0
+                };
+                let (block, off) = (slot / s.block_size, slot % s.block_size);
+                let dst = (h * len + pos) * s.head_dim..(h * len + pos + 1) * s.head_dim;
+                read_row(&self.k_pool, s, (block, h, off), &mut k[dst.clone()]);
+                read_row(&self.v_pool, s, (block, h, off), &mut v[dst]);
             }
         }
         Ok((k, v))
@@ -399,14 +533,14 @@ impl PagedKvCache {
                 m[i * max_blocks + j] = b as i32;
             }
         }
-        let lens = reqs.iter().map(|&r| self.len(r) as i32).collect();
+        let lens = reqs.iter().map(|&r| self.live_len(r) as i32).collect();
         (m, max_blocks, lens)
     }
 
     /// Accounting, with a static reservation of `max_seq_len` per request for comparison.
     pub fn stats(&self, max_seq_len: usize) -> PagedStats {
         let blocks_used = self.refs.iter().filter(|&&r| r > 0).count();
-        let tokens_stored: usize = self.lens.values().sum();
+        let tokens_stored: usize = self.lens.keys().map(|&r| self.live_len(r)).sum();
         let table_slots: usize = self.tables.values().map(Vec::len).sum::<usize>() * self.shape.block_size;
         PagedStats {
             requests: self.tables.len(),
@@ -433,7 +567,7 @@ impl PagedKvCache {
                     .get_mut(b as usize)
                     .ok_or(format!("request {req} holds block {b}, outside the pool"))? += 1;
             }
-            let need = self.shape.blocks_for(self.len(req));
+            let need = self.shape.blocks_for(self.len(req)) - self.dropped_blocks(req);
             if table.len() != need {
                 return Err(format!(
                     "request {req} holds {} blocks for {} tokens (needs {need})",
@@ -485,6 +619,45 @@ impl PagedKvCache {
     }
 }
 
+/// Copy block `src` of `pool` over block `dst`: its bytes and, where the dtype keeps scales per block
+/// (per token, per channel, per group), the block's scales (scales per head or per pool are shared).
+pub fn copy_block(pool: PoolMut, s: PagedShape, src: usize, dst: usize) {
+    let f = s.dtype.format();
+    let per = s.kv_heads * s.block_size * s.head_dim;
+    let bytes = |b: usize| f.bytes_for(b * per)..f.bytes_for((b + 1) * per);
+    let (from, to) = (bytes(src), bytes(dst));
+    pool.bytes.copy_within(from, to.start);
+    let scales = s.num_scales();
+    if matches!(
+        f.scales,
+        ScaleLayout::PerToken { .. } | ScaleLayout::PerChannel | ScaleLayout::PerGroup { .. }
+    ) {
+        let per = scales / s.num_blocks.max(1);
+        pool.scales.copy_within(src * per..(src + 1) * per, dst * per);
+    }
+}
+
+/// Write the row `(block, head, offset)` of `pool` through its dtype.
+pub fn write_row(pool: &mut Pool, s: PagedShape, (block, h, off): (usize, usize, usize), src: &[f32]) {
+    let f = s.dtype.format();
+    let start = s.index(block, h, off, 0);
+    let (a, b) = (f.bytes_for(start), f.bytes_for(start + s.head_dim));
+    let scales = s.row_scales(block, h, off);
+    let view = pool.view_mut();
+    (f.write)(src, &mut view.bytes[a..b], &mut view.scales[scales]);
+}
+
+/// Read the row `(block, head, offset)` of `pool` as f32 through its dtype.
+pub fn read_row(pool: &Pool, s: PagedShape, (block, h, off): (usize, usize, usize), dst: &mut [f32]) {
+    let view = pool.view();
+    view.read(
+        s.index(block, h, off, 0),
+        s.head_dim,
+        &view.scales[s.row_scales(block, h, off)],
+        dst,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +668,7 @@ mod tests {
             block_size,
             kv_heads: 2,
             head_dim: 3,
+            dtype: KvDtype::F16,
         })
     }
 

@@ -358,6 +358,9 @@ impl PagedKvCache {
         let bs = self.shape().block_size;
         let len = self.len(req);
         let table_len = self.tables.get(&req).ok_or(PagedError::UnknownRequest(req))?.len();
+        if self.dropped_blocks(req) > 0 {
+            return Err(PagedError::Gapped(req));
+        }
         let mut cow = None;
         let mut new_block = None;
         if len == table_len * bs {
@@ -399,6 +402,9 @@ impl PagedKvCache {
         if self.tables.contains_key(&child) {
             return Err(PagedError::AlreadyAdmitted(child));
         }
+        if self.dropped_blocks(parent) > 0 {
+            return Err(PagedError::Gapped(parent));
+        }
         for &b in &table {
             self.refs[b as usize] += 1;
         }
@@ -424,10 +430,8 @@ impl PagedKvCache {
     /// in both pools (the reference the backends' kernels are checked against).
     pub fn copy_block_host(&mut self, src: u32, dst: u32) {
         let s = self.shape();
-        let n = s.kv_heads * s.block_size * s.head_dim;
-        let (a, b) = (s.index(src as usize, 0, 0, 0), s.index(dst as usize, 0, 0, 0));
-        self.k_pool.copy_within(a..a + n, b);
-        self.v_pool.copy_within(a..a + n, b);
+        super::paged::copy_block(self.k_pool.view_mut(), s, src as usize, dst as usize);
+        super::paged::copy_block(self.v_pool.view_mut(), s, src as usize, dst as usize);
     }
 }
 
@@ -443,6 +447,7 @@ mod tests {
             block_size,
             kv_heads: 1,
             head_dim: 2,
+            dtype: crate::cache::KvDtype::F16,
         })
     }
 

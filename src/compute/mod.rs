@@ -49,6 +49,56 @@ pub enum BackendError {
         /// The backend's name.
         backend: &'static str,
     },
+    /// This backend's kernels have no read path for the pools' KV dtype (`kernels/kv/<dtype>.*`).
+    #[error("the {backend} backend has no kernels for {dtype} KV pools yet")]
+    UnsupportedDtype {
+        /// The dtype's name.
+        dtype: &'static str,
+        /// The backend's name.
+        backend: &'static str,
+    },
+}
+
+/// The f16 values of a read-only pool view, or the error a backend whose kernels have no read path for
+/// the pool's dtype gives (today every GPU-side kernel reads f16 only; the CPU backend reads every dtype
+/// through its format).
+pub(crate) fn f16_pool<'a>(
+    p: crate::cache::PoolRef<'a>,
+    backend: &'static str,
+) -> Result<&'a [half::f16], BackendError> {
+    p.as_f16().ok_or(BackendError::UnsupportedDtype {
+        dtype: p.dtype.name(),
+        backend,
+    })
+}
+
+/// [`f16_pool`] for a writable view.
+pub(crate) fn f16_pool_mut<'a>(
+    p: crate::cache::PoolMut<'a>,
+    backend: &'static str,
+) -> Result<&'a mut [half::f16], BackendError> {
+    let dtype = p.dtype.name();
+    p.into_f16().ok_or(BackendError::UnsupportedDtype { dtype, backend })
+}
+
+/// Both pools hold the shape's dtype, its `numel` values and its scales.
+pub(crate) fn check_pools(s: crate::cache::PagedShape, pools: [crate::cache::PoolRef; 2]) -> Result<(), BackendError> {
+    for p in pools {
+        if p.dtype != s.dtype {
+            return Err(invalid(format!(
+                "the shape says {} pools, a pool holds {}",
+                s.dtype, p.dtype
+            )));
+        }
+        if p.len() != s.numel() || p.scales.len() != s.num_scales() {
+            return Err(invalid(format!(
+                "pools must have {} values and {} scales",
+                s.numel(),
+                s.num_scales()
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> BackendError {
@@ -126,8 +176,8 @@ pub trait Backend: Send + Sync {
                     failed = Some(e);
                 }
             },
-            inp.k_pool,
-            inp.v_pool,
+            f16_pool(inp.k_pool, "host timing")?,
+            f16_pool(inp.v_pool, "host timing")?,
             inp.kv_bytes(),
             inp.kv_bytes(),
         );

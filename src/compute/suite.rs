@@ -4,7 +4,7 @@
 
 use super::{Backend, CheckReport};
 
-pub use super::ops::paged_decode::{paged_equals_contiguous, scattered_cache};
+pub use super::ops::paged_decode::{decode_and_check, paged_equals_contiguous, scattered_cache};
 
 /// Run every op of `b` against the reference, in the op table's order.
 pub fn run(b: &dyn Backend, seed: u64) -> Vec<CheckReport> {

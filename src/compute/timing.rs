@@ -82,13 +82,18 @@ pub fn host_table_order_read(inp: &crate::compute::PagedDecodeInput, reps: usize
 /// and the f16 bits elsewhere), read as [`host_table_order_read`] reads them.
 fn table_order_sum(inp: &crate::compute::PagedDecodeInput) -> u64 {
     let span = inp.shape.kv_heads * inp.shape.block_size * inp.shape.head_dim;
-    let sum = |pool: &[f16], base: usize, acc: u64| wrapping_sum(&pool[base..base + span], acc);
+    // Pools of another dtype than f16 read as empty: the sweep times f16 pools.
+    let (k, v) = (
+        inp.k_pool.as_f16().unwrap_or_default(),
+        inp.v_pool.as_f16().unwrap_or_default(),
+    );
+    let sum = |pool: &[f16], base: usize, acc: u64| wrapping_sum(pool.get(base..base + span).unwrap_or_default(), acc);
     table_order_tasks(inp)
         .par_iter()
         .map(|blocks| {
             blocks.iter().fold(0u64, |acc, &b| {
                 let base = inp.shape.index(b as usize, 0, 0, 0);
-                sum(inp.v_pool, base, sum(inp.k_pool, base, acc))
+                sum(v, base, sum(k, base, acc))
             })
         })
         .reduce(|| 0, u64::wrapping_add)
@@ -131,6 +136,7 @@ mod tests {
             block_size: 4,
             kv_heads: 2,
             head_dim: 3,
+            dtype: crate::cache::KvDtype::F16,
         };
         let mut cache = PagedKvCache::new(shape);
         let reqs = [0, 1, 2, 3];

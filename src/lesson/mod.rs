@@ -231,21 +231,25 @@ pub struct ModelConfig {
     pub kv_heads: u32,
     /// Values per head.
     pub head_dim: u32,
-    /// Bytes per stored value (2 for fp16/bf16).
+    /// Bytes per weight (2 for fp16/bf16).
     pub dtype_bytes: u32,
+    /// The KV cache's dtype (f16 when the file does not say).
+    #[serde(default)]
+    pub kv_dtype: crate::cache::KvDtype,
     /// Total parameters, from the model card (for the bytes of weights a decode step reads).
     #[serde(default)]
     pub parameters: Option<u64>,
 }
 
 impl ModelConfig {
-    /// K and V bytes one token occupies across all layers: 2 · layers · kv_heads · head_dim · bytes.
+    /// K and V bytes one token occupies across all layers: 2 · layers · kv_heads · a row of head_dim
+    /// values of the KV dtype.
     pub fn kv_bytes_per_token(&self) -> u64 {
         crate::cache::kv_bytes_per_token(
             self.layers as u64,
             self.kv_heads as u64,
             self.head_dim as u64,
-            self.dtype_bytes as u64,
+            self.kv_dtype,
         )
     }
 

@@ -10,8 +10,9 @@ use std::time::Instant;
 use ndarray::Array3;
 
 use super::Model;
-use crate::cache::{PagedKvCache, PagedShape, StaticKvCache, StaticShape};
-use crate::compute::{Backend, PagedAppendInput, PagedDecodeInput, StaticAppendInput};
+use crate::cache::{PagedShape, PoolRef, StaticKvCache, StaticShape};
+use crate::compute::{Backend, DecodeTables, PagedDecodeInput, StaticAppendInput};
+use crate::kv::KvEngine;
 use crate::math::Rng;
 
 /// Which KV cache generation reads.
@@ -106,7 +107,8 @@ pub struct Generation {
 /// The cache of one generation.
 enum Cache {
     Static(StaticKvCache),
-    Paged(Vec<PagedKvCache>),
+    /// One engine for every layer: one block table, a pool pair per layer.
+    Paged(Box<KvEngine>),
 }
 
 const REQ: u32 = 0;
@@ -153,20 +155,15 @@ impl Cache {
                     c.mark_written(l, pos);
                 }
             }
-            Cache::Paged(layers) => {
-                let c = &mut layers[l];
-                let slots = c.append_slots(REQ, n).map_err(|e| e.to_string())?;
-                let shape = c.shape();
-                backend
-                    .paged_append(PagedAppendInput {
-                        shape,
-                        k_pool: &mut c.k_pool,
-                        v_pool: &mut c.v_pool,
-                        slot_mapping: &slots,
-                        k: &kt,
-                        v: &vt,
-                    })
-                    .map_err(err)?;
+            Cache::Paged(engine) => {
+                // Layer 0 reserves the positions' slots; every layer writes its rows at them.
+                if l == 0 {
+                    engine.reserve(REQ, n).map_err(|e| e.to_string())?;
+                }
+                let slots: Vec<i32> = (pos0..pos0 + n)
+                    .map(|p| engine.cache().slot(REQ, p).map_or(-1, |s| s as i32))
+                    .collect();
+                engine.write(backend, l, &slots, &kt, &vt).map_err(|e| e.to_string())?;
             }
         }
         Ok(())
@@ -198,30 +195,24 @@ impl Cache {
                             block_size: s.max_seq_len,
                             kv_heads: s.kv_heads,
                             head_dim: s.head_dim,
+                            dtype: crate::cache::KvDtype::F16,
                         },
-                        k_pool: &c.k[l * slab..(l + 1) * slab],
-                        v_pool: &c.v[l * slab..(l + 1) * slab],
+                        k_pool: PoolRef::f16(&c.k[l * slab..(l + 1) * slab]),
+                        v_pool: PoolRef::f16(&c.v[l * slab..(l + 1) * slab]),
                         block_tables: &[0],
                         max_blocks: 1,
                         context_lens: &lens,
                     })
                     .map_err(err)
             }
-            Cache::Paged(layers) => {
-                let c = &layers[l];
-                let (tables, max_blocks, _) = c.block_table_matrix(&[REQ]);
-                backend
-                    .paged_decode(&PagedDecodeInput {
-                        q,
-                        n_heads,
-                        shape: c.shape(),
-                        k_pool: &c.k_pool,
-                        v_pool: &c.v_pool,
-                        block_tables: &tables,
-                        max_blocks,
-                        context_lens: &lens,
-                    })
-                    .map_err(err)
+            Cache::Paged(engine) => {
+                let tables = DecodeTables {
+                    context_lens: lens.to_vec(),
+                    ..engine.tables(&[REQ])
+                };
+                engine
+                    .decode(backend, l, &tables, q, n_heads)
+                    .map_err(|e| e.to_string())
             }
         }
     }
@@ -264,8 +255,9 @@ impl Model {
                     block_size: bs,
                     kv_heads: c.n_kv_heads,
                     head_dim: c.head_dim,
+                    dtype: crate::cache::KvDtype::F16,
                 };
-                Cache::Paged((0..c.n_layers).map(|_| PagedKvCache::new(shape)).collect())
+                Cache::Paged(Box::new(KvEngine::new(shape, c.n_layers)))
             }
         };
         let t0 = Instant::now();

@@ -102,6 +102,7 @@ pub fn demo_paged_cache() -> PagedKvCache {
         block_size: 8,
         kv_heads: 1,
         head_dim: 1,
+        dtype: crate::cache::KvDtype::F16,
     });
     for (req, n) in [(0u32, 13usize), (1, 20), (2, 6)] {
         c.append_slots(req, n).expect("fits");

@@ -28,12 +28,18 @@ pub struct GroupState<'a> {
 /// converts this call's, block j's lines while it converts block j, one cache line per line converted,
 /// so the next blocks' DRAM reads are under way before they are needed (block tables scatter blocks, and
 /// hardware prefetchers stop at 4 KiB pages).
-#[derive(Clone, Copy, Default)]
-pub struct Next<'a> {
+#[derive(Clone, Copy)]
+pub struct Next<'a, T = f16> {
     /// The next call's K blocks (none: nothing to prefetch).
-    pub k: &'a [&'a [f16]],
+    pub k: &'a [&'a [T]],
     /// Its V blocks.
-    pub v: &'a [&'a [f16]],
+    pub v: &'a [&'a [T]],
+}
+
+impl<T> Default for Next<'_, T> {
+    fn default() -> Self {
+        Self { k: &[], v: &[] }
+    }
 }
 
 /// Attend the group `st` to a run of blocks: `k[j]` and `v[j]` are block j's K and V rows (`[ntok_j,
@@ -57,6 +63,23 @@ pub fn attend_blocks(st: &mut GroupState, k: &[&[f16]], v: &[&[f16]], hd: usize,
     }
     let _ = next;
     attend_blocks_portable(st, k, v, hd, scratch);
+}
+
+/// [`attend_blocks`] over rows already in f32: the step of every KV dtype without a SIMD read path of its
+/// own (the CPU decode fills the rows through the dtype's `read`), on the portable body.
+pub fn attend_blocks_f32(st: &mut GroupState, k: &[&[f32]], v: &[&[f32]], hd: usize, scratch: &mut Scratch) {
+    body(
+        st,
+        k,
+        v,
+        hd,
+        scratch,
+        |src, dst, _| dst[..src.len()].copy_from_slice(src),
+        |_, _, _, _, _, _, _| false,
+        |_, _, _, _, _| false,
+        |_, _, _, _, _, _| false,
+        Next::default(),
+    );
 }
 
 /// Prefetch every cache line of `h` toward the core (nothing where the AVX2 version does not run).
@@ -501,23 +524,23 @@ pub(super) const MAX_ROWS: usize = 64;
 /// scores go into one row per query (`p[g·ntot + t]`), so one softmax update covers all its blocks.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn body(
+pub(super) fn body<T: Copy + Default>(
     st: &mut GroupState,
-    ks: &[&[f16]],
-    vs: &[&[f16]],
+    ks: &[&[T]],
+    vs: &[&[T]],
     hd: usize,
     scratch: &mut Scratch,
-    cvt: impl Fn(&[f16], &mut [f32], &[f16]),
-    scores: impl Fn(&[f32], &[f16], usize, usize, &mut [f32], usize, &[f16]) -> bool,
-    scores_rows: impl Fn(&[f32], &[&[f16]], usize, &mut [f32], usize) -> bool,
-    pv: impl Fn(&[f32], usize, &[&[f16]], usize, &mut [f32], &[&[f16]]) -> bool,
-    next: Next,
+    cvt: impl Fn(&[T], &mut [f32], &[T]),
+    scores: impl Fn(&[f32], &[T], usize, usize, &mut [f32], usize, &[T]) -> bool,
+    scores_rows: impl Fn(&[f32], &[&[T]], usize, &mut [f32], usize) -> bool,
+    pv: impl Fn(&[f32], usize, &[&[T]], usize, &mut [f32], &[&[T]]) -> bool,
+    next: Next<T>,
 ) {
     let group = st.m.len();
     if hd == 0 {
         return;
     }
-    let rows = |b: &[&[f16]]| b.iter().map(|x| x.len()).sum::<usize>();
+    let rows = |b: &[&[T]]| b.iter().map(|x| x.len()).sum::<usize>();
     let ntot = rows(ks) / hd;
     assert!(
         rows(ks) == rows(vs) && ks.iter().chain(vs).all(|x| x.len().is_multiple_of(hd)),
@@ -532,7 +555,7 @@ pub(super) fn body(
     if ks.len() > 1 && ntot <= MAX_ROWS && ks.iter().any(|k| k.len() < 4 * hd) {
         // Blocks of fewer than 4 tokens: score the run's rows as one list, so that a register tile
         // spans several blocks.
-        let mut rows: [&[f16]; MAX_ROWS] = [&[]; MAX_ROWS];
+        let mut rows: [&[T]; MAX_ROWS] = [&[]; MAX_ROWS];
         let mut n = 0;
         for k in ks {
             let mut r = 0;

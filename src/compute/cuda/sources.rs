@@ -1,6 +1,7 @@
 //! The `.cu` sources, embedded in the binary: NVRTC compiles exactly these at run time, and the app
 //! shows them to students next to the result they produced.
 
+use crate::cache::KvDtype;
 use crate::compute::Kernel;
 
 /// One kernel file.
@@ -53,41 +54,70 @@ pub const COMMON: KernelFile = KernelFile {
 /// The line that includes [`COMMON`].
 const INCLUDE_COMMON: &str = "#include \"common.cuh\"";
 
+/// The line that includes the pools' KV dtype header (`kernels/kv/<dtype>.cuh`).
+const INCLUDE_KV_DTYPE: &str = "#include \"kv_dtype.cuh\"";
+
+/// The header a KV dtype's kernels read its pools with, if it has one: `(path, text)`.
+pub fn kv_dtype_header(dtype: KvDtype) -> Option<(&'static str, &'static str)> {
+    dtype.format().kernels.map(|k| k.cuda)
+}
+
 impl KernelFile {
-    /// The text NVRTC compiles: the file with its `#include "common.cuh"` line replaced by that file
-    /// (the sources are embedded, so there is no folder to search), and `#line` directives that keep
-    /// the compiler's line numbers those of the two files.
+    /// The text NVRTC compiles for f16 pools: [`Self::compile_source_for`] with [`KvDtype::F16`].
     pub fn compile_source(&self) -> String {
-        let mut out = String::new();
-        for (n, line) in self.source.lines().enumerate() {
-            if line.trim_start().starts_with(INCLUDE_COMMON) {
-                out += &format!(
-                    "#line 1 \"{}\"\n{}\n#line {} \"{}\"\n",
-                    COMMON.file,
-                    COMMON.source,
-                    n + 2,
-                    self.file
-                );
-            } else {
-                out += line;
-                out += "\n";
-            }
-        }
-        out
+        self.compile_source_for(KvDtype::F16)
+            .expect("the f16 dtype has a CUDA header")
     }
 
-    /// The text the kernel panel shows: the file as it is, then, when it includes `common.cuh`, that
-    /// file after a marker line, so a student reading one kernel also sees the helpers it calls. The
-    /// file's own lines keep their numbers.
+    /// The text NVRTC compiles for pools of `dtype`: the file with its `#include "common.cuh"` line
+    /// replaced by that file and its `#include "kv_dtype.cuh"` line by the dtype's header (the sources
+    /// are embedded, so there is no folder to search), with `#line` directives that keep the compiler's
+    /// line numbers those of each file. `None` when the file reads pools and `dtype` has no CUDA header.
+    pub fn compile_source_for(&self, dtype: KvDtype) -> Option<String> {
+        let mut out = String::new();
+        for (n, line) in self.source.lines().enumerate() {
+            let included = if line.trim_start().starts_with(INCLUDE_COMMON) {
+                Some((COMMON.file, COMMON.source))
+            } else if line.trim_start().starts_with(INCLUDE_KV_DTYPE) {
+                Some(kv_dtype_header(dtype)?)
+            } else {
+                None
+            };
+            match included {
+                Some((file, text)) => {
+                    out += &format!("#line 1 \"{file}\"\n{text}\n#line {} \"{}\"\n", n + 2, self.file)
+                }
+                None => {
+                    out += line;
+                    out += "\n";
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The text the kernel panel shows: the file as it is, then each file it includes (the f16 pools'
+    /// header, `common.cuh`) after a marker line, so a student reading one kernel also sees the
+    /// helpers it calls. The file's own lines keep their numbers.
     pub fn display_source(&self) -> &'static str {
-        if !self.source.contains(INCLUDE_COMMON) {
+        let mut included = Vec::new();
+        if self.source.contains(INCLUDE_KV_DTYPE)
+            && let Some(h) = kv_dtype_header(KvDtype::F16)
+        {
+            included.push(h);
+        }
+        if self.source.contains(INCLUDE_COMMON) {
+            included.push((COMMON.path, COMMON.source));
+        }
+        if included.is_empty() {
             return self.source;
         }
         crate::compute::made_once(self.file, || {
-            format!(
-                "{}\n// ---- {} (included at the top of {}) ----\n{}",
-                self.source, COMMON.path, self.file, COMMON.source
-            )
+            let mut t = self.source.to_string();
+            for (path, text) in included {
+                t += &format!("\n// ---- {path} (included at the top of {}) ----\n{text}", self.file);
+            }
+            t
         })
     }
 }

@@ -26,8 +26,8 @@ pub mod static_append;
 ///
 /// A row: the op's variant and documentation; `module`, its folder under `ops/`; `method` and `run`,
 /// the validating `Backend` method and the one backends implement; `input` and `output` types;
-/// `file`, the kernel files' stem under `kernels/` (`.cu` and `.wgsl`); `pools`, the f16 pool snippet its
-/// WGSL needs in front of it (`None`, `Read` or `Write`, see `compute::wgpu::Pools`); `kernels`, what
+/// `file`, the kernel files' stem under `kernels/` (`.cu` and `.wgsl`); `pools`, the pool snippet (of the
+/// pools' KV dtype) its WGSL needs in front of it (`None`, `Read` or `Write`, see `compute::wgpu::Pools`); `kernels`, what
 /// the kernel panel shows (a [`Kernel`] each), every one with its entry points in launch order.
 macro_rules! op_table {
     ($callback:ident $([$($args:tt)*])?) => {

@@ -1,6 +1,7 @@
 //! The `.wgsl` kernels, embedded: the wgpu backend compiles exactly these, and the kernel panel shows
 //! them next to their CUDA twins.
 
+use crate::cache::KvDtype;
 use crate::compute::{Kernel, KernelSource, Op};
 
 /// How a WGSL program stores f16 K/V.
@@ -43,22 +44,34 @@ pub struct WgslFile {
 }
 
 impl WgslFile {
-    /// The module the backend compiles for `f16`: the pool snippet (and `enable f16;` for the native
-    /// path) and [`COMMON`] in front of the file.
+    /// The module the backend compiles for f16 pools: [`Self::module_for`] with [`KvDtype::F16`].
     pub fn module(&self, f16: F16Path) -> String {
-        let snippet = match (self.pools, f16) {
-            (Pools::None, _) => "",
-            (Pools::Read, F16Path::Packed) => include_str!("../../../kernels/f16_read_packed.wgsl"),
-            (Pools::Read, F16Path::Native) => include_str!("../../../kernels/f16_read_native.wgsl"),
-            (Pools::Write, F16Path::Packed) => include_str!("../../../kernels/f16_write_packed.wgsl"),
-            (Pools::Write, F16Path::Native) => include_str!("../../../kernels/f16_write_native.wgsl"),
+        self.module_for(f16, KvDtype::F16)
+            .expect("the f16 dtype has WGSL pool snippets")
+    }
+
+    /// The module the backend compiles for pools of `dtype`: the dtype's pool snippet (its `k_at`/`v_at`
+    /// or `store_k`/`store_v`; with `enable f16;` for the native f16 path) and [`COMMON`] in front of the
+    /// file. `None` when the file touches pools and `dtype` has no WGSL snippets.
+    pub fn module_for(&self, f16: F16Path, dtype: KvDtype) -> Option<String> {
+        let snippet = match self.pools {
+            Pools::None => "",
+            pools => {
+                let w = dtype.format().kernels?.wgsl;
+                match (pools, f16) {
+                    (Pools::Read, F16Path::Packed) => w.read_packed.1,
+                    (Pools::Read, F16Path::Native) => w.read_native.1,
+                    (_, F16Path::Packed) => w.write_packed.1,
+                    (_, F16Path::Native) => w.write_native.1,
+                }
+            }
         };
         let enable = if self.pools != Pools::None && f16 == F16Path::Native {
             "enable f16;\n"
         } else {
             ""
         };
-        format!("{enable}{snippet}\n{COMMON}\n{}", self.source)
+        Some(format!("{enable}{snippet}\n{COMMON}\n{}", self.source))
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ndarray::{Array2, Array3, Axis, s};
 
 use super::{LessonKind, Output, Params, any_nan, get, heat, heat_probs};
-use crate::cache::{PagedShape, StaticKvCache, StaticShape, kv_bytes_per_token};
+use crate::cache::{PagedShape, PoolRef, StaticKvCache, StaticShape, kv_bytes_per_token};
 
 use crate::compute::ops::paged_decode::decode_and_check;
 use crate::compute::{
@@ -315,7 +315,7 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
         .into_iter()
         .max_by(|a, b| a.max_abs.total_cmp(&b.max_abs))
         .unwrap_or_else(|| check("prefill", &[0], &[0f32; 0], &[0f64; 0], Tolerance::F32));
-    let kv_token_layer = kv_bytes_per_token(1, kv_heads as u64, hd as u64, 2) as usize; // one request, one layer
+    let kv_token_layer = kv_bytes_per_token(1, kv_heads as u64, hd as u64, crate::cache::KvDtype::F16) as usize; // one request, one layer
     let mut frames = vec![DecodeFrame {
         token: 0,
         layer: None,
@@ -353,9 +353,10 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                     block_size: max_seq_len,
                     kv_heads,
                     head_dim: hd,
+                    dtype: crate::cache::KvDtype::F16,
                 },
-                k_pool: &cache.k[l * slab..(l + 1) * slab],
-                v_pool: &cache.v[l * slab..(l + 1) * slab],
+                k_pool: PoolRef::f16(&cache.k[l * slab..(l + 1) * slab]),
+                v_pool: PoolRef::f16(&cache.v[l * slab..(l + 1) * slab]),
                 block_tables: &tables,
                 max_blocks: 1,
                 context_lens: &lens,

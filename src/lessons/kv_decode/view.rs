@@ -193,7 +193,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     size,
                 );
             });
-            let per_slot = kv_bytes_per_token(1, 1, d.head_dim as u64, 2) as usize; // K and V, f16
+            let per_slot = kv_bytes_per_token(1, 1, d.head_dim as u64, crate::cache::KvDtype::F16) as usize; // K and V, f16
             let used: usize = f.lens.iter().sum::<usize>() * d.batch * d.kv_heads * per_slot;
             ui.label(
                 RichText::new(format!(

@@ -22,7 +22,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
     // K and V are read once per KV head: 2 · KVH · hd · ctx values of 2 bytes.
     let flops = |b: usize, h: usize, n: usize| (4 * b * h * d.head_dim * n) as f64;
     let kv_bytes = |b: usize, kvh: usize, n: usize| {
-        (b * n) as f64 * kv_bytes_per_token(1, kvh as u64, d.head_dim as u64, 2) as f64
+        (b * n) as f64 * kv_bytes_per_token(1, kvh as u64, d.head_dim as u64, crate::cache::KvDtype::F16) as f64
     };
     let (fl, by) = if f.layer.is_some() {
         (f.flops as f64, f.bytes_read as f64)

@@ -233,7 +233,7 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         a.shape.n_kv_heads as u64,
         a.shape.head_dim() as u64,
     );
-    let per = |k: u64| crate::cache::kv_bytes_per_token(1, k, hd, 2);
+    let per = |k: u64| crate::cache::kv_bytes_per_token(1, k, hd, crate::cache::KvDtype::F16);
     ui.add_space(6.0);
     ui.label(
         RichText::new(lang.t(

@@ -12,13 +12,12 @@ mod view_stats;
 
 use std::collections::BTreeMap;
 
-use half::f16;
 
 use super::{LessonKind, Output, Params, get};
-use crate::cache::{PagedShape, PagedStats, RequestId, RequestSpec, Scheduler, StepEvents};
+use crate::cache::{PagedShape, PagedStats, RequestId};
+use crate::kv::{KvEngine, Request, Scheduler, StepEvents, WholePrompt};
 
-use crate::compute::suite::paged_equals_contiguous;
-use crate::compute::{Backend, CheckReport, Kernel, PagedAppendInput, PagedDecodeInput};
+use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
 use crate::math::Rng;
@@ -86,7 +85,7 @@ pub struct PagedOut {
     /// The static reservation compared against.
     pub max_seq_len: usize,
     /// The requests.
-    pub specs: Vec<RequestSpec>,
+    pub specs: Vec<Request>,
     /// Why the scenario cannot run, if it cannot.
     pub error: Option<String>,
     /// One frame per scheduler step.
@@ -167,7 +166,7 @@ pub const PAGED_HEADS: usize = 4;
 pub const PAGED_HEAD_DIM: usize = 8;
 
 /// The lesson's scripted requests, the first `requests` of them.
-pub fn scenario(lesson: &Lesson, p: &Params) -> Vec<RequestSpec> {
+pub fn scenario(lesson: &Lesson, p: &Params) -> Vec<Request> {
     let n = get(p, "requests", lesson.file.requests.len() as i64).max(0) as usize;
     lesson
         .file
@@ -176,7 +175,7 @@ pub fn scenario(lesson: &Lesson, p: &Params) -> Vec<RequestSpec> {
         .take(n)
         .map(|r| {
             let r = r.get_ref();
-            RequestSpec {
+            Request {
                 arrive: r.arrive as usize,
                 prompt: r.prompt as usize,
                 generate: r.generate as usize,
@@ -198,6 +197,7 @@ pub fn pool_shape(p: &Params) -> PagedShape {
         block_size,
         kv_heads: PAGED_KV_HEADS,
         head_dim: PAGED_HEAD_DIM,
+        dtype: crate::cache::KvDtype::F16,
     }
 }
 
@@ -215,91 +215,68 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
         frames: Vec::new(),
         served: None,
     };
-    let mut sched = match Scheduler::new(shape, specs) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error = Some(e.to_string());
-            return Ok(out);
-        }
-    };
-    // With the trained model on, it serves the requests (its own K/V pools, one per layer, addressed
-    // through the same allocator and block tables); else every token gets seeded random K/V.
+    // With the trained model on, it serves the requests: the engine's pools are the model's, one pair
+    // per layer, addressed through the same allocator and block tables. Else every token gets seeded
+    // random K/V in one layer of the lesson's shape.
     let mut server = if get(p, "model", 0) != 0 {
         let m = crate::model::shared().map_err(|e| e.to_string())?;
         Some(serve::Server::new(m, shape.num_blocks, shape.block_size, &out.specs, seed))
     } else {
         None
     };
-    let mut k_pool = vec![f16::ZERO; shape.numel()];
-    let mut v_pool = vec![f16::ZERO; shape.numel()];
+    let engine = match &server {
+        Some(s) => KvEngine::new(s.shape(), s.layers()),
+        None => KvEngine::new(shape, 1),
+    };
+    let mut sched = match Scheduler::with_engine(engine, specs, Box::new(WholePrompt)) {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return Ok(out);
+        }
+    };
     let per_token = shape.kv_heads * shape.head_dim;
-    let err = |e: crate::compute::BackendError| e.to_string();
+    let err = |e: crate::kv::EngineError| e.to_string();
     while !sched.is_done() && out.frames.len() < MAX_STEPS {
         let ev = sched.step();
-        let cache = sched.cache();
         let (mut check_report, mut decode_bytes) = (None, 0);
         if let Some(server) = server.as_mut() {
             // The tables after the step, and those of the requests that finished in it: their blocks
             // are free but not reused before the next step, so their last decode can still read them.
-            let mut tables = cache.tables().clone();
+            let mut tables = sched.cache().tables().clone();
             tables.extend(ev.finished.iter().map(|(r, b)| (*r, b.clone())));
-            server.step(&ev, &tables, backend)?;
+            server.step(&ev, &tables, sched.engine_mut(), backend)?;
             if let Some(st) = server.last() {
                 check_report = st.check.clone();
                 decode_bytes = st.decode_bytes;
             }
-        }
-        // Write the K/V of every token stored this step through the paged-append kernel.
-        let mut writes: Vec<(RequestId, usize)> = Vec::new();
-        for &(r, n) in &ev.admitted {
-            writes.extend((0..n).map(|pos| (r, pos)));
-        }
-        writes.extend(ev.decoded.iter().copied());
-        let live: Vec<(RequestId, usize)> = writes
-            .into_iter()
-            .filter(|&(r, pos)| cache.slot(r, pos).is_some())
-            .collect();
-        if !live.is_empty() && server.is_none() {
-            let slots: Vec<i32> = live
-                .iter()
-                .map(|&(r, pos)| cache.slot(r, pos).map_or(-1, |s| s as i32))
-                .collect();
-            let mut k = Vec::with_capacity(live.len() * per_token);
-            let mut v = Vec::with_capacity(live.len() * per_token);
-            for &(r, pos) in &live {
-                let (kk, vv) = token_kv(seed, r, pos, per_token);
-                k.extend(kk);
-                v.extend(vv);
+        } else {
+            // Write the K/V of every token stored this step (the prompts admitted, the tokens decoded)
+            // through the engine's paged append; a request that finished this step has no slots left.
+            let mut writes: Vec<(RequestId, usize)> = Vec::new();
+            for &(r, n) in &ev.admitted {
+                writes.extend((0..n).map(|pos| (r, pos)));
             }
-            backend
-                .paged_append(PagedAppendInput {
-                    shape,
-                    k_pool: &mut k_pool,
-                    v_pool: &mut v_pool,
-                    slot_mapping: &slots,
-                    k: &k,
-                    v: &v,
-                })
+            writes.extend(ev.decoded.iter().copied());
+            sched
+                .engine_mut()
+                .write_positions(backend, 0, &writes, |r, pos| token_kv(seed, r, pos, per_token))
                 .map_err(err)?;
+            let engine = sched.engine();
+            let running: Vec<RequestId> = sched
+                .running()
+                .into_iter()
+                .filter(|&r| engine.cache().len(r) > 0)
+                .collect();
+            if !running.is_empty() {
+                let tables = engine.tables(&running);
+                let q = Rng::stream(seed, 77 + ev.step as u64)
+                    .normal_vec(running.len() * PAGED_HEADS * shape.head_dim, 1.0);
+                check_report = Some(engine.decode_checked(backend, 0, &tables, &q, PAGED_HEADS).map_err(err)?.1);
+                decode_bytes = engine.decode_bytes(&tables);
+            }
         }
-        let running: Vec<RequestId> = sched.running().into_iter().filter(|&r| cache.len(r) > 0).collect();
-        if !running.is_empty() && server.is_none() {
-            let (tables, max_blocks, lens) = cache.block_table_matrix(&running);
-            let q =
-                Rng::stream(seed, 77 + ev.step as u64).normal_vec(running.len() * PAGED_HEADS * shape.head_dim, 1.0);
-            let inp = PagedDecodeInput {
-                q: &q,
-                n_heads: PAGED_HEADS,
-                shape,
-                k_pool: &k_pool,
-                v_pool: &v_pool,
-                block_tables: &tables,
-                max_blocks,
-                context_lens: &lens,
-            };
-            check_report = Some(paged_equals_contiguous(backend, &inp).map_err(err)?);
-            decode_bytes = inp.kv_bytes();
-        }
+        let cache = sched.cache();
         let write = ev
             .decoded
             .first()

@@ -17,11 +17,11 @@
 
 use std::collections::BTreeMap;
 
-use half::f16;
 use ndarray::Array3;
 
-use crate::cache::{PagedShape, RequestId, RequestSpec, StepEvents};
-use crate::compute::{Backend, CheckReport, PagedAppendInput, PagedDecodeInput, Tolerance, check};
+use crate::cache::{PagedShape, RequestId};
+use crate::kv::{KvEngine, Request, StepEvents};
+use crate::compute::{Backend, CheckReport, DecodeTables, Tolerance, check};
 use crate::model::{Model, heldout_documents};
 
 /// The model's side of one scheduler step.
@@ -57,7 +57,7 @@ pub struct Served {
 
 /// Prompts for `specs`: request `r` gets the first `prompt` bytes of a held-out document, the documents
 /// taken in order from one that `seed` picks, skipping any too short or cut inside a character.
-pub fn prompts(specs: &[RequestSpec], seed: u64) -> Vec<Vec<u8>> {
+pub fn prompts(specs: &[Request], seed: u64) -> Vec<Vec<u8>> {
     let docs = heldout_documents();
     let mut next = seed as usize % docs.len().max(1);
     specs
@@ -85,8 +85,6 @@ fn by_token(a: &Array3<f32>) -> Vec<f32> {
 pub struct Server<'m> {
     model: &'m Model,
     shape: PagedShape,
-    k_pools: Vec<Vec<f16>>,
-    v_pools: Vec<Vec<f16>>,
     /// Each request's bytes so far: prompt, then what it emitted.
     seqs: Vec<Vec<u8>>,
     out: Served,
@@ -94,20 +92,19 @@ pub struct Server<'m> {
 
 impl<'m> Server<'m> {
     /// A server over a pool of `num_blocks` blocks of `block_size` tokens per layer.
-    pub fn new(model: &'m Model, num_blocks: usize, block_size: usize, specs: &[RequestSpec], seed: u64) -> Self {
+    pub fn new(model: &'m Model, num_blocks: usize, block_size: usize, specs: &[Request], seed: u64) -> Self {
         let c = model.config;
         let shape = PagedShape {
             num_blocks,
             block_size,
             kv_heads: c.n_kv_heads,
             head_dim: c.head_dim,
+            dtype: crate::cache::KvDtype::F16,
         };
         let prompts = prompts(specs, seed);
         Server {
             model,
             shape,
-            k_pools: vec![vec![f16::ZERO; shape.numel()]; c.n_layers],
-            v_pools: vec![vec![f16::ZERO; shape.numel()]; c.n_layers],
             seqs: prompts.clone(),
             out: Served {
                 outputs: vec![Vec::new(); specs.len()],
@@ -120,13 +117,25 @@ impl<'m> Server<'m> {
         }
     }
 
-    /// Run the model for scheduler step `ev`; `tables` are the block tables after the step plus those of
-    /// the requests that finished in it (their blocks are free but not yet reused, so their last decode
-    /// can still read them, as it would on a GPU before the next step).
+    /// The shape of the engine it serves from: the scheduler's blocks, the model's KV heads and head_dim.
+    pub fn shape(&self) -> PagedShape {
+        self.shape
+    }
+
+    /// The model's layers (one pool pair each in the engine).
+    pub fn layers(&self) -> usize {
+        self.model.config.n_layers
+    }
+
+    /// Run the model for scheduler step `ev`, its K/V in `engine`'s pools (of [`Self::shape`], one pair
+    /// per layer); `tables` are the block tables after the step plus those of the requests that finished
+    /// in it (their blocks are free but not yet reused, so their last decode can still read them, as it
+    /// would on a GPU before the next step).
     pub fn step(
         &mut self,
         ev: &StepEvents,
         tables: &BTreeMap<RequestId, Vec<u32>>,
+        engine: &mut KvEngine,
         backend: &dyn Backend,
     ) -> Result<(), String> {
         let m = self.model;
@@ -139,7 +148,7 @@ impl<'m> Server<'m> {
                 .ok_or_else(|| format!("request {r} has no block for position {pos}"))?;
             Ok((*b as usize * bs + pos % bs) as i32)
         };
-        let err = |e: crate::compute::BackendError| e.to_string();
+        let err = |e: crate::kv::EngineError| e.to_string();
         let mut st = ServedStep::default();
         // Decode: every running request's newest byte through each layer, as one batch.
         let dec = ev.decoded.as_slice();
@@ -157,6 +166,11 @@ impl<'m> Server<'m> {
                 }
             }
             let lens: Vec<i32> = dec.iter().map(|&(_, pos)| pos as i32 + 1).collect();
+            let dt = DecodeTables {
+                tables: table,
+                max_blocks,
+                context_lens: lens,
+            };
             for (l, b) in m.blocks.iter().enumerate() {
                 let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
                 for (x, &(_, pos)) in xs.iter().zip(dec) {
@@ -165,19 +179,9 @@ impl<'m> Server<'m> {
                     k.extend(by_token(&ki));
                     v.extend(by_token(&vi));
                 }
-                self.append(backend, l, &slots, &k, &v)?;
-                let inp = PagedDecodeInput {
-                    q: &q,
-                    n_heads: c.n_heads,
-                    shape: self.shape,
-                    k_pool: &self.k_pools[l],
-                    v_pool: &self.v_pools[l],
-                    block_tables: &table,
-                    max_blocks,
-                    context_lens: &lens,
-                };
-                let o = backend.paged_decode(&inp).map_err(err)?;
-                st.decode_bytes += inp.kv_bytes();
+                engine.write(backend, l, &slots, &k, &v).map_err(err)?;
+                let o = engine.decode(backend, l, &dt, &q, c.n_heads).map_err(err)?;
+                st.decode_bytes += engine.decode_bytes(&dt);
                 let per = c.n_heads * c.head_dim;
                 for (i, x) in xs.iter_mut().enumerate() {
                     let oi = Array3::from_shape_vec((c.n_heads, 1, c.head_dim), o[i * per..(i + 1) * per].to_vec())
@@ -211,7 +215,7 @@ impl<'m> Server<'m> {
             let pre = m.prefill(&toks, backend, false)?;
             let slots: Vec<i32> = (0..n).map(|pos| slot(r, pos)).collect::<Result<_, _>>()?;
             for (l, (k, v)) in pre.kv.iter().enumerate() {
-                self.append(backend, l, &slots, &by_token(k), &by_token(v))?;
+                engine.write(backend, l, &slots, &by_token(k), &by_token(v)).map_err(err)?;
             }
             let next = argmax(&pre.logits.row(n - 1).to_vec());
             match self.seqs[r as usize].get(n).copied() {
@@ -223,21 +227,6 @@ impl<'m> Server<'m> {
         st.out_len = self.out.outputs.iter().map(Vec::len).collect();
         self.out.steps.push(st);
         Ok(())
-    }
-
-    /// Write rows `k`, `v` (`[n, KVH, hd]`) of layer `l` at `slots` through the backend's paged-append
-    /// kernel.
-    fn append(&mut self, backend: &dyn Backend, l: usize, slots: &[i32], k: &[f32], v: &[f32]) -> Result<(), String> {
-        backend
-            .paged_append(PagedAppendInput {
-                shape: self.shape,
-                k_pool: &mut self.k_pools[l],
-                v_pool: &mut self.v_pools[l],
-                slot_mapping: slots,
-                k,
-                v,
-            })
-            .map_err(|e| e.to_string())
     }
 
     fn emit(&mut self, r: RequestId, b: u8, st: &mut ServedStep) {

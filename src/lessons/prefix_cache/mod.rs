@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use super::{LessonKind, Output, Params, get};
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
+use crate::kv::{EngineError, KvEngine, KvEvent};
 
-use crate::compute::suite::paged_equals_contiguous;
-use crate::compute::{Backend, CheckReport, CopyBlocksInput, DecodeTables, Kernel, PagedAppendInput};
+use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::{ArrayData, NamedArray};
 use crate::lesson::Lesson;
 use crate::math::Rng;
@@ -226,9 +226,9 @@ pub struct PrefixOut {
     pub numbers: Vec<(&'static str, String)>,
 }
 
-/// The replay in progress.
+/// The replay in progress: the script's operations on a one-layer KV engine, a frame after each.
 struct Replay<'a> {
-    cache: PagedKvCache,
+    engine: KvEngine,
     backend: &'a dyn Backend,
     frames: Vec<PrefixFrame>,
     computed: usize,
@@ -239,8 +239,21 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Write the K/V of `tokens[from..]` (a function of the prefix) at `slots` with the backend's
-    /// `paged_append` kernel.
+    /// The engine's block manager.
+    fn cache(&self) -> &PagedKvCache {
+        self.engine.cache()
+    }
+
+    /// `e` as the script's error, remembering a kernel failure.
+    fn engine_error(&mut self, e: EngineError) -> String {
+        if let EngineError::Backend(b) = &e {
+            self.backend_error = Some(b.to_string());
+        }
+        e.to_string()
+    }
+
+    /// Write the K/V of `tokens[from..]` (a function of the prefix) at `slots` through the engine (the
+    /// backend's `paged_append` kernel).
     fn write(&mut self, tokens: &[u32], from: usize, slots: &[i32]) -> Result<(), String> {
         if slots.is_empty() {
             return Ok(());
@@ -252,39 +265,17 @@ impl Replay<'_> {
             k.extend(kk);
             v.extend(vv);
         }
-        let shape = self.cache.shape();
-        let PagedKvCache { k_pool, v_pool, .. } = &mut self.cache;
-        let r = self.backend.paged_append(PagedAppendInput {
-            shape,
-            k_pool,
-            v_pool,
-            slot_mapping: slots,
-            k: &k,
-            v: &v,
-        });
-        r.map_err(|e| {
-            self.backend_error = Some(e.to_string());
-            e.to_string()
-        })
+        let r = self.engine.write(self.backend, 0, slots, &k, &v);
+        r.map_err(|e| self.engine_error(e))
     }
 
     fn admit(&mut self, req: RequestId, prompt: &[u32]) -> Result<bool, String> {
-        // Evictor blocks and what they cache: one that afterwards caches something else (or nothing)
-        // was evicted (an evicted block is reused at once, and may cache the new prompt's block).
-        let hash_of = |c: &PagedKvCache, b: u32| c.prefix().cached(b).map(|m| m.hash);
-        let before: Vec<(u32, Option<u64>)> = self
-            .cache
-            .prefix()
-            .evictor_blocks()
-            .map(|b| (b, hash_of(&self.cache, b)))
-            .collect();
-        match self.cache.admit(req, prompt) {
+        match self.engine.admit(req, prompt) {
             Ok(a) => {
-                let evicted: Vec<u32> = before
-                    .into_iter()
-                    .filter(|&(b, h)| hash_of(&self.cache, b) != h)
-                    .map(|(b, _)| b)
-                    .collect();
+                let evicted = match self.engine.events().last() {
+                    Some(KvEvent::Admitted { evicted, .. }) => evicted.clone(),
+                    _ => Vec::new(),
+                };
                 self.write(prompt, a.cached_tokens, &a.slots)?;
                 self.computed += a.slots.len();
                 self.saved += a.cached_tokens;
@@ -311,48 +302,30 @@ impl Replay<'_> {
     }
 
     fn finish(&mut self, req: RequestId) -> Result<(), String> {
-        let table = self.cache.free_request(req).map_err(|e| e.to_string())?;
-        let mut to_evictor = Vec::new();
-        let mut to_free = Vec::new();
-        for b in table {
-            if self.cache.ref_count(b) == 0 {
-                if self.cache.prefix().is_cached(b) {
-                    to_evictor.push(b);
-                } else {
-                    to_free.push(b);
-                }
-            }
-        }
+        self.engine.free(req).map_err(|e| e.to_string())?;
+        let Some(KvEvent::Freed { to_evictor, to_free, .. }) = self.engine.events().last().cloned() else {
+            return Err("the engine recorded no free".into());
+        };
         self.frame(Event::Finish { req, to_evictor, to_free }, None);
         Ok(())
     }
 
     fn fork(&mut self, parent: RequestId, child: RequestId) -> Result<(), String> {
-        self.cache.fork(parent, child).map_err(|e| e.to_string())?;
-        let blocks = self.cache.table(child).map_or(0, <[u32]>::len);
+        self.engine.fork(parent, child).map_err(|e| e.to_string())?;
+        let blocks = self.cache().table(child).map_or(0, <[u32]>::len);
         self.frame(Event::Fork { parent, child, blocks }, None);
         Ok(())
     }
 
     fn append(&mut self, req: RequestId, token: u32) -> Result<(), String> {
-        let filled = self.cache.len(req) % self.cache.shape().block_size;
-        let a = self.cache.append_token(req, token).map_err(|e| e.to_string())?;
-        if let Some((src, dst)) = a.cow {
-            let mapping = [src as i32, dst as i32];
-            let shape = self.cache.shape();
-            let PagedKvCache { k_pool, v_pool, .. } = &mut self.cache;
-            let r = self.backend.copy_blocks(CopyBlocksInput {
-                shape,
-                k_pool,
-                v_pool,
-                block_mapping: &mapping,
-            });
-            r.map_err(|e| {
-                self.backend_error = Some(e.to_string());
-                e.to_string()
-            })?;
-        }
-        let tokens = self.cache.tokens(req).unwrap_or_default().to_vec();
+        let filled = self.cache().len(req) % self.cache().shape().block_size;
+        // The engine runs the copy-on-write through the backend's `copy_blocks` before the slot is
+        // returned.
+        let a = match self.engine.append_token(self.backend, req, token) {
+            Ok(a) => a,
+            Err(e) => return Err(self.engine_error(e)),
+        };
+        let tokens = self.cache().tokens(req).unwrap_or_default().to_vec();
         self.write(&tokens, tokens.len() - 1, &[a.slot])?;
         let written = Some(self.block_slot(a.slot));
         self.frame(
@@ -367,13 +340,13 @@ impl Replay<'_> {
     }
 
     fn block_slot(&self, slot: i32) -> (usize, usize) {
-        let bs = self.cache.shape().block_size;
+        let bs = self.cache().shape().block_size;
         (slot as usize / bs, slot as usize % bs)
     }
 
     /// Record the cache after `event`, with paged decode of the live requests checked on the backend.
     fn frame(&mut self, event: Event, written: Option<(usize, usize)>) {
-        let c = &self.cache;
+        let c = self.engine.cache();
         let s = c.shape();
         let mut grid = BlockGridData::from_cache(c, written);
         // A shared block in its first (lowest) owner's colour.
@@ -384,10 +357,10 @@ impl Replay<'_> {
         }
         let reqs: Vec<RequestId> = c.tables().keys().copied().filter(|&r| c.len(r) > 0).collect();
         let check = (!reqs.is_empty()).then(|| {
-            let tables = DecodeTables::new(c, &reqs);
+            let tables = self.engine.tables(&reqs);
             let q = Rng::stream(self.seed, 700 + self.frames.len() as u64).normal_vec(reqs.len() * HEADS * HEAD_DIM, 1.0);
-            match paged_equals_contiguous(self.backend, &tables.input(c, &q, HEADS)) {
-                Ok(mut r) => {
+            match self.engine.decode_checked(self.backend, 0, &tables, &q, HEADS) {
+                Ok((_, mut r)) => {
                     r.label = "paged decode through the shared tables == contiguous".into();
                     r
                 }
@@ -436,6 +409,7 @@ fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, String> {
         block_size: bs,
         kv_heads: KV_HEADS,
         head_dim: HEAD_DIM,
+        dtype: crate::cache::KvDtype::F16,
     };
     let mut rng = Rng::stream(seed, 7);
     // Token ids: the system prompt from 10..100, each request's own message from 1000 up (distinct).
@@ -443,7 +417,7 @@ fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, String> {
     let own = |r: u32| (0..SUFFIX as u32).map(move |i| 1000 + r * 16 + i);
     let prompt_of = |r: u32| system.iter().copied().chain(own(r)).collect::<Vec<u32>>();
     let mut rp = Replay {
-        cache: PagedKvCache::new(shape),
+        engine: KvEngine::new(shape, 1),
         backend,
         frames: Vec::new(),
         computed: 0,
@@ -497,7 +471,7 @@ fn script(
     n: &mut BTreeMap<&'static str, String>,
     rng: &mut Rng,
 ) -> Result<(), String> {
-    let bs = rp.cache.shape().block_size;
+    let bs = rp.cache().shape().block_size;
     let last = |rp: &Replay| rp.frames.len().saturating_sub(1);
     let mut next: RequestId = 0;
     let mut live: Vec<RequestId> = Vec::new();
@@ -533,7 +507,7 @@ fn script(
     for i in 0..REPLY {
         rp.append(first, 2000 + i)?;
     }
-    let mut turn2 = rp.cache.tokens(first).unwrap_or_default().to_vec();
+    let mut turn2 = rp.cache().tokens(first).unwrap_or_default().to_vec();
     turn2.extend((0..SUFFIX as u32).map(|i| 3000 + i));
     rp.finish(first)?;
     live.retain(|&r| r != first);
@@ -569,7 +543,7 @@ fn script(
             rp.fork(parent, next)?;
             if children.is_empty() {
                 points.insert("fork", last(rp));
-                n.insert("fork_blocks", rp.cache.table(parent).map_or(0, <[u32]>::len).to_string());
+                n.insert("fork_blocks", rp.cache().table(parent).map_or(0, <[u32]>::len).to_string());
             }
             children.push(next);
             live.push(next);
@@ -589,7 +563,7 @@ fn script(
         }
         n.insert("cow_copies", copies.to_string());
         n.insert("cow_slots", slots.to_string());
-        let s = rp.cache.shape();
+        let s = rp.cache().shape();
         n.insert("cow_bytes", (2 * s.kv_heads * s.block_size * s.head_dim * 2).to_string());
     }
     // 5. Everyone finishes; a probe with the system prompt hits; pressure evicts; the probe again.
@@ -617,8 +591,8 @@ fn script(
     let first_hash = crate::cache::prefix::chain_hashes(system, bs).first().copied();
     let mut evicted = 0;
     let mut pressure = Vec::new();
-    for _ in 0..rp.cache.shape().num_blocks {
-        if first_hash.is_none_or(|h| rp.cache.prefix().lookup(h).is_none()) {
+    for _ in 0..rp.cache().shape().num_blocks {
+        if first_hash.is_none_or(|h| rp.cache().prefix().lookup(h).is_none()) {
             break;
         }
         let prompt: Vec<u32> = (0..2 * bs).map(|_| 5000 + rng.below(1000) as u32).collect();

@@ -14,7 +14,7 @@ pub(crate) mod wgpu;
 use half::f16;
 
 use crate::cache::prefix::prefix_kv;
-use crate::cache::{PagedKvCache, PagedShape, RequestId};
+use crate::cache::{PagedKvCache, PagedShape, PoolMut, RequestId};
 use crate::compute::{Backend, BackendError, CheckReport, DecodeTables, Limits, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
@@ -24,9 +24,9 @@ pub struct CopyBlocksInput<'a> {
     /// The pool's shape.
     pub shape: PagedShape,
     /// K pool, written in place.
-    pub k_pool: &'a mut [f16],
+    pub k_pool: PoolMut<'a>,
     /// V pool, written in place.
-    pub v_pool: &'a mut [f16],
+    pub v_pool: PoolMut<'a>,
     /// `(src, dst)` physical blocks, flattened: `[src0, dst0, src1, dst1, …]`.
     pub block_mapping: &'a [i32],
 }
@@ -39,9 +39,7 @@ impl CopyBlocksInput<'_> {
 
     pub(crate) fn validate(&self) -> Result<(), BackendError> {
         let s = self.shape;
-        if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
-            return Err(invalid(format!("pools must have {} values", s.numel())));
-        }
+        crate::compute::check_pools(s, [self.k_pool.as_ref(), self.v_pool.as_ref()])?;
         if !self.block_mapping.len().is_multiple_of(2) {
             return Err(invalid("block_mapping holds (src, dst) pairs: its length must be even"));
         }
@@ -95,6 +93,7 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
                 block_size: 3,
                 kv_heads: 2,
                 head_dim: 5,
+                dtype: crate::cache::KvDtype::F16,
             },
             vec![4, 1, 0, 5],
         ),
@@ -104,6 +103,7 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
                 block_size: 3,
                 kv_heads: 1,
                 head_dim: 3,
+                dtype: crate::cache::KvDtype::F16,
             },
             vec![0, 1, 3, 2, 0, 4],
         ),
@@ -113,8 +113,8 @@ pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
         let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
         let inp = CopyBlocksInput {
             shape: p,
-            k_pool: &mut k_pool,
-            v_pool: &mut v_pool,
+            k_pool: PoolMut::f16(&mut k_pool),
+            v_pool: PoolMut::f16(&mut v_pool),
             block_mapping: &mapping,
         };
         let (wk, wv) = reference::copy_blocks(&inp);
@@ -159,6 +159,7 @@ fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, Backe
         block_size: 4,
         kv_heads: 2,
         head_dim: 8,
+        dtype: crate::cache::KvDtype::F16,
     };
     let mut c = PagedKvCache::new(shape);
     let err = |e: crate::cache::PagedError| invalid(e.to_string());
@@ -176,8 +177,8 @@ fn shared_tables_decode(b: &dyn Backend, seed: u64) -> Result<CheckReport, Backe
             let PagedKvCache { k_pool, v_pool, .. } = &mut c;
             b.copy_blocks(CopyBlocksInput {
                 shape,
-                k_pool,
-                v_pool,
+                k_pool: k_pool.view_mut(),
+                v_pool: v_pool.view_mut(),
                 block_mapping: &mapping,
             })?;
         }
@@ -220,13 +221,14 @@ pub fn probe(b: &dyn Backend, seed: u64) -> Result<Vec<f64>, BackendError> {
         block_size: 3,
         kv_heads: 1,
         head_dim: 5,
+        dtype: crate::cache::KvDtype::F16,
     };
     let mut k_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
     let mut v_pool: Vec<f16> = rng.normal_vec(p.numel(), 1.0).into_iter().map(f16::from_f32).collect();
     b.copy_blocks(CopyBlocksInput {
         shape: p,
-        k_pool: &mut k_pool,
-        v_pool: &mut v_pool,
+        k_pool: PoolMut::f16(&mut k_pool),
+        v_pool: PoolMut::f16(&mut v_pool),
         block_mapping: &[6, 0, 2, 3, 1, 5],
     })?;
     Ok(pool_f64(&k_pool).into_iter().chain(pool_f64(&v_pool)).collect())
@@ -243,6 +245,7 @@ mod tests {
             block_size: 2,
             kv_heads: 1,
             head_dim: 2,
+            dtype: crate::cache::KvDtype::F16,
         };
         let (mut k, mut v) = (vec![f16::ZERO; s.numel()], vec![f16::ZERO; s.numel()]);
         for (mapping, why) in [
@@ -253,8 +256,8 @@ mod tests {
         ] {
             let inp = CopyBlocksInput {
                 shape: s,
-                k_pool: &mut k,
-                v_pool: &mut v,
+                k_pool: PoolMut::f16(&mut k),
+                v_pool: PoolMut::f16(&mut v),
                 block_mapping: &mapping,
             };
             let e = inp.validate().unwrap_err().to_string();

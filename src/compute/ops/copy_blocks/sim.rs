@@ -2,12 +2,16 @@
 
 use super::launch;
 use crate::compute::cuda::sim::{SimBackend, bits_mut, budget, dims, ffi, i};
-use crate::compute::{BackendError, CopyBlocksInput, Valid};
+use crate::compute::{BackendError, CopyBlocksInput, Valid, f16_pool_mut};
 
 pub(crate) fn run(_b: &SimBackend, inp: Valid<CopyBlocksInput>) -> Result<(), BackendError> {
     let inp = inp.into_inner();
     let s = inp.shape;
     let pairs = inp.pairs();
+    let (k_pool, v_pool) = (
+        f16_pool_mut(inp.k_pool, "cuda-sim")?,
+        f16_pool_mut(inp.v_pool, "cuda-sim")?,
+    );
     let l = launch::cuda(pairs);
     budget(&[l])?;
     let (a, b, c, d, e, f) = dims(&l);
@@ -22,8 +26,8 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<CopyBlocksInput>) -> Result<(), Ba
             d,
             e,
             f,
-            bits_mut(inp.k_pool).as_mut_ptr(),
-            bits_mut(inp.v_pool).as_mut_ptr(),
+            bits_mut(k_pool).as_mut_ptr(),
+            bits_mut(v_pool).as_mut_ptr(),
             inp.block_mapping.as_ptr(),
             i(pairs),
             i(s.kv_heads * s.block_size * s.head_dim),

@@ -1,6 +1,5 @@
-//! The paged append on the CPU backend: each token's rows converted to f16 at its slot.
-
-use half::slice::HalfFloatSliceExt;
+//! The paged append on the CPU backend: each token's rows written at its slot through the pools' dtype
+//! (f16: rounded to nearest even).
 
 use crate::compute::{BackendError, CpuBackend, PagedAppendInput, Valid};
 
@@ -14,6 +13,7 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         v,
     } = inp.into_inner();
     crate::compute::launch::would_run_cuda(&[super::launch::cuda(slot_mapping.len())]);
+    let f = s.dtype.format();
     let row = s.kv_heads * s.head_dim;
     for (t, &slot) in slot_mapping.iter().enumerate() {
         if slot < 0 {
@@ -22,9 +22,11 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         let (block, off) = (slot as usize / s.block_size, slot as usize % s.block_size);
         for h in 0..s.kv_heads {
             let dst = s.index(block, h, off, 0);
-            let src = t * row + h * s.head_dim;
-            k_pool[dst..dst + s.head_dim].convert_from_f32_slice(&k[src..src + s.head_dim]);
-            v_pool[dst..dst + s.head_dim].convert_from_f32_slice(&v[src..src + s.head_dim]);
+            let (a, b) = (f.bytes_for(dst), f.bytes_for(dst + s.head_dim));
+            let src = t * row + h * s.head_dim..t * row + (h + 1) * s.head_dim;
+            let sc = s.row_scales(block, h, off);
+            (f.write)(&k[src.clone()], &mut k_pool.bytes[a..b], &mut k_pool.scales[sc.clone()]);
+            (f.write)(&v[src], &mut v_pool.bytes[a..b], &mut v_pool.scales[sc]);
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use half::f16;
 
 use super::launch;
 use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
-use crate::compute::{BackendError, PagedAppendInput, Valid};
+use crate::compute::{BackendError, PagedAppendInput, Valid, f16_pool_mut};
 
 pub(crate) fn run(b: &CudaBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
     let PagedAppendInput {
@@ -16,6 +16,7 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         k,
         v,
     } = inp.into_inner();
+    let (k_pool, v_pool) = (f16_pool_mut(k_pool, "CUDA")?, f16_pool_mut(v_pool, "CUDA")?);
     let s = b.stream();
     let mut kp = s.clone_htod(bits(k_pool)).map_err(dev)?;
     let mut vp = s.clone_htod(bits(v_pool)).map_err(dev)?;

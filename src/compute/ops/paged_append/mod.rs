@@ -12,20 +12,20 @@ pub(crate) mod wgpu;
 
 use half::f16;
 
-use crate::cache::PagedShape;
+use crate::cache::{PagedShape, PoolMut};
 use crate::compute::{Backend, BackendError, CheckReport, Limits, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
-/// Tokens' K/V (`[tokens, kv_heads, head_dim]`, f32) written into the f16 pools at `slot_mapping`
+/// Tokens' K/V (`[tokens, kv_heads, head_dim]`, f32) written into the pools (of the shape's dtype) at `slot_mapping`
 /// (slot = block · block_size + offset; negative slots are skipped).
 #[derive(Debug)]
 pub struct PagedAppendInput<'a> {
     /// The pool's shape.
     pub shape: PagedShape,
     /// K pool, written in place.
-    pub k_pool: &'a mut [f16],
+    pub k_pool: PoolMut<'a>,
     /// V pool, written in place.
-    pub v_pool: &'a mut [f16],
+    pub v_pool: PoolMut<'a>,
     /// One slot per token.
     pub slot_mapping: &'a [i32],
     /// The tokens' K.
@@ -37,9 +37,7 @@ pub struct PagedAppendInput<'a> {
 impl PagedAppendInput<'_> {
     pub(crate) fn validate(&self) -> Result<(), BackendError> {
         let s = self.shape;
-        if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
-            return Err(invalid(format!("pools must have {} values", s.numel())));
-        }
+        crate::compute::check_pools(s, [self.k_pool.as_ref(), self.v_pool.as_ref()])?;
         let n = self.slot_mapping.len() * s.kv_heads * s.head_dim;
         if self.k.len() != n || self.v.len() != n {
             return Err(invalid(format!(
@@ -76,6 +74,7 @@ fn append(
         block_size: 3,
         kv_heads: 2,
         head_dim: 5,
+        dtype: crate::cache::KvDtype::F16,
     };
     let mut k_pool = vec![f16::ZERO; p.numel()];
     let mut v_pool = vec![f16::ZERO; p.numel()];
@@ -84,8 +83,8 @@ fn append(
     let (k, v) = (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0));
     let inp = PagedAppendInput {
         shape: p,
-        k_pool: &mut k_pool,
-        v_pool: &mut v_pool,
+        k_pool: PoolMut::f16(&mut k_pool),
+        v_pool: PoolMut::f16(&mut v_pool),
         slot_mapping: &slots,
         k: &k,
         v: &v,

@@ -2,7 +2,7 @@
 
 use super::launch;
 use crate::compute::cuda::sim::{SimBackend, bits_mut, budget, dims, ffi, i};
-use crate::compute::{BackendError, PagedAppendInput, Valid};
+use crate::compute::{BackendError, PagedAppendInput, Valid, f16_pool_mut};
 
 pub(crate) fn run(_b: &SimBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
     let PagedAppendInput {
@@ -13,6 +13,7 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         k,
         v,
     } = inp.into_inner();
+    let (k_pool, v_pool) = (f16_pool_mut(k_pool, "cuda-sim")?, f16_pool_mut(v_pool, "cuda-sim")?);
     let l = launch::cuda(slot_mapping.len());
     budget(&[l])?;
     let (a, b, c, d, e, f) = dims(&l);

@@ -3,7 +3,7 @@
 
 use super::launch;
 use crate::compute::wgpu::{AppendParams, WgpuBackend};
-use crate::compute::{BackendError, PagedAppendInput, Valid};
+use crate::compute::{BackendError, PagedAppendInput, Valid, f16_pool_mut};
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
     let inp = inp.into_inner();
@@ -19,7 +19,7 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         inp.k,
         inp.v,
         inp.slot_mapping,
-        inp.k_pool,
-        inp.v_pool,
+        f16_pool_mut(inp.k_pool, "wgpu")?,
+        f16_pool_mut(inp.v_pool, "wgpu")?,
     )
 }

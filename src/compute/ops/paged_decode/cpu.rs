@@ -6,7 +6,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use crate::cache::PagedShape;
+use crate::cache::{PagedShape, PoolRef};
 use crate::compute::{BackendError, CpuBackend, PagedDecodeInput, Valid};
 use crate::simd;
 
@@ -45,22 +45,12 @@ fn decode_request(
     heads: usize,
 ) {
     let (hd, bs) = (s.head_dim, s.block_size);
-    let group = q.len() / hd / heads;
-    let mut m = vec![f32::NEG_INFINITY; heads * group];
-    let mut l = vec![0f32; heads * group];
-    let mut scratch = simd::Scratch::default();
-    out.fill(0.0);
+    let mut groups = Groups::new(q, hd, heads, out);
     let nblocks = len.div_ceil(bs);
     // One (run of blocks, KV head i) step of the head's query group.
     let mut attend = |i: usize, k: &[&[f16]], v: &[&[f16]], next: simd::Next| {
-        let rows = i * group..(i + 1) * group;
-        let mut st = simd::GroupState {
-            q: &q[rows.start * hd..rows.end * hd],
-            m: &mut m[rows.clone()],
-            l: &mut l[rows.clone()],
-            acc: &mut out[rows.start * hd..rows.end * hd],
-        };
-        simd::attend_blocks(&mut st, k, v, hd, next, &mut scratch);
+        let (mut st, scratch) = groups.state(i);
+        simd::attend_blocks(&mut st, k, v, hd, next, scratch);
     };
     if bs < MIN_RUN {
         // Small blocks: MIN_RUN tokens of one KV head from consecutive blocks per step, so the online
@@ -129,10 +119,99 @@ fn decode_request(
             attend(*i, &ks[blocks.clone()], &vs[blocks.clone()], next);
         }
     }
-    for (row, &sum) in l.iter().enumerate() {
-        let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-        out[row * hd..(row + 1) * hd].iter_mut().for_each(|a| *a *= inv);
+    groups.finish();
+}
+
+/// The online-softmax state of one request's query groups over `heads` KV heads: queries `[heads·group,
+/// hd]`, running max and sum per query, and the output rows `out` accumulate into.
+struct Groups<'a> {
+    q: &'a [f32],
+    hd: usize,
+    group: usize,
+    m: Vec<f32>,
+    l: Vec<f32>,
+    out: &'a mut [f32],
+    scratch: simd::Scratch,
+}
+
+impl<'a> Groups<'a> {
+    fn new(q: &'a [f32], hd: usize, heads: usize, out: &'a mut [f32]) -> Self {
+        let group = q.len() / hd / heads;
+        out.fill(0.0);
+        Self {
+            q,
+            hd,
+            group,
+            m: vec![f32::NEG_INFINITY; heads * group],
+            l: vec![0f32; heads * group],
+            out,
+            scratch: simd::Scratch::default(),
+        }
     }
+
+    /// KV head `i`'s query group, and the scratch its step may use.
+    fn state(&mut self, i: usize) -> (simd::GroupState<'_>, &mut simd::Scratch) {
+        let (hd, rows) = (self.hd, i * self.group..(i + 1) * self.group);
+        let st = simd::GroupState {
+            q: &self.q[rows.start * hd..rows.end * hd],
+            m: &mut self.m[rows.clone()],
+            l: &mut self.l[rows.clone()],
+            acc: &mut self.out[rows.start * hd..rows.end * hd],
+        };
+        (st, &mut self.scratch)
+    }
+
+    /// Divide each query's accumulated output by its softmax sum.
+    fn finish(self) {
+        let hd = self.hd;
+        for (row, &sum) in self.l.iter().enumerate() {
+            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+            self.out[row * hd..(row + 1) * hd].iter_mut().for_each(|a| *a *= inv);
+        }
+    }
+}
+
+/// [`decode_request`] for pools of any dtype: each run of RUN_TOKENS tokens of a KV head is read into
+/// f32 through the dtype's `read` (its rows with their scales), then attended on the portable step.
+/// Every dtype without its own SIMD path (all but f16) decodes here.
+#[allow(clippy::too_many_arguments)]
+fn decode_request_read(
+    s: PagedShape,
+    kv0: usize,
+    q: &[f32],
+    k_pool: PoolRef,
+    v_pool: PoolRef,
+    table: &[i32],
+    len: usize,
+    out: &mut [f32],
+    heads: usize,
+) {
+    let (hd, bs) = (s.head_dim, s.block_size);
+    let mut groups = Groups::new(q, hd, heads, out);
+    let nblocks = len.div_ceil(bs);
+    let per_run = (RUN_TOKENS / bs).max(1);
+    let (mut kf, mut vf) = (Vec::new(), Vec::new());
+    for i in 0..heads {
+        for run in (0..nblocks).step_by(per_run) {
+            let (mut kr, mut vr) = (Vec::new(), Vec::new());
+            let last = (run + per_run).min(nblocks);
+            for (lb, &b) in table.iter().enumerate().take(last).skip(run) {
+                let b = b as usize;
+                for o in 0..bs.min(len - lb * bs) {
+                    let (start, sc) = (s.index(b, kv0 + i, o, 0), s.row_scales(b, kv0 + i, o));
+                    kf.resize(hd, 0.0);
+                    vf.resize(hd, 0.0);
+                    k_pool.read(start, hd, &k_pool.scales[sc.clone()], &mut kf);
+                    v_pool.read(start, hd, &v_pool.scales[sc], &mut vf);
+                    kr.extend_from_slice(&kf);
+                    vr.extend_from_slice(&vf);
+                }
+            }
+            let (mut st, scratch) = groups.state(i);
+            simd::attend_blocks_f32(&mut st, &[&kr], &[&vr], hd, scratch);
+        }
+    }
+    groups.finish();
 }
 
 pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
@@ -169,17 +248,12 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<
             .map(|x| x * scale)
             .collect();
         let table = &inp.block_tables[req * inp.max_blocks..(req + 1) * inp.max_blocks];
-        decode_request(
-            s,
-            kv0,
-            &q,
-            inp.k_pool,
-            inp.v_pool,
-            table,
-            inp.context_lens[req] as usize,
-            o,
-            rows / group,
-        );
+        let len = inp.context_lens[req] as usize;
+        // f16 pools take the SIMD path that converts in registers; any other dtype reads through its format.
+        match (inp.k_pool.as_f16(), inp.v_pool.as_f16()) {
+            (Some(k), Some(v)) => decode_request(s, kv0, &q, k, v, table, len, o, rows / group),
+            _ => decode_request_read(s, kv0, &q, inp.k_pool, inp.v_pool, table, len, o, rows / group),
+        }
     });
     Ok(out)
 }

@@ -6,7 +6,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::launch;
 use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
-use crate::compute::{BackendError, PagedDecodeInput, Valid};
+use crate::compute::{BackendError, PagedDecodeInput, Valid, f16_pool};
 
 /// Device buffers of a paged decode problem, for timing without host transfers.
 pub struct DecodeBuffers {
@@ -30,8 +30,8 @@ pub(crate) fn upload(b: &CudaBackend, inp: &Valid<&PagedDecodeInput>) -> Result<
     let p = launch::cuda_num_partitions(inp.max_context());
     Ok(DecodeBuffers {
         q: s.clone_htod(inp.q).map_err(dev)?,
-        k_pool: s.clone_htod(bits(inp.k_pool)).map_err(dev)?,
-        v_pool: s.clone_htod(bits(inp.v_pool)).map_err(dev)?,
+        k_pool: s.clone_htod(bits(f16_pool(inp.k_pool, "CUDA")?)).map_err(dev)?,
+        v_pool: s.clone_htod(bits(f16_pool(inp.v_pool, "CUDA")?)).map_err(dev)?,
         tables: s.clone_htod(inp.block_tables).map_err(dev)?,
         lens: s.clone_htod(inp.context_lens).map_err(dev)?,
         tmp_out: s.alloc_zeros(r * h * p * hd).map_err(dev)?,

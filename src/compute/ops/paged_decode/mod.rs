@@ -1,4 +1,4 @@
-//! `Backend::paged_decode`: one query token per request, reading f16 K/V through the block tables
+//! `Backend::paged_decode`: one query token per request, reading K/V (of the pools' dtype) through the block tables
 //! (vLLM's PagedAttention). The input, the block-table layout the kernels read, validation, suite cases
 //! the "paged equals contiguous" check and the probe.
 
@@ -11,9 +11,7 @@ pub mod reference;
 pub(crate) mod sim;
 pub(crate) mod wgpu;
 
-use half::f16;
-
-use crate::cache::{PagedKvCache, PagedShape, RequestId, kv_bytes_per_token};
+use crate::cache::{PagedKvCache, PagedShape, PoolRef, RequestId, kv_bytes_per_token};
 use crate::compute::{Backend, BackendError, CheckReport, Limits, MAX_HEAD_DIM, OpInput, Tolerance, check, invalid};
 use crate::math::Rng;
 
@@ -46,8 +44,8 @@ impl DecodeTables {
             q,
             n_heads,
             shape: cache.shape(),
-            k_pool: &cache.k_pool,
-            v_pool: &cache.v_pool,
+            k_pool: cache.k_pool.view(),
+            v_pool: cache.v_pool.view(),
             block_tables: &self.tables,
             max_blocks: self.max_blocks,
             context_lens: &self.context_lens,
@@ -65,9 +63,9 @@ pub struct PagedDecodeInput<'a> {
     /// Pool shape (num_blocks, block_size, KVH, hd).
     pub shape: PagedShape,
     /// K pool `[num_blocks, KVH, block_size, hd]`.
-    pub k_pool: &'a [f16],
+    pub k_pool: PoolRef<'a>,
     /// V pool, same shape.
-    pub v_pool: &'a [f16],
+    pub v_pool: PoolRef<'a>,
     /// `[R, max_blocks]` physical block ids, −1 padded.
     pub block_tables: &'a [i32],
     /// Columns of `block_tables`.
@@ -90,7 +88,13 @@ impl PagedDecodeInput<'_> {
     /// K and V bytes one decode step reads (every token of every request, f16).
     pub fn kv_bytes(&self) -> usize {
         let tokens: usize = self.context_lens.iter().map(|&l| l.max(0) as usize).sum();
-        tokens * kv_bytes_per_token(1, self.shape.kv_heads as u64, self.shape.head_dim as u64, 2) as usize
+        tokens
+            * kv_bytes_per_token(
+                1,
+                self.shape.kv_heads as u64,
+                self.shape.head_dim as u64,
+                self.shape.dtype,
+            ) as usize
     }
 
     pub(crate) fn validate(&self) -> Result<(), BackendError> {
@@ -114,9 +118,7 @@ impl PagedDecodeInput<'_> {
                 r * self.n_heads * s.head_dim
             )));
         }
-        if self.k_pool.len() != s.numel() || self.v_pool.len() != s.numel() {
-            return Err(invalid(format!("pools must have {} values", s.numel())));
-        }
+        crate::compute::check_pools(s, [self.k_pool, self.v_pool])?;
         if self.block_tables.len() != r * self.max_blocks || self.max_blocks == 0 {
             return Err(invalid("block_tables must be [R, max_blocks] with max_blocks >= 1"));
         }
@@ -202,6 +204,7 @@ fn case(i: usize, seed: u64) -> (PagedKvCache, DecodeTables, Vec<f32>, usize) {
         block_size: bs,
         kv_heads: kvh,
         head_dim: hd,
+        dtype: crate::cache::KvDtype::F16,
     };
     let cache = scattered_cache(shape, &lens, &mut rng);
     let reqs: Vec<u32> = (0..lens.len() as u32).collect();

@@ -3,7 +3,7 @@
 
 use super::launch;
 use crate::compute::cuda::sim::{SimBackend, bits, budget, dims, ffi, i};
-use crate::compute::{BackendError, PagedDecodeInput, Valid};
+use crate::compute::{BackendError, PagedDecodeInput, Valid, f16_pool};
 
 pub(crate) fn run(_b: &SimBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
     let s = inp.shape;
@@ -11,6 +11,7 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<
     let p = launch::cuda_num_partitions(inp.max_context());
     let (ld, lr) = (launch::cuda_decode(s.kv_heads, r, p), launch::cuda_reduce(h, r));
     budget(&[ld, lr])?;
+    let (k_pool, v_pool) = (f16_pool(inp.k_pool, "cuda-sim")?, f16_pool(inp.v_pool, "cuda-sim")?);
     let mut tmp_out = vec![0f32; r * h * p * hd];
     let mut tmp_max = vec![0f32; r * h * p];
     let mut tmp_sum = vec![0f32; r * h * p];
@@ -31,8 +32,8 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<
             tmp_max.as_mut_ptr(),
             tmp_sum.as_mut_ptr(),
             inp.q.as_ptr(),
-            bits(inp.k_pool).as_ptr(),
-            bits(inp.v_pool).as_ptr(),
+            bits(k_pool).as_ptr(),
+            bits(v_pool).as_ptr(),
             inp.block_tables.as_ptr(),
             inp.context_lens.as_ptr(),
             i(inp.max_blocks),

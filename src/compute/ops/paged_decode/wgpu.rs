@@ -5,7 +5,7 @@
 use super::launch;
 use crate::compute::launch::LaunchDims;
 use crate::compute::wgpu::{DecodeParams, Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
-use crate::compute::{BackendError, PagedDecodeInput, Valid};
+use crate::compute::{BackendError, PagedDecodeInput, Valid, f16_pool};
 
 /// A decode problem uploaded to the device.
 pub(crate) struct DecodeBuffers {
@@ -73,8 +73,8 @@ pub(crate) fn upload(b: &WgpuBackend, inp: &Valid<&PagedDecodeInput>) -> Result<
     Ok(DecodeBuffers {
         params: b.uniform(&params),
         q: b.storage(inp.q),
-        k_pool: b.storage(&pack_f16(inp.k_pool)),
-        v_pool: b.storage(&pack_f16(inp.v_pool)),
+        k_pool: b.storage(&pack_f16(f16_pool(inp.k_pool, "wgpu")?)),
+        v_pool: b.storage(&pack_f16(f16_pool(inp.v_pool, "wgpu")?)),
         tables: b.storage(inp.block_tables),
         lens: b.storage(inp.context_lens),
         tmp_out: b.zeros(r * h * parts * hd),

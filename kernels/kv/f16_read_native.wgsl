@@ -1,4 +1,4 @@
-// kernels/f16_read_native.wgsl -- how paged_attention.wgsl reads f16 K/V where the adapter has the
+// kernels/kv/f16_read_native.wgsl -- how paged_attention.wgsl reads f16 K/V where the adapter has the
 // shader-f16 feature: the same bytes as array<f16>, one element per index. The backend prepends
 // `enable f16;` and this file to paged_attention.wgsl.
 

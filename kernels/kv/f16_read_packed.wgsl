@@ -1,4 +1,4 @@
-// kernels/f16_read_packed.wgsl -- how paged_attention.wgsl reads f16 K/V on every adapter: the
+// kernels/kv/f16_read_packed.wgsl -- how paged_attention.wgsl reads f16 K/V on every adapter: the
 // pools are arrays of u32, two f16 per word (element 2w in the low half), unpacked with
 // unpack2x16float. The backend prepends this file to paged_attention.wgsl.
 

@@ -1,4 +1,4 @@
-// kernels/f16_write_native.wgsl -- how kv_cache.wgsl writes f16 K/V where the adapter has the
+// kernels/kv/f16_write_native.wgsl -- how kv_cache.wgsl writes f16 K/V where the adapter has the
 // shader-f16 feature: the same bytes as array<f16>; each element is its own memory location, so no
 // atomics are needed. The 16 bits are the ones f16_bits computed (round to nearest even). The
 // backend prepends `enable f16;` and this file to kv_cache.wgsl.

@@ -1,9 +1,9 @@
-//! A scripted serving scenario on the paged cache, as a continuous-batching engine (vLLM-style) runs
-//! it: the engine for lesson 5's step-by-step views.
+//! A scripted serving scenario on the KV engine, as a continuous-batching engine (vLLM-style) runs
+//! it: the scheduler of lesson 5's step-by-step views, with the policy pluggable.
 //!
-//! How it works: requests arrive at given steps with a prompt length and a number of tokens to
-//! generate. Each [`Scheduler::step`] follows the policy of vLLM's V1 scheduler (`vllm/v1/core/sched/
-//! scheduler.py`), reduced to whole prompts and one token per decode:
+//! How today's policy ([`WholePrompt`]) works: requests arrive at given steps with a prompt length and
+//! a number of tokens to generate. Each [`Scheduler::step`] follows the policy of vLLM's V1 scheduler
+//! (`vllm/v1/core/sched/scheduler.py`), reduced to whole prompts and one token per decode:
 //! 1. the **running** requests are served first, in arrival order: each appends one decoded token. When
 //!    one needs a block and none is free, the newest running request is **preempted**: its blocks are
 //!    freed and it goes back to the front of the waiting queue, to be prefilled again later
@@ -15,20 +15,24 @@
 //!
 //! Real engines differ in ways the lesson names: vLLM also keeps a watermark of free blocks, schedules
 //! by a token budget (chunked prefill), and vLLM V0 could swap a preempted request's blocks to CPU
-//! memory instead of recomputing them.
+//! memory instead of recomputing them. A [`SchedulePolicy`] decides steps 1 and 2; a step's events
+//! have room for prefill chunks and draft tokens, so a token budget or speculative decoding is another
+//! policy, not another scheduler.
 //!
 //! Every step reports what happened, so a lesson can show it; the cache's invariants hold throughout.
 
 use std::collections::VecDeque;
 
-use super::{PagedKvCache, PagedShape, RequestId};
+use super::KvEngine;
+use crate::cache::{PagedKvCache, PagedShape, RequestId};
 
-/// One request of a scenario.
+/// One request of a scenario: the one request type of the engine's users (lesson 7's prompts are its
+/// token ids, given to [`KvEngine::admit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-pub struct RequestSpec {
+pub struct Request {
     /// Step at which it arrives.
     pub arrive: usize,
-    /// Prompt tokens (prefilled in one step).
+    /// Prompt tokens.
     pub prompt: usize,
     /// Tokens to generate.
     pub generate: usize,
@@ -54,6 +58,13 @@ pub struct StepEvents {
     pub recomputed: Vec<(RequestId, usize)>,
     /// Requests that finished, with the blocks they returned.
     pub finished: Vec<(RequestId, Vec<u32>)>,
+    /// Prefill chunks `(request, first position, tokens)` of a policy that splits prompts (a token
+    /// budget); whole-prompt admissions are in `admitted`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<(RequestId, usize, usize)>,
+    /// Draft tokens `(request, first position, tokens)` reserved for verification (speculative decoding).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drafted: Vec<(RequestId, usize, usize)>,
 }
 
 impl StepEvents {
@@ -65,10 +76,102 @@ impl StepEvents {
 
 /// A request's progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Live {
-    id: RequestId,
-    spec: RequestSpec,
-    generated: usize,
+pub struct Live {
+    /// Its id.
+    pub id: RequestId,
+    /// The request.
+    pub req: Request,
+    /// Tokens it generated.
+    pub generated: usize,
+    /// Tokens of its prompt (plus recomputed ones) prefilled so far, for a policy that prefills in
+    /// chunks ([`WholePrompt`] prefills all at once and leaves it 0).
+    pub prefilled: usize,
+}
+
+/// The scheduler's queues, as a policy sees them.
+#[derive(Debug, Clone, Default)]
+pub struct Queues {
+    /// Waiting, in admission order (a preempted request goes to the front).
+    pub waiting: VecDeque<Live>,
+    /// Running, oldest first.
+    pub running: Vec<Live>,
+}
+
+/// How a step is scheduled: which running requests compute how many tokens, who is preempted, who is
+/// admitted. A policy reserves the slots of what it schedules in `cache` (the engine's block manager)
+/// and records it in `ev`; arrivals and finishing are the scheduler's.
+pub trait SchedulePolicy: std::fmt::Debug + Send + Sync {
+    /// Its name, for views.
+    fn name(&self) -> &'static str;
+    /// Schedule one step.
+    fn schedule(&mut self, q: &mut Queues, cache: &mut PagedKvCache, ev: &mut StepEvents);
+    /// Whether `live` is done (today: it generated all its tokens).
+    fn finished(&self, live: &Live) -> bool {
+        live.generated >= live.req.generate
+    }
+    /// A copy of the policy in its current state.
+    fn boxed_clone(&self) -> Box<dyn SchedulePolicy>;
+}
+
+impl Clone for Box<dyn SchedulePolicy> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
+}
+
+/// vLLM V1's policy reduced to whole prompts and one token per decode (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WholePrompt;
+
+impl SchedulePolicy for WholePrompt {
+    fn name(&self) -> &'static str {
+        "vLLM V1, whole prompts"
+    }
+
+    fn schedule(&mut self, q: &mut Queues, cache: &mut PagedKvCache, ev: &mut StepEvents) {
+        // 1. The running requests first, oldest first: one decoded token each. When one needs a block
+        //    and none is free, the newest running request is preempted (its blocks are freed and it
+        //    goes back to the front of the queue, to be recomputed), until the block is found or the
+        //    request needing it was itself the newest.
+        let mut i = 0;
+        while i < q.running.len() {
+            let live = q.running[i];
+            match cache.append_slots(live.id, 1) {
+                Ok(_) => {
+                    ev.decoded.push((live.id, cache.len(live.id) - 1));
+                    q.running[i].generated += 1;
+                    i += 1;
+                }
+                Err(_) => {
+                    let victim = q.running.pop().expect("running is not empty");
+                    let blocks = cache.free_request(victim.id).expect("a running request has a table");
+                    ev.preempted.push((victim.id, blocks));
+                    q.waiting.push_front(victim);
+                }
+            }
+        }
+        // 2. Admission (prefill), in arrival order, only in a step without preemption, while the whole
+        //    prompt fits; a preempted request recomputes its prompt plus the tokens it had generated.
+        if ev.preempted.is_empty() {
+            while let Some(front) = q.waiting.front().copied() {
+                let len = front.req.prompt + front.generated;
+                if cache.append_slots(front.id, len).is_err() {
+                    ev.waiting.extend(q.waiting.iter().map(|l| l.id));
+                    break;
+                }
+                q.waiting.pop_front();
+                ev.admitted.push((front.id, len));
+                if front.generated > 0 {
+                    ev.recomputed.push((front.id, len));
+                }
+                q.running.push(front);
+            }
+        }
+    }
+
+    fn boxed_clone(&self) -> Box<dyn SchedulePolicy> {
+        Box::new(*self)
+    }
 }
 
 /// Why a scenario cannot run at all.
@@ -93,20 +196,31 @@ pub enum ScenarioError {
     EmptyPrompt(RequestId),
 }
 
-/// Runs a scenario step by step.
+/// Runs a scenario step by step on a [`KvEngine`].
 #[derive(Debug, Clone)]
 pub struct Scheduler {
-    cache: PagedKvCache,
-    specs: Vec<RequestSpec>,
-    waiting: VecDeque<Live>,
-    running: Vec<Live>,
+    engine: KvEngine,
+    policy: Box<dyn SchedulePolicy>,
+    specs: Vec<Request>,
+    q: Queues,
     done: Vec<RequestId>,
     step: usize,
 }
 
 impl Scheduler {
-    /// A scheduler over an empty pool of `shape`; request ids are the indices of `specs`.
-    pub fn new(shape: PagedShape, specs: Vec<RequestSpec>) -> Result<Self, ScenarioError> {
+    /// A scheduler over an empty one-layer engine of `shape`, with today's policy; request ids are the
+    /// indices of `specs`.
+    pub fn new(shape: PagedShape, specs: Vec<Request>) -> Result<Self, ScenarioError> {
+        Self::with_engine(KvEngine::new(shape, 1), specs, Box::new(WholePrompt))
+    }
+
+    /// A scheduler over `engine` (empty) with `policy`.
+    pub fn with_engine(
+        engine: KvEngine,
+        specs: Vec<Request>,
+        policy: Box<dyn SchedulePolicy>,
+    ) -> Result<Self, ScenarioError> {
+        let shape = engine.shape();
         for (i, s) in specs.iter().enumerate() {
             let id = i as RequestId;
             if s.prompt == 0 {
@@ -124,10 +238,10 @@ impl Scheduler {
             }
         }
         Ok(Self {
-            cache: PagedKvCache::new(shape),
+            engine,
+            policy,
             specs,
-            waiting: VecDeque::new(),
-            running: Vec::new(),
+            q: Queues::default(),
             done: Vec::new(),
             step: 0,
         })
@@ -135,17 +249,32 @@ impl Scheduler {
 
     /// The cache as it is now.
     pub fn cache(&self) -> &PagedKvCache {
-        &self.cache
+        self.engine.cache()
+    }
+
+    /// The engine (its pools, to write and decode).
+    pub fn engine(&self) -> &KvEngine {
+        &self.engine
+    }
+
+    /// The engine, to write K/V of the step's tokens.
+    pub fn engine_mut(&mut self) -> &mut KvEngine {
+        &mut self.engine
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &dyn SchedulePolicy {
+        self.policy.as_ref()
     }
 
     /// Requests running now, oldest first.
     pub fn running(&self) -> Vec<RequestId> {
-        self.running.iter().map(|l| l.id).collect()
+        self.q.running.iter().map(|l| l.id).collect()
     }
 
     /// Requests waiting now, in admission order.
     pub fn waiting(&self) -> Vec<RequestId> {
-        self.waiting.iter().map(|l| l.id).collect()
+        self.q.waiting.iter().map(|l| l.id).collect()
     }
 
     /// Whether every request finished.
@@ -153,7 +282,7 @@ impl Scheduler {
         self.done.len() == self.specs.len()
     }
 
-    /// Run one step.
+    /// Run one step: arrivals, the policy's schedule, then finishing.
     pub fn step(&mut self) -> StepEvents {
         let mut ev = StepEvents {
             step: self.step,
@@ -162,63 +291,24 @@ impl Scheduler {
         for (i, s) in self.specs.iter().enumerate() {
             if s.arrive == self.step {
                 ev.arrived.push(i as RequestId);
-                self.waiting.push_back(Live {
+                self.q.waiting.push_back(Live {
                     id: i as RequestId,
-                    spec: *s,
+                    req: *s,
                     generated: 0,
+                    prefilled: 0,
                 });
             }
         }
-        // 1. The running requests first, oldest first: one decoded token each. When one needs a block
-        //    and none is free, the newest running request is preempted (its blocks are freed and it
-        //    goes back to the front of the queue, to be recomputed), until the block is found or the
-        //    request needing it was itself the newest.
-        let mut i = 0;
-        while i < self.running.len() {
-            let live = self.running[i];
-            match self.cache.append_slots(live.id, 1) {
-                Ok(_) => {
-                    ev.decoded.push((live.id, self.cache.len(live.id) - 1));
-                    self.running[i].generated += 1;
-                    i += 1;
-                }
-                Err(_) => {
-                    let victim = self.running.pop().expect("running is not empty");
-                    let blocks = self
-                        .cache
-                        .free_request(victim.id)
-                        .expect("a running request has a table");
-                    ev.preempted.push((victim.id, blocks));
-                    self.waiting.push_front(victim);
-                }
-            }
-        }
-        // 2. Admission (prefill), in arrival order, only in a step without preemption, while the whole
-        //    prompt fits; a preempted request recomputes its prompt plus the tokens it had generated.
-        if ev.preempted.is_empty() {
-            while let Some(front) = self.waiting.front().copied() {
-                let len = front.spec.prompt + front.generated;
-                if self.cache.append_slots(front.id, len).is_err() {
-                    ev.waiting.extend(self.waiting.iter().map(|l| l.id));
-                    break;
-                }
-                self.waiting.pop_front();
-                ev.admitted.push((front.id, len));
-                if front.generated > 0 {
-                    ev.recomputed.push((front.id, len));
-                }
-                self.running.push(front);
-            }
-        }
+        self.policy.schedule(&mut self.q, self.engine.cache_mut(), &mut ev);
         // 3. finish
         let mut k = 0;
-        while k < self.running.len() {
-            let live = self.running[k];
-            if live.generated >= live.spec.generate {
-                let blocks = self.cache.free_request(live.id).expect("a running request has a table");
+        while k < self.q.running.len() {
+            let live = self.q.running[k];
+            if self.policy.finished(&live) {
+                let blocks = self.engine.free(live.id).expect("a running request has a table");
                 ev.finished.push((live.id, blocks));
                 self.done.push(live.id);
-                self.running.remove(k);
+                self.q.running.remove(k);
             } else {
                 k += 1;
             }
@@ -238,31 +328,32 @@ mod tests {
             block_size,
             kv_heads: 1,
             head_dim: 1,
+            dtype: crate::cache::KvDtype::F16,
         }
     }
 
-    const SCENARIO: [RequestSpec; 5] = [
-        RequestSpec {
+    const SCENARIO: [Request; 5] = [
+        Request {
             arrive: 0,
             prompt: 7,
             generate: 6,
         },
-        RequestSpec {
+        Request {
             arrive: 0,
             prompt: 3,
             generate: 9,
         },
-        RequestSpec {
+        Request {
             arrive: 2,
             prompt: 12,
             generate: 4,
         },
-        RequestSpec {
+        Request {
             arrive: 3,
             prompt: 5,
             generate: 10,
         },
-        RequestSpec {
+        Request {
             arrive: 6,
             prompt: 2,
             generate: 3,
@@ -404,7 +495,7 @@ mod tests {
     fn impossible_requests_are_refused_up_front() {
         let e = Scheduler::new(
             shape(2, 4),
-            vec![RequestSpec {
+            vec![Request {
                 arrive: 0,
                 prompt: 7,
                 generate: 5,
@@ -415,7 +506,7 @@ mod tests {
         assert!(
             Scheduler::new(
                 shape(2, 4),
-                vec![RequestSpec {
+                vec![Request {
                     arrive: 0,
                     prompt: 0,
                     generate: 1

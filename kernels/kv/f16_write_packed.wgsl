@@ -1,4 +1,4 @@
-// kernels/f16_write_packed.wgsl -- how kv_cache.wgsl writes f16 K/V on every adapter: the caches are
+// kernels/kv/f16_write_packed.wgsl -- how kv_cache.wgsl writes f16 K/V on every adapter: the caches are
 // arrays of u32, two f16 per word (element 2w in the low half). Two invocations may write the two
 // halves of one word (an odd head_dim), so each half is set with atomicAnd/atomicOr on its own bits.
 // The backend prepends this file to kv_cache.wgsl.
