@@ -2,6 +2,8 @@
 //! selector, presentation mode, language), the OOM path of lesson 5, counts on screen against the
 //! allocator, a bad lesson folder, and a seeded monkey test of 10,000 random events.
 
+mod common;
+
 use eframe::egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -269,6 +271,10 @@ fn kernel_steps_name_the_code_that_ran() {
         for (kind, en, zh) in cases {
             let Some((_, Ok(device))) = statuses.iter().find(|(k, _)| *k == kind) else {
                 assert_ne!(kind, BackendKind::Cpu);
+                assert!(
+                    !(kind == BackendKind::Wgpu && common::wgpu_required()),
+                    "wgpu is required here but did not come up: {statuses:?}"
+                );
                 continue;
             };
             let app = h.state_mut();
@@ -511,6 +517,10 @@ fn monkey_ten_thousand_random_events() {
         .iter()
         .any(|(k, s)| *k == kvscope::compute::BackendKind::Wgpu && s.is_ok());
     eprintln!("monkey: {frames} frames, {wgpu_frames} of them on wgpu");
+    assert!(
+        wgpu_ready || !common::wgpu_required(),
+        "wgpu is required here but the app never brought it up"
+    );
     assert!(
         !wgpu_ready || events < 1000 || wgpu_frames > 0,
         "the monkey never ran on wgpu"

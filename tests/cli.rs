@@ -706,3 +706,38 @@ fn generate_and_the_model_exports() {
         assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-4);
     }
 }
+
+/// A `--set` value outside its slider's range, or one the other sliders rule out, is an error that names
+/// the range or the allowed set (it used to be clamped or snapped in silence: `block_size=1` became 2).
+#[test]
+fn set_values_outside_their_range_or_set_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = kvscope(&["export", "prefix-schedule", "--set", "block_size=1", "--out", d]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--set block_size=1: lesson `prefix-cache` takes block_size in 2..="),
+        "{err}"
+    );
+    let png = dir.path().join("x.png");
+    let o = kvscope(&[
+        "render",
+        "--lesson",
+        "multi-head",
+        "--set",
+        "heads=3",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--set heads=3: with the other parameters, lesson `multi-head` allows heads in {1, 2, 4, 8"),
+        "{err}"
+    );
+    assert!(!png.exists());
+    // In range and allowed: fine.
+    let o = kvscope(&["export", "prefix-schedule", "--set", "block_size=2", "--out", d]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -24,6 +24,53 @@ id = "a"
 title = { en = "A", zh = "甲" }
 narration = { en = "Some text.", zh = "一些文字。" }
 views = ["scores"]
+
+# The other parameters kind "attention" reads (a file declares exactly its kind's).
+[[params]]
+id = "d_model"
+label = { en = "Width", zh = "宽度" }
+default = 16
+min = 1
+max = 128
+
+[[params]]
+id = "scale_on"
+kind = "bool"
+label = { en = "Scale", zh = "缩放" }
+default = true
+
+[[params]]
+id = "seed"
+label = { en = "Seed", zh = "种子" }
+default = 0
+min = 0
+max = 9999
+
+[[params]]
+id = "weights"
+kind = "bool"
+label = { en = "Trained", zh = "训练" }
+default = false
+
+[[params]]
+id = "prompt"
+kind = "text"
+label = { en = "Text", zh = "文本" }
+default = 0
+
+[[params]]
+id = "layer"
+label = { en = "Layer", zh = "层" }
+default = 0
+min = 0
+max = 3
+
+[[params]]
+id = "head"
+label = { en = "Head", zh = "头" }
+default = 0
+min = 0
+max = 3
 "#;
 
 fn errors(src: &str) -> Vec<LessonError> {
@@ -339,4 +386,62 @@ fn narration_numbers_come_from_the_computation() {
         ))
         .is_empty()
     );
+}
+
+/// A lesson file declares exactly the parameters its kind reads: one the kind does not read, and one the
+/// kind reads that the file lacks, are errors at load that name file, line and column.
+#[test]
+fn parameters_are_checked_both_ways_at_load() {
+    let extra = GOOD.replace("id = \"seq\"", "id = \"seqq\"");
+    let errs = errors(&extra);
+    let unknown = errs
+        .iter()
+        .find(|e| e.message.contains("has no parameter `seqq`"))
+        .unwrap_or_else(|| panic!("{errs:?}"));
+    assert_eq!((unknown.line, unknown.col), (8, 6), "{unknown}");
+    assert!(
+        unknown.hint.contains("parameters of `attention`: seq, d_model"),
+        "{unknown}"
+    );
+    let missing = errs
+        .iter()
+        .find(|e| {
+            e.message
+                .contains("reads parameter `seq`, which this file does not declare")
+        })
+        .unwrap_or_else(|| panic!("{errs:?}"));
+    assert_eq!((missing.line, missing.col), (3, 8), "{missing}");
+    assert!(missing.to_string().starts_with("lessons/demo.toml:3:8: "), "{missing}");
+}
+
+/// Every parameter the lessons' code reads while computing (at the defaults, and with every slider at its
+/// maximum and at its minimum) is one its file declares (none falls back to a code default) and one its
+/// kind lists.
+#[test]
+fn lessons_read_only_the_parameters_their_files_declare() {
+    let backend = kvscope::compute::CpuBackend::new();
+    for l in &lesson::load_embedded().unwrap() {
+        let maxed: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.hi())).collect();
+        let mined: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.lo())).collect();
+        let mut read = std::collections::BTreeSet::new();
+        for params in [Default::default(), maxed, mined] {
+            kvscope::lessons::take_param_reads();
+            let out = kvscope::lessons::compute(l, &params, &backend).ok();
+            let _ = l.kind.values(l, out.as_deref());
+            for (id, declared) in kvscope::lessons::take_param_reads() {
+                assert!(
+                    declared,
+                    "{}: the code read `{id}`, which the file does not declare",
+                    l.id()
+                );
+                assert!(
+                    l.kind.params().contains(&id.as_str()),
+                    "{}: `{id}` is read but not listed",
+                    l.id()
+                );
+                read.insert(id);
+            }
+        }
+        assert!(read.contains("seed"), "{}: {read:?}", l.id());
+    }
 }

@@ -3,6 +3,8 @@
 //! through the static and the paged KV cache gives the logits of recomputing the whole sequence; bad
 //! files get clear errors.
 
+mod common;
+
 use kvscope::compute::{Backend, BackendKind, CpuBackend, Tolerance, check, probe};
 use kvscope::model::decode::{CacheKind, Sampler};
 use kvscope::model::{Model, ModelError};
@@ -133,10 +135,8 @@ fn decode_through_caches_equals_recomputing_on_cuda_sim_and_wgpu() {
         &[CacheKind::Static, CacheKind::Paged { block_size: 16 }],
         12,
     );
-    match probe(BackendKind::Wgpu).backend {
-        Ok(w) => cached_equals_recompute(w.as_ref(), &[CacheKind::Static, CacheKind::Paged { block_size: 1 }], 16),
-        Err(e) if std::env::var_os("KVSCOPE_REQUIRE_WGPU").is_none() => eprintln!("wgpu skipped: {e}"),
-        Err(e) => panic!("wgpu required: {e}"),
+    if let Some(w) = common::wgpu() {
+        cached_equals_recompute(w.as_ref(), &[CacheKind::Static, CacheKind::Paged { block_size: 1 }], 16);
     }
 }
 
@@ -272,9 +272,7 @@ fn lesson_5_serves_the_model_as_if_each_request_ran_alone() {
         .backend
         .expect("cuda-sim is always available");
     serving_equals_generating_alone(sim.as_ref(), 4);
-    match probe(BackendKind::Wgpu).backend {
-        Ok(w) => serving_equals_generating_alone(w.as_ref(), 16),
-        Err(e) if std::env::var_os("KVSCOPE_REQUIRE_WGPU").is_none() => eprintln!("wgpu skipped: {e}"),
-        Err(e) => panic!("wgpu required: {e}"),
+    if let Some(w) = common::wgpu() {
+        serving_equals_generating_alone(w.as_ref(), 16);
     }
 }

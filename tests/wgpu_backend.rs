@@ -10,17 +10,8 @@
 use kvscope::compute::{self, Backend, BackendKind, Tolerance, check, suite};
 use kvscope::math::{AttnShape, AttnWeights, Mask, Rng, project};
 
-fn wgpu() -> Option<std::sync::Arc<dyn Backend>> {
-    let required = std::env::var("KVSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b == "vulkan"));
-    match compute::probe(BackendKind::Wgpu).backend {
-        Ok(b) => Some(b),
-        Err(e) if required => panic!("KVSCOPE_REQUIRE_BACKENDS names vulkan but the wgpu backend is unavailable: {e}"),
-        Err(e) => {
-            eprintln!("skipped: the wgpu backend is unavailable here: {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::wgpu;
 
 /// Both f16 paths: u32 pairs (every adapter) and native `array<f16>` (adapters with shader-f16; lavapipe
 /// has it).

@@ -155,7 +155,7 @@ fn write_replay(
     };
     let set = super::check_sets(&[l], &set)?;
     let mut params = kvscope::lessons::Params::new();
-    params.extend(set);
+    kvscope::lessons::apply_set(l, &mut params, &set).map_err(|e| anyhow::anyhow!(e))?;
     let b = backend(kind)?;
     let computed = kvscope::lessons::compute(l, &params, b.as_ref()).map_err(|e| anyhow::anyhow!(e))?;
     let (json, what) = match replay(computed.as_ref()) {

@@ -136,6 +136,9 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
     }
     let chosen: Vec<&kvscope::lesson::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
     let set = super::check_sets(&chosen, &set)?;
+    for l in &chosen {
+        kvscope::lessons::apply_set(l, &mut kvscope::lessons::Params::new(), &set).map_err(|e| anyhow::anyhow!(e))?;
+    }
     for (i, j, path) in targets {
         app.goto(i, j);
         let params: Vec<String> = app.lessons()[i]

@@ -53,10 +53,17 @@ pub struct CheckReport {
     pub mismatch_count: usize,
     /// The first 10 of them.
     pub mismatches: Vec<Mismatch>,
+    /// Computed values that are NaN (each is also a mismatch): what a lesson's `has_nan` reads.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nan_count: usize,
     /// The tolerance used.
     pub tolerance: Tolerance,
     /// A structural problem (length mismatch) that made the comparison impossible.
     pub error: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How many mismatches a report keeps.
@@ -101,6 +108,7 @@ where
         max_rel: 0.0,
         mismatch_count: 0,
         mismatches: Vec::new(),
+        nan_count: 0,
         tolerance: tol,
         error: None,
     };
@@ -116,6 +124,7 @@ where
     }
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let (g, w): (f64, f64) = (g.into(), w.into());
+        r.nan_count += usize::from(g.is_nan());
         let ok = if g.is_finite() && w.is_finite() {
             let d = (g - w).abs();
             r.max_abs = r.max_abs.max(d);
@@ -182,6 +191,7 @@ mod tests {
         assert_eq!(r.mismatches[0].index, vec![0, 1]);
         assert_eq!(r.mismatches[1].index, vec![1, 1]);
         assert!((r.max_abs - 0.5).abs() < 1e-12);
+        assert_eq!(r.nan_count, 1, "the NaN is counted (max_abs skips it)");
         assert!(r.to_string().contains("MISMATCH"));
         let ok = check(
             "t",

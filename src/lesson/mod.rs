@@ -404,6 +404,31 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
         );
     }
     c.text(&lf.title, "the lesson title");
+    // The parameters, both ways: each one the file declares, its kind reads, and each one the kind
+    // reads, the file declares (a typo on either side would otherwise fall back to a default in silence).
+    if let Some(k) = kind {
+        for p in &lf.params {
+            if !k.params().contains(&p.id.get_ref().as_str()) {
+                c.at(
+                    p.id.span(),
+                    format!("lesson kind `{}` has no parameter `{}`", k.name(), p.id.get_ref()),
+                    format!("parameters of `{}`: {}", k.name(), k.params().join(", ")),
+                );
+            }
+        }
+        for id in k.params() {
+            if !lf.params.iter().any(|p| p.id.get_ref() == id) {
+                c.at(
+                    lf.kind.span(),
+                    format!(
+                        "lesson kind `{}` reads parameter `{id}`, which this file does not declare",
+                        k.name()
+                    ),
+                    format!("add a [[params]] table with id = \"{id}\""),
+                );
+            }
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     for p in &lf.params {
         c.text(&p.label, &format!("the label of parameter `{}`", p.id.get_ref()));

@@ -61,6 +61,10 @@ pub trait LessonKind: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// The views this kind draws, by the names lesson files use.
     fn view_names(&self) -> &'static [&'static str];
+    /// The parameters its code reads (computing or drawing), by id: a lesson file of this kind declares
+    /// exactly these (checked both ways at load, with file:line:col), so a typo on either side is an
+    /// error instead of a silent default.
+    fn params(&self) -> &'static [&'static str];
     /// The ops behind the lesson, in the order a student meets them (the kernel panel lists them).
     fn ops(&self) -> &'static [Kernel];
     /// The values parameter `id` may take given the others, when the kind restricts them (heads must
@@ -200,9 +204,24 @@ macro_rules! views {
     };
 }
 
-/// Read a parameter, falling back to `default` when a teacher's lesson file leaves it out.
+/// Read a parameter; `default` is only a fallback for parameters a caller built by hand (a lesson file
+/// declares every parameter its kind reads: [`LessonKind::params`]). The read is recorded for the tests
+/// ([`take_param_reads`]).
 pub fn get(p: &Params, id: &str, default: i64) -> i64 {
+    READS.with(|r| r.borrow_mut().insert(id.to_string(), p.contains_key(id)));
     p.get(id).copied().unwrap_or(default)
+}
+
+thread_local! {
+    /// Every parameter id [`get`] read on this thread, and whether the parameters held it.
+    static READS: std::cell::RefCell<BTreeMap<String, bool>> = const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
+/// The parameter ids [`get`] read on this thread since the last call, each with whether it was there
+/// (`false`: the code read a parameter its lesson file lacks and got its default). The tests compare
+/// them with [`LessonKind::params`].
+pub fn take_param_reads() -> BTreeMap<String, bool> {
+    READS.with(|r| std::mem::take(&mut *r.borrow_mut()))
 }
 
 /// The divisors of `n` (for sliders that must divide another).
@@ -233,7 +252,11 @@ pub fn allowed_values(lesson: &Lesson, id: &str, p: &Params) -> Option<Vec<i64>>
 pub fn normalize(lesson: &Lesson, p: &mut Params) {
     for prm in &lesson.file.params {
         let id = prm.id.get_ref();
-        let v = get(p, id, prm.default_value()).clamp(prm.lo(), prm.hi());
+        let v = p
+            .get(id)
+            .copied()
+            .unwrap_or(prm.default_value())
+            .clamp(prm.lo(), prm.hi());
         p.insert(id.clone(), v);
     }
     for prm in &lesson.file.params {
@@ -243,6 +266,39 @@ pub fn normalize(lesson: &Lesson, p: &mut Params) {
             p.insert(id.clone(), v);
         }
     }
+}
+
+/// Apply values given on the command line (`--set id=value`) to `p`: a value outside its slider's range,
+/// or one that the lesson's other parameters rule out (heads must divide d_model, …), is an error that
+/// names the range or the allowed set, instead of being clamped or snapped in silence. Ids the lesson
+/// does not have are skipped (`kvscope render` applies one list to several lessons).
+pub fn apply_set(lesson: &Lesson, p: &mut Params, sets: &[(String, i64)]) -> Result<(), String> {
+    let ours = |id: &str| lesson.file.params.iter().find(|x| x.id.get_ref() == id);
+    for (id, v) in sets {
+        let Some(prm) = ours(id) else { continue };
+        if !(prm.lo()..=prm.hi()).contains(v) {
+            return Err(format!(
+                "--set {id}={v}: lesson `{}` takes {id} in {}..={}",
+                lesson.id(),
+                prm.lo(),
+                prm.hi()
+            ));
+        }
+        p.insert(id.clone(), *v);
+    }
+    normalize(lesson, p);
+    for (id, v) in sets.iter().filter(|(id, _)| ours(id).is_some()) {
+        if p.get(id) != Some(v) {
+            let allowed = allowed_values(lesson, id, p).unwrap_or_default();
+            let list: Vec<String> = allowed.iter().map(i64::to_string).collect();
+            return Err(format!(
+                "--set {id}={v}: with the other parameters, lesson `{}` allows {id} in {{{}}}",
+                lesson.id(),
+                list.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Compute a lesson's output for `params` on `backend` (the parameters are normalised first).

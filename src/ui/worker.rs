@@ -98,9 +98,20 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
     )
 }
 
-/// The reference check of an output; a panic inside it yields no reports.
+/// The reference check of an output. A panic inside it is a failed report that says so (the app keeps
+/// running, and a test that asserts every report passed fails).
 pub fn verify_output(out: &dyn Output) -> Vec<CheckReport> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out.verify())).unwrap_or_default()
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out.verify())).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic without a message");
+        vec![CheckReport::failed(
+            "verification",
+            format!("the check panicked: {why}"),
+        )]
+    })
 }
 
 /// The worker thread's handle.

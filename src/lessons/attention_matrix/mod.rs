@@ -71,6 +71,10 @@ impl LessonKind for AttentionMatrix {
         "attention"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "d_model", "scale_on", "seed", "weights", "prompt", "layer", "head"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }

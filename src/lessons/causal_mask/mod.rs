@@ -4,11 +4,11 @@
 mod view;
 
 use super::attention_layer::AttnOut;
-use super::attention_matrix::{ATTENTION_OPS, layer_shape, trained_choice};
+use super::attention_matrix::{ATTENTION_OPS, trained_choice};
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
 use crate::lesson::Lesson;
-use crate::math::Mask;
+use crate::math::{AttnShape, Mask};
 
 crate::views! {
     /// The views of lesson 2.
@@ -35,9 +35,16 @@ crate::views! {
 /// Lesson 2.
 pub struct CausalMask;
 
+/// The width of lesson 2's layer (lesson 1's default; the file has no slider for it).
+const CAUSAL_D_MODEL: usize = 16;
+
 impl LessonKind for CausalMask {
     fn name(&self) -> &'static str {
         "causal"
+    }
+
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "mask_on", "seed", "weights", "prompt", "layer", "head"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
@@ -61,8 +68,15 @@ impl LessonKind for CausalMask {
                 backend,
             )?));
         }
+        // Lesson 2 has no width slider: one head of lesson 1's default width (d_model 16).
+        let shape = AttnShape {
+            seq: get(p, "seq", 8).max(1) as usize,
+            d_model: CAUSAL_D_MODEL,
+            n_heads: 1,
+            n_kv_heads: 1,
+        };
         Ok(Box::new(AttnOut::compute(
-            layer_shape(p, 1, 1),
+            shape,
             Mask::Causal,
             seed,
             true,

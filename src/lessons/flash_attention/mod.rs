@@ -66,6 +66,10 @@ impl LessonKind for FlashAttention {
         "flash"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "head_dim", "smem_kib", "block_q", "block_k", "causal", "seed"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }

@@ -54,6 +54,10 @@ impl LessonKind for KvDecode {
         "decode"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "text", "seed"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }

@@ -44,6 +44,10 @@ impl LessonKind for MultiHead {
         "multihead"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "d_model", "heads", "kv_heads", "prompt", "layer", "seed"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }

@@ -55,6 +55,10 @@ impl LessonKind for PagedCache {
         "paged"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["block_size", "token_slots", "requests", "max_seq_len", "seed", "model"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
@@ -316,7 +320,7 @@ impl Output for PagedOut {
     fn has_nan(&self) -> bool {
         self.frames
             .iter()
-            .any(|f| f.check.as_ref().is_some_and(|c| c.max_abs.is_nan()))
+            .any(|f| f.check.as_ref().is_some_and(|c| c.nan_count > 0))
     }
 
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
@@ -484,5 +488,25 @@ impl PagedOut {
                     .map_or_else(dash, |s| s.recompute_agrees.iter().filter(|x| x.2).count().to_string()),
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::{CpuBackend, Tolerance, check};
+
+    /// A NaN in a step's decode is a NaN of the lesson.
+    #[test]
+    fn a_nan_in_a_steps_decode_is_a_nan_of_the_lesson() {
+        let lessons = crate::lesson::load_embedded().unwrap();
+        let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
+        let mut p = Params::new();
+        crate::lessons::normalize(l, &mut p);
+        let mut out = paged(l, &p, &CpuBackend::new()).unwrap();
+        assert!(!out.has_nan());
+        let f = out.frames.iter_mut().find(|f| f.check.is_some()).unwrap();
+        f.check = Some(check("decode", &[1], &[f32::NAN], &[0.25f64], Tolerance::F32));
+        assert!(out.has_nan());
     }
 }

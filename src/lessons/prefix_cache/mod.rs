@@ -64,6 +64,10 @@ impl LessonKind for PrefixCache {
         "prefix"
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["block_size", "token_slots", "sharing", "prompt_len", "samples", "seed"]
+    }
+
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
@@ -444,9 +448,11 @@ fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, String> {
     put(&mut numbers, "prompt_partial_tokens", (plen - full * bs).to_string());
     put(&mut numbers, "samples", samples.to_string());
     put(&mut numbers, "steps", rp.frames.len().to_string());
+    // Only what the replay computed: a placeholder it did not reach stays unfilled (`…` on screen), which
+    // the narration test catches, instead of a dash that reads like an answer.
     let numbers = PLACEHOLDERS
         .iter()
-        .map(|&k| (k, numbers.get(k).cloned().unwrap_or_else(|| "—".to_string())))
+        .filter_map(|&k| Some((k, numbers.get(k)?.clone())))
         .collect();
     Ok(PrefixOut {
         shape,
@@ -536,7 +542,16 @@ fn script(
     if parent_prompt.len().is_multiple_of(bs) {
         parent_prompt.push(1999);
     }
-    if rp.admit(parent, &parent_prompt)? {
+    let mut admitted = rp.admit(parent, &parent_prompt)?;
+    if !admitted {
+        // The pool cannot hold it next to the live requests (small pools): they finish first, as a
+        // scheduler would make it wait for them, and it is admitted then.
+        for r in std::mem::take(&mut live) {
+            rp.finish(r)?;
+        }
+        admitted = rp.admit(parent, &parent_prompt)?;
+    }
+    if admitted {
         live.push(parent);
         let mut children = Vec::new();
         for _ in 1..samples {
@@ -624,8 +639,12 @@ impl Output for PrefixOut {
         self.frames.iter().filter_map(|f| f.check.as_ref()).collect()
     }
 
+    /// The lesson draws counts and block ids; its only computed floats are the decode outputs of each
+    /// frame's check (paged decode through the shared tables), so a NaN there is a NaN of the lesson.
     fn has_nan(&self) -> bool {
-        false
+        self.frames
+            .iter()
+            .any(|f| f.check.as_ref().is_some_and(|c| c.nan_count > 0))
     }
 
     fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
@@ -727,5 +746,21 @@ impl PrefixOut {
             "error": self.error,
             "steps": steps,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::{CpuBackend, Tolerance, check};
+
+    /// A NaN in a frame's decode (the lesson's computed floats) is a NaN of the lesson.
+    #[test]
+    fn a_nan_in_a_frames_decode_is_a_nan_of_the_lesson() {
+        let mut out = replay(&Params::new(), &CpuBackend::new()).unwrap();
+        assert!(!out.has_nan());
+        let f = out.frames.iter_mut().find(|f| f.check.is_some()).unwrap();
+        f.check = Some(check("decode", &[2], &[0.5f32, f32::NAN], &[0.5f64, 0.25], Tolerance::F32));
+        assert!(out.has_nan());
     }
 }
