@@ -5,6 +5,8 @@ pub mod dtype;
 pub mod paged;
 pub mod pool;
 pub mod prefix;
+mod prefix_state;
+mod request;
 mod static_cache;
 
 pub use dtype::{KvDtype, KvFormat, PoolGeometry, ScaleLayout};

@@ -12,8 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::dtype::{KvDtype, PoolGeometry, ScaleLayout};
 use super::pool::{Pool, PoolMut};
 
-/// A request's id.
-pub type RequestId = u32;
+pub use super::request::RequestId;
 
 /// The pool is exhausted: the typed error the lessons turn into an OOM state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -228,7 +227,7 @@ pub struct PagedKvCache {
     /// never the last, whose tokens no longer take part in attention. The table skips them.
     pub(super) gaps: BTreeMap<RequestId, BTreeSet<usize>>,
     /// Prefix caching: hashes of full blocks, the evictor, token ids (see `prefix.rs`).
-    pub(super) prefix: super::prefix::PrefixState,
+    pub(super) prefix: super::prefix_state::PrefixState,
 }
 
 impl PagedKvCache {
@@ -243,7 +242,7 @@ impl PagedKvCache {
             lens: BTreeMap::new(),
             refs: vec![0; shape.num_blocks],
             gaps: BTreeMap::new(),
-            prefix: super::prefix::PrefixState::new(shape.num_blocks),
+            prefix: super::prefix_state::PrefixState::new(shape.num_blocks),
         }
     }
 
@@ -615,7 +614,7 @@ impl PagedKvCache {
                 "free ({free}) + evictable ({evictable}) + used ({used}) != total ({total})"
             ));
         }
-        self.prefix.check(self)
+        self.check_prefix()
     }
 }
 

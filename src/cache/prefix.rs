@@ -13,222 +13,8 @@
 //! the backend's `copy_blocks`). Full blocks are never copied. Paged decode needs no change: it reads
 //! through whatever table a request has.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::paged::{OutOfBlocks, PagedError, PagedKvCache, RequestId};
-
-/// What the cache knows about one cached block: its hash, its parent's hash (0 for the first block),
-/// its token ids and how many blocks precede it in its prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CachedBlock {
-    /// Hash of the parent's hash and this block's tokens.
-    pub hash: u64,
-    /// The parent block's hash (the hash of everything before this block).
-    pub parent: u64,
-    /// The block's token ids.
-    pub tokens: Vec<u32>,
-    /// Blocks before this one in its prefix.
-    pub depth: usize,
-}
-
-/// The prefix-caching state of a paged cache.
-#[derive(Debug, Clone)]
-pub struct PrefixState {
-    /// Per physical block: what it caches, if it is a cached full block.
-    meta: Vec<Option<CachedBlock>>,
-    /// hash → block.
-    map: BTreeMap<u64, u32>,
-    /// Count-0 cached blocks in eviction order: (last access, −depth, block).
-    evictor: BTreeSet<(u64, std::cmp::Reverse<usize>, u32)>,
-    /// Each block's last access (for the evictor's order).
-    pub(super) last_access: Vec<u64>,
-    /// The logical clock of accesses.
-    clock: u64,
-    /// Token ids per request (requests admitted with tokens).
-    pub(super) tokens: BTreeMap<RequestId, Vec<u32>>,
-    /// Lifetime counters: blocks looked up and blocks hit.
-    lookups: u64,
-    hits: u64,
-}
-
-impl PrefixState {
-    /// No block cached.
-    pub fn new(num_blocks: usize) -> Self {
-        Self {
-            meta: vec![None; num_blocks],
-            map: BTreeMap::new(),
-            evictor: BTreeSet::new(),
-            last_access: vec![0; num_blocks],
-            clock: 0,
-            tokens: BTreeMap::new(),
-            lookups: 0,
-            hits: 0,
-        }
-    }
-
-    /// Cached blocks nobody uses (in the evictor).
-    pub fn evictable(&self) -> usize {
-        self.evictor.len()
-    }
-
-    /// The evictor's blocks, next to be evicted first.
-    pub fn evictor_blocks(&self) -> impl Iterator<Item = u32> + '_ {
-        self.evictor.iter().map(|&(_, _, b)| b)
-    }
-
-    /// Whether block `b` holds a cached full block.
-    pub fn is_cached(&self, b: u32) -> bool {
-        self.meta.get(b as usize).is_some_and(Option::is_some)
-    }
-
-    /// What block `b` caches.
-    pub fn cached(&self, b: u32) -> Option<&CachedBlock> {
-        self.meta.get(b as usize).and_then(Option::as_ref)
-    }
-
-    /// The block holding prefix `hash`, if cached.
-    pub fn lookup(&self, hash: u64) -> Option<u32> {
-        self.map.get(&hash).copied()
-    }
-
-    /// The hash → block map.
-    pub fn map(&self) -> &BTreeMap<u64, u32> {
-        &self.map
-    }
-
-    /// Blocks looked up and blocks hit since the cache was made.
-    pub fn hit_counts(&self) -> (u64, u64) {
-        (self.lookups, self.hits)
-    }
-
-    /// A new access time: every block one operation touches gets the same one, so ties in the evictor
-    /// (a whole request released at once) go to the deepest block first.
-    pub(super) fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
-    }
-
-    fn evictor_key(&self, b: u32) -> (u64, std::cmp::Reverse<usize>, u32) {
-        let depth = self.cached(b).map_or(0, |m| m.depth);
-        (self.last_access[b as usize], std::cmp::Reverse(depth), b)
-    }
-
-    /// Put count-0 cached block `b` into the evictor, released at time `now` (its last access).
-    pub(super) fn park(&mut self, b: u32, now: u64) {
-        self.last_access[b as usize] = now;
-        let key = self.evictor_key(b);
-        self.evictor.insert(key);
-    }
-
-    /// Take `b` out of the evictor (it is being reused).
-    fn unpark(&mut self, b: u32) -> bool {
-        let key = self.evictor_key(b);
-        self.evictor.remove(&key)
-    }
-
-    /// Evict the least recently used cached block (ties: the deepest), forgetting its hash.
-    pub(super) fn evict_lru(&mut self) -> Option<u32> {
-        let (_, _, b) = self.evictor.pop_first()?;
-        self.uncache(b);
-        Some(b)
-    }
-
-    fn uncache(&mut self, b: u32) {
-        if let Some(m) = self.meta[b as usize].take() {
-            self.map.remove(&m.hash);
-        }
-    }
-
-    /// Record that block `b` now holds the full block `m` (unless that prefix is cached already: then
-    /// `b` stays an ordinary private block, as in vLLM).
-    fn cache(&mut self, b: u32, m: CachedBlock) {
-        if self.map.contains_key(&m.hash) || self.meta[b as usize].is_some() {
-            return;
-        }
-        self.map.insert(m.hash, b);
-        self.meta[b as usize] = Some(m);
-    }
-
-    /// The prefix-caching invariants, given the cache: the map and the per-block records agree, cached
-    /// blocks' hashes match their parent and tokens, and every request's cached blocks match its tokens.
-    pub(super) fn check(&self, c: &PagedKvCache) -> Result<(), String> {
-        let mut cached = 0;
-        for (b, m) in self.meta.iter().enumerate() {
-            let Some(m) = m else { continue };
-            cached += 1;
-            if self.map.get(&m.hash) != Some(&(b as u32)) {
-                return Err(format!("block {b} is cached as {:016x} but the map disagrees", m.hash));
-            }
-            if block_hash(m.parent, &m.tokens) != m.hash || m.tokens.len() != c.shape().block_size {
-                return Err(format!("block {b}: its tokens do not hash to {:016x}", m.hash));
-            }
-        }
-        if cached != self.map.len() {
-            return Err(format!("{} hashes in the map, {cached} cached blocks", self.map.len()));
-        }
-        for b in self.evictor_blocks() {
-            if !self.is_cached(b) {
-                return Err(format!("block {b} is in the evictor but caches nothing"));
-            }
-        }
-        let bs = c.shape().block_size;
-        for (req, toks) in &self.tokens {
-            if toks.len() != c.len(*req) {
-                return Err(format!(
-                    "request {req} has {} token ids for {} tokens",
-                    toks.len(),
-                    c.len(*req)
-                ));
-            }
-            let table = c.table(*req).unwrap_or_default();
-            let mut parent = 0;
-            for (i, chunk) in toks.chunks_exact(bs).enumerate() {
-                let h = block_hash(parent, chunk);
-                if let Some(m) = self.cached(table[i])
-                    && (m.hash != h || m.tokens != chunk)
-                {
-                    return Err(format!(
-                        "request {req} block {i} (physical {}) is cached as another prefix",
-                        table[i]
-                    ));
-                }
-                parent = h;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The hash of a full block: its parent's hash (0 for the first block) and its token ids. FNV-1a over
-/// the little-endian bytes, then a SplitMix64 finaliser: the same on every machine (no random seed).
-pub fn block_hash(parent: u64, tokens: &[u32]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parent
-        .to_le_bytes()
-        .into_iter()
-        .chain(tokens.iter().flat_map(|t| t.to_le_bytes()))
-    {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
-}
-
-/// The hashes of every full block of `tokens`, in order (each covers its whole prefix).
-pub fn chain_hashes(tokens: &[u32], block_size: usize) -> Vec<u64> {
-    let mut parent = 0;
-    tokens
-        .chunks_exact(block_size.max(1))
-        .map(|chunk| {
-            parent = block_hash(parent, chunk);
-            parent
-        })
-        .collect()
-}
+pub use super::prefix_state::{CachedBlock, PrefixState, block_hash, chain_hashes};
 
 /// K and V of token `pos` as a deterministic function of the whole prefix `tokens[..=pos]` (as in a
 /// real model: the same prefix gives the same K/V, the same token after another prefix does not):
@@ -264,6 +50,56 @@ pub struct Appended {
 }
 
 impl PagedKvCache {
+    /// The prefix-caching invariants, given the cache: the map and the per-block records agree, cached
+    /// blocks' hashes match their parent and tokens, and every request's cached blocks match its tokens.
+    pub(super) fn check_prefix(&self) -> Result<(), String> {
+        let (c, p) = (self, &self.prefix);
+        let mut cached = 0;
+        for b in 0..c.shape().num_blocks {
+            let Some(m) = p.cached(b as u32) else { continue };
+            cached += 1;
+            if p.map().get(&m.hash) != Some(&(b as u32)) {
+                return Err(format!("block {b} is cached as {:016x} but the map disagrees", m.hash));
+            }
+            if block_hash(m.parent, &m.tokens) != m.hash || m.tokens.len() != c.shape().block_size {
+                return Err(format!("block {b}: its tokens do not hash to {:016x}", m.hash));
+            }
+        }
+        if cached != p.map().len() {
+            return Err(format!("{} hashes in the map, {cached} cached blocks", p.map().len()));
+        }
+        for b in p.evictor_blocks() {
+            if !p.is_cached(b) {
+                return Err(format!("block {b} is in the evictor but caches nothing"));
+            }
+        }
+        let bs = c.shape().block_size;
+        for (req, toks) in &p.tokens {
+            if toks.len() != c.len(*req) {
+                return Err(format!(
+                    "request {req} has {} token ids for {} tokens",
+                    toks.len(),
+                    c.len(*req)
+                ));
+            }
+            let table = c.table(*req).unwrap_or_default();
+            let mut parent = 0;
+            for (i, chunk) in toks.chunks_exact(bs).enumerate() {
+                let h = block_hash(parent, chunk);
+                if let Some(m) = p.cached(table[i])
+                    && (m.hash != h || m.tokens != chunk)
+                {
+                    return Err(format!(
+                        "request {req} block {i} (physical {}) is cached as another prefix",
+                        table[i]
+                    ));
+                }
+                parent = h;
+            }
+        }
+        Ok(())
+    }
+
     /// The prefix-caching state (hash map, evictor, per-block records).
     pub fn prefix(&self) -> &PrefixState {
         &self.prefix

@@ -15,8 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::lessons::REGISTRY;
-use crate::lessons::ui::{LessonUi, kind_named};
+use crate::lessons::{LessonKind, REGISTRY, kind_named};
 
 /// The lesson-file format this build reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -339,7 +338,7 @@ pub struct Lesson {
     /// Where it came from (a path, or `embedded:lessons/NAME`).
     pub source: PathBuf,
     /// Its kind.
-    pub kind: &'static dyn LessonUi,
+    pub kind: &'static dyn LessonKind,
     /// The file's contents.
     pub file: LessonFile,
 }

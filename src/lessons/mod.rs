@@ -6,35 +6,56 @@
 //! file fails to load with file:line:col and a missing view is a compile error), the ops it runs,
 //! which slider values it allows, and `compute(lesson, params, backend)`, which returns an [`Output`].
 //! An output knows its own check reports, reference verification, NaN check, export arrays, launch
-//! geometry per op, and the length of its timeline. The UI side of a kind ([`ui::LessonUi`]) draws the
-//! output's views, and [`REGISTRY`] lists every kind once: the app, `kvscope render`, the tests and
-//! `kvscope lessons check` all iterate it.
+//! geometry per op, and the length of its timeline. The UI side of a kind (`crate::ui::lesson_ui::LessonUi`)
+//! draws the output's views; [`REGISTRY`] lists every kind once (the lesson loader, the app,
+//! `kvscope render`, the tests and `kvscope lessons check` iterate it), and the UI's table of views is made
+//! from the same list (`lesson_table!`).
 //!
-//! Adding a lesson is one folder here, one line in `registry!` below and one lesson file (see
+//! Adding a lesson is one folder here, one line in `lesson_table!` below and one lesson file (see
 //! ARCHITECTURE.md, "How to add a lesson").
 
 pub mod attention_layer;
-pub mod ui;
 
-/// The registry: each lesson kind's module and type, one line each. It declares the modules and makes
-/// [`REGISTRY`], which the app, `kvscope render`, the tests and `kvscope lessons check` iterate.
+/// The list of lesson kinds: each kind's module and type, one line each. Calls `$callback!` with it, so
+/// the compute side's [`REGISTRY`] (here) and the UI's table (`crate::ui::lesson_ui::LESSON_UIS`) come
+/// from the one list.
+macro_rules! lesson_table {
+    ($callback:ident) => {
+        $callback! {
+            attention_matrix::AttentionMatrix,
+            causal_mask::CausalMask,
+            multi_head::MultiHead,
+            kv_decode::KvDecode,
+            paged_cache::PagedCache,
+            flash_attention::FlashAttention,
+            prefix_cache::PrefixCache,
+        }
+    };
+}
+pub(crate) use lesson_table;
+
+/// The registry: it declares the kinds' modules and makes [`REGISTRY`], which the lesson loader, the app,
+/// `kvscope render`, the tests and `kvscope lessons check` iterate.
 macro_rules! registry {
     ($($module:ident::$kind:ident),* $(,)?) => {
         $(pub mod $module;)*
 
-        /// Every lesson kind, in registry order.
-        pub static REGISTRY: [&'static dyn ui::LessonUi; [$(stringify!($kind)),*].len()] = [$(&$module::$kind),*];
+        /// Every lesson kind, in registry order (the compute side: no egui).
+        pub static REGISTRY: [&'static dyn LessonKind; [$(stringify!($kind)),*].len()] = [$(&$module::$kind),*];
     };
 }
 
-registry! {
-    attention_matrix::AttentionMatrix,
-    causal_mask::CausalMask,
-    multi_head::MultiHead,
-    kv_decode::KvDecode,
-    paged_cache::PagedCache,
-    flash_attention::FlashAttention,
-    prefix_cache::PrefixCache,
+lesson_table!(registry);
+
+/// The kind lesson files call `name`.
+pub fn kind_named(name: &str) -> Option<&'static dyn LessonKind> {
+    REGISTRY.iter().copied().find(|k| k.name() == name)
+}
+
+impl std::fmt::Debug for dyn LessonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LessonKind({})", self.name())
+    }
 }
 
 use std::any::Any;

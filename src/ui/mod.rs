@@ -13,6 +13,7 @@ mod actions;
 mod backends;
 pub mod fonts;
 pub mod headless;
+pub mod lesson_ui;
 mod shell;
 pub mod text;
 pub mod widgets;
@@ -575,7 +576,7 @@ impl KvscopeApp {
     /// Draw the current step's views of `out` (and the lesson's timeline bar) into the central area.
     fn draw_views(&mut self, ui: &mut egui::Ui, l: &Arc<Lesson>, out: &Arc<dyn Output>) {
         let step = &l.file.steps[self.step];
-        let kind = l.kind;
+        let kind = lesson_ui::ui_of(l.kind);
         let size = self.body_size();
         let runner = self.running_backend();
         let params = self.params.get(l.id()).cloned().unwrap_or_default();

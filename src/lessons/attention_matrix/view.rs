@@ -5,7 +5,7 @@ use eframe::egui::Ui;
 use super::{AttentionMatrix, View};
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::attention_layer::view::{self as attn, Qkv};
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::ui::widgets::{ViewCtx, kernel_panel};
 

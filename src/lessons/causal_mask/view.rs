@@ -6,7 +6,7 @@ use eframe::egui::{Color32, RichText, Ui};
 use super::{CausalMask, View};
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::attention_layer::view as attn;
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output, get};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;

@@ -7,7 +7,7 @@ use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
 use super::{FlashAttention, FlashOut, HOPPER_SMEM_PER_SM_KIB, MEMORY_TS, View};
 use crate::compute::ops::flash::smem_floats;
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;

@@ -5,7 +5,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::{DecodeOut, KvDecode, View, view_plots};
 use crate::cache::kv_bytes_per_token;
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::egui_glue;

@@ -6,7 +6,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 use super::{MultiHead, View};
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::attention_layer::view::{head_label, score_hover};
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;

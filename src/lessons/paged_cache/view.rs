@@ -5,7 +5,7 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::{PagedCache, PagedFrame, PagedOut, View, view_serve, view_stats};
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::owner_color;
 use crate::render::egui_glue;

@@ -5,7 +5,7 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
-use crate::lessons::ui::LessonUi;
+use crate::ui::lesson_ui::LessonUi;
 use crate::lessons::{LessonKind, Output};
 use crate::render::blocks::BlockGridLayout;
 use crate::render::colormap::owner_color;
