@@ -9,7 +9,7 @@
 //! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode through
 //!   the engine);
 //! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI;
-//! - [`lesson`]: lesson files; [`lessons`]: one module per lesson kind (computation, then views);
+//! - [`lesson_file`]: the lesson-file loader (typed, validated `lessons/*.toml`); [`lessons`]: one module per lesson kind (computation, then views);
 //! - [`render`]: the wgpu renderers; [`ui`]: the eframe app and its shared widgets.
 
 pub mod bench;
@@ -17,7 +17,7 @@ pub mod cache;
 pub mod compute;
 pub mod export;
 pub mod kv;
-pub mod lesson;
+pub mod lesson_file;
 pub mod lessons;
 pub mod math;
 pub mod model;

@@ -281,7 +281,7 @@ fn png_colors(path: &Path) -> (u32, u32, usize) {
 #[test]
 fn render_writes_every_step_in_both_languages() {
     let dir = tempfile::tempdir().unwrap();
-    let lessons = kvscope::lesson::load_embedded().unwrap();
+    let lessons = kvscope::lesson_file::load_embedded().unwrap();
     let steps: usize = lessons.iter().map(|l| l.file.steps.len()).sum();
     for lang in ["en", "zh"] {
         let out = dir.path().join(lang);

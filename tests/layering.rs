@@ -374,7 +374,7 @@ fn math_cache_and_compute_import_nothing_above_them() {
             "eframe",
             "crate::ui",
             "crate::render",
-            "crate::lesson",
+            "crate::lesson_file",
             "crate::lessons",
             "crate::export",
             "crate::bench",
@@ -538,7 +538,7 @@ fn cycles(g: &std::collections::BTreeMap<String, std::collections::BTreeSet<Stri
 }
 
 /// No import cycles among the top-level modules but the one still to break: the lesson loader, the
-/// lessons and the UI (`lesson` reads the kinds' registry, the kinds read `lesson::Lesson`, the lesson
+/// lessons and the UI (`lesson_file` reads the kinds' registry, the kinds read `lesson_file::Lesson`, the lesson
 /// views use `ui`'s widgets and `ui` shows the lessons). A new cycle fails here, and so does breaking
 /// that one (then the expected list shrinks). The loop the registry split removed stays gone: the loader
 /// and the registry import nothing of the UI; and `cache/paged.rs` no longer imports `cache/prefix.rs`,
@@ -553,11 +553,11 @@ fn no_import_cycles_but_the_known_one() {
     );
     assert_eq!(
         cycles(&g),
-        vec![vec!["lesson".to_string(), "lessons".into(), "ui".into()]],
+        vec![vec!["lesson_file".to_string(), "lessons".into(), "ui".into()]],
         "{g:?}"
     );
     let loader = importers(
-        &[src("lesson/mod.rs"), src("lessons/mod.rs")],
+        &[src("lesson_file/mod.rs"), src("lessons/mod.rs")],
         &["egui", "eframe", "crate::ui"],
     );
     assert!(

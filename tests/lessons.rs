@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvscope::lesson::{self, EMBEDDED, LessonError};
+use kvscope::lesson_file::{self as lesson, EMBEDDED, LessonError};
 
 const GOOD: &str = r#"format_version = 1
 id = "demo"

@@ -210,7 +210,7 @@ fn the_wgsl_mask_predicate_is_math_mask() {
 #[test]
 fn every_lesson_runs_on_the_wgpu_backend() {
     let Some(b) = wgpu() else { return };
-    for l in &kvscope::lesson::load_embedded().unwrap() {
+    for l in &kvscope::lesson_file::load_embedded().unwrap() {
         let mut params = kvscope::lessons::Params::new();
         kvscope::lessons::normalize(l, &mut params);
         let out = kvscope::lessons::compute(l, &params, b.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));

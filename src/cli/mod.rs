@@ -81,8 +81,8 @@ pub fn parse_set(s: &str) -> Result<SetArg, String> {
 
 /// Every `--set` name must be a parameter of at least one of `lessons` (the error lists theirs), and
 /// a value that is not an integer must go to a text parameter; texts become their ids.
-pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[SetArg]) -> Result<Vec<(String, i64)>> {
-    use kvscope::lesson::ParamKind;
+pub fn check_sets(lessons: &[&kvscope::lesson_file::Lesson], set: &[SetArg]) -> Result<Vec<(String, i64)>> {
+    use kvscope::lesson_file::ParamKind;
     let mut known: Vec<String> = Vec::new();
     for l in lessons {
         for p in &l.file.params {
@@ -118,10 +118,10 @@ pub fn check_sets(lessons: &[&kvscope::lesson::Lesson], set: &[SetArg]) -> Resul
 }
 
 /// The lessons: a teacher's folder, or the embedded ones; errors name file, line and column.
-pub fn load_lessons(dir: Option<&std::path::Path>) -> Result<Vec<kvscope::lesson::Lesson>> {
+pub fn load_lessons(dir: Option<&std::path::Path>) -> Result<Vec<kvscope::lesson_file::Lesson>> {
     let loaded = match dir {
-        Some(d) => kvscope::lesson::load_dir(d),
-        None => kvscope::lesson::load_embedded(),
+        Some(d) => kvscope::lesson_file::load_dir(d),
+        None => kvscope::lesson_file::load_embedded(),
     };
     loaded.map_err(|errors| {
         let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();

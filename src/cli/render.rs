@@ -134,7 +134,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         targets.push((i, step - 1, out.clone()));
     }
-    let chosen: Vec<&kvscope::lesson::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
+    let chosen: Vec<&kvscope::lesson_file::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
     let set = super::check_sets(&chosen, &set)?;
     for l in &chosen {
         kvscope::lessons::apply_set(l, &mut kvscope::lessons::Params::new(), &set).map_err(|e| anyhow::anyhow!(e))?;

@@ -1,7 +1,7 @@
 //! The lessons: one module per lesson kind, each with what it computes (this side has no egui) and
 //! how it draws it (`view.rs`, egui).
 //!
-//! How it works: a lesson file (`lessons/*.toml`, loaded by [`crate::lesson`]) names a *kind*. A kind
+//! How it works: a lesson file (`lessons/*.toml`, loaded by [`crate::lesson_file`]) names a *kind*. A kind
 //! implements [`LessonKind`]: its view names (an enum made with [`views!`], so an unknown view in a
 //! file fails to load with file:line:col and a missing view is a compile error), the ops it runs,
 //! which slider values it allows, and `compute(lesson, params, backend)`, which returns an [`Output`].
@@ -69,7 +69,7 @@ use ndarray::{Array2, Array3, Axis};
 use crate::compute::launch::Launch;
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::NamedArray;
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::Mask;
 use crate::render::heatmap::HeatmapData;
 
@@ -179,7 +179,7 @@ pub const COMMON_PLACEHOLDERS: &[&str] = &["ran_on"];
 /// computed yet) shows as `…`.
 pub fn fill(template: &str, values: &[(&'static str, String)]) -> String {
     let mut out = template.to_string();
-    for name in crate::lesson::placeholders(template) {
+    for name in crate::lesson_file::placeholders(template) {
         let v = values.iter().find(|(n, _)| *n == name).map_or("…", |(_, v)| v.as_str());
         out = out.replace(&format!("{{{name}}}"), v);
     }

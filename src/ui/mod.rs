@@ -29,7 +29,7 @@ use std::sync::mpsc::Receiver;
 use eframe::egui;
 
 use crate::compute::{BackendKind, BackendStatus, CheckReport};
-use crate::lesson::{At, Lesson, LessonError};
+use crate::lesson_file::{At, Lesson, LessonError};
 use crate::lessons::{Output, Params};
 use text::Lang;
 use widgets::{ViewCtx, WidgetState, grid, view_in};
@@ -127,11 +127,11 @@ impl KvscopeApp {
     /// A new app. `saved` is the stored state, if any.
     pub fn new(config: &AppConfig, saved: Option<Saved>, wake: Option<Box<dyn Fn() + Send + Sync>>) -> Self {
         let (lessons, load_errors) = match &config.lessons_dir {
-            Some(dir) => match crate::lesson::load_dir(dir) {
+            Some(dir) => match crate::lesson_file::load_dir(dir) {
                 Ok(l) => (l, Vec::new()),
                 Err(e) => (Vec::new(), e),
             },
-            None => match crate::lesson::load_embedded() {
+            None => match crate::lesson_file::load_embedded() {
                 Ok(l) => (l, Vec::new()),
                 Err(e) => (Vec::new(), e),
             },
@@ -281,8 +281,8 @@ impl KvscopeApp {
                     .iter()
                     .map(|(k, v)| {
                         let v = match v {
-                            crate::lesson::ParamValue::Bool(b) => i64::from(*b),
-                            crate::lesson::ParamValue::Int(n) => *n,
+                            crate::lesson_file::ParamValue::Bool(b) => i64::from(*b),
+                            crate::lesson_file::ParamValue::Int(n) => *n,
                         };
                         (k.clone(), v)
                     })

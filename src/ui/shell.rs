@@ -254,14 +254,14 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
             let label = lang.pick(prm.label.get_ref()).to_string();
             let allowed = crate::lessons::allowed_values(&l, id, &params);
             let mut changed = None;
-            if prm.kind == crate::lesson::ParamKind::Bool {
+            if prm.kind == crate::lesson_file::ParamKind::Bool {
                 let mut on = cur != 0;
                 if ui.checkbox(&mut on, RichText::new(label).size(size * 0.9)).changed() {
                     app.set_param(id, i64::from(on));
                 }
                 continue;
             }
-            if prm.kind == crate::lesson::ParamKind::Text {
+            if prm.kind == crate::lesson_file::ParamKind::Text {
                 if let Some(v) = text_param(ui, lang, id, &label, cur, size) {
                     app.set_param(id, v);
                 }

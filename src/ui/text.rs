@@ -7,7 +7,7 @@
 
 use eframe::egui::{self, Color32, FontId, TextFormat, text::LayoutJob};
 
-use crate::lesson::Text;
+use crate::lesson_file::Text;
 
 /// The app's languages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -6,7 +6,7 @@ mod view;
 use super::attention_layer::AttnOut;
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::{AttnShape, Mask};
 
 crate::views! {

@@ -7,7 +7,7 @@ use super::attention_layer::AttnOut;
 use super::attention_matrix::{ATTENTION_OPS, trained_choice};
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::{AttnShape, Mask};
 
 crate::views! {

@@ -21,7 +21,7 @@ use crate::compute::ops::flash::launch;
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};
 use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Kernel, Tolerance, check, reference};
 use crate::export::{ArrayData, NamedArray};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::flash::{FlashWalk, Io, Partial, forward_io, merge, naive_io, partial, walk};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, project};
 

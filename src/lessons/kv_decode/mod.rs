@@ -22,7 +22,7 @@ use crate::compute::{
     AttnInput, Backend, CheckReport, Kernel, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
 };
 use crate::export::{ArrayData, NamedArray};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::{Mask, Rng, matmul, output_projection, softmax_row};
 use crate::render::heatmap::HeatmapData;
 

@@ -9,7 +9,7 @@ use super::attention_layer::trained::ModelHeads;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape};
 use super::{LessonKind, Output, Params, divisors, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::Mask;
 
 crate::views! {

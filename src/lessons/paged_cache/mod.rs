@@ -19,7 +19,7 @@ use crate::kv::{KvEngine, Request, Scheduler, StepEvents, WholePrompt};
 
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::{ArrayData, NamedArray};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::Rng;
 use crate::render::blocks::BlockGridData;
 
@@ -499,7 +499,7 @@ mod tests {
     /// A NaN in a step's decode is a NaN of the lesson.
     #[test]
     fn a_nan_in_a_steps_decode_is_a_nan_of_the_lesson() {
-        let lessons = crate::lesson::load_embedded().unwrap();
+        let lessons = crate::lesson_file::load_embedded().unwrap();
         let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
         let mut p = Params::new();
         crate::lessons::normalize(l, &mut p);

@@ -18,7 +18,7 @@ use crate::kv::{EngineError, KvEngine, KvEvent};
 
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::export::{ArrayData, NamedArray};
-use crate::lesson::Lesson;
+use crate::lesson_file::Lesson;
 use crate::math::Rng;
 use crate::render::blocks::BlockGridData;
 

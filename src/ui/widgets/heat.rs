@@ -13,7 +13,7 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::ViewCtx;
 use super::axes::{self, Axes};
-use crate::lesson::Highlight as StepHighlight;
+use crate::lesson_file::Highlight as StepHighlight;
 use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::{HeatmapData, HeatmapStyle, HeatmapView, Highlight};
