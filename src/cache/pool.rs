@@ -104,11 +104,7 @@ impl Pool {
 
     /// Its bytes, to write.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let n = self.dtype.format().bytes_for(self.len);
-        match &mut self.data {
-            Storage::Heap(v) => &mut bytemuck::cast_slice_mut(v)[..n],
-            Storage::Mapped(m) => &mut m[..n],
-        }
+        self.view_mut().bytes
     }
 
     /// Its scales (empty for f16).

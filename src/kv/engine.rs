@@ -134,6 +134,12 @@ pub enum EngineError {
     Layout(String),
 }
 
+/// Where slot `o` of block `b`, KV head `h`, sits in a layer's validity mask (`[blocks, kv_heads,
+/// block_size]`, the pools' row order).
+fn valid_index(s: PagedShape, b: usize, h: usize, o: usize) -> usize {
+    (b * s.kv_heads + h) * s.block_size + o
+}
+
 /// The pools of one layer beyond the first (the first layer's are the cache's own).
 #[derive(Debug, Clone)]
 struct LayerPools {
@@ -259,7 +265,7 @@ impl KvEngine {
         let (b, o) = (slot / s.block_size, slot % s.block_size);
         self.valid
             .as_ref()
-            .and_then(|v| v.get(l)?.get((b * s.kv_heads + head) * s.block_size + o).copied())
+            .and_then(|v| v.get(l)?.get(valid_index(s, b, head, o)).copied())
             .unwrap_or(true)
     }
 
@@ -369,7 +375,7 @@ impl KvEngine {
             for &slot in slots.iter().filter(|&&x| x >= 0) {
                 let (b, o) = (slot as usize / s.block_size, slot as usize % s.block_size);
                 for h in 0..s.kv_heads {
-                    v[(b * s.kv_heads + h) * s.block_size + o] = true;
+                    v[valid_index(s, b, h, o)] = true;
                 }
             }
         }
@@ -543,7 +549,7 @@ impl KvEngine {
         let (b, o) = (slot / s.block_size, slot % s.block_size);
         for layer in valid.iter_mut() {
             for h in 0..s.kv_heads {
-                layer[(b * s.kv_heads + h) * s.block_size + o] = false;
+                layer[valid_index(s, b, h, o)] = false;
             }
         }
     }
@@ -564,7 +570,7 @@ impl KvEngine {
                     let o = t % s.block_size;
                     valid
                         .iter()
-                        .any(|l| (0..s.kv_heads).any(|h| !l[(b * s.kv_heads + h) * s.block_size + o]))
+                        .any(|l| (0..s.kv_heads).any(|h| !l[valid_index(s, b, h, o)]))
                 })
             })
     }
