@@ -1,6 +1,6 @@
 //! kvscope: transformer attention and the KV cache, taught by running real kernels on small tensors.
 //!
-//! Layers, each depending only on those above it:
+//! Layers, each depending only on those listed before it:
 //! - [`math`]: the f64 oracle and the f32 fast path (masks, softmax, multi-head/GQA/MQA attention);
 //! - [`cache`]: the static and paged KV-cache models (allocator, block tables, accounting);
 //! - [`compute`]: the `Backend` trait, the CPU backend, the reference ops and the shared checker;
@@ -8,14 +8,17 @@
 //!   scheduling and eviction policies): everything that stores K/V goes through it;
 //! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode through
 //!   the engine);
-//! - [`export`] and [`bench`]: the `.npy` exports and the benchmarks behind the CLI;
-//! - [`lesson_file`]: the lesson-file loader (typed, validated `lessons/*.toml`); [`lessons`]: one module per lesson kind (computation, then views);
-//! - [`render`]: the wgpu renderers; [`ui`]: the eframe app and its shared widgets.
+//!   (`compute::bench` holds the measurements that `kvscope bench` and lesson 4's sweep share);
+//! - [`lesson_file`]: the lesson-file format and loader (typed `lessons/*.toml`, checked against each
+//!   kind's schema), with no lesson code;
+//! - [`lessons`]: one module per lesson kind, what it computes (no egui), and `lessons::export`, the
+//!   `.npy` arrays that lessons and `kvscope export` write;
+//! - [`render`]: the wgpu renderers; [`ui`]: the eframe app, its shared widgets, and each kind's views
+//!   (`ui::views`), above the lessons with no way back. The layering test (`tests/layering.rs`) fails
+//!   on any import cycle among these modules or among the files of `src/`.
 
-pub mod bench;
 pub mod cache;
 pub mod compute;
-pub mod export;
 pub mod kv;
 pub mod lesson_file;
 pub mod lessons;

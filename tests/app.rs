@@ -532,7 +532,7 @@ fn monkey_ten_thousand_random_events() {
 #[test]
 fn every_lesson_computes_at_its_slider_extremes() {
     let backend = kvscope::compute::CpuBackend::new();
-    let lessons = kvscope::lesson_file::load_embedded().unwrap();
+    let lessons = kvscope::lessons::load_embedded().unwrap();
     for l in &lessons {
         let mut cases: Vec<kvscope::lessons::Params> = Vec::new();
         let defaults: kvscope::lessons::Params = l
@@ -570,7 +570,7 @@ fn every_lesson_runs_on_the_cuda_sim_backend() {
     let sim = kvscope::compute::probe(kvscope::compute::BackendKind::CudaSim)
         .backend
         .unwrap();
-    for l in &kvscope::lesson_file::load_embedded().unwrap() {
+    for l in &kvscope::lessons::load_embedded().unwrap() {
         let mut params = kvscope::lessons::Params::new();
         kvscope::lessons::normalize(l, &mut params);
         let out = kvscope::lessons::compute(l, &params, sim.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));
@@ -592,7 +592,7 @@ fn has_nan(o: &dyn Output) -> bool {
 fn worker_recomputes_off_thread_and_verifies() {
     use kvscope::ui::worker::{Job, Msg, Worker};
     use std::sync::Arc;
-    let lessons = kvscope::lesson_file::load_embedded().unwrap();
+    let lessons = kvscope::lessons::load_embedded().unwrap();
     let l = Arc::new(lessons.into_iter().find(|l| l.id() == "multi-head").unwrap());
     let w = Worker::spawn(|| {});
     let backend: Arc<dyn kvscope::compute::Backend> = Arc::new(kvscope::compute::CpuBackend::new());
@@ -675,7 +675,7 @@ fn ctrl_e_exports_the_current_step() {
         let arrays = manifest["arrays"].as_object().unwrap();
         assert!(!arrays.is_empty());
         for (name, _) in arrays {
-            let (shape, values) = kvscope::export::read_npy(&out.join(format!("{name}.npy"))).unwrap();
+            let (shape, values) = kvscope::lessons::export::read_npy(&out.join(format!("{name}.npy"))).unwrap();
             assert_eq!(shape.iter().product::<usize>(), values.len(), "{name}");
         }
     }
@@ -687,7 +687,7 @@ fn ctrl_e_exports_the_current_step() {
 #[test]
 fn lesson_five_replays_keep_the_invariants_at_every_block_size() {
     use kvscope::lessons as model;
-    let lessons = kvscope::lesson_file::load_embedded().unwrap();
+    let lessons = kvscope::lessons::load_embedded().unwrap();
     let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
     let backend = kvscope::compute::CpuBackend::new();
     for (bs, slots) in [(1, 64), (2, 64), (3, 72), (4, 64), (8, 128), (16, 256), (64, 512)] {

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvscope::export::{Manifest, read_npy};
+use kvscope::lessons::export::{Manifest, read_npy};
 use kvscope::math::{AttnShape, AttnWeights, Mask, forward};
 
 fn kvscope(args: &[&str]) -> std::process::Output {
@@ -281,7 +281,7 @@ fn png_colors(path: &Path) -> (u32, u32, usize) {
 #[test]
 fn render_writes_every_step_in_both_languages() {
     let dir = tempfile::tempdir().unwrap();
-    let lessons = kvscope::lesson_file::load_embedded().unwrap();
+    let lessons = kvscope::lessons::load_embedded().unwrap();
     let steps: usize = lessons.iter().map(|l| l.file.steps.len()).sum();
     for lang in ["en", "zh"] {
         let out = dir.path().join(lang);

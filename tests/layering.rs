@@ -1,11 +1,13 @@
 //! The layering stays true: `math`, `cache`, `compute` and `model` import no UI crate and nothing above
 //! them;
-//! a lesson's computation (every file of `src/lessons/` but `ui.rs` and `view*.rs`) imports no egui;
-//! the UI imports neither `export` nor `bench` (that work belongs to the lessons and the CLI); `cache`,
+//! the lessons (what each kind computes: every file of `src/lessons/`) import no egui and no UI; the
+//! lesson-file loader imports no lesson code; the UI (kinds' views in `ui/views/` included) imports neither
+//! `lessons::export` nor `compute::bench` (that work belongs to the lessons and the CLI); `cache`,
 //! `compute`, `math` and `simd` do not import the KV engine (`kv`), and only the ops and the engine
 //! write K/V. The paths are parsed (`paths`): grouped `use crate::{…}` trees, `super::`/`self::` paths
 //! resolved from the file's module, and inline `crate::…` paths in code, with comments and literals
-//! skipped.
+//! skipped. No import cycles: none among the top-level modules of `src/`, and none among its files
+//! (re-exports followed to the file that defines the item).
 
 use std::path::{Path, PathBuf};
 
@@ -206,6 +208,37 @@ fn paths(file: &Path) -> Vec<(usize, Vec<String>)> {
 
 /// [`paths`], leaving out the code of inline `mod tests { … }` modules when `skip_tests`.
 fn paths_of(file: &Path, skip_tests: bool) -> Vec<(usize, Vec<String>)> {
+    paths_with_kind(file, skip_tests)
+        .into_iter()
+        .map(|(l, p, _)| (l, p))
+        .collect()
+}
+
+/// The paths of `file`'s `use` declarations only (what it imports or re-exports), resolved as [`paths`].
+fn use_paths(file: &Path) -> Vec<Vec<String>> {
+    paths_with_kind(file, true)
+        .into_iter()
+        .filter(|x| matches!(x.2, Naming::Use | Naming::Reexport))
+        .map(|x| x.1)
+        .collect()
+}
+
+/// How a file names a path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Naming {
+    /// A private `use` declaration.
+    Use,
+    /// A `pub use` (or `pub(crate) use`…): a re-export, which importers are led through.
+    Reexport,
+    /// A path written in code.
+    Inline,
+    /// A path in the body of a `macro_rules!`: code of the files that invoke the macro (which name
+    /// the macro, and so its file), not of the file that defines it.
+    InMacro,
+}
+
+/// [`paths_of`], each with how the file names it.
+fn paths_with_kind(file: &Path, skip_tests: bool) -> Vec<(usize, Vec<String>, Naming)> {
     let code = blank(&std::fs::read_to_string(file).unwrap());
     let base = module_of(file);
     let line_of = |pos: usize| code[..pos].matches('\n').count() + 1;
@@ -241,6 +274,28 @@ fn paths_of(file: &Path, skip_tests: bool) -> Vec<(usize, Vec<String>)> {
         inline.push((open, end, name));
     }
     let in_tests = |pos: usize| inline.iter().any(|(a, b, n)| n == "tests" && (*a..*b).contains(&pos));
+    // Bodies of `macro_rules!` definitions.
+    let mut macros = Vec::new();
+    for (pos, _) in code.match_indices("macro_rules!") {
+        let Some(open) = code[pos..].find('{').map(|k| pos + k) else {
+            continue;
+        };
+        let mut depth = 0;
+        for (k, ch) in code[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        macros.push(open..open + k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let in_macro = |pos: usize| macros.iter().any(|r| r.contains(&pos));
     let module_at = |pos: usize| {
         let mut m = base.clone();
         for (a, b, n) in &inline {
@@ -270,31 +325,73 @@ fn paths_of(file: &Path, skip_tests: bool) -> Vec<(usize, Vec<String>)> {
                     .chain(p[k..].iter().cloned())
                     .collect()
             }
+            // A path from a child module of this one (`use serve::Step;` in `paged_cache/mod.rs`).
+            Some(first) if file_of_module(&[m.clone(), vec![first.to_string()]].concat()).is_some() => {
+                m.insert(0, "crate".to_string());
+                m.extend(p);
+                m
+            }
             _ => p,
         }
     };
     let mut out = Vec::new();
+    let mut use_spans = Vec::new();
     // Use declarations.
     for (pos, _) in code.match_indices("use ") {
         if pos > 0 && (bytes[pos - 1].is_ascii_alphanumeric() || bytes[pos - 1] == b'_') {
             continue;
         }
         let Some(end) = code[pos..].find(';') else { continue };
+        use_spans.push(pos..pos + end);
         let t = tokens(&code[pos + 4..pos + end]);
+        let before = code[..pos].trim_end();
+        let naming = if before.ends_with("pub")
+            || (before.ends_with(')') && before[before.rfind("pub(").unwrap_or(0)..].len() < 16)
+        {
+            Naming::Reexport
+        } else {
+            Naming::Use
+        };
         let (mut i, mut found) = (0, Vec::new());
         expand(&t, &mut i, &[], &mut found);
         out.extend(
             found
                 .into_iter()
                 .filter(|p| !(p.is_empty() || skip_tests && in_tests(pos)))
-                .map(|p| (line_of(pos), resolve(pos, p))),
+                .map(|p| {
+                    let naming = if in_macro(pos) { Naming::InMacro } else { naming };
+                    (line_of(pos), resolve(pos, p), naming)
+                }),
         );
     }
     // Inline paths in code.
-    for start in ["crate::", "super::", "self::"] {
-        for (pos, _) in code.match_indices(start) {
+    // Inline paths start at `crate::`, `super::`, `self::` or a child module of the file's module
+    // (`stats::oom_banner(…)` in `paged_cache/mod.rs`).
+    let children: Vec<String> = std::fs::read_dir(if base.is_empty() || file.ends_with("mod.rs") {
+        file.parent().unwrap().to_path_buf()
+    } else {
+        file.with_extension("")
+    })
+    .into_iter()
+    .flatten()
+    .filter_map(|e| e.ok())
+    .filter_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let m = name.strip_suffix(".rs").map(String::from).unwrap_or(name);
+        (m != "mod" && m != "lib" && m != "main" && file_of_module(&[base.clone(), vec![m.clone()]].concat()).is_some())
+            .then(|| format!("{m}::"))
+    })
+    .collect();
+    let starts = ["crate::", "super::", "self::"]
+        .into_iter()
+        .map(String::from)
+        .chain(children);
+    for start in starts {
+        for (pos, _) in code.match_indices(start.as_str()) {
             let prev = code[..pos].chars().next_back();
-            if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+                || use_spans.iter().any(|r| r.contains(&pos))
+            {
                 continue;
             }
             let from = if prev == Some('$') { pos - 1 } else { pos };
@@ -304,11 +401,74 @@ fn paths_of(file: &Path, skip_tests: bool) -> Vec<(usize, Vec<String>)> {
                 .collect();
             let p: Vec<String> = text.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
             if !(skip_tests && in_tests(pos)) {
-                out.push((line_of(pos), resolve(pos, p)));
+                let naming = if in_macro(pos) { Naming::InMacro } else { Naming::Inline };
+                out.push((line_of(pos), resolve(pos, p), naming));
             }
         }
     }
     out
+}
+
+/// The file of module `m` (segments from the crate root, `crate` left out): `src/a/b.rs` or
+/// `src/a/b/mod.rs`; `lib.rs` for the root.
+fn file_of_module(m: &[String]) -> Option<PathBuf> {
+    if m.is_empty() {
+        return Some(src("lib.rs"));
+    }
+    let rel = m.join("/");
+    [src(&format!("{rel}.rs")), src(&format!("{rel}/mod.rs"))]
+        .into_iter()
+        .find(|f| f.is_file())
+}
+
+/// The file that defines what the crate path `p` (`crate::a::b::Item`) names: the file of the longest
+/// module prefix, or, when that file only re-exports `Item` (`pub use inner::Item;`), the file the
+/// re-export leads to. `None` for a path outside the crate.
+fn defining_file(p: &[String], depth: usize) -> Option<PathBuf> {
+    if p.first().map(String::as_str) != Some("crate") {
+        return None;
+    }
+    let segs = &p[1..];
+    let k = (0..=segs.len()).rev().find(|&k| file_of_module(&segs[..k]).is_some())?;
+    let file = file_of_module(&segs[..k])?;
+    if k == segs.len() || depth > 8 {
+        return Some(file);
+    }
+    let name = &segs[k];
+    let own = [&["crate".to_string()][..], &segs[..k]].concat();
+    match use_paths(&file)
+        .into_iter()
+        .find(|u| u.last() == Some(name) && u.len() > 1 && u[..u.len() - 1] != own[..])
+    {
+        Some(u) => defining_file(&u, depth + 1).or(Some(file)),
+        None => Some(file),
+    }
+}
+
+/// The import graph among the files of `src/` (the binary's `cli/` and `main.rs` left out): an edge
+/// from a file to each file that defines something it names (re-exports followed, inline test modules
+/// left out), by paths relative to `src/`.
+fn file_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let rel = |f: &Path| f.strip_prefix(src("")).unwrap().to_string_lossy().into_owned();
+    let mut g: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for f in rust_files(&src("")) {
+        let r = rel(&f);
+        if r.starts_with("cli/") || r == "main.rs" {
+            continue;
+        }
+        let deps = g.entry(r.clone()).or_default();
+        for (_, p, naming) in paths_with_kind(&f, true) {
+            if matches!(naming, Naming::Reexport | Naming::InMacro) {
+                continue; // importers are led through a re-export; a macro's body is its invokers' code
+            }
+            if let Some(to) = defining_file(&p, 0).map(|t| rel(&t))
+                && to != r
+            {
+                deps.insert(to);
+            }
+        }
+    }
+    g
 }
 
 /// `(file, line, path)` of every path in `files` that starts with one of `banned` (`"crate::ui"`: the
@@ -348,7 +508,7 @@ fn the_path_parser_sees_grouped_relative_and_inline_imports() {
     assert!(!code.contains("crate::ui") && !code.contains('{') && code.ends_with('x'));
     // The shipped tree: a view imports the UI's widgets through a grouped `use`; lesson 7's mod.rs
     // reaches `crate::kv` inside a group.
-    let view = paths(&src("lessons/paged_cache/view.rs"));
+    let view = paths(&src("ui/views/paged_cache/mod.rs"));
     assert!(
         view.iter().any(|(_, p)| p.starts_with(&["crate".into(), "ui".into()])),
         "{view:?}"
@@ -376,8 +536,6 @@ fn math_cache_and_compute_import_nothing_above_them() {
             "crate::render",
             "crate::lesson_file",
             "crate::lessons",
-            "crate::export",
-            "crate::bench",
         ],
     );
     assert!(bad.is_empty(), "lower layers import upper ones:\n{}", bad.join("\n"));
@@ -385,13 +543,7 @@ fn math_cache_and_compute_import_nothing_above_them() {
 
 #[test]
 fn lesson_computation_imports_no_egui() {
-    let files: Vec<PathBuf> = rust_files(&src("lessons"))
-        .into_iter()
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_str().unwrap();
-            name != "ui.rs" && !name.starts_with("view")
-        })
-        .collect();
+    let files = rust_files(&src("lessons"));
     assert!(files.len() >= 7, "{files:?}");
     let bad = importers(&files, &["egui", "eframe", "crate::ui"]);
     assert!(bad.is_empty(), "lesson computation imports the UI:\n{}", bad.join("\n"));
@@ -399,7 +551,10 @@ fn lesson_computation_imports_no_egui() {
 
 #[test]
 fn the_ui_leaves_exports_and_benchmarks_to_the_layers_below() {
-    let bad = importers(&rust_files(&src("ui")), &["crate::export", "crate::bench"]);
+    let bad = importers(
+        &rust_files(&src("ui")),
+        &["crate::lessons::export", "crate::compute::bench"],
+    );
     assert!(
         bad.is_empty(),
         "the UI does work that belongs below it:\n{}",
@@ -476,7 +631,6 @@ fn cache_and_compute_do_not_import_the_kv_engine_above_them() {
     for d in ["lessons", "model", "cli", "ui"] {
         above.extend(rust_files(&src(d)));
     }
-    above.push(src("export.rs"));
     let glue = offenders(
         &above,
         &["PagedAppendInput", "CopyBlocksInput", ".paged_append(", ".copy_blocks("],
@@ -537,32 +691,26 @@ fn cycles(g: &std::collections::BTreeMap<String, std::collections::BTreeSet<Stri
     out
 }
 
-/// No import cycles among the top-level modules but the one still to break: the lesson loader, the
-/// lessons and the UI (`lesson_file` reads the kinds' registry, the kinds read `lesson_file::Lesson`, the lesson
-/// views use `ui`'s widgets and `ui` shows the lessons). A new cycle fails here, and so does breaking
-/// that one (then the expected list shrinks). The loop the registry split removed stays gone: the loader
-/// and the registry import nothing of the UI; and `cache/paged.rs` no longer imports `cache/prefix.rs`,
+/// No import cycles among the top-level modules of `src/` (the binary's `cli/` aside, which nothing
+/// imports). The lesson-file loader knows no lesson code (the kinds hand it their schemas), the lessons
+/// know no UI (their views live in `ui/views/`), and `cache/paged.rs` does not import `cache/prefix.rs`,
 /// which imports it.
 #[test]
-fn no_import_cycles_but_the_known_one() {
+fn no_import_cycles_among_top_level_modules() {
     let g = top_level_graph();
-    assert!(g.len() >= 12, "{g:?}");
+    assert!(g.len() >= 10, "{g:?}");
     assert!(
-        g["ui"].contains("lessons") && g["lessons"].contains("compute"),
+        g["ui"].contains("lessons") && g["lessons"].contains("compute") && g["lessons"].contains("lesson_file"),
         "the graph sees imports: {g:?}"
     );
-    assert_eq!(
-        cycles(&g),
-        vec![vec!["lesson_file".to_string(), "lessons".into(), "ui".into()]],
-        "{g:?}"
-    );
+    assert_eq!(cycles(&g), Vec::<Vec<String>>::new(), "{g:?}");
     let loader = importers(
-        &[src("lesson_file/mod.rs"), src("lessons/mod.rs")],
-        &["egui", "eframe", "crate::ui"],
+        &rust_files(&src("lesson_file")),
+        &["egui", "eframe", "crate::ui", "crate::lessons"],
     );
     assert!(
         loader.is_empty(),
-        "the loader or the registry imports the UI:\n{}",
+        "the loader imports the lessons or the UI:\n{}",
         loader.join("\n")
     );
     let imports = |from: &str, to: &str| {
@@ -576,6 +724,50 @@ fn no_import_cycles_but_the_known_one() {
         !imports("cache/paged.rs", "cache::prefix"),
         "paged.rs imports prefix.rs, which imports it"
     );
+}
+
+/// No import cycles among the files of `src/`: an edge goes from a file to each file that defines
+/// what it names, through `use` trees, `super::`/`self::`/child-module paths and inline `crate::`
+/// paths, with re-exports followed to the defining file (a `pub use` is not itself an edge, and a
+/// `macro_rules!` body counts for the files that invoke the macro). Each cycle is printed with the
+/// lines that make it.
+#[test]
+fn no_import_cycles_among_files() {
+    let g = file_graph();
+    assert!(g.len() > 60, "{}", g.len());
+    let has = |from: &str, to: &str| g.get(from).is_some_and(|d| d.contains(to));
+    // The graph sees a grouped `use`, a child module, a `super::` path and a re-export followed.
+    assert!(
+        has("ui/views/paged_cache/mod.rs", "ui/widgets/mod.rs"),
+        "{:?}",
+        g["ui/views/paged_cache/mod.rs"]
+    );
+    assert!(has("ui/views/paged_cache/mod.rs", "ui/views/paged_cache/stats.rs"));
+    assert!(has("kv/engine.rs", "kv/evict.rs"), "{:?}", g["kv/engine.rs"]);
+    assert!(
+        has("lessons/paged_cache/mod.rs", "compute/check.rs"),
+        "`crate::compute::CheckReport` leads to check.rs: {:?}",
+        g["lessons/paged_cache/mod.rs"]
+    );
+    let mut report = String::new();
+    for c in cycles(&g) {
+        report += &format!("a cycle of {} files:\n", c.len());
+        for f in &c {
+            for (line, p, naming) in paths_with_kind(&src(f), true) {
+                if matches!(naming, Naming::Reexport | Naming::InMacro) {
+                    continue;
+                }
+                if let Some(to) =
+                    defining_file(&p, 0).map(|t| t.strip_prefix(src("")).unwrap().to_string_lossy().into_owned())
+                    && to != *f
+                    && c.contains(&to)
+                {
+                    report += &format!("  src/{f}:{line}: {} -> src/{to}\n", p.join("::"));
+                }
+            }
+        }
+    }
+    assert!(report.is_empty(), "import cycles among files:\n{report}");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvscope::lesson_file::{self as lesson, EMBEDDED, LessonError};
+use kvscope::lesson_file::{EMBEDDED, LessonError};
+use kvscope::lessons as lesson;
 
 const GOOD: &str = r#"format_version = 1
 id = "demo"
@@ -345,22 +346,33 @@ fn narration_numbers_come_from_the_computation() {
         let defaults: kvscope::lessons::Params = Default::default();
         let maxed: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.hi())).collect();
         let mined: kvscope::lessons::Params = l.file.params.iter().map(|p| (p.id.get_ref().clone(), p.lo())).collect();
-        for params in [defaults, maxed, mined] {
-            let out = kvscope::lessons::compute(l, &params, &backend).ok();
-            let mut values = l.kind.values(l, out.as_deref());
-            // The app fills these for every lesson (`kernel_steps_name_the_code_that_ran` checks it).
-            values.extend(
-                kvscope::lessons::COMMON_PLACEHOLDERS
-                    .iter()
-                    .map(|n| (*n, "(the app)".to_string())),
-            );
+        for (base, at_defaults) in [(defaults, true), (maxed, false), (mined, false)] {
+            // Each step's narration is filled from the result at the step's own settings (`set`), as the
+            // app computes it when the step opens; results are shared between steps with the same ones.
+            let mut computed: Vec<(kvscope::lessons::Params, Option<Box<dyn kvscope::lessons::Output>>)> = Vec::new();
             for s in &l.file.steps {
+                let mut params = base.clone();
+                params.extend(s.set_params());
+                if !computed.iter().any(|(p, _)| *p == params) {
+                    let out = kvscope::lessons::compute(l, &params, &backend).ok();
+                    computed.push((params.clone(), out));
+                }
+                let out = &computed.iter().find(|(p, _)| *p == params).unwrap().1;
+                let mut values = l.kind.values(l, out.as_deref());
+                // The app fills these for every lesson (`kernel_steps_name_the_code_that_ran` checks it).
+                values.extend(
+                    kvscope::lessons::COMMON_PLACEHOLDERS
+                        .iter()
+                        .map(|n| (*n, "(the app)".to_string())),
+                );
                 for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
                     .into_iter()
                     .flatten()
                 {
-                    let filled = kvscope::lessons::fill(t, &values);
-                    if out.is_some() {
+                    let filled = kvscope::lessons::fill(t, &values, "…");
+                    // The narration is written for the file's settings: there every value is computed. At
+                    // the sliders' extremes an event may not happen (no request waits); the app shows `—`.
+                    if out.is_some() && at_defaults {
                         assert!(
                             !filled.contains('…') || t.contains('…'),
                             "{} step `{}` {params:?}: a placeholder has no value:\n{filled}",
@@ -369,7 +381,7 @@ fn narration_numbers_come_from_the_computation() {
                         );
                     }
                     assert!(
-                        lesson::placeholders(&filled).is_empty(),
+                        kvscope::lesson_file::placeholders(&filled).is_empty(),
                         "{} step `{}`: {filled}",
                         l.id(),
                         s.id.get_ref()
@@ -444,4 +456,59 @@ fn lessons_read_only_the_parameters_their_files_declare() {
         }
         assert!(read.contains("seed"), "{}: {read:?}", l.id());
     }
+}
+
+/// Placeholders both ways, on the shipped lessons: every placeholder a kind declares is filled by its
+/// code (at the file's defaults or at a step's own settings) and used by the narration of some shipped
+/// lesson of that kind (a value computed for no one is dead code, and a declared one never filled would
+/// show as a dash). A file that uses a placeholder its kind does not fill is an error at load
+/// (`each_mistake_names_its_line_and_column` above); a teacher's own file may leave placeholders
+/// unused, so this direction is checked on the shipped lessons, not at load.
+#[test]
+fn every_placeholder_a_kind_declares_is_filled_and_used() {
+    let backend = kvscope::compute::CpuBackend::new();
+    let lessons = lesson::load_embedded().unwrap();
+    let mut bad: Vec<String> = Vec::new();
+    for kind in kvscope::lessons::REGISTRY {
+        let of_kind: Vec<_> = lessons.iter().filter(|l| l.kind.name() == kind.name()).collect();
+        assert!(!of_kind.is_empty(), "no shipped lesson of kind `{}`", kind.name());
+        let mut used = std::collections::BTreeSet::new();
+        let mut filled = std::collections::BTreeSet::new();
+        for l in &of_kind {
+            for s in &l.file.steps {
+                for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
+                    .into_iter()
+                    .flatten()
+                {
+                    used.extend(kvscope::lesson_file::placeholders(t).into_iter().map(String::from));
+                }
+            }
+            // At the file's defaults and at each step's own settings (`set`), as the app computes them.
+            let mut settings = vec![kvscope::lessons::Params::new()];
+            settings.extend(l.file.steps.iter().filter(|s| s.set.is_some()).map(|s| s.set_params()));
+            for params in settings {
+                let out = kvscope::lessons::compute(l, &params, &backend).unwrap();
+                filled.extend(
+                    kind.values(l, Some(out.as_ref()))
+                        .into_iter()
+                        .map(|(n, _)| n.to_string()),
+                );
+            }
+        }
+        for p in kind.placeholders() {
+            if !filled.contains(*p) {
+                bad.push(format!(
+                    "kind `{}` declares `{{{p}}}` but does not fill it",
+                    kind.name()
+                ));
+            }
+            if !used.contains(*p) {
+                bad.push(format!(
+                    "kind `{}` fills `{{{p}}}`, which no shipped lesson of the kind uses",
+                    kind.name()
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

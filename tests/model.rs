@@ -215,7 +215,7 @@ fn bad_files_are_clear_errors() {
 /// emitted before the preemption.
 fn serving_equals_generating_alone(b: &dyn Backend, block_size: i64) {
     use kvscope::lessons::paged_cache::PagedOut;
-    let lessons = kvscope::lesson_file::load_embedded().unwrap();
+    let lessons = kvscope::lessons::load_embedded().unwrap();
     let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
     let mut p = kvscope::lessons::Params::new();
     p.insert("model".into(), 1);

@@ -18,7 +18,7 @@ fn every_lesson_file_has_a_registered_kind_and_every_kind_a_kernel_view() {
         assert!(k.view_names().contains(&"kernel"), "{} has a kernel view", k.name());
         assert!(!k.ops().is_empty(), "{} runs ops", k.name());
     }
-    for l in kvscope::lesson_file::load_embedded().unwrap() {
+    for l in kvscope::lessons::load_embedded().unwrap() {
         assert!(REGISTRY.iter().any(|k| std::ptr::addr_eq(*k, l.kind)), "{}", l.id());
     }
 }
@@ -122,7 +122,7 @@ fn an_unimplemented_op_is_a_clear_error_and_lessons_pass_it_on() {
         Err(BackendError::InvalidInput(_))
     ));
     // Every lesson turns it into its error message (shown in place of the views), never a panic.
-    for l in kvscope::lesson_file::load_embedded().unwrap() {
+    for l in kvscope::lessons::load_embedded().unwrap() {
         let mut params = lessons::Params::new();
         lessons::normalize(&l, &mut params);
         let e = lessons::compute(&l, &params, &b)

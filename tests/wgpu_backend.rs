@@ -210,7 +210,7 @@ fn the_wgsl_mask_predicate_is_math_mask() {
 #[test]
 fn every_lesson_runs_on_the_wgpu_backend() {
     let Some(b) = wgpu() else { return };
-    for l in &kvscope::lesson_file::load_embedded().unwrap() {
+    for l in &kvscope::lessons::load_embedded().unwrap() {
         let mut params = kvscope::lessons::Params::new();
         kvscope::lessons::normalize(l, &mut params);
         let out = kvscope::lessons::compute(l, &params, b.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", l.id()));
@@ -231,8 +231,8 @@ fn wgpu_benchmarks_measure_on_the_device() {
     if b.device().contains("llvmpipe") && std::env::var("KVSCOPE_WGPU_CLOCK").as_deref() != Ok("wall") {
         assert!(clock.starts_with("timestamp queries"), "{clock}");
     }
-    let p1 = kvscope::bench::p1(b.as_ref(), 32, false).unwrap();
-    let p3 = kvscope::bench::p3(b.as_ref(), 1, 64, 16).unwrap();
+    let p1 = kvscope::compute::bench::p1(b.as_ref(), 32, false).unwrap();
+    let p3 = kvscope::compute::bench::p3(b.as_ref(), 1, 64, 16).unwrap();
     for l in [&p1, &p3] {
         eprintln!(
             "{} {:.3} ms {:.3} {} (baseline {:.3}): {}",

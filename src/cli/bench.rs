@@ -4,8 +4,8 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use kvscope::bench::{self, SWEEP_REQUESTS, sweep_contexts, sweep_point};
 use kvscope::compute::BackendKind;
+use kvscope::compute::bench::{self, SWEEP_REQUESTS, sweep_contexts, sweep_point};
 use kvscope::lessons::Params;
 use kvscope::ui::headless::Headless;
 use kvscope::ui::{AppConfig, KvscopeApp};

@@ -27,8 +27,8 @@ pub fn run(cmd: LessonsCmd) -> Result<bool> {
         LessonsCmd::List { dir } => (dir, true),
     };
     let loaded = match &dir {
-        Some(d) => kvscope::lesson_file::load_dir(d),
-        None => kvscope::lesson_file::load_embedded(),
+        Some(d) => kvscope::lessons::load_dir(d),
+        None => kvscope::lessons::load_embedded(),
     };
     match loaded {
         Ok(lessons) => {

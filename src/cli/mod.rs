@@ -81,7 +81,7 @@ pub fn parse_set(s: &str) -> Result<SetArg, String> {
 
 /// Every `--set` name must be a parameter of at least one of `lessons` (the error lists theirs), and
 /// a value that is not an integer must go to a text parameter; texts become their ids.
-pub fn check_sets(lessons: &[&kvscope::lesson_file::Lesson], set: &[SetArg]) -> Result<Vec<(String, i64)>> {
+pub fn check_sets(lessons: &[&kvscope::lessons::Lesson], set: &[SetArg]) -> Result<Vec<(String, i64)>> {
     use kvscope::lesson_file::ParamKind;
     let mut known: Vec<String> = Vec::new();
     for l in lessons {
@@ -118,10 +118,10 @@ pub fn check_sets(lessons: &[&kvscope::lesson_file::Lesson], set: &[SetArg]) -> 
 }
 
 /// The lessons: a teacher's folder, or the embedded ones; errors name file, line and column.
-pub fn load_lessons(dir: Option<&std::path::Path>) -> Result<Vec<kvscope::lesson_file::Lesson>> {
+pub fn load_lessons(dir: Option<&std::path::Path>) -> Result<Vec<kvscope::lessons::Lesson>> {
     let loaded = match dir {
-        Some(d) => kvscope::lesson_file::load_dir(d),
-        None => kvscope::lesson_file::load_embedded(),
+        Some(d) => kvscope::lessons::load_dir(d),
+        None => kvscope::lessons::load_embedded(),
     };
     loaded.map_err(|errors| {
         let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kvscope::bench::{sweep_contexts, sweep_point};
 use kvscope::compute::BackendKind;
-use kvscope::lessons::LessonKind;
+use kvscope::compute::bench::{sweep_contexts, sweep_point};
+use kvscope::lessons::Schema;
 use kvscope::lessons::kv_decode::KvDecode;
 use kvscope::lessons::kv_decode::sweep::Sweep;
 use kvscope::ui::headless::Headless;
@@ -107,7 +107,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         let balance = points
             .last()
             .filter(|p| p.device == kvscope::compute::Device::Host)
-            .map(|p| (kvscope::bench::best_gemm_gflops(1024).0, p.read));
+            .map(|p| (kvscope::compute::bench::best_gemm_gflops(1024).0, p.read));
         let sweep = app.lesson_state::<Sweep>(KvDecode.name());
         sweep.points = points;
         sweep.backend = Some(b.kind());
@@ -134,7 +134,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         targets.push((i, step - 1, out.clone()));
     }
-    let chosen: Vec<&kvscope::lesson_file::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
+    let chosen: Vec<&kvscope::lessons::Lesson> = targets.iter().map(|t| &*app.lessons()[t.0]).collect();
     let set = super::check_sets(&chosen, &set)?;
     for l in &chosen {
         kvscope::lessons::apply_set(l, &mut kvscope::lessons::Params::new(), &set).map_err(|e| anyhow::anyhow!(e))?;

@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::lessons::{LessonKind, REGISTRY, kind_named};
-
 /// The lesson-file format this build reads.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -118,6 +116,16 @@ pub enum ParamValue {
     Int(i64),
 }
 
+impl ParamValue {
+    /// As a slider value (a switch's `true` is 1).
+    pub fn as_i64(self) -> i64 {
+        match self {
+            ParamValue::Bool(b) => i64::from(b),
+            ParamValue::Int(v) => v,
+        }
+    }
+}
+
 impl Param {
     /// The smallest value (0 for a switch).
     pub fn lo(&self) -> i64 {
@@ -138,10 +146,7 @@ impl Param {
 
     /// The default as a value (a switch's `true` is 1).
     pub fn default_value(&self) -> i64 {
-        match *self.default.get_ref() {
-            ParamValue::Bool(b) => i64::from(b),
-            ParamValue::Int(v) => v,
-        }
+        self.default.get_ref().as_i64()
     }
 }
 
@@ -174,6 +179,16 @@ pub struct Step {
     /// setting; the user can change them from there.
     #[serde(default)]
     pub set: Option<Spanned<BTreeMap<String, ParamValue>>>,
+}
+
+impl Step {
+    /// The parameters the step sets when it opens, as slider values (none when it sets nothing).
+    pub fn set_params(&self) -> BTreeMap<String, i64> {
+        self.set
+            .as_ref()
+            .map(|t| t.get_ref().iter().map(|(k, v)| (k.clone(), v.as_i64())).collect())
+            .unwrap_or_default()
+    }
 }
 
 /// Where a step opens a lesson's timeline.
@@ -332,26 +347,63 @@ impl Checker<'_> {
     }
 }
 
-/// A validated lesson.
-#[derive(Debug, Clone)]
-pub struct Lesson {
+/// What a lesson file may say about its kind: the kind's name, views, parameters, placeholders and
+/// timeline points. The loader checks each file against its kind's schema (both ways for the
+/// parameters); the lesson kinds (`crate::lessons::LessonKind`, which computes) implement it, and the
+/// loader is handed their list, so this data layer knows no lesson code.
+pub trait Schema: Send + Sync {
+    /// The name lesson files use (`kind = "paged"`).
+    fn name(&self) -> &'static str;
+    /// The views this kind draws, by the names lesson files use.
+    fn view_names(&self) -> &'static [&'static str];
+    /// The parameters its code reads (computing or drawing), by id: a lesson file of this kind declares
+    /// exactly these (checked both ways at load, with file:line:col), so a typo on either side is an
+    /// error instead of a silent default.
+    fn params(&self) -> &'static [&'static str];
+    /// The `{name}` placeholders its narration may use, which the kind fills.
+    fn placeholders(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The named timeline points a step may open at (`at = "name"`).
+    fn timeline_points(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// Placeholders every lesson's narration may use, filled by the app rather than by a kind:
+/// `ran_on` names the code that computed the shown result and where ("WGSL on llvmpipe (Vulkan)").
+pub const COMMON_PLACEHOLDERS: &[&str] = &["ran_on"];
+
+/// A validated lesson, of kind `K` (`crate::lessons::Lesson` is the one the app uses).
+#[derive(Debug)]
+pub struct Lesson<K: ?Sized + 'static> {
     /// Where it came from (a path, or `embedded:lessons/NAME`).
     pub source: PathBuf,
     /// Its kind.
-    pub kind: &'static dyn LessonKind,
+    pub kind: &'static K,
     /// The file's contents.
     pub file: LessonFile,
 }
 
-impl Lesson {
+impl<K: ?Sized> Clone for Lesson<K> {
+    fn clone(&self) -> Self {
+        Lesson {
+            source: self.source.clone(),
+            kind: self.kind,
+            file: self.file.clone(),
+        }
+    }
+}
+
+impl<K: ?Sized> Lesson<K> {
     /// The id.
     pub fn id(&self) -> &str {
         self.file.id.get_ref()
     }
 }
 
-/// Parse and validate one lesson file. `file` names it in errors.
-pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
+/// Parse one lesson file and check it against its kind, one of `kinds`. `file` names it in errors.
+pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -> Result<Lesson<K>, Vec<LessonError>> {
     let mut c = Checker {
         file,
         src,
@@ -380,9 +432,9 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
             format!("this build reads format_version = {FORMAT_VERSION}"),
         );
     }
-    let kind = kind_named(lf.kind.get_ref());
+    let kind = kinds.iter().copied().find(|k| k.name() == lf.kind.get_ref());
     if kind.is_none() {
-        let names: Vec<&str> = REGISTRY.iter().map(|k| k.name()).collect();
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         c.at(
             lf.kind.span(),
             format!("unknown lesson kind `{}`", lf.kind.get_ref()),
@@ -561,7 +613,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                 .flatten()
             {
                 for name in placeholders(t) {
-                    if !k.placeholders().contains(&name) && !crate::lessons::COMMON_PLACEHOLDERS.contains(&name) {
+                    if !k.placeholders().contains(&name) && !COMMON_PLACEHOLDERS.contains(&name) {
                         c.at(
                             s.narration.span(),
                             format!(
@@ -573,14 +625,14 @@ pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
                                 format!(
                                     "kind `{}` fills no placeholders of its own (every lesson may use {})",
                                     k.name(),
-                                    crate::lessons::COMMON_PLACEHOLDERS.join(", ")
+                                    COMMON_PLACEHOLDERS.join(", ")
                                 )
                             } else {
                                 format!(
                                     "placeholders of `{}`: {} (and, in every lesson, {})",
                                     k.name(),
                                     k.placeholders().join(", "),
-                                    crate::lessons::COMMON_PLACEHOLDERS.join(", ")
+                                    COMMON_PLACEHOLDERS.join(", ")
                                 )
                             },
                         );
@@ -652,7 +704,7 @@ pub const EMBEDDED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/embedd
 
 /// Every lesson, sorted by `order`, or every error found (all files are checked). Duplicate ids and
 /// orders across files are errors too.
-fn finish(results: Vec<Result<Lesson, Vec<LessonError>>>) -> Result<Vec<Lesson>, Vec<LessonError>> {
+fn finish<K: ?Sized>(results: Vec<Result<Lesson<K>, Vec<LessonError>>>) -> Result<Vec<Lesson<K>>, Vec<LessonError>> {
     let mut lessons = Vec::new();
     let mut errors = Vec::new();
     for r in results {
@@ -680,18 +732,18 @@ fn finish(results: Vec<Result<Lesson, Vec<LessonError>>>) -> Result<Vec<Lesson>,
     if errors.is_empty() { Ok(lessons) } else { Err(errors) }
 }
 
-/// The embedded lessons.
-pub fn load_embedded() -> Result<Vec<Lesson>, Vec<LessonError>> {
+/// The embedded lessons, each checked against its kind, one of `kinds`.
+pub fn load_embedded<K: ?Sized + Schema>(kinds: &[&'static K]) -> Result<Vec<Lesson<K>>, Vec<LessonError>> {
     finish(
         EMBEDDED
             .iter()
-            .map(|(name, src)| parse(&Path::new("lessons").join(name), src))
+            .map(|(name, src)| parse(&Path::new("lessons").join(name), src, kinds))
             .collect(),
     )
 }
 
-/// Every `*.toml` in `dir`.
-pub fn load_dir(dir: &Path) -> Result<Vec<Lesson>, Vec<LessonError>> {
+/// Every `*.toml` in `dir`, each checked against its kind, one of `kinds`.
+pub fn load_dir<K: ?Sized + Schema>(dir: &Path, kinds: &[&'static K]) -> Result<Vec<Lesson<K>>, Vec<LessonError>> {
     let io_err = |e: std::io::Error, p: &Path| {
         vec![LessonError {
             file: p.to_path_buf(),
@@ -722,7 +774,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Lesson>, Vec<LessonError>> {
             .map(|p| {
                 std::fs::read_to_string(p)
                     .map_err(|e| io_err(e, p))
-                    .and_then(|src| parse(p, &src))
+                    .and_then(|src| parse(p, &src, kinds))
             })
             .collect(),
     )

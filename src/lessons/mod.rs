@@ -15,6 +15,7 @@
 //! ARCHITECTURE.md, "How to add a lesson").
 
 pub mod attention_layer;
+pub mod export;
 
 /// The list of lesson kinds: each kind's module and type, one line each. Calls `$callback!` with it, so
 /// the compute side's [`REGISTRY`] (here) and the UI's table (`crate::ui::lesson_ui::LESSON_UIS`) come
@@ -52,6 +53,24 @@ pub fn kind_named(name: &str) -> Option<&'static dyn LessonKind> {
     REGISTRY.iter().copied().find(|k| k.name() == name)
 }
 
+/// A lesson file checked against its kind, which computes it.
+pub type Lesson = crate::lesson_file::Lesson<dyn LessonKind>;
+
+/// Parse one lesson file and check it against the registry's kinds. `file` names it in errors.
+pub fn parse(file: &Path, src: &str) -> Result<Lesson, Vec<LessonError>> {
+    crate::lesson_file::parse(file, src, &REGISTRY)
+}
+
+/// The lessons shipped in the binary, checked against the registry.
+pub fn load_embedded() -> Result<Vec<Lesson>, Vec<LessonError>> {
+    crate::lesson_file::load_embedded(&REGISTRY)
+}
+
+/// Every `*.toml` in `dir`, checked against the registry.
+pub fn load_dir(dir: &Path) -> Result<Vec<Lesson>, Vec<LessonError>> {
+    crate::lesson_file::load_dir(dir, &REGISTRY)
+}
+
 impl std::fmt::Debug for dyn LessonKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "LessonKind({})", self.name())
@@ -68,38 +87,24 @@ use ndarray::{Array2, Array3, Axis};
 
 use crate::compute::launch::Launch;
 use crate::compute::{Backend, CheckReport, Kernel};
-use crate::export::NamedArray;
-use crate::lesson_file::Lesson;
+pub use crate::lesson_file::{COMMON_PLACEHOLDERS, LessonError, Schema};
+use crate::lessons::export::NamedArray;
 use crate::math::Mask;
 use crate::render::heatmap::HeatmapData;
 
 /// Slider values by parameter id.
 pub type Params = BTreeMap<String, i64>;
 
-/// What a lesson kind computes. Implemented once per kind; no egui here.
-pub trait LessonKind: Send + Sync + 'static {
-    /// The name lesson files use (`kind = "paged"`).
-    fn name(&self) -> &'static str;
-    /// The views this kind draws, by the names lesson files use.
-    fn view_names(&self) -> &'static [&'static str];
-    /// The parameters its code reads (computing or drawing), by id: a lesson file of this kind declares
-    /// exactly these (checked both ways at load, with file:line:col), so a typo on either side is an
-    /// error instead of a silent default.
-    fn params(&self) -> &'static [&'static str];
+/// What a lesson kind computes. Implemented once per kind; no egui here. What a lesson file may say
+/// about the kind (its name, views, parameters, placeholders and timeline points) is its
+/// [`Schema`], which the loader checks files against.
+pub trait LessonKind: Schema + Send + Sync + 'static {
     /// The ops behind the lesson, in the order a student meets them (the kernel panel lists them).
     fn ops(&self) -> &'static [Kernel];
     /// The values parameter `id` may take given the others, when the kind restricts them (heads must
     /// divide d_model, KV heads must divide heads); `None` means every value in the slider's range.
     fn allowed_values(&self, _id: &str, _p: &Params) -> Option<Vec<i64>> {
         None
-    }
-    /// The `{name}` placeholders its narration may use; [`Output::values`] fills them.
-    fn placeholders(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// The named timeline points a step may open at (`at = "name"`); [`Output::point`] finds them.
-    fn timeline_points(&self) -> &'static [&'static str] {
-        &[]
     }
     /// Compute the lesson's output for (normalised) `p` on `backend`.
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String>;
@@ -171,16 +176,17 @@ pub trait Output: Any + Send + Sync {
     }
 }
 
-/// Placeholders every lesson's narration may use, filled by the app rather than by a kind:
-/// `ran_on` names the code that computed the shown result and where ("WGSL on llvmpipe (Vulkan)").
-pub const COMMON_PLACEHOLDERS: &[&str] = &["ran_on"];
-
-/// `template` with every `{name}` replaced by its value; a placeholder without a value (nothing
-/// computed yet) shows as `…`.
-pub fn fill(template: &str, values: &[(&'static str, String)]) -> String {
+/// `template` with every `{name}` replaced by its value, and a placeholder without one by `missing`:
+/// the app passes `…` while nothing is computed yet, and `—` once the result is in but did not reach
+/// what the placeholder names (no request waited at these settings). Kinds fill only what they
+/// computed, never a dash of their own, so the narration test can tell a missing value from a value.
+pub fn fill(template: &str, values: &[(&'static str, String)], missing: &str) -> String {
     let mut out = template.to_string();
     for name in crate::lesson_file::placeholders(template) {
-        let v = values.iter().find(|(n, _)| *n == name).map_or("…", |(_, v)| v.as_str());
+        let v = values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(missing, |(_, v)| v.as_str());
         out = out.replace(&format!("{{{name}}}"), v);
     }
     out
@@ -352,7 +358,7 @@ pub fn export_step(
     let (arrays, reports) = out.export_arrays(cursor, verified);
     let json = serde_json::to_value(params).map_err(|e| e.to_string())?;
     let seed = get(params, "seed", 0).max(0) as u64;
-    crate::export::write_export(dir, lesson.id(), json, seed, backend, &reports, &arrays)
+    crate::lessons::export::write_export(dir, lesson.id(), json, seed, backend, &reports, &arrays)
         .map_err(|e| format!("{e:#}"))?;
     Ok(dir.to_path_buf())
 }

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use super::text::Lang;
 use super::{BackendSlot, KvscopeApp};
 use crate::compute::{Backend, BackendKind};
 
@@ -61,33 +60,5 @@ impl KvscopeApp {
             }
         }
         Arc::new(crate::compute::CpuBackend::new())
-    }
-}
-
-/// The `{ran_on}` placeholder: which code computed the shown result and where, in `lang`.
-pub(super) fn ran_on(kind: BackendKind, device: &str, lang: Lang) -> String {
-    match (kind, lang) {
-        (BackendKind::Cpu, Lang::En) => "their Rust twins on the CPU".to_string(),
-        (BackendKind::Cpu, Lang::Zh) => "CPU 上的 Rust 版本".to_string(),
-        (BackendKind::CudaSim, Lang::En) => "the `.cu` source itself, on CPU threads (cuda-sim)".to_string(),
-        (BackendKind::CudaSim, Lang::Zh) => "CPU 线程上的 `.cu` 源码本身（cuda-sim）".to_string(),
-        (BackendKind::Cuda, Lang::En) => format!("CUDA on {device}"),
-        (BackendKind::Cuda, Lang::Zh) => format!("{device} 上的 CUDA 源码"),
-        (BackendKind::Wgpu, _) => {
-            // The device string is "<adapter> (<API>), <f16 path>".
-            let (adapter, f16) = device.rsplit_once(", ").unwrap_or((device, ""));
-            match lang {
-                Lang::En if f16.is_empty() => format!("their WGSL twins on {adapter}"),
-                Lang::En => format!("their WGSL twins on {adapter}, with {f16}"),
-                Lang::Zh => {
-                    let f16 = match f16 {
-                        "native f16" => "（原生 f16）",
-                        "f16 as u32 pairs" => "（f16 成对存进 u32）",
-                        _ => "",
-                    };
-                    format!("{adapter} 上的 WGSL 版本{f16}")
-                }
-            }
-        }
     }
 }

@@ -16,6 +16,7 @@ pub mod headless;
 pub mod lesson_ui;
 mod shell;
 pub mod text;
+pub mod views;
 pub mod widgets;
 mod window;
 pub mod worker;
@@ -29,7 +30,8 @@ use std::sync::mpsc::Receiver;
 use eframe::egui;
 
 use crate::compute::{BackendKind, BackendStatus, CheckReport};
-use crate::lesson_file::{At, Lesson, LessonError};
+use crate::lesson_file::{At, LessonError};
+use crate::lessons::Lesson;
 use crate::lessons::{Output, Params};
 use text::Lang;
 use widgets::{ViewCtx, WidgetState, grid, view_in};
@@ -127,11 +129,11 @@ impl KvscopeApp {
     /// A new app. `saved` is the stored state, if any.
     pub fn new(config: &AppConfig, saved: Option<Saved>, wake: Option<Box<dyn Fn() + Send + Sync>>) -> Self {
         let (lessons, load_errors) = match &config.lessons_dir {
-            Some(dir) => match crate::lesson_file::load_dir(dir) {
+            Some(dir) => match crate::lessons::load_dir(dir) {
                 Ok(l) => (l, Vec::new()),
                 Err(e) => (Vec::new(), e),
             },
-            None => match crate::lesson_file::load_embedded() {
+            None => match crate::lessons::load_embedded() {
                 Ok(l) => (l, Vec::new()),
                 Err(e) => (Vec::new(), e),
             },
@@ -271,24 +273,7 @@ impl KvscopeApp {
             None => {}
         }
         // The step's own settings (`set = { … }`), applied as if the user had moved those controls.
-        let sets: Vec<(String, i64)> = l
-            .file
-            .steps
-            .get(self.step)
-            .and_then(|s| s.set.as_ref())
-            .map(|t| {
-                t.get_ref()
-                    .iter()
-                    .map(|(k, v)| {
-                        let v = match v {
-                            crate::lesson_file::ParamValue::Bool(b) => i64::from(*b),
-                            crate::lesson_file::ParamValue::Int(n) => *n,
-                        };
-                        (k.clone(), v)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let sets = l.file.steps.get(self.step).map(|s| s.set_params()).unwrap_or_default();
         for (k, v) in sets {
             self.set_param(&k, v);
         }
@@ -476,9 +461,14 @@ impl KvscopeApp {
         let template = self.lang.pick(l.file.steps.get(self.step)?.narration.get_ref());
         let mut values = l.kind.values(l, self.output().map(|o| o.as_ref()));
         if let Some((kind, device)) = &self.shown_on {
-            values.push(("ran_on", backends::ran_on(*kind, device, self.lang)));
+            values.push(("ran_on", text::ran_on(*kind, device, self.lang)));
         }
-        Some(crate::lessons::fill(template, &values))
+        let missing = if self.output().is_some() && !self.computing() {
+            "—"
+        } else {
+            "…"
+        };
+        Some(crate::lessons::fill(template, &values, missing))
     }
 
     fn poll(&mut self) {
@@ -507,27 +497,6 @@ impl KvscopeApp {
             params: self.params.clone(),
             backend: Some(self.active),
         }
-    }
-
-    /// Draw one frame of the app into `ui` (the whole window).
-    pub fn show(&mut self, ui: &mut egui::Ui) {
-        // (Fonts are installed once by whoever creates the context: `create`, or `Headless::new`.)
-        let ctx = ui.ctx().clone();
-        self.frames += 1;
-        ctx.set_theme(if self.light {
-            egui::Theme::Light
-        } else {
-            egui::Theme::Dark
-        });
-        self.poll();
-        self.keys(&ctx);
-        self.refresh();
-        self.resolve_point();
-        self.widgets.heat.begin_frame(self.sync);
-        if self.computing() {
-            ctx.request_repaint_after(std::time::Duration::from_millis(100));
-        }
-        shell::shell(self, ui);
     }
 
     /// Milliseconds the last computation took.

@@ -7,6 +7,29 @@ use eframe::egui::{self, Color32, RichText, Ui};
 use super::KvscopeApp;
 use super::text::{self, Lang};
 
+impl KvscopeApp {
+    /// Draw one frame of the app into `ui` (the whole window).
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        // (Fonts are installed once by whoever creates the context: `create`, or `Headless::new`.)
+        let ctx = ui.ctx().clone();
+        self.frames += 1;
+        ctx.set_theme(if self.light {
+            egui::Theme::Light
+        } else {
+            egui::Theme::Dark
+        });
+        self.poll();
+        self.keys(&ctx);
+        self.refresh();
+        self.resolve_point();
+        self.widgets.heat.begin_frame(self.sync);
+        if self.computing() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+        shell(self, ui);
+    }
+}
+
 /// The whole window.
 pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
     let pres = app.presentation;

@@ -7,6 +7,7 @@
 
 use eframe::egui::{self, Color32, FontId, TextFormat, text::LayoutJob};
 
+use crate::compute::BackendKind;
 use crate::lesson_file::Text;
 
 /// The app's languages.
@@ -285,6 +286,34 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
         job.append("\n", 0.0, fmt(plain, bg));
     }
     job
+}
+
+/// The `{ran_on}` placeholder: which code computed the shown result and where, in `lang`.
+pub(crate) fn ran_on(kind: BackendKind, device: &str, lang: Lang) -> String {
+    match (kind, lang) {
+        (BackendKind::Cpu, Lang::En) => "their Rust twins on the CPU".to_string(),
+        (BackendKind::Cpu, Lang::Zh) => "CPU 上的 Rust 版本".to_string(),
+        (BackendKind::CudaSim, Lang::En) => "the `.cu` source itself, on CPU threads (cuda-sim)".to_string(),
+        (BackendKind::CudaSim, Lang::Zh) => "CPU 线程上的 `.cu` 源码本身（cuda-sim）".to_string(),
+        (BackendKind::Cuda, Lang::En) => format!("CUDA on {device}"),
+        (BackendKind::Cuda, Lang::Zh) => format!("{device} 上的 CUDA 源码"),
+        (BackendKind::Wgpu, _) => {
+            // The device string is "<adapter> (<API>), <f16 path>".
+            let (adapter, f16) = device.rsplit_once(", ").unwrap_or((device, ""));
+            match lang {
+                Lang::En if f16.is_empty() => format!("their WGSL twins on {adapter}"),
+                Lang::En => format!("their WGSL twins on {adapter}, with {f16}"),
+                Lang::Zh => {
+                    let f16 = match f16 {
+                        "native f16" => "（原生 f16）",
+                        "f16 as u32 pairs" => "（f16 成对存进 u32）",
+                        _ => "",
+                    };
+                    format!("{adapter} 上的 WGSL 版本{f16}")
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crate::compute::launch::Launch;
 use crate::compute::{Backend, BackendKind, CheckReport};
-use crate::lesson_file::Lesson;
+use crate::lessons::Lesson;
 use crate::lessons::{Output, Params, compute_with_launches};
 
 /// One recomputation request.

@@ -6,7 +6,7 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::{KernelReads, KvFormat, ScaleLayout, WgslReads};
+use super::format::{KernelReads, KvFormat, ScaleLayout, WgslReads};
 
 /// The f16 format.
 pub static FORMAT: KvFormat = KvFormat {

@@ -5,6 +5,7 @@
 //! `unsafe` (FFI into the shim and cudarc launches) lives in this module and in those two files of each
 //! op, the CUDA side of it; each use carries a `// SAFETY:` line.
 
+mod backend;
 pub(crate) mod device;
 pub(crate) mod sim;
 pub mod sources;

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use half::f16;
 
-pub(crate) use ops::{AppendParams, DecodeParams, FlashParams};
+pub(crate) use ops::{AppendParams, FlashParams};
 pub use pool::PoolStats;
 pub(crate) use pool::Pooled;
 use pool::{Kind, Pool};

@@ -66,23 +66,8 @@ impl AppendParams {
     }
 }
 
-/// `paged_attention.wgsl`'s uniforms.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct DecodeParams {
-    pub(crate) n_heads: u32,
-    pub(crate) kv_heads: u32,
-    pub(crate) head_dim: u32,
-    pub(crate) block_size: u32,
-    pub(crate) max_blocks: u32,
-    pub(crate) num_partitions: u32,
-    pub(crate) scale: f32,
-    pub(crate) _pad: u32,
-}
-
 const _: () = assert!(std::mem::size_of::<AttnParams>() == 32);
 const _: () = assert!(std::mem::size_of::<AppendParams>() == 48);
-const _: () = assert!(std::mem::size_of::<DecodeParams>() == 32);
 
 impl WgpuBackend {
     /// The attention uniforms of `inp`.

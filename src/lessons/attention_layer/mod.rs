@@ -6,8 +6,8 @@
 //! Lessons 1–3 are three kinds ([`super::attention_matrix`], [`super::causal_mask`],
 //! [`super::multi_head`]) over this one computation; their shared views are in `view.rs`.
 
+pub mod heads;
 pub mod trained;
-pub mod view;
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use ndarray::{Array2, Array3, Axis, s};
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 
 use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
-use crate::export::{ArrayData, NamedArray};
+use crate::lessons::export::{ArrayData, NamedArray};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
 use crate::render::heatmap::HeatmapData;
 
@@ -47,9 +47,9 @@ pub struct AttnOut {
     /// Heatmaps, by view.
     pub maps: AttnMaps,
     /// Lesson 3: the trained model's attention in one layer, on one of the lesson's texts.
-    pub model: Option<trained::ModelHeads>,
+    pub model: Option<heads::ModelHeads>,
     /// Lessons 1–2 with trained weights: which head of the model this layer is, on which text.
-    pub trained: Option<trained::TrainedHead>,
+    pub trained: Option<heads::TrainedHead>,
 }
 
 /// The heatmaps of an [`AttnOut`].

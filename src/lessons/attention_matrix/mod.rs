@@ -1,12 +1,11 @@
 //! Lesson 1, the attention matrix (kind `attention`): X → Q, K, V; QKᵀ/√d_k; softmax; P·V. One head,
 //! no mask, computed by the backend's three attention kernels.
 
-mod view;
 
 use super::attention_layer::AttnOut;
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson_file::Lesson;
+use crate::lessons::{Lesson, Schema};
 use crate::math::{AttnShape, Mask};
 
 crate::views! {
@@ -66,19 +65,21 @@ pub fn trained_choice(p: &Params) -> Option<(i64, usize, usize)> {
 /// Lesson 1.
 pub struct AttentionMatrix;
 
-impl LessonKind for AttentionMatrix {
+impl Schema for AttentionMatrix {
     fn name(&self) -> &'static str {
         "attention"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["seq", "d_model", "scale_on", "seed", "weights", "prompt", "layer", "head"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "d_model", "scale_on", "seed", "weights", "prompt", "layer", "head"]
+    }
+}
+
+impl LessonKind for AttentionMatrix {
     fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
     }

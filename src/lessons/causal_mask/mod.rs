@@ -1,13 +1,12 @@
 //! Lesson 2, the causal mask (kind `causal`): one head with the causal mask, and the same layer
 //! computed once more without it, for the mask toggle and the difference view.
 
-mod view;
 
 use super::attention_layer::AttnOut;
 use super::attention_matrix::{ATTENTION_OPS, trained_choice};
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson_file::Lesson;
+use crate::lessons::{Lesson, Schema};
 use crate::math::{AttnShape, Mask};
 
 crate::views! {
@@ -38,19 +37,21 @@ pub struct CausalMask;
 /// The width of lesson 2's layer (lesson 1's default; the file has no slider for it).
 const CAUSAL_D_MODEL: usize = 16;
 
-impl LessonKind for CausalMask {
+impl Schema for CausalMask {
     fn name(&self) -> &'static str {
         "causal"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["seq", "mask_on", "seed", "weights", "prompt", "layer", "head"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "mask_on", "seed", "weights", "prompt", "layer", "head"]
+    }
+}
+
+impl LessonKind for CausalMask {
     fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
     }

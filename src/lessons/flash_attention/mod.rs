@@ -6,7 +6,6 @@
 //! are the walker's counts; the split-K merge is `math::flash::merge` on two halves of the last row's
 //! keys, checked against the full attention of that row.
 
-mod view;
 
 use std::collections::BTreeMap;
 
@@ -20,8 +19,8 @@ use crate::compute::launch::LaunchDims;
 use crate::compute::ops::flash::launch;
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};
 use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Kernel, Tolerance, check, reference};
-use crate::export::{ArrayData, NamedArray};
-use crate::lesson_file::Lesson;
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, Schema};
 use crate::math::flash::{FlashWalk, Io, Partial, forward_io, merge, naive_io, partial, walk};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, project};
 
@@ -61,21 +60,17 @@ pub const MEMORY_TS: [usize; 6] = [256, 512, 1024, 2048, 4096, 8192];
 /// The T of the I/O bars (walked with the lesson's head_dim, tiles and mask).
 pub const IO_TS: [usize; 6] = [16, 32, 64, 128, 256, 512];
 
-impl LessonKind for FlashAttention {
+impl Schema for FlashAttention {
     fn name(&self) -> &'static str {
         "flash"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["seq", "head_dim", "smem_kib", "block_q", "block_k", "causal", "seed"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::FlashAttention, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "head_dim", "smem_kib", "block_q", "block_k", "causal", "seed"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -84,6 +79,12 @@ impl LessonKind for FlashAttention {
 
     fn timeline_points(&self) -> &'static [&'static str] {
         &["first", "mid", "end"]
+    }
+}
+
+impl LessonKind for FlashAttention {
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::FlashAttention, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
     }
 
     /// Br and Bc are limited by the shared-memory slider: `(2·Br + 2·Bc)·hd + Br·Bc` floats must fit.
@@ -118,7 +119,6 @@ impl LessonKind for FlashAttention {
 /// The numbers lesson 6's narration may show, all computed.
 const PLACEHOLDERS: &[&str] = &[
     "t",
-    "hd",
     "br",
     "bc",
     "row_blocks",
@@ -128,8 +128,6 @@ const PLACEHOLDERS: &[&str] = &[
     "tiles_skipped",
     "work_pct",
     "tile_kib",
-    "smem_kib",
-    "kernel_kib",
     "device_smem",
     "device_block_smem",
     "big_t",
@@ -399,7 +397,6 @@ impl FlashOut {
         let m_text = |m: f32| if m.is_finite() { fmt4(m) } else { "−∞".to_string() };
         vec![
             ("t", t.to_string()),
-            ("hd", hd.to_string()),
             ("br", br.to_string()),
             ("bc", bc.to_string()),
             ("row_blocks", t.div_ceil(br).to_string()),
@@ -412,8 +409,6 @@ impl FlashOut {
                 format!("{:.0}%", 100.0 * self.visited_elements() as f64 / (t * t) as f64),
             ),
             ("tile_kib", kib(smem_floats(br, bc, hd))),
-            ("smem_kib", format!("{} KiB", self.smem_kib)),
-            ("kernel_kib", kib(self.kernel_floats)),
             ("device_smem", format!("{HOPPER_SMEM_PER_SM_KIB} KiB")),
             ("device_block_smem", format!("{HOPPER_SMEM_PER_BLOCK_KIB} KiB")),
             ("big_t", big_t.to_string()),

@@ -7,8 +7,6 @@
 
 pub mod generate;
 pub mod sweep;
-mod view;
-mod view_plots;
 
 use std::sync::Arc;
 
@@ -21,8 +19,8 @@ use crate::compute::ops::paged_decode::decode_and_check;
 use crate::compute::{
     AttnInput, Backend, CheckReport, Kernel, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
 };
-use crate::export::{ArrayData, NamedArray};
-use crate::lesson_file::Lesson;
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, Schema};
 use crate::math::{Mask, Rng, matmul, output_projection, softmax_row};
 use crate::render::heatmap::HeatmapData;
 
@@ -49,29 +47,31 @@ crate::views! {
 /// Lesson 4.
 pub struct KvDecode;
 
-impl LessonKind for KvDecode {
+impl Schema for KvDecode {
     fn name(&self) -> &'static str {
         "decode"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "text", "seed"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
+    fn params(&self) -> &'static [&'static str] {
+        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "text", "seed"]
+    }
+
+    fn placeholders(&self) -> &'static [&'static str] {
+        PLACEHOLDERS
+    }
+}
+
+impl LessonKind for KvDecode {
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::StaticCacheAppend, Kernel::PagedDecode]
     }
 
     fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
         (id == "kv_heads").then(|| super::divisors(get(p, "heads", 1)))
-    }
-
-    fn placeholders(&self) -> &'static [&'static str] {
-        PLACEHOLDERS
     }
 
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {

@@ -1,11 +1,13 @@
-//! Lesson 4's live bandwidth sweep: [`crate::bench::sweep_point`] at every context length of
-//! [`crate::bench::sweep_contexts`], measured on a background thread so the UI keeps drawing while
+//! Lesson 4's live bandwidth sweep: [`crate::compute::bench::sweep_point`] at every context length of
+//! [`crate::compute::bench::sweep_contexts`], measured on a background thread so the UI keeps drawing while
 //! points arrive one by one. It is the lesson's own UI state; it never runs in tests or headless renders.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 
-use crate::bench::{SweepPoint, best_gemm_gflops, sweep_contexts, sweep_point};
+/// Requests per sweep point (the views say how many decoded together).
+pub use crate::compute::bench::SWEEP_REQUESTS;
+use crate::compute::bench::{SweepPoint, best_gemm_gflops, sweep_contexts, sweep_point};
 use crate::compute::{Backend, BackendKind, Device};
 
 /// What the measuring thread sends.

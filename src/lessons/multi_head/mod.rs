@@ -2,14 +2,13 @@
 //! heads (KVH divides H), every head's probabilities, the concatenation and W_O, and the KV-cache
 //! bytes the choice of KVH saves, for this setting and for real models' configurations.
 
-mod view;
 
 use super::attention_layer::AttnOut;
-use super::attention_layer::trained::ModelHeads;
+use super::attention_layer::heads::ModelHeads;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape};
 use super::{LessonKind, Output, Params, divisors, get};
 use crate::compute::{Backend, Kernel};
-use crate::lesson_file::Lesson;
+use crate::lessons::{Lesson, Schema};
 use crate::math::Mask;
 
 crate::views! {
@@ -39,29 +38,17 @@ crate::views! {
 /// Lesson 3.
 pub struct MultiHead;
 
-impl LessonKind for MultiHead {
+impl Schema for MultiHead {
     fn name(&self) -> &'static str {
         "multihead"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["seq", "d_model", "heads", "kv_heads", "prompt", "layer", "seed"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Kernel] {
-        ATTENTION_OPS
-    }
-
-    fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
-        match id {
-            "heads" => Some(divisors(get(p, "d_model", 32))),
-            "kv_heads" => Some(divisors(get(p, "heads", 1))),
-            _ => None,
-        }
+    fn params(&self) -> &'static [&'static str] {
+        &["seq", "d_model", "heads", "kv_heads", "prompt", "layer", "seed"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -77,6 +64,20 @@ impl LessonKind for MultiHead {
             "model_tokens",
             "model_labelled",
         ]
+    }
+}
+
+impl LessonKind for MultiHead {
+    fn ops(&self) -> &'static [Kernel] {
+        ATTENTION_OPS
+    }
+
+    fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
+        match id {
+            "heads" => Some(divisors(get(p, "d_model", 32))),
+            "kv_heads" => Some(divisors(get(p, "heads", 1))),
+            _ => None,
+        }
     }
 
     /// From the lesson's model table: the head sizes it holds, and its first GQA model.

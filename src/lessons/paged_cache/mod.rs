@@ -6,9 +6,6 @@
 //! scheduler step.
 
 pub mod serve;
-mod view;
-mod view_serve;
-mod view_stats;
 
 use std::collections::BTreeMap;
 
@@ -18,8 +15,8 @@ use crate::cache::{PagedShape, PagedStats, RequestId};
 use crate::kv::{KvEngine, Request, Scheduler, StepEvents, WholePrompt};
 
 use crate::compute::{Backend, CheckReport, Kernel};
-use crate::export::{ArrayData, NamedArray};
-use crate::lesson_file::Lesson;
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, Schema};
 use crate::math::Rng;
 use crate::render::blocks::BlockGridData;
 
@@ -50,21 +47,17 @@ crate::views! {
 /// Lesson 5.
 pub struct PagedCache;
 
-impl LessonKind for PagedCache {
+impl Schema for PagedCache {
     fn name(&self) -> &'static str {
         "paged"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["block_size", "token_slots", "requests", "max_seq_len", "seed", "model"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::PagedAppend, Kernel::PagedDecode]
+    fn params(&self) -> &'static [&'static str] {
+        &["block_size", "token_slots", "requests", "max_seq_len", "seed", "model"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -73,6 +66,12 @@ impl LessonKind for PagedCache {
 
     fn timeline_points(&self) -> &'static [&'static str] {
         POINTS
+    }
+}
+
+impl LessonKind for PagedCache {
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::PagedAppend, Kernel::PagedDecode]
     }
 
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
@@ -133,12 +132,11 @@ fn token_kv(seed: u64, req: RequestId, pos: usize, n: usize) -> (Vec<f32>, Vec<f
     (rng.normal_vec(n, 1.0), rng.normal_vec(n, 1.0))
 }
 
-/// The numbers lesson 5's narration may show, all from the replay (`—` when it did not happen).
+/// The numbers lesson 5's narration may show, all from the replay (unfilled, `…`, when it did not happen).
 const PLACEHOLDERS: &[&str] = &[
     "block_size",
     "num_blocks",
     "token_slots",
-    "requests",
     "busiest_step",
     "busiest_running",
     "first_wait_step",
@@ -152,7 +150,6 @@ const PLACEHOLDERS: &[&str] = &[
     "recompute_tokens",
     "recompute_prompt",
     "recompute_generated",
-    "steps",
     "served_bytes",
     "served_recomputes",
     "served_agree",
@@ -428,27 +425,23 @@ impl PagedOut {
     }
 
     fn named_values(&self) -> Vec<(&'static str, String)> {
-        let dash = || "—".to_string();
-        let step = |p: Option<usize>| p.map_or_else(dash, |s| s.to_string());
+        // Only what the replay reached: a value it did not reach stays unfilled ("…" on screen, which
+        // the narration test catches at the defaults), never a dash that reads like an answer.
+        let step = |p: Option<usize>| p.map(|s| s.to_string());
         let ids = |v: Vec<RequestId>| {
-            if v.is_empty() {
-                dash()
-            } else {
-                v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(", ")
-            }
+            (!v.is_empty()).then(|| v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(", "))
         };
         let at = |p: Option<usize>| p.and_then(|s| self.frames.get(s)).map(|f| &f.events);
         let rec = at(self.locate("recompute")).and_then(|e| e.recomputed.first().copied());
         let rec_prompt = rec.and_then(|(r, _)| self.specs.get(r as usize)).map(|s| s.prompt);
-        vec![
-            ("block_size", self.shape.block_size.to_string()),
-            ("num_blocks", self.shape.num_blocks.to_string()),
-            ("token_slots", (self.shape.num_blocks * self.shape.block_size).to_string()),
-            ("requests", self.specs.len().to_string()),
+        let values: Vec<(&'static str, Option<String>)> = vec![
+            ("block_size", Some(self.shape.block_size.to_string())),
+            ("num_blocks", Some(self.shape.num_blocks.to_string())),
+            ("token_slots", Some((self.shape.num_blocks * self.shape.block_size).to_string())),
             ("busiest_step", step(self.busiest())),
             (
                 "busiest_running",
-                self.busiest().map_or_else(dash, |s| self.frames[s].running.len().to_string()),
+                self.busiest().map(|s| self.frames[s].running.len().to_string()),
             ),
             ("first_wait_step", step(self.locate("first_wait"))),
             ("first_wait", ids(at(self.locate("first_wait")).map(|e| e.waiting.clone()).unwrap_or_default())),
@@ -464,30 +457,30 @@ impl PagedOut {
             ),
             ("recompute_step", step(self.locate("recompute"))),
             ("recomputed", ids(rec.map(|(r, _)| vec![r]).unwrap_or_default())),
-            ("recompute_tokens", rec.map_or_else(dash, |(_, n)| n.to_string())),
-            ("recompute_prompt", rec_prompt.map_or_else(dash, |p| p.to_string())),
+            ("recompute_tokens", rec.map(|(_, n)| n.to_string())),
+            ("recompute_prompt", rec_prompt.map(|p| p.to_string())),
             (
                 "recompute_generated",
-                rec.zip(rec_prompt).map_or_else(dash, |((_, n), p)| (n - p).to_string()),
+                rec.zip(rec_prompt).map(|((_, n), p)| (n - p).to_string()),
             ),
-            ("steps", self.frames.len().to_string()),
             (
                 "served_bytes",
                 self.served
                     .as_ref()
-                    .map_or_else(dash, |s| s.outputs.iter().map(Vec::len).sum::<usize>().to_string()),
+                    .map(|s| s.outputs.iter().map(Vec::len).sum::<usize>().to_string()),
             ),
             (
                 "served_recomputes",
-                self.served.as_ref().map_or_else(dash, |s| s.recompute_agrees.len().to_string()),
+                self.served.as_ref().map(|s| s.recompute_agrees.len().to_string()),
             ),
             (
                 "served_agree",
                 self.served
                     .as_ref()
-                    .map_or_else(dash, |s| s.recompute_agrees.iter().filter(|x| x.2).count().to_string()),
+                    .map(|s| s.recompute_agrees.iter().filter(|x| x.2).count().to_string()),
             ),
-        ]
+        ];
+        values.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect()
     }
 }
 
@@ -499,7 +492,7 @@ mod tests {
     /// A NaN in a step's decode is a NaN of the lesson.
     #[test]
     fn a_nan_in_a_steps_decode_is_a_nan_of_the_lesson() {
-        let lessons = crate::lesson_file::load_embedded().unwrap();
+        let lessons = crate::lessons::load_embedded().unwrap();
         let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
         let mut p = Params::new();
         crate::lessons::normalize(l, &mut p);

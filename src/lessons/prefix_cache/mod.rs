@@ -7,7 +7,6 @@
 //! (shared) block tables, is checked against contiguous attention on each request's own tokens. The
 //! timeline has one frame per event.
 
-mod view;
 
 use std::collections::BTreeMap;
 
@@ -17,8 +16,8 @@ use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
 use crate::kv::{EngineError, KvEngine, KvEvent};
 
 use crate::compute::{Backend, CheckReport, Kernel};
-use crate::export::{ArrayData, NamedArray};
-use crate::lesson_file::Lesson;
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, Schema};
 use crate::math::Rng;
 use crate::render::blocks::BlockGridData;
 
@@ -59,21 +58,17 @@ const SUFFIX: usize = 3;
 /// Tokens of the reply that ends the first chat turn.
 const REPLY: u32 = 4;
 
-impl LessonKind for PrefixCache {
+impl Schema for PrefixCache {
     fn name(&self) -> &'static str {
         "prefix"
-    }
-
-    fn params(&self) -> &'static [&'static str] {
-        &["block_size", "token_slots", "sharing", "prompt_len", "samples", "seed"]
     }
 
     fn view_names(&self) -> &'static [&'static str] {
         View::NAMES
     }
 
-    fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::CopyBlocks, Kernel::PagedAppend, Kernel::PagedDecode]
+    fn params(&self) -> &'static [&'static str] {
+        &["block_size", "token_slots", "sharing", "prompt_len", "samples", "seed"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -82,6 +77,12 @@ impl LessonKind for PrefixCache {
 
     fn timeline_points(&self) -> &'static [&'static str] {
         POINTS
+    }
+}
+
+impl LessonKind for PrefixCache {
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::CopyBlocks, Kernel::PagedAppend, Kernel::PagedDecode]
     }
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
@@ -95,12 +96,9 @@ const POINTS: &[&str] = &["shared", "finished", "turn2", "fork", "cow", "probe_b
 /// The numbers lesson 7's narration may show, all from the replay (`—` when it did not happen).
 const PLACEHOLDERS: &[&str] = &[
     "block_size",
-    "num_blocks",
-    "token_slots",
     "sharing",
     "prompt_len",
     "prompt_full_blocks",
-    "prompt_partial_tokens",
     "shared_hits",
     "saved_tokens",
     "computed_tokens",
@@ -440,12 +438,9 @@ fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, String> {
         n.entry(k).or_insert(v);
     };
     put(&mut numbers, "block_size", bs.to_string());
-    put(&mut numbers, "num_blocks", shape.num_blocks.to_string());
-    put(&mut numbers, "token_slots", (shape.num_blocks * bs).to_string());
     put(&mut numbers, "sharing", sharing.to_string());
     put(&mut numbers, "prompt_len", plen.to_string());
     put(&mut numbers, "prompt_full_blocks", full.to_string());
-    put(&mut numbers, "prompt_partial_tokens", (plen - full * bs).to_string());
     put(&mut numbers, "samples", samples.to_string());
     put(&mut numbers, "steps", rp.frames.len().to_string());
     // Only what the replay computed: a placeholder it did not reach stays unfilled (`…` on screen), which

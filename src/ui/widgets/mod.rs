@@ -23,7 +23,8 @@ pub use crate::lessons::format_bytes as bytes;
 
 use super::text::Lang;
 use crate::compute::{Backend, BackendKind, CheckReport};
-use crate::lesson_file::{Highlight, Lesson};
+use crate::lesson_file::Highlight;
+use crate::lessons::Lesson;
 use crate::lessons::Params;
 use crate::render::colormap::owner_color;
 

@@ -4,8 +4,24 @@
 
 use super::launch;
 use crate::compute::launch::LaunchDims;
-use crate::compute::wgpu::{DecodeParams, Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
+use crate::compute::wgpu::{Dispatch, Pooled, WgpuBackend, f32s, pack_f16, u};
 use crate::compute::{BackendError, PagedDecodeInput, Valid, f16_pool};
+
+/// `paged_attention.wgsl`'s uniforms.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DecodeParams {
+    pub(crate) n_heads: u32,
+    pub(crate) kv_heads: u32,
+    pub(crate) head_dim: u32,
+    pub(crate) block_size: u32,
+    pub(crate) max_blocks: u32,
+    pub(crate) num_partitions: u32,
+    pub(crate) scale: f32,
+    pub(crate) _pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<DecodeParams>() == 32);
 
 /// A decode problem uploaded to the device.
 pub(crate) struct DecodeBuffers {

@@ -3,13 +3,13 @@
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::{MultiHead, View};
 use crate::lessons::attention_layer::AttnOut;
-use crate::lessons::attention_layer::view::{head_label, score_hover};
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::multi_head::{MultiHead, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::views::attention_layer::{head_label, score_hover};
 use crate::ui::widgets::{
     Axes, ViewCtx, bytes, check_line, color_of, grid, heat_panel, kernel_panel, view_id, view_in,
 };
@@ -306,7 +306,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
 
 /// The trained model's heads in one layer on one text: a heatmap per head titled with its KV head and
 /// its measured label, the text above, the check below.
-fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::trained::ModelHeads) {
+fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::ModelHeads) {
     let (lang, size) = (cx.lang, cx.size);
     let (l, p, h, kv) = (m.layer, &m.prompt, m.n_heads, m.n_kv_heads);
     let title = match lang {
@@ -347,6 +347,17 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
             );
         });
     }
-    ui.allocate_rect(egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)), egui::Sense::hover());
-    check_line(cx, ui, Some(&m.check), lang.t("trained model's attention", "训练好的模型的注意力"));
+    ui.allocate_rect(
+        egui::Rect::from_min_max(
+            egui::pos2(rect.min.x, rect.max.y),
+            egui::pos2(rect.max.x, rect.max.y + 0.2),
+        ),
+        egui::Sense::hover(),
+    );
+    check_line(
+        cx,
+        ui,
+        Some(&m.check),
+        lang.t("trained model's attention", "训练好的模型的注意力"),
+    );
 }

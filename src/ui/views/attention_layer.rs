@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::AttnOut;
+use crate::lessons::attention_layer::AttnOut;
 use crate::model::heads::Label;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::{HeatmapData, Highlight};

@@ -4,9 +4,8 @@
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::view::oom_banner;
-use super::{PAGED_HEADS, PagedFrame, PagedOut};
 use crate::cache::PagedShape;
+use crate::lessons::paged_cache::{PAGED_HEADS, PagedFrame, PagedOut};
 use crate::ui::widgets::{ViewCtx, bar, bytes, check_line};
 
 /// Lesson 5's own UI state.
@@ -293,4 +292,42 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
         "Small blocks waste little in each request's last block but need long tables (one lookup per block); large blocks need short tables but waste up to block_size − 1 slots per request.",
         "块小：每个请求末块浪费少，但块表长（每块一次查表）；块大：块表短，但每个请求最多浪费 block_size − 1 个槽位。",
     )).size(size * 0.9));
+}
+
+pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let mut parts = Vec::new();
+    for (r, b) in &f.events.preempted {
+        parts.push(format!(
+            "r{r} {} {:?} {}",
+            lang.t("preempted: blocks", "被抢占：块"),
+            b,
+            lang.t("freed, it will be recomputed", "已释放，稍后重新计算")
+        ));
+    }
+    for r in &f.events.waiting {
+        parts.push(format!(
+            "r{r} {}",
+            lang.t(
+                "waits: not enough free blocks for its prompt",
+                "等待：空闲块不足以容纳其提示"
+            )
+        ));
+    }
+    egui::Frame::new()
+        .fill(Color32::from_rgb(120, 30, 30))
+        .inner_margin(6.0)
+        .show(ui, |ui| {
+            ui.label(
+                RichText::new(format!(
+                    "OOM — {}: {}",
+                    lang.t("out of blocks", "块已耗尽"),
+                    parts.join("; ")
+                ))
+                .color(Color32::WHITE)
+                .strong()
+                .size(size),
+            );
+        });
 }

@@ -4,8 +4,8 @@
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::PagedOut;
 use crate::cache::RequestId;
+use crate::lessons::paged_cache::PagedOut;
 use crate::model::bytes_as_text;
 use crate::render::colormap::owner_color;
 use crate::ui::widgets::ViewCtx;
@@ -86,8 +86,9 @@ pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
         ui.label(job);
     }
     ui.add_space(size * 0.3);
-    let line = match &st.check {
-        Some(c) => format!(
+    let line =
+        match &st.check {
+            Some(c) => format!(
             "{}: max abs err {:.1e} {}",
             lang.t(
                 "this step's batched decode vs recomputing each text without a cache on the CPU (logits, f16 cache)",
@@ -96,8 +97,8 @@ pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
             c.max_abs,
             if c.passed() { "OK" } else { lang.t("MISMATCH", "不一致") }
         ),
-        None => lang.t("no decode this step", "本步没有解码").to_string(),
-    };
+            None => lang.t("no decode this step", "本步没有解码").to_string(),
+        };
     ui.label(RichText::new(line).size(size * 0.9));
     let agree = s.recompute_agrees.iter().filter(|x| x.2).count();
     if !s.recompute_agrees.is_empty() {

@@ -2,13 +2,16 @@
 //! timeline of scheduler steps (occupancy, events, the decode check and the block-size trade-off are in
 //! `view_stats.rs`).
 
+mod serve;
+mod stats;
+
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::{PagedCache, PagedFrame, PagedOut, View, view_serve, view_stats};
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::paged_cache::{PagedCache, PagedFrame, PagedOut, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
+use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{ViewCtx, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
 
 impl LessonUi for PagedCache {
@@ -83,7 +86,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
             );
             // The events view, when the step shows it, carries the banner: show it once.
             if f.events.oom() && !cx.step_shows("events") {
-                oom_banner(cx, ui, f);
+                stats::oom_banner(cx, ui, f);
             }
             let w = ui.available_width();
             let h = (ui.available_height() - 2.5 * size).max(60.0);
@@ -173,51 +176,13 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 );
             }
         }
-        View::Occupancy => view_stats::occupancy(cx, ui, p, f),
-        View::Events => view_stats::events(cx, ui, f),
-        View::Check => view_stats::check(cx, ui, p, f),
-        View::Tradeoff => view_stats::tradeoff(cx, ui, p, f),
-        View::Outputs => view_serve::outputs(cx, ui, p, (*cx.cursor).min(p.frames.len().saturating_sub(1))),
+        View::Occupancy => stats::occupancy(cx, ui, p, f),
+        View::Events => stats::events(cx, ui, f),
+        View::Check => stats::check(cx, ui, p, f),
+        View::Tradeoff => stats::tradeoff(cx, ui, p, f),
+        View::Outputs => serve::outputs(cx, ui, p, (*cx.cursor).min(p.frames.len().saturating_sub(1))),
         View::Kernel => {}
     }
-}
-
-pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
-    let lang = cx.lang;
-    let size = cx.size;
-    let mut parts = Vec::new();
-    for (r, b) in &f.events.preempted {
-        parts.push(format!(
-            "r{r} {} {:?} {}",
-            lang.t("preempted: blocks", "被抢占：块"),
-            b,
-            lang.t("freed, it will be recomputed", "已释放，稍后重新计算")
-        ));
-    }
-    for r in &f.events.waiting {
-        parts.push(format!(
-            "r{r} {}",
-            lang.t(
-                "waits: not enough free blocks for its prompt",
-                "等待：空闲块不足以容纳其提示"
-            )
-        ));
-    }
-    egui::Frame::new()
-        .fill(Color32::from_rgb(120, 30, 30))
-        .inner_margin(6.0)
-        .show(ui, |ui| {
-            ui.label(
-                RichText::new(format!(
-                    "OOM — {}: {}",
-                    lang.t("out of blocks", "块已耗尽"),
-                    parts.join("; ")
-                ))
-                .color(Color32::WHITE)
-                .strong()
-                .size(size),
-            );
-        });
 }
 
 fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {

@@ -1,16 +1,18 @@
 //! Lesson 4's views: prefill, the static cache as a memory strip, the growing attention matrix and the
 //! new row of every head, and the timeline that moves them all one (token, layer) at a time.
 
+mod plots;
+
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::{DecodeOut, KvDecode, View, view_plots};
 use crate::cache::kv_bytes_per_token;
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::kv_decode::{DecodeOut, KvDecode, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::Highlight;
 use crate::render::strip::{READ_COLOR, RESERVED_COLOR, StripData, USED_COLOR, WRITE_COLOR};
+use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
     Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in,
 };
@@ -38,7 +40,10 @@ impl LessonUi for KvDecode {
         let layers = d.layers;
         // On the trained model's step the timeline counts the model's tokens (its text, all its layers
         // at once), not the random stack's positions and layers.
-        let model = d.generation.as_ref().filter(|_| cx.step_shows(View::ModelDecode.name()));
+        let model = d
+            .generation
+            .as_ref()
+            .filter(|_| cx.step_shows(View::ModelDecode.name()));
         timeline(
             cx,
             ui,
@@ -267,7 +272,14 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                             .and_then(|r| r.get(j))
                             .copied()
                             .unwrap_or(0.0);
-                        format!("p[{i},{j}] = {v:.4}{}", if i == pos { lang.t("  (new row)", "  （新行）") } else { "" })
+                        format!(
+                            "p[{i},{j}] = {v:.4}{}",
+                            if i == pos {
+                                lang.t("  (new row)", "  （新行）")
+                            } else {
+                                ""
+                            }
+                        )
                     },
                 );
             });
@@ -317,8 +329,8 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                 }
             });
         }
-        View::Intensity => view_plots::intensity(cx, ui, d),
-        View::Bandwidth => view_plots::bandwidth(cx, ui),
+        View::Intensity => plots::intensity(cx, ui, d),
+        View::Bandwidth => plots::bandwidth(cx, ui),
         View::ModelDecode => {
             if let Some(g) = &d.generation {
                 model_decode(cx, ui, f.token, g);
@@ -331,7 +343,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
 /// The trained model at decode step `t` (0: the prefill has emitted the first byte): the text so far,
 /// what the step read and emitted, every layer's static cache filling up, and the K and V rows the step
 /// wrote into each layer.
-fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::ModelDecode) {
+fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_decode::generate::ModelDecode) {
     let (lang, size) = (cx.lang, cx.size);
     let t = t.min(g.bytes.len() - 1);
     let prompt_len = g.prompt.len();
@@ -387,7 +399,10 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
             g.max_seq_len,
             lang.t("positions written", "个位置已写入"),
             bytes(g.bytes_per_token() as f64),
-            lang.t("per token over all layers (K + V, f16)", "每个 token（所有层，K + V，f16）")
+            lang.t(
+                "per token over all layers (K + V, f16)",
+                "每个 token（所有层，K + V，f16）"
+            )
         ))
         .size(size * 0.9),
     );
@@ -418,9 +433,24 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
             Color32::WHITE,
         );
     }
-    legend_chip(ui, [70, 110, 170, 255], lang.t("prompt (prefill)", "提示（预填充）"), size);
-    legend_chip(ui, [90, 170, 110, 255], lang.t("generated, cached", "已生成并缓存"), size);
-    legend_chip(ui, [240, 190, 60, 255], lang.t("written by this step", "本步写入"), size);
+    legend_chip(
+        ui,
+        [70, 110, 170, 255],
+        lang.t("prompt (prefill)", "提示（预填充）"),
+        size,
+    );
+    legend_chip(
+        ui,
+        [90, 170, 110, 255],
+        lang.t("generated, cached", "已生成并缓存"),
+        size,
+    );
+    legend_chip(
+        ui,
+        [240, 190, 60, 255],
+        lang.t("written by this step", "本步写入"),
+        size,
+    );
     if t == 0 {
         recompute_line(cx, ui, g);
         return;
@@ -433,7 +463,11 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
     cx.widgets.heat.reserve_below = 0.0;
     for (k, r) in cols.into_iter().enumerate() {
         view_in(ui, r, |ui| {
-            let (name, map) = if k == 0 { ("K", &g.k_maps[t - 1]) } else { ("V", &g.v_maps[t - 1]) };
+            let (name, map) = if k == 0 {
+                ("K", &g.k_maps[t - 1])
+            } else {
+                ("V", &g.v_maps[t - 1])
+            };
             let title = format!(
                 "{name} {}  [{} × {hd}]",
                 lang.t("written by this step, row = layer·KV head", "本步写入，行 = 层·KV 头"),
@@ -458,14 +492,17 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &super::generate::Mo
         });
     }
     ui.allocate_rect(
-        egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)),
+        egui::Rect::from_min_max(
+            egui::pos2(rect.min.x, rect.max.y),
+            egui::pos2(rect.max.x, rect.max.y + 0.2),
+        ),
         egui::Sense::hover(),
     );
     recompute_line(cx, ui, g);
 }
 
 /// Whether decoding through the cache gave the logits of recomputing without one (f16 tolerance).
-fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &super::generate::ModelDecode) {
+fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::generate::ModelDecode) {
     let r = &g.check;
     let (text, color) = if r.passed() {
         (

@@ -2,11 +2,11 @@
 
 use eframe::egui::Ui;
 
-use super::{AttentionMatrix, View};
 use crate::lessons::attention_layer::AttnOut;
-use crate::lessons::attention_layer::view::{self as attn, Qkv};
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::attention_matrix::{AttentionMatrix, View};
 use crate::lessons::{LessonKind, Output};
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::views::attention_layer::{self as attn, Qkv};
 use crate::ui::widgets::{ViewCtx, kernel_panel};
 
 impl LessonUi for AttentionMatrix {

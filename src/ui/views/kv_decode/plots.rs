@@ -5,11 +5,11 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 
-use super::DecodeOut;
-use super::sweep::Sweep;
-use crate::bench::SWEEP_REQUESTS;
 use crate::cache::kv_bytes_per_token;
 use crate::compute::Device;
+use crate::lessons::kv_decode::DecodeOut;
+use crate::lessons::kv_decode::sweep::SWEEP_REQUESTS;
+use crate::lessons::kv_decode::sweep::Sweep;
 use crate::ui::widgets::{ViewCtx, bytes};
 
 pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
@@ -104,7 +104,10 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                     lang.t("balance point of this machine (measured)", "本机平衡点（实测）"),
                     gflops / gbs
                 );
-                p.line(Line::new(name, PlotPoints::new(vec![[1.0, gflops / gbs], [16.0, gflops / gbs]])));
+                p.line(Line::new(
+                    name,
+                    PlotPoints::new(vec![[1.0, gflops / gbs], [16.0, gflops / gbs]]),
+                ));
             }
         });
     ui.label(

@@ -4,12 +4,12 @@
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
-use super::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::prefix_cache::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::blocks::BlockGridLayout;
 use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
+use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{ViewCtx, bar, check_line, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
 
 impl LessonUi for PrefixCache {
@@ -40,12 +40,24 @@ impl LessonUi for PrefixCache {
             View::Stats => stats(cx, ui, f),
             View::Events => events(cx, ui, f),
             View::Check => {
-                check_line(cx, ui, f.check.as_ref(), cx.t("paged decode through the shared tables", "经共享块表的分页解码"));
+                check_line(
+                    cx,
+                    ui,
+                    f.check.as_ref(),
+                    cx.t("paged decode through the shared tables", "经共享块表的分页解码"),
+                );
                 let (ok, text) = match &f.invariants {
                     Ok(()) => (true, cx.t("cache invariants: ok", "缓存不变量：成立").to_string()),
-                    Err(e) => (false, format!("{}: {e}", cx.t("cache invariants broken", "缓存不变量被破坏"))),
+                    Err(e) => (
+                        false,
+                        format!("{}: {e}", cx.t("cache invariants broken", "缓存不变量被破坏")),
+                    ),
                 };
-                let color = if ok { Color32::from_rgb(120, 200, 120) } else { Color32::from_rgb(240, 120, 120) };
+                let color = if ok {
+                    Color32::from_rgb(120, 200, 120)
+                } else {
+                    Color32::from_rgb(240, 120, 120)
+                };
                 ui.label(RichText::new(text).color(color).size(cx.size * 0.9));
             }
             View::Kernel => {}
@@ -72,7 +84,13 @@ impl LessonUi for PrefixCache {
 }
 
 /// "1 token" / "2 tokens" in English; Chinese has one form.
-fn plural(lang: crate::ui::text::Lang, n: usize, one: &'static str, many: &'static str, zh: &'static str) -> &'static str {
+fn plural(
+    lang: crate::ui::text::Lang,
+    n: usize,
+    one: &'static str,
+    many: &'static str,
+    zh: &'static str,
+) -> &'static str {
     lang.t(if n == 1 { one } else { many }, zh)
 }
 
@@ -103,7 +121,12 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
     let rect = resp.rect;
     let ppp = ui.ctx().pixels_per_point();
-    let lay = BlockGridLayout::new(s.num_blocks, s.block_size.max(1), rect.width() * ppp, rect.height() * ppp);
+    let lay = BlockGridLayout::new(
+        s.num_blocks,
+        s.block_size.max(1),
+        rect.width() * ppp,
+        rect.height() * ppp,
+    );
     let painter = ui.painter_at(rect);
     for b in 0..s.num_blocks {
         let [x, y, bw, bh] = lay.block_rect(b).map(|v| v / ppp);
@@ -127,7 +150,11 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             );
         }
         if let Some((hash, _, _)) = &f.cached[b] {
-            let ink = if f.refs[b] == 0 { Color32::from_rgb(230, 200, 120) } else { Color32::from_white_alpha(230) };
+            let ink = if f.refs[b] == 0 {
+                Color32::from_rgb(230, 200, 120)
+            } else {
+                Color32::from_white_alpha(230)
+            };
             painter.text(
                 egui::pos2(r.min.x + 2.0, r.max.y - 1.0),
                 egui::Align2::LEFT_BOTTOM,
@@ -179,11 +206,14 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             let state = if f.refs[b] > 0 {
                 format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
             } else if f.cached[b].is_some() {
-                lang.t("ref count 0, cached: in the evictor", "引用计数 0，已缓存：在驱逐器中").to_string()
+                lang.t("ref count 0, cached: in the evictor", "引用计数 0，已缓存：在驱逐器中")
+                    .to_string()
             } else {
                 lang.t("free", "空闲").to_string()
             };
-            let hash = f.cached[b].as_ref().map_or(String::new(), |(h, _, t)| format!("  {} {t:?}", short(*h)));
+            let hash = f.cached[b]
+                .as_ref()
+                .map_or(String::new(), |(h, _, t)| format!("  {} {t:?}", short(*h)));
             format!("{} {b}: {state}{hash}", lang.t("block", "块"))
         }
         None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
@@ -232,7 +262,11 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         ui.end_row();
         for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
             let full = chunk.len() == bs;
-            let parent = if i == 0 { "0".to_string() } else { hashes.get(i - 1).map_or("—".into(), |h| short(*h)) };
+            let parent = if i == 0 {
+                "0".to_string()
+            } else {
+                hashes.get(i - 1).map_or("—".into(), |h| short(*h))
+            };
             let hash = if full {
                 hashes.get(i).map_or("—".into(), |h| short(*h))
             } else {
@@ -245,7 +279,11 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             ui.label(mono(i.to_string()));
             ui.label(mono(format!("{chunk:?}")));
             ui.label(mono(parent));
-            ui.label(mono(hash).color(if cached { Color32::from_rgb(230, 200, 120) } else { ui.visuals().text_color() }));
+            ui.label(mono(hash).color(if cached {
+                Color32::from_rgb(230, 200, 120)
+            } else {
+                ui.visuals().text_color()
+            }));
             ui.label(mono(match phys {
                 Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
                 Some(b) => b.to_string(),
@@ -260,7 +298,11 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
 fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     let n = f.cached.iter().filter(|m| m.is_some()).count();
-    ui.label(RichText::new(format!("{}: {n}", lang.t("hash → block map", "哈希 → 块映射"))).strong().size(size));
+    ui.label(
+        RichText::new(format!("{}: {n}", lang.t("hash → block map", "哈希 → 块映射")))
+            .strong()
+            .size(size),
+    );
     egui::ScrollArea::vertical().id_salt("prefix-map").show(ui, |ui| {
         for (b, m) in f.cached.iter().enumerate() {
             let Some((h, parent, toks)) = m else { continue };
@@ -270,9 +312,15 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
                 lang.t("evictor", "驱逐器").to_string()
             };
             ui.label(
-                RichText::new(format!("{} → {} {b}  ({state}; {} {}, {toks:?})", short(*h), lang.t("block", "块"), lang.t("parent", "父"), short(*parent)))
-                    .monospace()
-                    .size(size * 0.85),
+                RichText::new(format!(
+                    "{} → {} {b}  ({state}; {} {}, {toks:?})",
+                    short(*h),
+                    lang.t("block", "块"),
+                    lang.t("parent", "父"),
+                    short(*parent)
+                ))
+                .monospace()
+                .size(size * 0.85),
             );
         }
     });
@@ -281,22 +329,36 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
 /// The block tables, shared entries marked.
 fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
-    ui.label(RichText::new(lang.t("block tables (× = shared)", "块表（× = 共享）")).strong().size(size));
+    ui.label(
+        RichText::new(lang.t("block tables (× = shared)", "块表（× = 共享）"))
+            .strong()
+            .size(size),
+    );
     if f.tables.is_empty() {
         ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
     }
     for (r, t) in &f.tables {
         let entries: Vec<String> = t
             .iter()
-            .map(|&b| if f.refs[b as usize] > 1 { format!("{b}×{}", f.refs[b as usize]) } else { b.to_string() })
+            .map(|&b| {
+                if f.refs[b as usize] > 1 {
+                    format!("{b}×{}", f.refs[b as usize])
+                } else {
+                    b.to_string()
+                }
+            })
             .collect();
         let len = f.tokens.get(r).map_or(0, Vec::len);
         ui.horizontal(|ui| {
             legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
             ui.label(
-                RichText::new(format!("[{}]  {len} {}", entries.join(", "), plural(lang, len, "token", "tokens", "个 token")))
-                    .monospace()
-                    .size(size * 0.9),
+                RichText::new(format!(
+                    "[{}]  {len} {}",
+                    entries.join(", "),
+                    plural(lang, len, "token", "tokens", "个 token")
+                ))
+                .monospace()
+                .size(size * 0.9),
             );
         });
     }
@@ -305,23 +367,42 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
 /// The free list and the evictor, kept apart.
 fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
-    ui.label(RichText::new(format!("{} ({})", lang.t("free list", "空闲列表"), f.free.len())).strong().size(size));
+    ui.label(
+        RichText::new(format!("{} ({})", lang.t("free list", "空闲列表"), f.free.len()))
+            .strong()
+            .size(size),
+    );
     let free: Vec<String> = f.free.iter().map(u32::to_string).collect();
     ui.label(
-        RichText::new(format!("[{}]  ← {}", free.join(" "), lang.t("allocate() pops from this end", "allocate() 从这一端取")))
-            .monospace()
-            .size(size * 0.85),
+        RichText::new(format!(
+            "[{}]  ← {}",
+            free.join(" "),
+            lang.t("allocate() pops from this end", "allocate() 从这一端取")
+        ))
+        .monospace()
+        .size(size * 0.85),
     );
     ui.add_space(size * 0.5);
     ui.label(
-        RichText::new(format!("{} ({})", lang.t("evictor: cached, ref count 0", "驱逐器：已缓存、引用计数为 0"), f.evictor.len()))
-            .strong()
-            .size(size),
+        RichText::new(format!(
+            "{} ({})",
+            lang.t("evictor: cached, ref count 0", "驱逐器：已缓存、引用计数为 0"),
+            f.evictor.len()
+        ))
+        .strong()
+        .size(size),
     );
     let ev: Vec<String> = f
         .evictor
         .iter()
-        .map(|&b| format!("{b}{}", f.cached[b as usize].as_ref().map_or(String::new(), |(h, _, _)| short(*h))))
+        .map(|&b| {
+            format!(
+                "{b}{}",
+                f.cached[b as usize]
+                    .as_ref()
+                    .map_or(String::new(), |(h, _, _)| short(*h))
+            )
+        })
         .collect();
     ui.label(
         RichText::new(format!(
@@ -339,14 +420,56 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     ui.label(RichText::new(lang.t("so far", "累计")).strong().size(size));
     let most = f.lookups.max(1) as usize;
-    bar(ui, lang.t("full blocks looked up", "查找的满块"), f.lookups as usize, most, color_of(0), size);
-    bar(ui, lang.t("… found in the cache (hits)", "…命中缓存"), f.hits as usize, most, color_of(2), size);
+    bar(
+        ui,
+        lang.t("full blocks looked up", "查找的满块"),
+        f.lookups as usize,
+        most,
+        color_of(0),
+        size,
+    );
+    bar(
+        ui,
+        lang.t("… found in the cache (hits)", "…命中缓存"),
+        f.hits as usize,
+        most,
+        color_of(2),
+        size,
+    );
     let toks = (f.computed + f.saved).max(1);
-    bar(ui, lang.t("prompt tokens prefilled", "实际预填充的 token"), f.computed, toks, color_of(1), size);
-    bar(ui, lang.t("prompt tokens from the cache", "直接取自缓存的 token"), f.saved, toks, color_of(3), size);
+    bar(
+        ui,
+        lang.t("prompt tokens prefilled", "实际预填充的 token"),
+        f.computed,
+        toks,
+        color_of(1),
+        size,
+    );
+    bar(
+        ui,
+        lang.t("prompt tokens from the cache", "直接取自缓存的 token"),
+        f.saved,
+        toks,
+        color_of(3),
+        size,
+    );
     let blocks = f.blocks_unshared.max(f.blocks_used).max(1);
-    bar(ui, lang.t("blocks without sharing", "不共享时需要的块"), f.blocks_unshared, blocks, color_of(4), size);
-    bar(ui, lang.t("blocks in use (shared)", "实际占用的块（共享）"), f.blocks_used, blocks, color_of(5), size);
+    bar(
+        ui,
+        lang.t("blocks without sharing", "不共享时需要的块"),
+        f.blocks_unshared,
+        blocks,
+        color_of(4),
+        size,
+    );
+    bar(
+        ui,
+        lang.t("blocks in use (shared)", "实际占用的块（共享）"),
+        f.blocks_used,
+        blocks,
+        color_of(5),
+        size,
+    );
 }
 
 /// What happened at this event, in words.
@@ -354,27 +477,60 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     let list = |v: &[u32]| format!("{v:?}");
     let text = match &f.event {
-        Event::Admit { req, prompt, hits, saved, computed, evicted } => {
+        Event::Admit {
+            req,
+            prompt,
+            hits,
+            saved,
+            computed,
+            evicted,
+        } => {
             let mut t = format!(
                 "r{req} {} {prompt} {}: {hits} {} ({saved} {}), {computed} {}",
                 lang.t("arrives with", "到达，提示"),
                 plural(lang, *prompt, "token", "tokens", "个 token"),
                 plural(lang, *hits, "full block hit", "full blocks hit", "个满块命中"),
-                plural(lang, *saved, "token not prefilled", "tokens not prefilled", "个 token 免于预填充"),
-                plural(lang, *computed, "token prefilled", "tokens prefilled", "个 token 需要预填充"),
+                plural(
+                    lang,
+                    *saved,
+                    "token not prefilled",
+                    "tokens not prefilled",
+                    "个 token 免于预填充"
+                ),
+                plural(
+                    lang,
+                    *computed,
+                    "token prefilled",
+                    "tokens prefilled",
+                    "个 token 需要预填充"
+                ),
             );
             if !evicted.is_empty() {
-                t += &format!("; {} {}", lang.t("evicted to make room:", "为腾出空间驱逐："), list(evicted));
+                t += &format!(
+                    "; {} {}",
+                    lang.t("evicted to make room:", "为腾出空间驱逐："),
+                    list(evicted)
+                );
             }
             t
         }
         Event::Oom { req } => format!(
             "r{req}: {}",
-            lang.t("refused: not enough free or evictable blocks (OOM)", "被拒绝：空闲与可驱逐块合计不足（OOM）")
+            lang.t(
+                "refused: not enough free or evictable blocks (OOM)",
+                "被拒绝：空闲与可驱逐块合计不足（OOM）"
+            )
         ),
-        Event::Finish { req, to_evictor, to_free } => format!(
+        Event::Finish {
+            req,
+            to_evictor,
+            to_free,
+        } => format!(
             "r{req} {}; {} {}; {} {}",
-            lang.t("finishes: each of its blocks loses one reference", "结束：它的每个块引用计数减 1"),
+            lang.t(
+                "finishes: each of its blocks loses one reference",
+                "结束：它的每个块引用计数减 1"
+            ),
             lang.t("to the evictor (still cached):", "进入驱逐器（仍在缓存中）："),
             list(to_evictor),
             lang.t("to the free list:", "回到空闲列表："),
@@ -394,15 +550,33 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         Event::Append { req, cow, new_block } => match (cow, new_block) {
             (Some((s, d, slots)), _) => format!(
                 "r{req} {} {s} → {d} ({} {slots}); {}",
-                lang.t("appends into a shared partial block: copy-on-write", "向共享的未满块追加：写时复制"),
-                lang.t("copy_blocks copies the whole block; filled slots:", "copy_blocks 复制整个块；已用槽位："),
+                lang.t(
+                    "appends into a shared partial block: copy-on-write",
+                    "向共享的未满块追加：写时复制"
+                ),
+                lang.t(
+                    "copy_blocks copies the whole block; filled slots:",
+                    "copy_blocks 复制整个块；已用槽位："
+                ),
                 lang.t(
                     "its table now points at the copy and the old block's ref count drops by 1",
                     "块表改指向副本，原块引用计数减 1"
                 )
             ),
-            (None, Some(b)) => format!("r{req} {} {b}", lang.t("appends: its last block was full, new block", "追加：最后一块已满，新块")),
-            (None, None) => format!("r{req} {}", lang.t("appends into its own last block: no copy", "向自己独占的最后一块追加：无需复制")),
+            (None, Some(b)) => format!(
+                "r{req} {} {b}",
+                lang.t(
+                    "appends: its last block was full, new block",
+                    "追加：最后一块已满，新块"
+                )
+            ),
+            (None, None) => format!(
+                "r{req} {}",
+                lang.t(
+                    "appends into its own last block: no copy",
+                    "向自己独占的最后一块追加：无需复制"
+                )
+            ),
         },
     };
     ui.label(RichText::new(text).size(size));

@@ -5,12 +5,12 @@
 use eframe::egui::{self, Color32, RichText, Stroke, Ui};
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
-use super::{FlashAttention, FlashOut, HOPPER_SMEM_PER_SM_KIB, MEMORY_TS, View};
 use crate::compute::ops::flash::smem_floats;
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::flash_attention::{FlashAttention, FlashOut, HOPPER_SMEM_PER_SM_KIB, MEMORY_TS, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
+use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, heat_panel, kernel_panel, prev_next, timeline, view_id};
 
 const GOLD: Color32 = Color32::from_rgb(240, 190, 60);
@@ -121,7 +121,10 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 xs.iter().map(|&t| [(t as f64).log2(), g(t).log10()]).collect()
             };
             p.line(Line::new(lang.t("S + P (T² each)", "S + P（各 T²）"), pts(&sp)).width(3.0));
-            p.line(Line::new(lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"), pts(&qkvo)));
+            p.line(Line::new(
+                lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"),
+                pts(&qkvo),
+            ));
             p.line(flat(
                 format!(
                     "{} {HOPPER_SMEM_PER_SM_KIB} KiB",
@@ -168,7 +171,10 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             "{} {} · {} {}",
             lang.t("tiles of this lesson:", "本课的块："),
             bytes(tile),
-            lang.t("the kernel's static shared memory for tiles:", "kernel 为块准备的静态共享内存："),
+            lang.t(
+                "the kernel's static shared memory for tiles:",
+                "kernel 为块准备的静态共享内存："
+            ),
             bytes((f.kernel_floats * 4) as f64)
         ))
         .size(size * 0.85),
@@ -187,7 +193,10 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             "{} {row} ({} {rb}): {}",
             lang.t("query row", "查询行"),
             lang.t("row block", "行块"),
-            lang.t("the online softmax, key tile by key tile", "在线 softmax，一个键块接一个键块")
+            lang.t(
+                "the online softmax, key tile by key tile",
+                "在线 softmax，一个键块接一个键块"
+            )
         ))
         .strong()
         .size(size),
@@ -205,45 +214,53 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .id_salt("flash-online")
         .max_height((ui.available_height() * 0.4).max(60.0))
         .show(ui, |ui| {
-            egui::Grid::new("flash-online-grid").striped(true).spacing([size, 4.0]).show(ui, |ui| {
-                for h in [
-                    lang.t("key tile", "键块"),
-                    lang.t("keys", "键"),
-                    "m",
-                    "l",
-                    lang.t("rescale exp(m_old − m_new)", "缩放 exp(m_old − m_new)"),
-                ] {
-                    ui.label(RichText::new(h).strong().size(size * 0.9));
-                }
-                ui.end_row();
-                for (i, s) in &steps {
-                    let r = row - s.rows.start;
-                    let color = if *i == c { GOLD } else { ui.visuals().text_color() };
-                    ui.label(mono(s.col_tile.to_string()).color(color));
-                    ui.label(mono(format!("{}–{}", s.cols.start, s.cols.end - 1)).color(color));
-                    if s.skipped {
-                        ui.label(mono(lang.t("skipped: masked", "跳过：全被掩码").to_string()).color(color));
-                        ui.label("");
-                        ui.label("");
-                    } else {
-                        let m = s.m[r];
-                        let m_text = if m.is_finite() { format!("{m:.4}") } else { "−∞".into() };
-                        ui.label(mono(m_text).color(color));
-                        ui.label(mono(format!("{:.4}", s.l[r])).color(color));
-                        // exp(m_old − m_new) with m_old = −∞: nothing was accumulated yet.
-                        let first = !f.walk.steps[..*i]
-                            .iter()
-                            .any(|p| p.row_block == rb && !p.skipped && p.m[r].is_finite());
-                        let text = if first {
-                            lang.t("— (first tile: nothing to rescale)", "—（第一块：无需缩放）").to_string()
-                        } else {
-                            format!("{:.4}", s.rescale[r])
-                        };
-                        ui.label(mono(text).color(color));
+            egui::Grid::new("flash-online-grid")
+                .striped(true)
+                .spacing([size, 4.0])
+                .show(ui, |ui| {
+                    for h in [
+                        lang.t("key tile", "键块"),
+                        lang.t("keys", "键"),
+                        "m",
+                        "l",
+                        lang.t("rescale exp(m_old − m_new)", "缩放 exp(m_old − m_new)"),
+                    ] {
+                        ui.label(RichText::new(h).strong().size(size * 0.9));
                     }
                     ui.end_row();
-                }
-            });
+                    for (i, s) in &steps {
+                        let r = row - s.rows.start;
+                        let color = if *i == c { GOLD } else { ui.visuals().text_color() };
+                        ui.label(mono(s.col_tile.to_string()).color(color));
+                        ui.label(mono(format!("{}–{}", s.cols.start, s.cols.end - 1)).color(color));
+                        if s.skipped {
+                            ui.label(mono(lang.t("skipped: masked", "跳过：全被掩码").to_string()).color(color));
+                            ui.label("");
+                            ui.label("");
+                        } else {
+                            let m = s.m[r];
+                            let m_text = if m.is_finite() {
+                                format!("{m:.4}")
+                            } else {
+                                "−∞".into()
+                            };
+                            ui.label(mono(m_text).color(color));
+                            ui.label(mono(format!("{:.4}", s.l[r])).color(color));
+                            // exp(m_old − m_new) with m_old = −∞: nothing was accumulated yet.
+                            let first = !f.walk.steps[..*i]
+                                .iter()
+                                .any(|p| p.row_block == rb && !p.skipped && p.m[r].is_finite());
+                            let text = if first {
+                                lang.t("— (first tile: nothing to rescale)", "—（第一块：无需缩放）")
+                                    .to_string()
+                            } else {
+                                format!("{:.4}", s.rescale[r])
+                            };
+                            ui.label(mono(text).color(color));
+                        }
+                        ui.end_row();
+                    }
+                });
         });
     // The full softmax of this row from lesson 1's kernels (S materialised).
     let srow: Vec<f32> = (0..f.t).map(|j| f.full.scores[[0, row, j]]).collect();
@@ -252,7 +269,10 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     ui.label(
         RichText::new(format!(
             "{}: max = {mx:.4}, Σ exp(s − max) = {sum:.4}",
-            lang.t("full softmax of row (lesson 1's kernels)", "该行的完整 softmax（第 1 课的 kernel）")
+            lang.t(
+                "full softmax of row (lesson 1's kernels)",
+                "该行的完整 softmax（第 1 课的 kernel）"
+            )
         ))
         .monospace()
         .size(size * 0.9),
@@ -327,8 +347,14 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                         .color(Color32::from_rgb(110, 160, 240)),
                 );
                 p.bar_chart(
-                    BarChart::new(lang.t("running: exp(s − m) / l over keys seen", "运行中：已见键上的 exp(s − m) / l"), p_run)
-                        .color(GOLD),
+                    BarChart::new(
+                        lang.t(
+                            "running: exp(s − m) / l over keys seen",
+                            "运行中：已见键上的 exp(s − m) / l",
+                        ),
+                        p_run,
+                    )
+                    .color(GOLD),
                 );
             });
     }
@@ -342,7 +368,10 @@ fn tiles(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let id = view_id("flash-tiles", 0);
     let title = format!(
         "{}  [Br={}, Bc={}]",
-        lang.t("lesson 1's P in tiles (flash never writes it)", "第 1 课的 P 分成块（flash 从不写出它）"),
+        lang.t(
+            "lesson 1's P in tiles (flash never writes it)",
+            "第 1 课的 P 分成块（flash 从不写出它）"
+        ),
         f.br,
         f.bc
     );
@@ -386,12 +415,23 @@ fn overlay_tiles(cx: &ViewCtx, ui: &Ui, f: &FlashOut, id: u64, c: usize) {
         let r = egui::Rect::from_min_max(at(s.cols.start, s.rows.start), at(s.cols.end, s.rows.end));
         if s.skipped {
             painter.rect_filled(r, 0.0, Color32::from_black_alpha(if i <= c { 150 } else { 90 }));
-            painter.line_segment([r.left_top(), r.right_bottom()], Stroke::new(1.0, Color32::from_gray(150)));
-            painter.line_segment([r.right_top(), r.left_bottom()], Stroke::new(1.0, Color32::from_gray(150)));
+            painter.line_segment(
+                [r.left_top(), r.right_bottom()],
+                Stroke::new(1.0, Color32::from_gray(150)),
+            );
+            painter.line_segment(
+                [r.right_top(), r.left_bottom()],
+                Stroke::new(1.0, Color32::from_gray(150)),
+            );
         } else if i > c {
             painter.rect_filled(r, 0.0, Color32::from_black_alpha(170));
         }
-        painter.rect_stroke(r, 0.0, Stroke::new(1.0, Color32::from_white_alpha(110)), egui::StrokeKind::Inside);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.0, Color32::from_white_alpha(110)),
+            egui::StrokeKind::Inside,
+        );
     }
     if let Some(s) = f.walk.steps.get(c) {
         let r = egui::Rect::from_min_max(at(s.cols.start, s.rows.start), at(s.cols.end, s.rows.end));
@@ -438,11 +478,36 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
     let used = smem_floats(br, bc, hd);
     let budget = f.smem_kib * 1024 / 4;
     let parts = [
-        (format!("Q   {br}×{hd}"), lang.t("queries, loaded once per row block", "查询，每个行块加载一次"), br * hd, Color32::from_rgb(110, 160, 240)),
-        (format!("K   {bc}×{hd}"), lang.t("this key tile's keys", "当前键块的键"), bc * hd, Color32::from_rgb(240, 150, 80)),
-        (format!("V   {bc}×{hd}"), lang.t("this key tile's values", "当前键块的值"), bc * hd, Color32::from_rgb(200, 120, 220)),
-        (format!("S   {br}×{bc}"), lang.t("scores, then probabilities, of the tile", "块内分数，随后变为概率"), br * bc, Color32::from_rgb(230, 210, 90)),
-        (format!("acc {br}×{hd}"), lang.t("output accumulator, rescaled every tile", "输出累加器，每块都会缩放"), br * hd, GREEN),
+        (
+            format!("Q   {br}×{hd}"),
+            lang.t("queries, loaded once per row block", "查询，每个行块加载一次"),
+            br * hd,
+            Color32::from_rgb(110, 160, 240),
+        ),
+        (
+            format!("K   {bc}×{hd}"),
+            lang.t("this key tile's keys", "当前键块的键"),
+            bc * hd,
+            Color32::from_rgb(240, 150, 80),
+        ),
+        (
+            format!("V   {bc}×{hd}"),
+            lang.t("this key tile's values", "当前键块的值"),
+            bc * hd,
+            Color32::from_rgb(200, 120, 220),
+        ),
+        (
+            format!("S   {br}×{bc}"),
+            lang.t("scores, then probabilities, of the tile", "块内分数，随后变为概率"),
+            br * bc,
+            Color32::from_rgb(230, 210, 90),
+        ),
+        (
+            format!("acc {br}×{hd}"),
+            lang.t("output accumulator, rescaled every tile", "输出累加器，每块都会缩放"),
+            br * hd,
+            GREEN,
+        ),
     ];
     let label_w = size * 6.5;
     let bh = size * 0.9;
@@ -464,11 +529,18 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
     // The tiles together against the slider's budget and the kernel's static allocation.
     for (name, cap) in [
         (lang.t("all tiles / slider budget", "全部块 / 滑块预算"), budget),
-        (lang.t("all tiles / kernel's __shared__", "全部块 / kernel 的 __shared__"), f.kernel_floats),
+        (
+            lang.t("all tiles / kernel's __shared__", "全部块 / kernel 的 __shared__"),
+            f.kernel_floats,
+        ),
     ] {
         ui.label(
-            RichText::new(format!("{name}: {} / {}", bytes((used * 4) as f64), bytes((cap * 4) as f64)))
-                .size(size * 0.8),
+            RichText::new(format!(
+                "{name}: {} / {}",
+                bytes((used * 4) as f64),
+                bytes((cap * 4) as f64)
+            ))
+            .size(size * 0.8),
         );
         let bw = (ui.available_width() - 8.0).max(20.0);
         let (r, _) = ui.allocate_exact_size(egui::vec2(bw, bh * 0.7), egui::Sense::hover());
@@ -490,7 +562,11 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let (a, b, ct) = (s.rows.start, s.rows.end - 1, s.col_tile);
     let title = match lang {
         crate::ui::text::Lang::Zh => format!("键块 {ct} 之后，查询 {a}–{b} 的累加器  [{}×{}]", s.rows.len(), f.hd),
-        _ => format!("accumulator of queries {a}–{b} after key tile {ct}  [{}×{}]", s.rows.len(), f.hd),
+        _ => format!(
+            "accumulator of queries {a}–{b} after key tile {ct}  [{}×{}]",
+            s.rows.len(),
+            f.hd
+        ),
     };
     let hd = f.hd;
     cx.widgets.heat.reserve_below = 1.6 * cx.size;
@@ -513,7 +589,10 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             )
         },
     );
-    let l_range = s.l.iter().copied().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let l_range =
+        s.l.iter()
+            .copied()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
     ui.label(
         RichText::new(format!(
             "{} · l ∈ [{:.3}, {:.3}] · {} ×{:.4}…×{:.4}",
@@ -548,15 +627,47 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .strong()
         .size(size),
     );
-    crate::ui::widgets::bar(ui, lang.t("tiles in the grid", "网格中的块"), total, total, Color32::from_gray(150), size);
+    crate::ui::widgets::bar(
+        ui,
+        lang.t("tiles in the grid", "网格中的块"),
+        total,
+        total,
+        Color32::from_gray(150),
+        size,
+    );
     crate::ui::widgets::bar(ui, lang.t("tiles computed", "计算的块"), visited, total, GREEN, size);
-    crate::ui::widgets::bar(ui, lang.t("tiles skipped (masked)", "跳过的块（被掩码）"), skipped, total, Color32::from_rgb(240, 150, 80), size);
-    crate::ui::widgets::bar(ui, lang.t("scores, all of S (T²)", "全部分数 S（T²）"), t2, t2, Color32::from_gray(150), size);
-    crate::ui::widgets::bar(ui, lang.t("scores in computed tiles", "计算块中的分数"), elems, t2, GREEN, size);
+    crate::ui::widgets::bar(
+        ui,
+        lang.t("tiles skipped (masked)", "跳过的块（被掩码）"),
+        skipped,
+        total,
+        Color32::from_rgb(240, 150, 80),
+        size,
+    );
+    crate::ui::widgets::bar(
+        ui,
+        lang.t("scores, all of S (T²)", "全部分数 S（T²）"),
+        t2,
+        t2,
+        Color32::from_gray(150),
+        size,
+    );
+    crate::ui::widgets::bar(
+        ui,
+        lang.t("scores in computed tiles", "计算块中的分数"),
+        elems,
+        t2,
+        GREEN,
+        size,
+    );
     crate::ui::widgets::bar(
         ui,
         lang.t("visible scores, T(T+1)/2", "可见分数 T(T+1)/2"),
-        if f.mask == crate::math::Mask::Causal { f.t * (f.t + 1) / 2 } else { t2 },
+        if f.mask == crate::math::Mask::Causal {
+            f.t * (f.t + 1) / 2
+        } else {
+            t2
+        },
         t2,
         Color32::from_rgb(110, 160, 240),
         size,
@@ -584,7 +695,10 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     ui.label(
         RichText::new(format!(
             "{} T = {}, hd = {}, Br = {}, Bc = {} ({})",
-            lang.t("global memory traffic of one head, in elements:", "单个头的全局内存读写量（元素数）："),
+            lang.t(
+                "global memory traffic of one head, in elements:",
+                "单个头的全局内存读写量（元素数）："
+            ),
             f.t,
             f.hd,
             f.br,
@@ -594,25 +708,36 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .strong()
         .size(size),
     );
-    egui::Grid::new("flash-io").striped(true).spacing([size, 4.0]).show(ui, |ui| {
-        for h in ["", lang.t("read", "读"), lang.t("write", "写"), lang.t("formula", "公式")] {
-            ui.label(RichText::new(h).strong().size(size * 0.9));
-        }
-        ui.end_row();
-        ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
-        ui.label(mono(n.read.to_string()));
-        ui.label(mono(n.write.to_string()));
-        ui.label(mono("R = 3·T·hd + 2·T², W = 2·T² + T·hd".into()));
-        ui.end_row();
-        ui.label(mono(lang.t("flash (tiled)", "flash（分块）").into()));
-        ui.label(mono(fl.read.to_string()));
-        ui.label(mono(fl.write.to_string()));
-        ui.label(mono(lang.t(
-            "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
-            "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
-        ).into()));
-        ui.end_row();
-    });
+    egui::Grid::new("flash-io")
+        .striped(true)
+        .spacing([size, 4.0])
+        .show(ui, |ui| {
+            for h in [
+                "",
+                lang.t("read", "读"),
+                lang.t("write", "写"),
+                lang.t("formula", "公式"),
+            ] {
+                ui.label(RichText::new(h).strong().size(size * 0.9));
+            }
+            ui.end_row();
+            ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
+            ui.label(mono(n.read.to_string()));
+            ui.label(mono(n.write.to_string()));
+            ui.label(mono("R = 3·T·hd + 2·T², W = 2·T² + T·hd".into()));
+            ui.end_row();
+            ui.label(mono(lang.t("flash (tiled)", "flash（分块）").into()));
+            ui.label(mono(fl.read.to_string()));
+            ui.label(mono(fl.write.to_string()));
+            ui.label(mono(
+                lang.t(
+                    "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
+                    "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
+                )
+                .into(),
+            ));
+            ui.end_row();
+        });
     ui.label(
         RichText::new(format!(
             "{} {:.1}× {} · f32: {} → {}",
@@ -626,8 +751,18 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     );
     let h = (ui.available_height() - 1.5 * size).max(100.0);
     let bar = |i: usize, off: f64, v: u64| Bar::new(i as f64 + off, (v.max(1) as f64).log10()).width(0.38);
-    let naive: Vec<Bar> = f.io_sweep.iter().enumerate().map(|(i, (_, a, _))| bar(i, -0.2, a.read + a.write)).collect();
-    let flash: Vec<Bar> = f.io_sweep.iter().enumerate().map(|(i, (_, _, b))| bar(i, 0.2, b.read + b.write)).collect();
+    let naive: Vec<Bar> = f
+        .io_sweep
+        .iter()
+        .enumerate()
+        .map(|(i, (_, a, _))| bar(i, -0.2, a.read + a.write))
+        .collect();
+    let flash: Vec<Bar> = f
+        .io_sweep
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, b))| bar(i, 0.2, b.read + b.write))
+        .collect();
     let ts: Vec<usize> = f.io_sweep.iter().map(|x| x.0).collect();
     Plot::new("flash-io-bars")
         .height(h)
@@ -659,31 +794,52 @@ fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let (a, b, m, [ca, cb]) = &f.split;
     let row = f.t - 1;
     let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
-    let m_text = |m: f32| if m.is_finite() { format!("{m:.4}") } else { "−∞".into() };
+    let m_text = |m: f32| {
+        if m.is_finite() {
+            format!("{m:.4}")
+        } else {
+            "−∞".into()
+        }
+    };
     let title = match lang {
         crate::ui::text::Lang::Zh => format!("解码：只有一个查询（第 {row} 行），它的键被分成两个分区"),
         _ => format!("decode: one query (row {row}), its keys split into two partitions"),
     };
     ui.label(RichText::new(title).strong().size(size));
-    egui::Grid::new("flash-split").striped(true).spacing([size, 4.0]).show(ui, |ui| {
-        for h in [lang.t("partition", "分区"), lang.t("keys", "键"), "m", "l", lang.t("factor exp(m_i − m)", "系数 exp(m_i − m)")] {
-            ui.label(RichText::new(h).strong().size(size * 0.9));
-        }
-        ui.end_row();
-        for (name, p, c) in [("1", a, Some(*ca)), ("2", b, Some(*cb)), (lang.t("merged", "合并"), m, None)] {
-            ui.label(mono(name.to_string()));
-            ui.label(mono(if p.keys.is_empty() {
-                "—".into()
-            } else {
-                format!("{}–{}", p.keys.start, p.keys.end - 1)
-            }));
-            ui.label(mono(m_text(p.m)));
-            ui.label(mono(format!("{:.4}", p.l)));
-            ui.label(mono(c.map_or("m = max(m₁, m₂)".into(), |c| format!("{c:.4}"))));
+    egui::Grid::new("flash-split")
+        .striped(true)
+        .spacing([size, 4.0])
+        .show(ui, |ui| {
+            for h in [
+                lang.t("partition", "分区"),
+                lang.t("keys", "键"),
+                "m",
+                "l",
+                lang.t("factor exp(m_i − m)", "系数 exp(m_i − m)"),
+            ] {
+                ui.label(RichText::new(h).strong().size(size * 0.9));
+            }
             ui.end_row();
-        }
-    });
-    ui.label(mono("l = l₁·exp(m₁ − m) + l₂·exp(m₂ − m),  O = (acc₁·exp(m₁ − m) + acc₂·exp(m₂ − m)) / l".into()));
+            for (name, p, c) in [
+                ("1", a, Some(*ca)),
+                ("2", b, Some(*cb)),
+                (lang.t("merged", "合并"), m, None),
+            ] {
+                ui.label(mono(name.to_string()));
+                ui.label(mono(if p.keys.is_empty() {
+                    "—".into()
+                } else {
+                    format!("{}–{}", p.keys.start, p.keys.end - 1)
+                }));
+                ui.label(mono(m_text(p.m)));
+                ui.label(mono(format!("{:.4}", p.l)));
+                ui.label(mono(c.map_or("m = max(m₁, m₂)".into(), |c| format!("{c:.4}"))));
+                ui.end_row();
+            }
+        });
+    ui.label(mono(
+        "l = l₁·exp(m₁ − m) + l₂·exp(m₂ − m),  O = (acc₁·exp(m₁ − m) + acc₂·exp(m₂ − m)) / l".into(),
+    ));
     cx.widgets.heat.reserve_below = 1.6 * size;
     heat_panel(
         cx,

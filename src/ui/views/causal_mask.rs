@@ -3,13 +3,13 @@
 
 use eframe::egui::{Color32, RichText, Ui};
 
-use super::{CausalMask, View};
 use crate::lessons::attention_layer::AttnOut;
-use crate::lessons::attention_layer::view as attn;
-use crate::ui::lesson_ui::LessonUi;
+use crate::lessons::causal_mask::{CausalMask, View};
 use crate::lessons::{LessonKind, Output, get};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::views::attention_layer as attn;
 use crate::ui::widgets::{Axes, ViewCtx, heat_panel, kernel_panel, view_id};
 
 impl LessonUi for CausalMask {

@@ -1,0 +1,184 @@
+//! The forward pass in f32: RMSNorm, RoPE ("rotate half"), GQA attention through the backend's
+//! attention op, SwiGLU and the tied output projection.
+
+use ndarray::{Array2, Array3, Axis, s};
+
+use super::{Block, Model, Prefill};
+use crate::compute::{AttnInput, Backend};
+use crate::math::{Mask, matmul};
+
+impl Model {
+    /// RMSNorm of each row of `x` with weight `w`: `x / √(mean(x²) + ε) · w`.
+    pub fn rms_norm(&self, x: &Array2<f32>, w: &[f32]) -> Array2<f32> {
+        let eps = self.config.norm_eps as f32;
+        let mut out = x.clone();
+        for mut row in out.rows_mut() {
+            let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+            let inv = 1.0 / (ms + eps).sqrt();
+            row.iter_mut().zip(w).for_each(|(v, g)| *v = *v * inv * g);
+        }
+        out
+    }
+
+    /// `[T, n·hd]` rows at positions `pos0..` → `[n, T, hd]` with RoPE applied ("rotate half": dimension
+    /// `i < hd/2` pairs with `i + hd/2`, rotated by angle `pos · θ^(−2i/hd)`).
+    pub fn heads_with_rope(&self, a: &Array2<f32>, n: usize, pos0: usize, rope: bool) -> Array3<f32> {
+        let (t, hd) = (a.nrows(), self.config.head_dim);
+        let half = hd / 2;
+        let (cos, sin) = &self.rope;
+        let mut out = Array3::<f32>::zeros((n, t, hd));
+        for h in 0..n {
+            for i in 0..t {
+                let x = a.slice(s![i, h * hd..(h + 1) * hd]);
+                let p = pos0 + i;
+                for d in 0..hd {
+                    out[[h, i, d]] = if !rope {
+                        x[d]
+                    } else if d < half {
+                        x[d] * cos[[p, d]] - x[d + half] * sin[[p, d]]
+                    } else {
+                        x[d] * cos[[p, d - half]] + x[d - half] * sin[[p, d - half]]
+                    };
+                }
+            }
+        }
+        out
+    }
+
+    /// Embeddings of `tokens`, `[T, d]`.
+    pub fn embed_tokens(&self, tokens: &[u8]) -> Array2<f32> {
+        let d = self.config.d_model;
+        let mut x = Array2::<f32>::zeros((tokens.len(), d));
+        for (i, &t) in tokens.iter().enumerate() {
+            x.row_mut(i).assign(&self.embed.row(t as usize));
+        }
+        x
+    }
+
+    /// The SwiGLU MLP with its residual: `x + W2(silu(W1 h) ⊙ W3 h)`, `h = RMSNorm(x)`.
+    pub fn mlp(&self, b: &Block, x: &Array2<f32>) -> Array2<f32> {
+        let h = self.rms_norm(x, &b.ffn_norm);
+        let mut g = matmul(h.view(), b.w1.view());
+        let u = matmul(h.view(), b.w3.view());
+        g.zip_mut_with(&u, |a, &up| *a = *a / (1.0 + (-*a).exp()) * up);
+        x + &matmul(g.view(), b.w2.view())
+    }
+
+    /// Logits `[T, vocab]` of the final hidden states `x`.
+    pub fn logits(&self, x: &Array2<f32>) -> Array2<f32> {
+        let h = self.rms_norm(x, &self.norm);
+        matmul(h.view(), self.embed.t())
+    }
+
+    /// Project one block's attention input `x` (positions `pos0..`): Q `[H,T,hd]`, K and V `[KVH,T,hd]`,
+    /// RoPE applied to Q and K.
+    pub fn qkv(&self, b: &Block, x: &Array2<f32>, pos0: usize) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
+        self.qkv_normed(b, &self.rms_norm(x, &b.attention_norm), pos0)
+    }
+
+    /// [`Model::qkv`] from the block's already normalised input `h` = RMSNorm(x).
+    pub fn qkv_normed(&self, b: &Block, h: &Array2<f32>, pos0: usize) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
+        let c = &self.config;
+        let q = self.heads_with_rope(&matmul(h.view(), b.wq.view()), c.n_heads, pos0, true);
+        let k = self.heads_with_rope(&matmul(h.view(), b.wk.view()), c.n_kv_heads, pos0, true);
+        let v = self.heads_with_rope(&matmul(h.view(), b.wv.view()), c.n_kv_heads, pos0, false);
+        (q, k, v)
+    }
+
+    /// `x + Wo · concat(heads)` for attention output `o` `[H, T, hd]`.
+    pub fn attn_residual(&self, b: &Block, x: &Array2<f32>, o: &Array3<f32>) -> Array2<f32> {
+        let (h, t, hd) = o.dim();
+        let mut cat = Array2::<f32>::zeros((t, h * hd));
+        for head in 0..h {
+            cat.slice_mut(s![.., head * hd..(head + 1) * hd])
+                .assign(&o.index_axis(Axis(0), head));
+        }
+        x + &matmul(cat.view(), b.wo.view())
+    }
+
+    /// The whole sequence at once, attention through `backend.attention` with the causal mask. With
+    /// `round_kv`, K and V are rounded to f16 first, as a cache stores them.
+    pub fn prefill(&self, tokens: &[u8], backend: &dyn Backend, round_kv: bool) -> Result<Prefill, String> {
+        if tokens.is_empty() || tokens.len() > self.config.context {
+            return Err(format!(
+                "{} tokens: the model takes 1 to {} (its context)",
+                tokens.len(),
+                self.config.context
+            ));
+        }
+        let mut x = self.embed_tokens(tokens);
+        let mut probs = Vec::new();
+        let mut kv = Vec::new();
+        let mut qs = Vec::new();
+        let mut inputs = Vec::new();
+        for b in &self.blocks {
+            let h = self.rms_norm(&x, &b.attention_norm);
+            let (q, mut k, mut v) = self.qkv_normed(b, &h, 0);
+            inputs.push(h);
+            if round_kv {
+                k.mapv_inplace(|a| half::f16::from_f32(a).to_f32());
+                v.mapv_inplace(|a| half::f16::from_f32(a).to_f32());
+            }
+            let core = backend
+                .attention(&AttnInput {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    mask: Mask::Causal,
+                })
+                .map_err(|e| e.to_string())?;
+            x = self.attn_residual(b, &x, &core.out);
+            x = self.mlp(b, &x);
+            probs.push(core.probs);
+            kv.push((k, v));
+            qs.push(q);
+        }
+        Ok(Prefill {
+            logits: self.logits(&x),
+            probs,
+            kv,
+            q: qs,
+            attn_in: inputs,
+        })
+    }
+
+    /// Bits per byte on `text`, the training script's way: non-overlapping windows of `context` inputs,
+    /// window `s` predicting `text[s+1 .. s+context+1]`; every byte after the first is predicted once.
+    /// Returns (bits per byte, bytes predicted).
+    pub fn bits_per_byte(&self, text: &[u8], backend: &dyn Backend) -> Result<(f64, usize), String> {
+        let ctx = self.config.context;
+        let (mut nll, mut n) = (0f64, 0usize);
+        let mut s = 0;
+        while s + 1 < text.len() {
+            let y = &text[s + 1..(s + ctx + 1).min(text.len())];
+            let x = &text[s..s + y.len()];
+            let out = self.prefill(x, backend, false)?;
+            for (i, &target) in y.iter().enumerate() {
+                let row: Vec<f64> = out.logits.row(i).iter().map(|&v| f64::from(v)).collect();
+                let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+                nll += lse - row[target as usize];
+            }
+            n += y.len();
+            s += ctx;
+        }
+        Ok((nll / n.max(1) as f64 / std::f64::consts::LN_2, n))
+    }
+}
+
+/// RoPE tables `[context, hd/2]`: angles `pos · θ^(−2i/hd)` in f64, cos and sin rounded to f32 (as the
+/// training script computes them).
+pub(super) fn rope_tables(context: usize, hd: usize, base: f64) -> (Array2<f32>, Array2<f32>) {
+    let half = hd / 2;
+    let mut cos = Array2::<f32>::zeros((context, half));
+    let mut sin = Array2::<f32>::zeros((context, half));
+    for p in 0..context {
+        for i in 0..half {
+            let inv = 1.0 / base.powf((2 * i) as f64 / hd as f64);
+            let a = p as f64 * inv;
+            cos[[p, i]] = a.cos() as f32;
+            sin[[p, i]] = a.sin() as f32;
+        }
+    }
+    (cos, sin)
+}

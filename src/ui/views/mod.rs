@@ -1,0 +1,12 @@
+//! How each lesson kind draws its output: one module per kind of [`crate::lessons`], each implementing
+//! [`crate::ui::lesson_ui::LessonUi`] for it. The kinds compute below, with no egui; their views live
+//! here, above them, so the lessons never import the UI.
+
+pub mod attention_layer;
+mod attention_matrix;
+mod causal_mask;
+mod flash_attention;
+mod kv_decode;
+mod multi_head;
+mod paged_cache;
+mod prefix_cache;
