@@ -415,7 +415,7 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().to_string();
             let hint = if msg.contains("unknown field") {
-                "remove or rename the field; the fields each table accepts are documented on the structs in src/lesson/mod.rs"
+                "remove or rename the field; the fields each table accepts are documented on the structs in src/lesson_file/mod.rs"
             } else if msg.contains("missing field") {
                 "add the field; see lessons/01-attention-matrix.toml for a complete example"
             } else {
@@ -425,6 +425,27 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             return Err(c.errors);
         }
     };
+    let kind = check_header(&mut c, &lf, kinds);
+    // The parameters, both ways: each one the file declares, its kind reads, and each one the kind
+    // reads, the file declares (a typo on either side would otherwise fall back to a default in silence).
+    if let Some(k) = kind {
+        check_params_of_kind(&mut c, &lf, k);
+    }
+    check_params(&mut c, &lf);
+    check_steps(&mut c, &lf, kind);
+    check_requests_and_positions(&mut c, &lf);
+    match (kind, c.errors.is_empty()) {
+        (Some(kind), true) => Ok(Lesson {
+            source: file.to_path_buf(),
+            kind,
+            file: lf,
+        }),
+        _ => Err(c.errors),
+    }
+}
+
+/// The file's version, kind (one of `kinds`), id and title; the kind, when it is known.
+fn check_header<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kinds: &[&'static K]) -> Option<&'static K> {
     if *lf.format_version.get_ref() != FORMAT_VERSION {
         c.at(
             lf.format_version.span(),
@@ -455,31 +476,36 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
         );
     }
     c.text(&lf.title, "the lesson title");
-    // The parameters, both ways: each one the file declares, its kind reads, and each one the kind
-    // reads, the file declares (a typo on either side would otherwise fall back to a default in silence).
-    if let Some(k) = kind {
-        for p in &lf.params {
-            if !k.params().contains(&p.id.get_ref().as_str()) {
-                c.at(
-                    p.id.span(),
-                    format!("lesson kind `{}` has no parameter `{}`", k.name(), p.id.get_ref()),
-                    format!("parameters of `{}`: {}", k.name(), k.params().join(", ")),
-                );
-            }
-        }
-        for id in k.params() {
-            if !lf.params.iter().any(|p| p.id.get_ref() == id) {
-                c.at(
-                    lf.kind.span(),
-                    format!(
-                        "lesson kind `{}` reads parameter `{id}`, which this file does not declare",
-                        k.name()
-                    ),
-                    format!("add a [[params]] table with id = \"{id}\""),
-                );
-            }
+    kind
+}
+
+/// The parameters the file declares against those its kind reads, both ways.
+fn check_params_of_kind<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, k: &K) {
+    for p in &lf.params {
+        if !k.params().contains(&p.id.get_ref().as_str()) {
+            c.at(
+                p.id.span(),
+                format!("lesson kind `{}` has no parameter `{}`", k.name(), p.id.get_ref()),
+                format!("parameters of `{}`: {}", k.name(), k.params().join(", ")),
+            );
         }
     }
+    for id in k.params() {
+        if !lf.params.iter().any(|p| p.id.get_ref() == id) {
+            c.at(
+                lf.kind.span(),
+                format!(
+                    "lesson kind `{}` reads parameter `{id}`, which this file does not declare",
+                    k.name()
+                ),
+                format!("add a [[params]] table with id = \"{id}\""),
+            );
+        }
+    }
+}
+
+/// Each parameter on its own: its label, a unique id, a default of its kind and within its range.
+fn check_params(c: &mut Checker, lf: &LessonFile) {
     let mut seen = std::collections::HashSet::new();
     for p in &lf.params {
         c.text(&p.label, &format!("the label of parameter `{}`", p.id.get_ref()));
@@ -556,6 +582,10 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             );
         }
     }
+}
+
+/// The steps: unique ids, both texts, what they set, their views; against the kind when it is known.
+fn check_steps<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kind: Option<&K>) {
     if lf.steps.is_empty() {
         c.at(
             lf.id.span(),
@@ -608,66 +638,75 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             );
         }
         if let Some(k) = kind {
-            for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
-                .into_iter()
-                .flatten()
-            {
-                for name in placeholders(t) {
-                    if !k.placeholders().contains(&name) && !COMMON_PLACEHOLDERS.contains(&name) {
-                        c.at(
-                            s.narration.span(),
-                            format!(
-                                "the narration of step `{}` uses `{{{name}}}`, which lesson kind `{}` does not fill",
-                                s.id.get_ref(),
-                                k.name()
-                            ),
-                            if k.placeholders().is_empty() {
-                                format!(
-                                    "kind `{}` fills no placeholders of its own (every lesson may use {})",
-                                    k.name(),
-                                    COMMON_PLACEHOLDERS.join(", ")
-                                )
-                            } else {
-                                format!(
-                                    "placeholders of `{}`: {} (and, in every lesson, {})",
-                                    k.name(),
-                                    k.placeholders().join(", "),
-                                    COMMON_PLACEHOLDERS.join(", ")
-                                )
-                            },
-                        );
-                    }
-                }
-            }
-            if let Some(at) = &s.at
-                && let At::Point(name) = at.get_ref()
-                && !k.timeline_points().contains(&name.as_str())
-            {
+            check_step_for_kind(c, s, k);
+        }
+    }
+}
+
+/// One step against its kind: the placeholders its narration uses, its timeline point, its views.
+fn check_step_for_kind<K: ?Sized + Schema>(c: &mut Checker, s: &Step, k: &K) {
+    for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
+        .into_iter()
+        .flatten()
+    {
+        for name in placeholders(t) {
+            if !k.placeholders().contains(&name) && !COMMON_PLACEHOLDERS.contains(&name) {
                 c.at(
-                    at.span(),
-                    format!("lesson kind `{}` has no timeline point `{name}`", k.name()),
-                    if k.timeline_points().is_empty() {
-                        "use a number (the timeline position)".to_string()
+                    s.narration.span(),
+                    format!(
+                        "the narration of step `{}` uses `{{{name}}}`, which lesson kind `{}` does not fill",
+                        s.id.get_ref(),
+                        k.name()
+                    ),
+                    if k.placeholders().is_empty() {
+                        format!(
+                            "kind `{}` fills no placeholders of its own (every lesson may use {})",
+                            k.name(),
+                            COMMON_PLACEHOLDERS.join(", ")
+                        )
                     } else {
                         format!(
-                            "points of `{}`: {} (or a number)",
+                            "placeholders of `{}`: {} (and, in every lesson, {})",
                             k.name(),
-                            k.timeline_points().join(", ")
+                            k.placeholders().join(", "),
+                            COMMON_PLACEHOLDERS.join(", ")
                         )
                     },
                 );
             }
-            for v in &s.views {
-                if !k.view_names().contains(&v.get_ref().as_str()) {
-                    c.at(
-                        v.span(),
-                        format!("lesson kind `{}` has no view `{}`", k.name(), v.get_ref()),
-                        format!("views of `{}`: {}", k.name(), k.view_names().join(", ")),
-                    );
-                }
-            }
         }
     }
+    if let Some(at) = &s.at
+        && let At::Point(name) = at.get_ref()
+        && !k.timeline_points().contains(&name.as_str())
+    {
+        c.at(
+            at.span(),
+            format!("lesson kind `{}` has no timeline point `{name}`", k.name()),
+            if k.timeline_points().is_empty() {
+                "use a number (the timeline position)".to_string()
+            } else {
+                format!(
+                    "points of `{}`: {} (or a number)",
+                    k.name(),
+                    k.timeline_points().join(", ")
+                )
+            },
+        );
+    }
+    for v in &s.views {
+        if !k.view_names().contains(&v.get_ref().as_str()) {
+            c.at(
+                v.span(),
+                format!("lesson kind `{}` has no view `{}`", k.name(), v.get_ref()),
+                format!("views of `{}`: {}", k.name(), k.view_names().join(", ")),
+            );
+        }
+    }
+}
+
+/// The scripted requests (none empty) and each step's timeline position (within range).
+fn check_requests_and_positions(c: &mut Checker, lf: &LessonFile) {
     for r in &lf.requests {
         if r.get_ref().prompt == 0 {
             c.at(
@@ -688,14 +727,6 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
                 "use the decode token (lesson 4) or scheduler step (lesson 5) the step should open at",
             );
         }
-    }
-    match (kind, c.errors.is_empty()) {
-        (Some(kind), true) => Ok(Lesson {
-            source: file.to_path_buf(),
-            kind,
-            file: lf,
-        }),
-        _ => Err(c.errors),
     }
 }
 
