@@ -183,3 +183,38 @@ impl Worker {
         self.msgs.try_iter().collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lessons::export::NamedArray;
+
+    /// An output whose reference check panics.
+    struct Panics;
+
+    impl Output for Panics {
+        fn verify(&self) -> Vec<CheckReport> {
+            panic!("index out of bounds in the reference")
+        }
+        fn has_nan(&self) -> bool {
+            false
+        }
+        fn export_arrays(&self, _: usize, _: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
+            (Vec::new(), Vec::new())
+        }
+    }
+
+    /// A check that panics is a failed report that says why, never an empty list (which the badge and
+    /// the slider-extremes test would read as nothing to fail).
+    #[test]
+    fn a_panicking_check_is_a_failed_report() {
+        let reports = verify_output(&Panics);
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(!reports[0].passed(), "{reports:?}");
+        assert!(
+            reports[0].to_string().contains("index out of bounds in the reference"),
+            "{}",
+            reports[0]
+        );
+    }
+}
