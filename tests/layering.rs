@@ -471,12 +471,13 @@ fn file_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet
     g
 }
 
-/// `(file, line, path)` of every path in `files` that starts with one of `banned` (`"crate::ui"`: the
-/// module `ui` and everything in it, but not `crate::uix`; `"egui"`: the external crate).
+/// `(file, line, path)` of every path in `files`, outside inline `mod tests`, that starts with one of
+/// `banned` (`"crate::ui"`: the module `ui` and everything in it, but not `crate::uix`; `"egui"`: the
+/// external crate). A unit test may name a type of another layer to build its input.
 fn importers(files: &[PathBuf], banned: &[&str]) -> Vec<String> {
     let mut bad = Vec::new();
     for f in files {
-        for (line, p) in paths(f) {
+        for (line, p) in paths_of(f, true) {
             let hit = banned.iter().any(|b| {
                 let b: Vec<&str> = b.split("::").collect();
                 p.len() >= b.len() && p.iter().zip(&b).all(|(x, y)| x == y)
