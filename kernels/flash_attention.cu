@@ -21,9 +21,12 @@
 // head instead of T times for attention.cu's fused kernel; the T x T matrices never exist.
 //
 // What is simplified next to FlashAttention-2: f32 everywhere (no tensor cores, no half/bf16
-// inputs), one 128-thread block per row block (no warp specialisation, no split of the key
-// loop across warps), plain shared-memory loops instead of mma instructions, no
-// double-buffered loads (cp.async), no backward pass. Shared memory is static: the host
+// inputs); one 128-thread block per row block whose threads share each tile's work through
+// shared memory, where FA2 gives each warp its own rows of Q (FA2 paper, section 3.3; it was
+// FlashAttention-1 that split the key loop across warps) and keeps S and the accumulator in
+// registers; plain shared-memory loops instead of mma instructions; no double-buffered loads
+// (cp.async); no backward pass. Warp specialisation and asynchronous TMA loads are
+// FlashAttention-3's (Hopper), not FA2's. Shared memory is static: the host
 // rejects tiles with (2*Br + 2*Bc)*hd + Br*Bc > FA_SMEM floats or Br > FA_MAX_BR, and the
 // kernel returns at once for them.
 //

@@ -1,5 +1,23 @@
 //! The `kvscope` command line: parsing here, one module per subcommand in `src/cli/`.
 
+/// `print!` to stdout that ends the process quietly (exit status 0) when the reader has gone, as
+/// command-line tools do (`kvscope lessons list | head`), instead of panicking on the broken pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    () => {
+        out!("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod cli;
 
 use std::path::PathBuf;
@@ -77,7 +95,7 @@ fn run() -> Result<bool> {
         Some(Command::Check { backend, json, seed }) => cli::check::run(backend, json, seed),
         Some(Command::RenderViews { out }) => {
             for p in kvscope::render::demo::write_views(&out).map_err(|e| anyhow::anyhow!(e))? {
-                println!("wrote {}", p.display());
+                outln!("wrote {}", p.display());
             }
             Ok(true)
         }

@@ -741,3 +741,21 @@ fn set_values_outside_their_range_or_set_are_errors() {
     let o = kvscope(&["export", "prefix-schedule", "--set", "block_size=2", "--out", d]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A command whose reader closes the pipe early (`kvscope lessons list | head -1`) ends quietly with
+/// status 0, as command-line tools do, instead of panicking on the broken pipe.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvscope"))
+        .args(["lessons", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the command has printed anything: its first write hits a closed pipe.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -90,9 +90,9 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&lines).context("json")?);
+        outln!("{}", serde_json::to_string_pretty(&lines).context("json")?);
     } else {
-        bench::print_table(&lines);
+        out!("{}", bench::table(&lines));
         if b.kind() == kvscope::compute::BackendKind::Cpu {
             print_limits(&lines);
         }
@@ -119,14 +119,14 @@ fn print_limits(lines: &[bench::BenchLine]) {
     let per_cycle = (threads * pipes * lanes * 2) as f64;
     let gemm = lines.iter().find(|l| l.id == "P1").map(|l| l.baseline);
     let read = lines.iter().find(|l| l.id == "P3").map(|l| l.baseline);
-    println!();
+    outln!();
     match ghz {
-        Some(g) => println!(
+        Some(g) => outln!(
             "FMA peak: {threads} threads × {pipes} FMA pipes (assumed) × {lanes} f32 lanes × 2 FLOP × {g:.3} GHz \
              (/proc/cpuinfo; boost clocks run higher) = {:.0} GFLOP/s",
             per_cycle * g
         ),
-        None => println!(
+        None => outln!(
             "FMA peak: {per_cycle} FLOP per cycle ({threads} threads × {pipes} pipes × {lanes} lanes × 2); no clock to read"
         ),
     }
@@ -140,12 +140,12 @@ fn print_limits(lines: &[bench::BenchLine]) {
         } else {
             String::new()
         };
-        println!("best GEMM measured: {gemm:.0} GFLOP/s = {of_peak:.2} of that peak{note}");
+        outln!("best GEMM measured: {gemm:.0} GFLOP/s = {of_peak:.2} of that peak{note}");
     }
     if let Some(read) = read {
-        println!("read bandwidth (the P3 stream over the pools): {read:.1} GB/s");
+        outln!("read bandwidth (the P3 stream over the pools): {read:.1} GB/s");
         if let Some(gemm) = gemm {
-            println!(
+            outln!(
                 "machine balance: {gemm:.0} / {read:.1} = {:.1} FLOP per byte read",
                 gemm / read
             );
@@ -157,7 +157,7 @@ fn print_limits(lines: &[bench::BenchLine]) {
             } else {
                 (read, "memory (the read roof)")
             };
-            println!(
+            outln!(
                 "P3's limits: read roof {read:.1} GB/s, compute {gemm:.0} GFLOP/s / 4 FLOP per f16 K/V byte at GQA 4 = \
                  {compute_roof:.1} GB/s; {which} binds here"
             );
@@ -167,7 +167,7 @@ fn print_limits(lines: &[bench::BenchLine]) {
                 } else {
                     compute_roof.min(l.baseline)
                 };
-                println!(
+                outln!(
                     "  {:7} {:.1} GB/s = {:.2} of its binding limit ({lim:.1} GB/s), {:.2} of its read roof",
                     l.id,
                     l.value,
@@ -180,7 +180,7 @@ fn print_limits(lines: &[bench::BenchLine]) {
     // What the block table's shape costs the memory system itself, without the kernel.
     for l in lines.iter().filter(|l| l.id.starts_with("P3")) {
         if let Some(t) = l.table_order_read {
-            println!(
+            outln!(
                 "{}: the same bytes read plainly in the block tables' order (whole blocks, every KV head, no software \
                  prefetch): {t:.1} GB/s = {:.2} of the read roof; the kernel reads {:.2}× that",
                 l.id,
@@ -192,7 +192,7 @@ fn print_limits(lines: &[bench::BenchLine]) {
     if gemm.is_some() {
         // Causal attention at T tokens: 4·hd·T(T+1)/2 FLOP per head over 4·T·hd f32 values of Q, K, V, O.
         let t = 1024.0;
-        println!(
+        outln!(
             "P1 binds on compute (causal attention at T = 1024 does {:.0} FLOP per byte of Q, K, V and O), so its \
              ratio is shown against the best GEMM",
             4.0 * t * (t + 1.0) / 2.0 / (4.0 * t * 4.0)
@@ -209,15 +209,20 @@ fn render(quick: bool, json: bool) -> Result<bool> {
         let r = kvscope::render::demo::bench_heatmap(&gpu, t, if quick { 6 } else { 30 })
             .map_err(|e| anyhow::anyhow!(e))?;
         if !json {
-            println!(
+            outln!(
                 "T={:5}  upload+maxpool {:9.1} ms   frame 1280x800 mean {:7.2} ms  worst {:7.2} ms  ({} frames, {})",
-                r.t, r.upload_ms, r.frame_ms, r.worst_ms, r.frames, r.adapter
+                r.t,
+                r.upload_ms,
+                r.frame_ms,
+                r.worst_ms,
+                r.frames,
+                r.adapter
             );
         }
         rows.push(r);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(true)
 }
@@ -229,7 +234,7 @@ fn sweep(kind: BackendKind, json: bool) -> Result<bool> {
     for c in sweep_contexts(kind) {
         let p = sweep_point(b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
         if !json {
-            println!(
+            outln!(
                 "{} req × ctx {:5}: decode kernel {:7.2} GB/s   read-only stream {:7.2} GB/s   copy (read+written) {:7.2} GB/s   decode/read {:.2}  ({})",
                 SWEEP_REQUESTS,
                 p.context,
@@ -245,7 +250,7 @@ fn sweep(kind: BackendKind, json: bool) -> Result<bool> {
         );
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(true)
 }
@@ -269,7 +274,7 @@ fn app(kind: BackendKind) -> Result<bool> {
     let lesson = app.lesson().cloned().context("lesson")?;
     let backend = app.running_backend();
     let mut headless = Headless::new().map_err(|e| anyhow::anyhow!(e))?;
-    println!("adapter: {}", headless.adapter());
+    outln!("adapter: {}", headless.adapter());
     for (seq, d, heads) in [(1024, 1024, 16), (256, 256, 8)] {
         let mut p = Params::new();
         for (k, v) in [("seq", seq), ("d_model", d), ("heads", heads), ("kv_heads", heads)] {
@@ -301,7 +306,7 @@ fn app(kind: BackendKind) -> Result<bool> {
             frames.push(t.elapsed().as_secs_f64() * 1e3);
         }
         frames.sort_by(f64::total_cmp);
-        println!(
+        outln!(
             "T={seq} d={d} H={heads} ({}): worker compute {compute_ms:.0} ms, verify {verify_ms:.0} ms ({}); UI frame with new result ≈ {first_ms:.0} ms, steady frame median {:.1} ms (incl. readback)",
             kind.name(),
             if reports.iter().all(|r| r.passed()) {

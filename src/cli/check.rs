@@ -23,7 +23,7 @@ pub fn run(choice: BackendChoice, json: bool, seed: u64) -> Result<bool> {
                 if json {
                     json_out.push(serde_json::json!({"backend": kind.name(), "available": false, "reason": reason}));
                 } else {
-                    println!("== {}: unavailable: {reason}\n", kind.name());
+                    outln!("== {}: unavailable: {reason}\n", kind.name());
                 }
             }
             Ok(b) => {
@@ -33,17 +33,17 @@ pub fn run(choice: BackendChoice, json: bool, seed: u64) -> Result<bool> {
                 if json {
                     json_out.push(serde_json::json!({"backend": kind.name(), "available": true, "device": b.device(), "failed": failed, "reports": reports}));
                 } else {
-                    println!("== {} ({})", kind.name(), b.device());
+                    outln!("== {} ({})", kind.name(), b.device());
                     for r in &reports {
-                        println!("{r}");
+                        outln!("{r}");
                     }
-                    println!("== {}: {} checks, {} failed\n", kind.name(), reports.len(), failed);
+                    outln!("== {}: {} checks, {} failed\n", kind.name(), reports.len(), failed);
                 }
             }
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&json_out)?);
+        outln!("{}", serde_json::to_string_pretty(&json_out)?);
     }
     Ok(ok)
 }

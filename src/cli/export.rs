@@ -166,7 +166,7 @@ fn write_replay(
     let path = out.join(file);
     std::fs::write(&path, serde_json::to_string_pretty(&json)?)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    println!("wrote {} ({what})", path.display());
+    outln!("wrote {} ({what})", path.display());
     Ok(())
 }
 
@@ -185,7 +185,7 @@ fn model_export(
     let (arrays, extra) = arrays(b.as_ref(), prompt.as_bytes())?;
     let params = serde_json::json!({ "prompt": prompt });
     export::write_export_with(out, kind_name, params, 0, b.as_ref(), &[], &arrays, extra)?;
-    println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+    outln!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
     Ok(())
 }
 
@@ -273,7 +273,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 extra.insert("io".into(), io);
             }
             export::write_export_with(&out, "attention", params, seed, b.as_ref(), &checks, &arrays, extra)?;
-            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+            outln!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
         }
         ExportCmd::PagedDecode {
             requests,
@@ -316,7 +316,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             params["requests"] = requests.into();
             params["seed"] = seed.into();
             export::write_export(&out, "paged-decode", params, seed, b.as_ref(), &checks, &arrays)?;
-            println!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
+            outln!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
         }
     }
     Ok(())

@@ -29,7 +29,7 @@ pub fn run(cmd: KernelsCmd) -> Result<bool> {
                 let f = sources::file_of(op);
                 for entry in op.cuda_entries() {
                     let line = sources::entry_line(&f, entry).unwrap_or(0);
-                    println!("{:20} kernels/{}:{line:<5} {entry}", format!("{op:?}"), f.file);
+                    outln!("{:20} kernels/{}:{line:<5} {entry}", format!("{op:?}"), f.file);
                 }
             }
             Ok(true)
@@ -40,7 +40,7 @@ pub fn run(cmd: KernelsCmd) -> Result<bool> {
                 let ptx = compute::cuda::compile(&f, &arch).map_err(|log| anyhow::anyhow!(log))?;
                 let path = out.join(f.file.replace(".cu", ".ptx"));
                 std::fs::write(&path, ptx.to_src()).with_context(|| format!("cannot write {}", path.display()))?;
-                println!("wrote {}", path.display());
+                outln!("wrote {}", path.display());
             }
             Ok(true)
         }

@@ -34,7 +34,7 @@ pub fn run(cmd: LessonsCmd) -> Result<bool> {
         Ok(lessons) => {
             for l in &lessons {
                 let title = l.file.title.get_ref();
-                println!(
+                outln!(
                     "ok  {}  {} ({} steps, {} parameters)  {} / {}",
                     l.source.display(),
                     l.id(),
@@ -45,7 +45,7 @@ pub fn run(cmd: LessonsCmd) -> Result<bool> {
                 );
                 if list {
                     for (i, s) in l.file.steps.iter().enumerate() {
-                        println!(
+                        outln!(
                             "      {}. {}  [{}]",
                             i + 1,
                             s.title.get_ref().en.as_deref().unwrap_or(""),
@@ -58,7 +58,7 @@ pub fn run(cmd: LessonsCmd) -> Result<bool> {
                     }
                 }
             }
-            println!("{} lessons, no problems", lessons.len());
+            outln!("{} lessons, no problems", lessons.len());
             Ok(true)
         }
         Err(errors) => {

@@ -11,6 +11,19 @@ pub mod render;
 
 use std::sync::Arc;
 
+/// Write to stdout; a closed pipe ends the process with status 0 (its reader has all it wanted), any
+/// other write error ends it with a message and status 1.
+pub fn write_stdout(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("kvscope: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 use anyhow::Result;
 use kvscope::compute::{self, Backend, BackendKind};
 

@@ -160,7 +160,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
         img.write_png(&path).map_err(|e| anyhow::anyhow!(e))?;
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     Ok(true)
 }

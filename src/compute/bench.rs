@@ -343,15 +343,15 @@ pub fn sweep_point(backend: &dyn Backend, context: usize) -> Result<SweepPoint, 
     })
 }
 
-/// Print the table.
-pub fn print_table(lines: &[BenchLine]) {
-    println!(
-        "{:7} {:>10} {:>10} {:>12} {:>8} {:>6}  what / baseline",
+/// The table `kvscope bench` prints.
+pub fn table(lines: &[BenchLine]) -> String {
+    let mut out = format!(
+        "{:7} {:>10} {:>10} {:>12} {:>8} {:>6}  what / baseline\n",
         "id", "ms", "value", "baseline", "ratio", "goal"
     );
     for l in lines {
-        println!(
-            "{:7} {:>10.2} {:>10.2} {:>12.2} {:>8.3} {:>6}  {} [{}] / {}",
+        out += &format!(
+            "{:7} {:>10.2} {:>10.2} {:>12.2} {:>8.3} {:>6}  {} [{}] / {}\n",
             l.id,
             l.ms,
             l.value,
@@ -367,4 +367,5 @@ pub fn print_table(lines: &[BenchLine]) {
             l.baseline_what
         );
     }
+    out
 }

@@ -36,6 +36,45 @@ pub struct Mismatch {
     pub want: f64,
 }
 
+/// What a check compared the result with: the f64 oracle, or (where a lesson compares two of its own
+/// paths) the other path. Every line that reports a check names it, so no line says "the f64 reference"
+/// for a comparison that was not with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Against {
+    /// The CPU f64 reference of the op (`compute::reference`).
+    #[default]
+    F64Reference,
+    /// Lesson 1's three f32 attention kernels (scores, softmax, P·V) on the same backend.
+    ThreeKernels,
+    /// The flash kernel's own output (the tile walker's replay is compared with it).
+    FlashKernel,
+    /// The model recomputed in f32 over the whole sequence, without a cache, on the CPU.
+    RecomputeWithoutCache,
+}
+
+impl Against {
+    /// What was compared with, in English.
+    pub fn en(self) -> &'static str {
+        match self {
+            Against::F64Reference => "the CPU f64 reference",
+            Against::ThreeKernels => "lesson 1's three f32 kernels",
+            Against::FlashKernel => "the flash kernel's output",
+            Against::RecomputeWithoutCache => "an f32 recompute without the cache (CPU)",
+        }
+    }
+
+    /// What was compared with, in Chinese.
+    pub fn zh(self) -> &'static str {
+        match self {
+            Against::F64Reference => "CPU f64 参考结果",
+            Against::ThreeKernels => "第 1 课的三个 f32 kernel",
+            Against::FlashKernel => "flash kernel 的输出",
+            Against::RecomputeWithoutCache => "不用缓存的 f32 重算（CPU）",
+        }
+    }
+}
+
 /// The result of comparing one tensor with its reference.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CheckReport {
@@ -58,6 +97,8 @@ pub struct CheckReport {
     pub nan_count: usize,
     /// The tolerance used.
     pub tolerance: Tolerance,
+    /// What the result was compared with ([`Against::F64Reference`] unless the caller says otherwise).
+    pub against: Against,
     /// A structural problem (length mismatch) that made the comparison impossible.
     pub error: Option<String>,
 }
@@ -73,6 +114,12 @@ impl CheckReport {
     /// Whether every element matched.
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.mismatch_count == 0
+    }
+
+    /// The same report, saying it compared with `against` rather than the f64 reference.
+    pub fn against(mut self, against: Against) -> Self {
+        self.against = against;
+        self
     }
 
     /// A check that could not run because the op failed (`error` says why); it never passes.
@@ -110,6 +157,7 @@ where
         mismatches: Vec::new(),
         nan_count: 0,
         tolerance: tol,
+        against: Against::F64Reference,
         error: None,
     };
     let expected_len: usize = shape.iter().product();

@@ -143,23 +143,27 @@ fn verified_text(app: &KvscopeApp) -> (String, Color32) {
     let lang = app.lang;
     let worst = app.reports().and_then(|r| crate::lessons::worst(r.iter()));
     match (app.reports(), worst) {
-        (None, _) => (
-            lang.t(
-                "verifying against the CPU f64 reference…",
-                "正在与 CPU f64 参考结果核对…",
-            )
-            .into(),
-            Color32::GRAY,
-        ),
+        (None, _) => (lang.t("verifying…", "正在核对…").into(), Color32::GRAY),
         (Some(_), None) => (lang.t("nothing to verify", "无需核对").into(), Color32::GRAY),
-        (Some(_), Some(w)) if w.passed() => (
-            format!(
-                "OK  {} {}: max abs err {:.1e}, max rel err {:.1e}",
-                lang.t("verified vs CPU f64 reference", "已与 CPU f64 参考结果核对"),
-                app.active_backend().name(),
-                w.max_abs,
-                w.max_rel
-            ),
+        (Some(r), Some(w)) if w.passed() => (
+            match lang {
+                Lang::En => format!(
+                    "OK  {}: {} checks pass; largest error vs {}: max abs {:.1e}, max rel {:.1e}",
+                    app.active_backend().name(),
+                    r.len(),
+                    w.against.en(),
+                    w.max_abs,
+                    w.max_rel
+                ),
+                Lang::Zh => format!(
+                    "OK  {}：{} 项核对通过；误差最大的是与{}的比较：max abs {:.1e}，max rel {:.1e}",
+                    app.active_backend().name(),
+                    r.len(),
+                    w.against.zh(),
+                    w.max_abs,
+                    w.max_rel
+                ),
+            },
             Color32::from_rgb(90, 200, 110),
         ),
         (Some(_), Some(w)) => (

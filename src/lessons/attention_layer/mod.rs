@@ -15,6 +15,7 @@ use ndarray::{Array2, Array3, Axis, s};
 
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 
+use crate::compute::Against;
 use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
@@ -150,7 +151,8 @@ impl AttnOut {
             fused.as_slice().unwrap_or_default(),
             &core.out.iter().map(|&x| x as f64).collect::<Vec<_>>(),
             Tolerance::F32,
-        );
+        )
+        .against(Against::ThreeKernels);
         let unmasked = if unmasked {
             Some(
                 backend

@@ -14,6 +14,7 @@ use ndarray::{Array3, Axis};
 use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat, heat_probs};
+use crate::compute::Against;
 use crate::render::heatmap::HeatmapData;
 use crate::compute::launch::LaunchDims;
 use crate::compute::ops::flash::launch;
@@ -55,6 +56,13 @@ pub struct FlashAttention;
 pub const HOPPER_SMEM_PER_SM_KIB: u64 = 228;
 /// The most one thread block may use on Hopper, in KiB.
 pub const HOPPER_SMEM_PER_BLOCK_KIB: u64 = 227;
+/// Static shared memory a thread block may declare, in KB (48 KB on every architecture since Volta;
+/// more needs dynamic shared memory and `cudaFuncSetAttribute(…MaxDynamicSharedMemorySize…)`; CUDA C++
+/// Programming Guide, "Shared Memory").
+pub const STATIC_SMEM_PER_BLOCK_KB: u64 = 48;
+/// The tile sizes FlashAttention-2 chooses among for Br and Bc (its paper, section 3.3: "{64, 128} ×
+/// {64, 128}, depending on the head dimension and the device shared memory size").
+pub const FA2_TILE_SIZES: [u64; 2] = [64, 128];
 /// The sequence lengths of the memory plot and of the I/O bars.
 pub const MEMORY_TS: [usize; 6] = [256, 512, 1024, 2048, 4096, 8192];
 /// The T of the I/O bars (walked with the lesson's head_dim, tiles and mask).
@@ -155,6 +163,10 @@ const PLACEHOLDERS: &[&str] = &[
     "grid_x",
     "threads",
     "kernel_err",
+    "three_kernels_err",
+    "static_smem",
+    "fa2_tile_small",
+    "fa2_tile_large",
 ];
 
 /// Lesson 6's result.
@@ -263,14 +275,16 @@ impl FlashOut {
                 &slice(&out),
                 &full.out.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
                 Tolerance::F32,
-            ),
+            )
+            .against(Against::ThreeKernels),
             check(
                 "tile walker vs flash kernel",
                 out.shape(),
                 w.out.as_slice().unwrap_or_default(),
                 &out.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
                 Tolerance::F32,
-            ),
+            )
+            .against(Against::FlashKernel),
         ];
         // The last row's keys split in two halves, each reduced on its own, then merged.
         let last = t - 1;
@@ -411,6 +425,9 @@ impl FlashOut {
             ("tile_kib", kib(smem_floats(br, bc, hd))),
             ("device_smem", format!("{HOPPER_SMEM_PER_SM_KIB} KiB")),
             ("device_block_smem", format!("{HOPPER_SMEM_PER_BLOCK_KIB} KiB")),
+            ("static_smem", format!("{STATIC_SMEM_PER_BLOCK_KB} KB")),
+            ("fa2_tile_small", FA2_TILE_SIZES[0].to_string()),
+            ("fa2_tile_large", FA2_TILE_SIZES[1].to_string()),
             ("big_t", big_t.to_string()),
             ("sp_big", format!("{sp_big:.0} MiB")),
             ("row", row.to_string()),
@@ -452,6 +469,10 @@ impl FlashOut {
             (
                 "kernel_err",
                 format!("{:.1e}", self.checks.first().map_or(0.0, |c| c.max_abs)),
+            ),
+            (
+                "three_kernels_err",
+                format!("{:.1e}", self.checks.get(1).map_or(0.0, |c| c.max_abs)),
             ),
         ]
     }
@@ -502,5 +523,28 @@ impl Output for FlashOut {
     fn source_focus(&self, op: Kernel) -> Option<&'static str> {
         // The key-tile loop, in flash_attention.cu and flash_attention.wgsl alike.
         (op == Kernel::FlashAttention).then_some("j0 += bc)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::CpuBackend;
+
+    /// Each check names what it compared with, so the badge and the check lines can say it: the f64
+    /// reference, lesson 1's three kernels, the flash kernel (the walker's replay), the f64 reference.
+    #[test]
+    fn the_checks_name_what_they_compared_with() {
+        let out = FlashOut::compute(&Params::new(), &CpuBackend::new()).unwrap();
+        let against: Vec<Against> = out.checks.iter().map(|c| c.against).collect();
+        assert_eq!(
+            against,
+            [
+                Against::F64Reference,
+                Against::ThreeKernels,
+                Against::FlashKernel,
+                Against::F64Reference
+            ]
+        );
     }
 }

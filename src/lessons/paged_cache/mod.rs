@@ -137,6 +137,7 @@ const PLACEHOLDERS: &[&str] = &[
     "block_size",
     "num_blocks",
     "token_slots",
+    "requested_slots",
     "busiest_step",
     "busiest_running",
     "first_wait_step",
@@ -438,6 +439,7 @@ impl PagedOut {
             ("block_size", Some(self.shape.block_size.to_string())),
             ("num_blocks", Some(self.shape.num_blocks.to_string())),
             ("token_slots", Some((self.shape.num_blocks * self.shape.block_size).to_string())),
+            ("requested_slots", Some(self.token_slots.to_string())),
             ("busiest_step", step(self.busiest())),
             (
                 "busiest_running",
@@ -501,5 +503,29 @@ mod tests {
         let f = out.frames.iter_mut().find(|f| f.check.is_some()).unwrap();
         f.check = Some(check("decode", &[1], &[f32::NAN], &[0.25f64], Tolerance::F32));
         assert!(out.has_nan());
+    }
+
+    /// The capacity the block-size step states is the pool's own at every block size the slider offers:
+    /// whole blocks, at least one, slots / block size of them rounded down, and the slots they hold.
+    #[test]
+    fn the_stated_capacity_is_the_pools_at_every_block_size() {
+        let lessons = crate::lessons::load_embedded().unwrap();
+        let l = lessons.iter().find(|l| l.id() == "paged-cache").unwrap();
+        let slider = l.file.params.iter().find(|p| p.id.get_ref() == "block_size").unwrap();
+        let value = |values: &[(&str, String)], name: &str| -> usize {
+            values.iter().find(|(n, _)| *n == name).unwrap().1.parse().unwrap()
+        };
+        for bs in slider.lo()..=slider.hi() {
+            let mut p = Params::new();
+            p.insert("block_size".into(), bs);
+            crate::lessons::normalize(l, &mut p);
+            let out = paged(l, &p, &CpuBackend::new()).unwrap();
+            let v = out.values();
+            let (asked, blocks, slots) = (value(&v, "requested_slots"), value(&v, "num_blocks"), value(&v, "token_slots"));
+            let bs = bs as usize;
+            assert_eq!(blocks, (asked / bs).max(1), "block size {bs}");
+            assert_eq!(slots, blocks * bs, "block size {bs}");
+            assert_eq!(blocks, out.shape.num_blocks, "block size {bs}");
+        }
     }
 }

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 use ndarray::Array3;
 
+use crate::compute::Against;
 use crate::cache::{PagedShape, RequestId};
 use crate::kv::{KvEngine, Request, StepEvents};
 use crate::compute::{Backend, CheckReport, DecodeTables, Tolerance, check};
@@ -207,7 +208,8 @@ impl<'m> Server<'m> {
                 &got,
                 &want,
                 Tolerance { atol: 2e-2, rtol: 0.0 },
-            ));
+            )
+            .against(Against::RecomputeWithoutCache));
         }
         // Admission: prefill the prompt (or, after a preemption, the prompt plus the stored bytes).
         for &(r, n) in &ev.admitted {

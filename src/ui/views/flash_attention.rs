@@ -662,12 +662,12 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     );
     crate::ui::widgets::bar(
         ui,
-        lang.t("visible scores, T(T+1)/2", "可见分数 T(T+1)/2"),
-        if f.mask == crate::math::Mask::Causal {
-            f.t * (f.t + 1) / 2
-        } else {
-            t2
+        match f.mask {
+            crate::math::Mask::Causal => lang.t("visible scores, T(T+1)/2", "可见分数 T(T+1)/2"),
+            crate::math::Mask::None => lang.t("visible scores, all T² (no mask)", "可见分数：全部 T²（无掩码）"),
+            _ => lang.t("visible scores under the mask", "掩码下的可见分数"),
         },
+        visible_scores(f.mask, f.t),
         t2,
         Color32::from_rgb(110, 160, 240),
         size,
@@ -743,7 +743,7 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             "{} {:.1}× {} · f32: {} → {}",
             lang.t("the naive path moves", "朴素实现的读写元素数是 flash 的"),
             (n.read + n.write) as f64 / (fl.read + fl.write).max(1) as f64,
-            lang.t("as many elements as flash", "倍"),
+            lang.t("as many elements as flash", ""),
             bytes(((n.read + n.write) * 4) as f64),
             bytes(((fl.read + fl.write) * 4) as f64)
         ))
@@ -865,4 +865,27 @@ fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         },
     );
     check_line(cx, ui, f.checks.get(3), lang.t("merged row", "合并后的行"));
+}
+
+/// The scores `mask` lets through in a `t`×`t` score matrix, counted entry by entry (so the bar is right
+/// for every mask, not only the causal one whose count is T(T+1)/2).
+fn visible_scores(mask: crate::math::Mask, t: usize) -> usize {
+    (0..t).map(|i| (0..t).filter(|&j| mask.visible(i, j)).count()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_scores;
+    use crate::math::Mask;
+
+    /// The "visible scores" bar counts what the mask lets through: all T² with the mask off, T(T+1)/2
+    /// causal, fewer with a window.
+    #[test]
+    fn the_visible_score_bar_counts_what_the_mask_lets_through() {
+        for t in [1, 7, 64] {
+            assert_eq!(visible_scores(Mask::None, t), t * t);
+            assert_eq!(visible_scores(Mask::Causal, t), t * (t + 1) / 2);
+        }
+        assert_eq!(visible_scores(Mask::Window { window: 2, sinks: 0 }, 4), 1 + 2 + 2 + 2);
+    }
 }

@@ -104,13 +104,11 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         );
     }
     if let Some(r) = out.op_check(op) {
+        // What was compared with comes from the report (`check_line` names it).
         let what = if op == Kernel::FlashAttention {
-            lang.t(
-                "flash kernel vs lesson 1's three kernels",
-                "flash kernel 与第 1 课三个 kernel 的结果",
-            )
+            lang.t("flash kernel", "flash kernel")
         } else {
-            lang.t("fused kernel vs the three kernels", "融合 kernel 与三个 kernel 的结果")
+            lang.t("fused kernel", "融合 kernel")
         };
         super::check_line(cx, ui, Some(r), what);
     }

@@ -111,16 +111,20 @@ pub fn color_of(i: usize) -> Color32 {
     Color32::from_rgb(r, g, b)
 }
 
-/// One line saying whether a kernel result matches the f64 reference.
+/// One line saying whether a kernel result matches what it was compared with (the report's `against`:
+/// the f64 reference, or the other path a lesson compares).
 pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str) {
     let size = cx.size;
     match r {
         Some(r) if r.passed() => ui.label(
-            RichText::new(format!(
-                "OK  {what} {}: max abs err {:.1e}",
-                cx.t("matches the f64 reference", "与 f64 参考结果一致"),
-                r.max_abs
-            ))
+            RichText::new(match cx.lang {
+                Lang::En => {
+                    format!("OK  {what} matches {}: max abs err {:.1e}", r.against.en(), r.max_abs)
+                }
+                Lang::Zh => {
+                    format!("OK  {what} 与{}一致：max abs err {:.1e}", r.against.zh(), r.max_abs)
+                }
+            })
             .size(size * 0.9)
             .color(Color32::from_rgb(90, 200, 110)),
         ),
