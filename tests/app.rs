@@ -227,9 +227,10 @@ fn backend_selector_shows_why_a_backend_is_unavailable() {
     settle(&mut h);
     assert_eq!(h.state().active_backend().name(), "cuda-sim");
     assert!(
-        h.query_all_by_label_contains("verified vs CPU f64 reference cuda-sim")
-            .next()
-            .is_some()
+        h.query_all_by_label_contains("OK  cuda-sim: ").next().is_some()
+            && h.query_all_by_label_contains("checks pass; largest error vs")
+                .next()
+                .is_some()
     );
 }
 
