@@ -276,3 +276,19 @@ fn lesson_5_serves_the_model_as_if_each_request_ran_alone() {
         serving_equals_generating_alone(w.as_ref(), 16);
     }
 }
+
+/// The head that an earlier rule missed: in layer 0 on lesson 3's default text, head 1's brightest key is
+/// i − 2 in most rows. Measured by fixed offset, it is labelled an offset-2 head; the count of labelled
+/// heads includes it.
+#[test]
+fn the_offset_2_head_is_found() {
+    use kvscope::lessons::attention_layer::heads::ModelHeads;
+    use kvscope::model::heads::Pattern;
+    let m = ModelHeads::compute(0, 0, &kvscope::compute::CpuBackend::new()).unwrap();
+    let l = m.labels[1].unwrap_or_else(|| panic!("head 1 has no label: {:?}", m.profiles[1]));
+    assert_eq!(l.pattern, Pattern::Offset(2), "{l:?}");
+    assert!(l.argmax >= 0.6, "{l:?}");
+    for (h, (lab, p)) in m.labels.iter().zip(&m.profiles).enumerate() {
+        eprintln!("layer 0 head {h}: {lab:?} {p:?}");
+    }
+}

@@ -430,7 +430,7 @@ pub fn model_attention(
         let per_head: Vec<serde_json::Value> = crate::model::heads::labels(p)
             .into_iter()
             .map(|lab| match lab {
-                Some(x) => serde_json::json!({"pattern": x.pattern.name(), "share": x.share}),
+                Some(x) => serde_json::json!({"pattern": x.pattern.name(), "share": x.share, "argmax_rows": x.argmax}),
                 None => serde_json::Value::Null,
             })
             .collect();

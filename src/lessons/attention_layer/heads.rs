@@ -5,7 +5,7 @@
 use crate::compute::{AttnInput, Backend, CheckReport, Tolerance, check, reference};
 use crate::lessons::heat_probs;
 use crate::math::Mask;
-use crate::model::heads::{Label, labels, shares};
+use crate::model::heads::{Label, Profile, labels, profiles};
 use crate::model::{shared, texts};
 use crate::render::heatmap::HeatmapData;
 use ndarray::Array3;
@@ -33,8 +33,8 @@ pub struct ModelHeads {
     pub maps: Vec<Arc<HeatmapData>>,
     /// Each head's measured label.
     pub labels: Vec<Option<Label>>,
-    /// Each head's shares of weight on the previous token, the first token and itself (rows i ≥ 2).
-    pub shares: Vec<Option<[f64; 3]>>,
+    /// Each head's measurements: best offset, first token, local band (rows i ≥ 2).
+    pub profiles: Vec<Option<Profile>>,
     /// The probabilities against the f64 reference.
     pub check: CheckReport,
 }
@@ -70,7 +70,7 @@ impl ModelHeads {
             ticks: Arc::new(crate::model::tick_labels(&tokens)),
             prompt: text,
             labels: labels(&probs),
-            shares: shares(&probs),
+            profiles: profiles(&probs),
             tokens,
             layer,
             layers: m.config.n_layers,
@@ -105,6 +105,6 @@ pub struct TrainedHead {
     pub ticks: Arc<Vec<String>>,
     /// The head's label measured on the text (with the causal mask, as the model runs).
     pub label: Option<Label>,
-    /// Its shares of weight on the previous token, the first token and itself (rows i ≥ 2).
-    pub shares: Option<[f64; 3]>,
+    /// Its measurements: best offset, first token, local band (rows i ≥ 2).
+    pub profile: Option<Profile>,
 }

@@ -15,7 +15,7 @@ use super::AttnOut;
 use super::heads::TrainedHead;
 use crate::compute::Backend;
 use crate::math::{AttnShape, AttnWeights, Mask, Qkv};
-use crate::model::heads::{labels, shares};
+use crate::model::heads::{labels, profiles};
 use crate::model::{shared, texts};
 
 impl AttnOut {
@@ -77,7 +77,7 @@ impl AttnOut {
             n_heads: c.n_heads,
             n_kv_heads: c.n_kv_heads,
             label: labels(&head_probs)[0],
-            shares: shares(&head_probs)[0],
+            profile: profiles(&head_probs)[0],
         });
         Ok(out)
     }

@@ -63,6 +63,9 @@ impl Schema for MultiHead {
             "model_n_kv_heads",
             "model_tokens",
             "model_labelled",
+            "label_share_pct",
+            "label_argmax_pct",
+            "label_max_offset",
         ]
     }
 }
@@ -103,6 +106,9 @@ impl LessonKind for MultiHead {
                 ("model_n_kv_heads", m.n_kv_heads.to_string()),
                 ("model_tokens", m.tokens.len().to_string()),
                 ("model_labelled", m.labels.iter().flatten().count().to_string()),
+                ("label_share_pct", format!("{}%", crate::model::heads::THRESHOLDS.0)),
+                ("label_argmax_pct", format!("{}%", crate::model::heads::THRESHOLDS.1)),
+                ("label_max_offset", crate::model::heads::MAX_OFFSET.to_string()),
             ]);
         }
         v

@@ -6,7 +6,7 @@ use crate::lessons::{Params, get};
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
 use crate::kv::{EngineError, KvEngine, KvEvent};
-use crate::compute::{Backend, CheckReport};
+use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::math::Rng;
 use crate::render::blocks::BlockGridData;
 use super::out::{Event, PrefixFrame, PrefixOut};
@@ -181,11 +181,8 @@ impl Replay<'_> {
         let check = (!reqs.is_empty()).then(|| {
             let tables = self.engine.tables(&reqs);
             let q = Rng::stream(self.seed, 700 + self.frames.len() as u64).normal_vec(reqs.len() * HEADS * HEAD_DIM, 1.0);
-            match self.engine.decode_checked(self.backend, 0, &tables, &q, HEADS) {
-                Ok((_, mut r)) => {
-                    r.label = "paged decode through the shared tables == contiguous".into();
-                    r
-                }
+            match self.engine.decode(self.backend, 0, &tables, &q, HEADS) {
+                Ok(got) => check_against_own_tokens(c, &reqs, &q, &got),
                 Err(e) => CheckReport::failed("paged decode through the shared tables", e),
             }
         });
@@ -449,3 +446,104 @@ fn script(
     Ok(())
 }
 
+/// Paged decode of `reqs` (`got`, `[R, HEADS, HEAD_DIM]`, queries `q`) against attention in f64 over K/V
+/// that this check builds from each request's own token sequence (`prefix_kv` of its tokens, rounded to
+/// the pool's f16), never read from the pool: a prefix hit that pointed a table at the wrong block, or a
+/// copy-on-write that was skipped, changes what the kernel reads through the table but not this
+/// reference, so the check fails. (Comparing with a reference gathered through the same tables from the
+/// same pools would pass either way.)
+pub(super) fn check_against_own_tokens(c: &PagedKvCache, reqs: &[RequestId], q: &[f32], got: &[f32]) -> CheckReport {
+    let w = KV_HEADS * HEAD_DIM;
+    let group = HEADS / KV_HEADS;
+    let scale = 1.0 / (HEAD_DIM as f64).sqrt();
+    let round = |x: f32| f64::from(half::f16::from_f32(x));
+    let mut want = Vec::with_capacity(reqs.len() * HEADS * HEAD_DIM);
+    for (r, &req) in reqs.iter().enumerate() {
+        let tokens = c.tokens(req).unwrap_or_default();
+        let len = c.len(req).min(tokens.len());
+        let kv: Vec<(Vec<f64>, Vec<f64>)> = (0..len)
+            .map(|pos| {
+                let (k, v) = prefix_kv(tokens, pos, w);
+                (k.into_iter().map(round).collect(), v.into_iter().map(round).collect())
+            })
+            .collect();
+        for h in 0..HEADS {
+            let kvh = h / group;
+            let qh: Vec<f64> = q[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM].iter().map(|&x| f64::from(x)).collect();
+            let scores: Vec<f64> = kv
+                .iter()
+                .map(|(k, _)| (0..HEAD_DIM).map(|d| qh[d] * k[kvh * HEAD_DIM + d]).sum::<f64>() * scale)
+                .collect();
+            let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for d in 0..HEAD_DIM {
+                want.push(kv.iter().zip(&e).map(|((_, v), p)| p * v[kvh * HEAD_DIM + d]).sum::<f64>() / sum);
+            }
+        }
+    }
+    check(
+        "paged decode through the shared tables == attention over each request's own tokens",
+        &[reqs.len(), HEADS, HEAD_DIM],
+        got,
+        &want,
+        Tolerance::F32,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::CpuBackend;
+
+    /// K/V of `tokens[from..from + slots.len()]` written at `slots`, as the replay writes them.
+    fn write(e: &mut KvEngine, tokens: &[u32], from: usize, slots: &[i32]) {
+        let w = KV_HEADS * HEAD_DIM;
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for pos in from..from + slots.len() {
+            let (kk, vv) = prefix_kv(tokens, pos, w);
+            k.extend(kk);
+            v.extend(vv);
+        }
+        e.write(&CpuBackend::new(), 0, slots, &k, &v).unwrap();
+    }
+
+    /// The check builds its reference from each request's own tokens: it passes on an honest prefix
+    /// hit, and fails when the shared block holds another prompt's K/V (a corrupted hit), which a
+    /// reference gathered through the same tables from the same pool does not notice.
+    #[test]
+    fn a_corrupted_prefix_hit_fails_the_check() {
+        let shape = PagedShape {
+            block_size: 4,
+            num_blocks: 8,
+            kv_heads: KV_HEADS,
+            head_dim: HEAD_DIM,
+            dtype: crate::cache::KvDtype::F16,
+        };
+        let mut e = KvEngine::new(shape, 1);
+        let a: Vec<u32> = (10..19).collect(); // 9 tokens: two full blocks and one more
+        let mut b = a[..8].to_vec();
+        b.extend([90, 91, 92]); // the same two full blocks, then its own
+        let adm = e.admit(0, &a).unwrap();
+        write(&mut e, &a, adm.cached_tokens, &adm.slots);
+        let adm = e.admit(1, &b).unwrap();
+        assert_eq!(adm.hit_blocks.len(), 2, "{adm:?}");
+        write(&mut e, &b, adm.cached_tokens, &adm.slots);
+        let reqs = [0, 1];
+        let tables = e.tables(&reqs);
+        let q = Rng::new(7).normal_vec(reqs.len() * HEADS * HEAD_DIM, 1.0);
+        let cpu = CpuBackend::new();
+        let got = e.decode(&cpu, 0, &tables, &q, HEADS).unwrap();
+        let honest = check_against_own_tokens(e.cache(), &reqs, &q, &got);
+        assert!(honest.passed(), "{honest}");
+        // Corrupt the first shared block: it now holds the K/V of other tokens.
+        let shared = adm.hit_blocks[0] as i32 * 4;
+        let other: Vec<u32> = (50..54).collect();
+        write(&mut e, &other, 0, &[shared, shared + 1, shared + 2, shared + 3]);
+        let got = e.decode(&cpu, 0, &tables, &q, HEADS).unwrap();
+        let caught = check_against_own_tokens(e.cache(), &reqs, &q, &got);
+        assert!(!caught.passed(), "{caught}");
+        let (_, through_pool) = e.decode_checked(&cpu, 0, &tables, &q, HEADS).unwrap();
+        assert!(through_pool.passed(), "the pool-gathered reference cannot see it: {through_pool}");
+    }
+}

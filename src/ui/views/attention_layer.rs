@@ -6,7 +6,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use crate::lessons::attention_layer::AttnOut;
-use crate::model::heads::Label;
+use crate::model::heads::{Label, Profile};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::{HeatmapData, Highlight};
 use crate::ui::text::Lang;
@@ -25,20 +25,22 @@ pub fn rows_only(h: Highlight) -> Highlight {
     }
 }
 
-/// A trained head's label in `lang`: the measured pattern, or the three shares when none reaches the
-/// threshold ([`crate::model::heads`]).
-pub fn head_label(lang: Lang, label: Option<Label>, shares: Option<[f64; 3]>) -> String {
+/// A trained head's label in `lang`: the measured pattern, or, when no pattern tested meets the rule,
+/// what was measured ([`crate::model::heads`]).
+pub fn head_label(lang: Lang, label: Option<Label>, profile: Option<Profile>) -> String {
     let pct = |x: f64| (x * 100.0).round();
-    match (label, shares) {
-        (Some(l), _) => l.pattern.describe(l.share, lang == Lang::Zh),
-        (None, Some([prev, first, own])) => format!(
-            "{} (i−1 {}%, 0 {}%, i {}%)",
-            lang.t("no clear pattern", "没有明显模式"),
-            pct(prev),
-            pct(first),
-            pct(own)
+    match (label, profile) {
+        (Some(l), _) => l.pattern.describe(l.share, l.argmax, lang == Lang::Zh),
+        (None, Some(p)) => format!(
+            "{} (i−{} {}%, 0 {}%, |i−j| ≤ {} {}%)",
+            lang.t("no pattern tested matches", "不符合所测的任何模式"),
+            p.best_offset,
+            pct(p.offset_share),
+            pct(p.sink_share),
+            crate::model::heads::BAND,
+            pct(p.band)
         ),
-        (None, None) => lang.t("no clear pattern", "没有明显模式").to_string(),
+        (None, None) => lang.t("no pattern tested matches", "不符合所测的任何模式").to_string(),
     }
 }
 
@@ -285,7 +287,7 @@ pub fn probs(
         cx.t("each row sums to 1", "每行之和为 1")
     );
     if let Some(m) = a.trained.as_ref().filter(|_| mask_on) {
-        title = format!("{title} · {}", head_label(lang, m.label, m.shares));
+        title = format!("{title} · {}", head_label(lang, m.label, m.profile));
     }
     let hl = seq_highlight(cx, a);
     cx.widgets.heat.row_sums = true;
@@ -527,27 +529,36 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         format!(
             "{}: {}",
             lang.t("measured on this text", "在这段文本上测得"),
-            head_label(lang, m.label, m.shares)
+            head_label(lang, m.label, m.profile)
         ),
         true,
     );
-    if let Some([prev, first, own]) = m.shares {
+    if let Some(p) = m.profile {
+        let h = crate::model::heads::THRESHOLDS;
         line(
             ui,
             match lang {
                 Lang::Zh => format!(
-                    "第 i ≥ 2 行的平均权重：在 i−1 上 {:.1}% · 在 token 0 上 {:.1}% · 在 i 自身上 {:.1}%（达到 {}% 才给标签）",
-                    prev * 100.0,
-                    first * 100.0,
-                    own * 100.0,
-                    (crate::model::heads::THRESHOLD * 100.0).round()
+                    "第 i ≥ 2 行：权重最多的固定偏移是 i−{}，平均 {:.1}%，在 {:.0}% 的行里最亮 · token 0 上 {:.1}% · |i−j| ≤ {} 内 {:.1}%（标签规则：某个偏移或 token 0 的平均权重至少 {}%，或在至少 {}% 的行里最亮）",
+                    p.best_offset,
+                    p.offset_share * 100.0,
+                    p.offset_argmax * 100.0,
+                    p.sink_share * 100.0,
+                    crate::model::heads::BAND,
+                    p.band * 100.0,
+                    h.0,
+                    h.1
                 ),
                 _ => format!(
-                    "mean weight over rows i ≥ 2: on i−1 {:.1}% · on token 0 {:.1}% · on i itself {:.1}% (a label needs {}%)",
-                    prev * 100.0,
-                    first * 100.0,
-                    own * 100.0,
-                    (crate::model::heads::THRESHOLD * 100.0).round()
+                    "rows i ≥ 2: the fixed offset with most weight is i−{}, {:.1}% on average, brightest in {:.0}% of rows · on token 0 {:.1}% · within |i−j| ≤ {} {:.1}% (label rule: at least {}% mean weight on one offset or on token 0, or brightest there in at least {}% of rows)",
+                    p.best_offset,
+                    p.offset_share * 100.0,
+                    p.offset_argmax * 100.0,
+                    p.sink_share * 100.0,
+                    crate::model::heads::BAND,
+                    p.band * 100.0,
+                    h.0,
+                    h.1
                 ),
             },
             false,

@@ -320,7 +320,7 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
     let group = m.n_heads / m.n_kv_heads.max(1);
     for (k, r) in grid(rect, m.n_heads).into_iter().enumerate() {
         view_in(ui, r, |ui| {
-            let label = head_label(lang, m.labels[k], m.shares[k]);
+            let label = head_label(lang, m.labels[k], m.profiles[k]);
             let title = format!("{} {k} (KV {}): {label}", cx.t("head", "头"), k / group.max(1));
             let probs = &m.probs;
             let tokens = &m.tokens;
