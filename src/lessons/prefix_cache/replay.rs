@@ -36,6 +36,8 @@ pub(super) const PLACEHOLDERS: &[&str] = &[
     "to_free",
     "turn2_prompt",
     "turn2_hits",
+    "turn2_from_evictor",
+    "turn2_still_live",
     "turn2_saved",
     "samples",
     "fork_blocks",
@@ -335,11 +337,18 @@ fn script(
         n.insert("to_free", to_free.len().to_string());
     }
     let saved_before = rp.saved;
+    let evictor_before: Vec<u32> = rp.cache().prefix().evictor_blocks().collect();
     if rp.admit(next, &turn2)? {
         live.push(next);
         points.insert("turn2", last(rp));
         if let Some(Event::Admit { hits, .. }) = rp.frames.last().map(|f| &f.event) {
             n.insert("turn2_hits", hits.to_string());
+            // Of the blocks hit, those taken back out of the evictor (turn 1's own); the others were
+            // still in use (the system prompt's, shared with the live requests).
+            let table = rp.cache().table(next).unwrap_or_default();
+            let from_evictor = table.iter().take(*hits).filter(|b| evictor_before.contains(b)).count();
+            n.insert("turn2_from_evictor", from_evictor.to_string());
+            n.insert("turn2_still_live", (hits - from_evictor).to_string());
         }
         n.insert("turn2_prompt", turn2.len().to_string());
         n.insert("turn2_saved", (rp.saved - saved_before).to_string());
