@@ -56,8 +56,8 @@ impl Pattern {
         }
     }
 
-    /// Its label in the app, "previous-token head: 71% of weight on i−1, brightest in 80% of rows", in
-    /// English or Chinese.
+    /// Its label in the app, "previous-token head: 71% on i−1, argmax 80%" (the key holds 71% of the
+    /// weight on average and is the row's argmax in 80% of rows), in English or Chinese.
     pub fn describe(self, share: f64, argmax: f64, zh: bool) -> String {
         let (pct, arg) = ((share * 100.0).round(), (argmax * 100.0).round());
         let key = self.key(zh);
@@ -71,10 +71,11 @@ impl Pattern {
             (Pattern::Offset(d), true) => format!("偏移 {d} 的头"),
             (Pattern::FirstToken, true) => "首 token 汇聚（sink）".to_string(),
         };
+        // Short: it titles a heatmap. The view's detail line spells out what "argmax" counts.
         if zh {
-            format!("{what}：{pct}% 的权重在 {key} 上，{arg}% 的行里它最亮")
+            format!("{what}：{key} 上 {pct}%，argmax {arg}%")
         } else {
-            format!("{what}: {pct}% of weight on {key}, brightest in {arg}% of rows")
+            format!("{what}: {pct}% on {key}, argmax {arg}%")
         }
     }
 }
@@ -233,7 +234,7 @@ mod tests {
         assert!(l[4].unwrap().share < SHARE_THRESHOLD && l[4].unwrap().argmax >= ARGMAX_THRESHOLD);
         assert_eq!(
             Pattern::Offset(1).describe(0.714, 0.8, false),
-            "previous-token head: 71% of weight on i−1, brightest in 80% of rows"
+            "previous-token head: 71% on i−1, argmax 80%"
         );
         assert_eq!(profiles(&Array3::<f32>::zeros((1, 2, 2))), vec![None]);
     }

@@ -32,15 +32,15 @@ pub fn head_label(lang: Lang, label: Option<Label>, profile: Option<Profile>) ->
     match (label, profile) {
         (Some(l), _) => l.pattern.describe(l.share, l.argmax, lang == Lang::Zh),
         (None, Some(p)) => format!(
-            "{} (i−{} {}%, 0 {}%, |i−j| ≤ {} {}%)",
-            lang.t("no pattern tested matches", "不符合所测的任何模式"),
+            "{} (i−{} {}%, 0 {}%, |i−j|≤{} {}%)",
+            lang.t("no pattern tested", "不符合所测模式"),
             p.best_offset,
             pct(p.offset_share),
             pct(p.sink_share),
             crate::model::heads::BAND,
             pct(p.band)
         ),
-        (None, None) => lang.t("no pattern tested matches", "不符合所测的任何模式").to_string(),
+        (None, None) => lang.t("no pattern tested", "不符合所测模式").to_string(),
     }
 }
 
@@ -539,7 +539,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             ui,
             match lang {
                 Lang::Zh => format!(
-                    "第 i ≥ 2 行：权重最多的固定偏移是 i−{}，平均 {:.1}%，在 {:.0}% 的行里最亮 · token 0 上 {:.1}% · |i−j| ≤ {} 内 {:.1}%（标签规则：某个偏移或 token 0 的平均权重至少 {}%，或在至少 {}% 的行里最亮）",
+                    "第 i ≥ 2 行：权重最多的固定偏移是 i−{}，平均 {:.1}%，在 {:.0}% 的行里是最亮的键（argmax） · token 0 上 {:.1}% · |i−j| ≤ {} 内 {:.1}%（标签规则：某个偏移或 token 0 的平均权重至少 {}%，或在至少 {}% 的行里最亮）",
                     p.best_offset,
                     p.offset_share * 100.0,
                     p.offset_argmax * 100.0,
@@ -550,7 +550,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                     h.1
                 ),
                 _ => format!(
-                    "rows i ≥ 2: the fixed offset with most weight is i−{}, {:.1}% on average, brightest in {:.0}% of rows · on token 0 {:.1}% · within |i−j| ≤ {} {:.1}% (label rule: at least {}% mean weight on one offset or on token 0, or brightest there in at least {}% of rows)",
+                    "rows i ≥ 2: the fixed offset with most weight is i−{}, {:.1}% on average, the row's brightest key (argmax) in {:.0}% of rows · on token 0 {:.1}% · within |i−j| ≤ {} {:.1}% (label rule: at least {}% mean weight on one offset or on token 0, or brightest there in at least {}% of rows)",
                     p.best_offset,
                     p.offset_share * 100.0,
                     p.offset_argmax * 100.0,
