@@ -9,6 +9,8 @@
 //! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode through
 //!   the engine);
 //!   (`compute::bench` holds the measurements that `kvscope bench` and lesson 4's sweep share);
+//! - [`facts`]: the published facts the lessons quote (`assets/facts.toml`: device figures, papers'
+//!   figures, model configurations, each with its source), drawn as quoted, never as measured;
 //! - [`lesson_file`]: the lesson-file format and loader (typed `lessons/*.toml`, checked against each
 //!   kind's schema), with no lesson code;
 //! - [`lessons`]: one module per lesson kind, what it computes (no egui), and `lessons::export`, the
@@ -19,6 +21,7 @@
 
 pub mod cache;
 pub mod compute;
+pub mod facts;
 pub mod kv;
 pub mod lesson_file;
 pub mod lessons;

@@ -512,3 +512,76 @@ fn every_placeholder_a_kind_declares_is_filled_and_used() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// A narration that quotes a fact the facts file lacks, or a lesson that names a model it lacks, is an
+/// error at load naming file, line and column; a known fact is filled in quote marks, and its source is
+/// listed for the step.
+#[test]
+fn quoted_facts_and_models_come_from_the_facts_file() {
+    let quoting = GOOD.replace("en = \"Some text.\"", "en = \"Up to {fact_hopper_smem_per_sm}.\"");
+    let l = lesson::parse(Path::new("x.toml"), &quoting).unwrap();
+    let t = l.file.steps[0].narration.get_ref().en.clone().unwrap();
+    assert_eq!(kvscope::lessons::fill(&t, &[], "…"), "Up to ^^228 KiB^^.");
+    let cited = kvscope::lessons::quoted_facts(&t);
+    assert_eq!(cited.len(), 1);
+    assert!(cited[0].source.contains("Hopper Tuning Guide"), "{:?}", cited[0]);
+
+    let unknown = GOOD.replace("en = \"Some text.\"", "en = \"Up to {fact_h900_smem}.\"");
+    let errs = errors(&unknown);
+    let e = errs
+        .iter()
+        .find(|e| e.message.contains("no published fact `h900_smem`"))
+        .unwrap_or_else(|| panic!("{errs:?}"));
+    assert_eq!((e.line, e.col), (17, 13), "{e}");
+    assert!(e.hint.contains("hopper_smem_per_sm"), "{e}");
+
+    let model = GOOD.replace("order = 1\n", "order = 1\nmodels = [\"Llama-3-8B\", \"Llama-9-9B\"]\n");
+    let errs = errors(&model);
+    let e = errs
+        .iter()
+        .find(|e| e.message.contains("no model `Llama-9-9B`"))
+        .unwrap_or_else(|| panic!("{errs:?}"));
+    assert_eq!((e.line, e.col), (5, 25), "{e}");
+    assert!(e.hint.contains("Llama-3-8B"), "{e}");
+}
+
+/// Every published fact and model in `assets/facts.toml` is quoted by some lesson or view: the file
+/// holds what the app shows, nothing stale.
+#[test]
+fn every_published_fact_is_quoted() {
+    let lessons = lesson::load_embedded().unwrap();
+    let mut text = String::new();
+    for l in &lessons {
+        for s in &l.file.steps {
+            let n = s.narration.get_ref();
+            text.push_str(n.en.as_deref().unwrap_or(""));
+            text.push_str(n.zh.as_deref().unwrap_or(""));
+        }
+    }
+    fn rust_sources(dir: &Path, out: &mut String) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut code = String::new();
+    rust_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut code);
+    for f in kvscope::facts::all() {
+        assert!(
+            text.contains(&format!("{{fact_{}}}", f.id)) || code.contains(&format!("fact(\"{}\")", f.id)),
+            "fact `{}` is quoted nowhere: remove it from assets/facts.toml or quote it",
+            f.id
+        );
+    }
+    for m in kvscope::facts::models() {
+        assert!(
+            lessons.iter().any(|l| l.file.models.iter().any(|x| x.name == m.name)),
+            "model `{}` is named by no lesson",
+            m.name
+        );
+    }
+}

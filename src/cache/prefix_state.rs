@@ -26,8 +26,10 @@ pub struct CachedBlock {
 pub struct PrefixState {
     /// Per physical block: what it caches, if it is a cached full block.
     meta: Vec<Option<CachedBlock>>,
-    /// hash → block.
-    map: BTreeMap<u64, u32>,
+    /// hash → the blocks that cache that prefix, first cached first. Duplicates are kept, as in vLLM V1
+    /// (`BlockHashToBlockMap`): a block that fills up with a prefix already cached elsewhere is cached
+    /// too, so block tables never change once written, and a lookup returns the first.
+    map: BTreeMap<u64, Vec<u32>>,
     /// Count-0 cached blocks in eviction order: (last access, −depth, block).
     evictor: BTreeSet<(u64, std::cmp::Reverse<usize>, u32)>,
     /// Each block's last access (for the evictor's order).
@@ -76,14 +78,19 @@ impl PrefixState {
         self.meta.get(b as usize).and_then(Option::as_ref)
     }
 
-    /// The block holding prefix `hash`, if cached.
+    /// The block a lookup of prefix `hash` returns, if cached: the first cached of its duplicates.
     pub fn lookup(&self, hash: u64) -> Option<u32> {
-        self.map.get(&hash).copied()
+        self.map.get(&hash).and_then(|v| v.first()).copied()
     }
 
-    /// The hash → block map.
-    pub fn map(&self) -> &BTreeMap<u64, u32> {
+    /// The hash → blocks map (duplicates in the order they were cached).
+    pub fn map(&self) -> &BTreeMap<u64, Vec<u32>> {
         &self.map
+    }
+
+    /// Cached blocks that duplicate a prefix another block caches too.
+    pub fn duplicates(&self) -> usize {
+        self.map.values().map(|v| v.len().saturating_sub(1)).sum()
     }
 
     /// Blocks looked up and blocks hit since the cache was made.
@@ -124,18 +131,24 @@ impl PrefixState {
     }
 
     fn uncache(&mut self, b: u32) {
-        if let Some(m) = self.meta[b as usize].take() {
-            self.map.remove(&m.hash);
+        if let Some(m) = self.meta[b as usize].take()
+            && let Some(blocks) = self.map.get_mut(&m.hash)
+        {
+            blocks.retain(|&x| x != b);
+            if blocks.is_empty() {
+                self.map.remove(&m.hash);
+            }
         }
     }
 
-    /// Record that block `b` now holds the full block `m` (unless that prefix is cached already: then
-    /// `b` stays an ordinary private block, as in vLLM).
+    /// Record that block `b` now holds the full block `m`. When another block caches the same prefix
+    /// already, `b` is cached as its duplicate (after it, so lookups keep returning the first), as vLLM
+    /// V1 does: it does not deduplicate, so that a block table never has to change.
     pub(super) fn cache(&mut self, b: u32, m: CachedBlock) {
-        if self.map.contains_key(&m.hash) || self.meta[b as usize].is_some() {
+        if self.meta[b as usize].is_some() {
             return;
         }
-        self.map.insert(m.hash, b);
+        self.map.entry(m.hash).or_default().push(b);
         self.meta[b as usize] = Some(m);
     }
 }

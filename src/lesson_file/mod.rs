@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::facts::ModelConfig;
+
 /// The lesson-file format this build reads.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -47,8 +49,12 @@ pub struct LessonFile {
     pub params: Vec<Param>,
     /// The ordered steps.
     pub steps: Vec<Step>,
-    /// Reference model configurations (lesson 3's KV-bytes table).
-    #[serde(default)]
+    /// Reference models by name (lesson 3's KV-bytes table, lesson 4's weights against K/V), each one a
+    /// `[[model]]` of the published facts (`assets/facts.toml`).
+    #[serde(default, rename = "models")]
+    pub model_names: Vec<Spanned<String>>,
+    /// The models named, resolved from the published facts at load.
+    #[serde(skip)]
     pub models: Vec<ModelConfig>,
     /// A scripted serving scenario (lesson 5): requests with arrival step, prompt and generation
     /// lengths. The `requests` parameter, when present, chooses how many of them take part.
@@ -231,48 +237,6 @@ pub struct Highlight {
     pub col: Option<i64>,
 }
 
-/// A model's configuration, from its published config, for computed KV-cache sizes.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// Model name.
-    pub name: String,
-    /// Transformer layers.
-    pub layers: u32,
-    /// Query heads.
-    pub heads: u32,
-    /// KV heads.
-    pub kv_heads: u32,
-    /// Values per head.
-    pub head_dim: u32,
-    /// Bytes per weight (2 for fp16/bf16).
-    pub dtype_bytes: u32,
-    /// The KV cache's dtype (f16 when the file does not say).
-    #[serde(default)]
-    pub kv_dtype: crate::cache::KvDtype,
-    /// Total parameters, from the model card (for the bytes of weights a decode step reads).
-    #[serde(default)]
-    pub parameters: Option<u64>,
-}
-
-impl ModelConfig {
-    /// K and V bytes one token occupies across all layers: 2 · layers · kv_heads · a row of head_dim
-    /// values of the KV dtype.
-    pub fn kv_bytes_per_token(&self) -> u64 {
-        crate::cache::kv_bytes_per_token(
-            self.layers as u64,
-            self.kv_heads as u64,
-            self.head_dim as u64,
-            self.kv_dtype,
-        )
-    }
-
-    /// Bytes of all weights at `dtype_bytes` each, when the parameter count is given.
-    pub fn weight_bytes(&self) -> Option<u64> {
-        self.parameters.map(|p| p * self.dtype_bytes as u64)
-    }
-}
-
 /// A problem in a lesson file, with where it is and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LessonError {
@@ -425,6 +389,8 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             return Err(c.errors);
         }
     };
+    let mut lf = lf;
+    resolve_models(&mut c, &mut lf);
     let kind = check_header(&mut c, &lf, kinds);
     // The parameters, both ways: each one the file declares, its kind reads, and each one the kind
     // reads, the file declares (a typo on either side would otherwise fall back to a default in silence).
@@ -441,6 +407,28 @@ pub fn parse<K: ?Sized + Schema>(file: &Path, src: &str, kinds: &[&'static K]) -
             file: lf,
         }),
         _ => Err(c.errors),
+    }
+}
+
+/// The models the file names, from the published facts; an unknown name is an error at its position.
+fn resolve_models(c: &mut Checker, lf: &mut LessonFile) {
+    for n in &lf.model_names {
+        match crate::facts::model(n.get_ref()) {
+            Some(m) => lf.models.push(m.clone()),
+            None => c.at(
+                n.span(),
+                format!("no model `{}` in the published facts", n.get_ref()),
+                format!(
+                    "models in {}: {} (add a `[[model]]` there, with its source, to quote another)",
+                    crate::facts::PATH,
+                    crate::facts::models()
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+        }
     }
 }
 
@@ -650,6 +638,27 @@ fn check_step_for_kind<K: ?Sized + Schema>(c: &mut Checker, s: &Step, k: &K) {
         .flatten()
     {
         for name in placeholders(t) {
+            if let Some(fact) = crate::facts::of_placeholder(name) {
+                if let Err(id) = fact {
+                    c.at(
+                        s.narration.span(),
+                        format!(
+                            "the narration of step `{}` quotes `{{{name}}}`, but there is no published fact `{id}`",
+                            s.id.get_ref()
+                        ),
+                        format!(
+                            "facts in {}: {}",
+                            crate::facts::PATH,
+                            crate::facts::all()
+                                .iter()
+                                .map(|f| f.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                }
+                continue;
+            }
             if !k.placeholders().contains(&name) && !COMMON_PLACEHOLDERS.contains(&name) {
                 c.at(
                     s.narration.span(),

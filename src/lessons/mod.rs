@@ -180,14 +180,34 @@ pub trait Output: Any + Send + Sync {
 /// the app passes `…` while nothing is computed yet, and `—` once the result is in but did not reach
 /// what the placeholder names (no request waited at these settings). Kinds fill only what they
 /// computed, never a dash of their own, so the narration test can tell a missing value from a value.
+///
+/// A `{fact_<id>}` placeholder is filled with the published fact (`crate::facts`), between quote marks
+/// that the narration renderer draws in the quoted style.
 pub fn fill(template: &str, values: &[(&'static str, String)], missing: &str) -> String {
     let mut out = template.to_string();
     for name in crate::lesson_file::placeholders(template) {
-        let v = values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(missing, |(_, v)| v.as_str());
-        out = out.replace(&format!("{{{name}}}"), v);
+        let v = match crate::facts::of_placeholder(name) {
+            Some(Ok(f)) => crate::facts::quoted(&f.shown()),
+            _ => values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(missing, |(_, v)| v.as_str())
+                .to_string(),
+        };
+        out = out.replace(&format!("{{{name}}}"), &v);
+    }
+    out
+}
+
+/// The published facts `template` quotes, in order of first use.
+pub fn quoted_facts(template: &str) -> Vec<&'static crate::facts::Fact> {
+    let mut out: Vec<&'static crate::facts::Fact> = Vec::new();
+    for name in crate::lesson_file::placeholders(template) {
+        if let Some(Ok(f)) = crate::facts::of_placeholder(name)
+            && !out.iter().any(|g| g.id == f.id)
+        {
+            out.push(f);
+        }
     }
     out
 }

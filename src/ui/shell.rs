@@ -269,6 +269,8 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         );
         ui.add_space(4.0);
         text::markdown(ui, &app.narration().unwrap_or_default(), size);
+        let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
+        text::quoted_sources(ui, lang, &quoted, size);
         if app.presentation {
             return;
         }

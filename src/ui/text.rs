@@ -47,12 +47,29 @@ impl Lang {
     }
 }
 
-fn push_inline(job: &mut LayoutJob, text: &str, size: f32, color: Color32, strong: Color32, code_bg: Color32) {
-    let mut bold = false;
-    let mut italic = false;
-    let mut code = false;
+/// The colour of quoted (published, not measured) values: narration's `^^…^^` and the views' quoted
+/// figures.
+pub fn quote_color(visuals: &egui::Visuals) -> Color32 {
+    if visuals.dark_mode {
+        Color32::from_rgb(140, 190, 255)
+    } else {
+        Color32::from_rgb(25, 85, 170)
+    }
+}
+
+/// Inline styles of narration.
+#[derive(Clone, Copy)]
+struct Colors {
+    text: Color32,
+    strong: Color32,
+    quote: Color32,
+    code_bg: Color32,
+}
+
+fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
+    let (mut bold, mut italic, mut code, mut quoted) = (false, false, false, false);
     let mut buf = String::new();
-    let flush = |job: &mut LayoutJob, buf: &mut String, bold: bool, italic: bool, code: bool| {
+    let flush = |job: &mut LayoutJob, buf: &mut String, bold: bool, italic: bool, code: bool, quoted: bool| {
         if buf.is_empty() {
             return;
         }
@@ -62,12 +79,18 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, color: Color32, stron
             } else {
                 FontId::proportional(size)
             },
-            color: if bold { strong } else { color },
-            italics: italic,
+            color: if quoted {
+                colors.quote
+            } else if bold {
+                colors.strong
+            } else {
+                colors.text
+            },
+            italics: italic || quoted,
             ..Default::default()
         };
         if code {
-            f.background = code_bg;
+            f.background = colors.code_bg;
         }
         job.append(buf, 0.0, f);
         buf.clear();
@@ -77,28 +100,66 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, color: Color32, stron
     while i < chars.len() {
         let c = chars[i];
         if c == '`' {
-            flush(job, &mut buf, bold, italic, code);
+            flush(job, &mut buf, bold, italic, code, quoted);
             code = !code;
+        } else if !code && c == '^' && chars.get(i + 1) == Some(&'^') {
+            flush(job, &mut buf, bold, italic, code, quoted);
+            quoted = !quoted;
+            i += 1;
         } else if !code && c == '*' && chars.get(i + 1) == Some(&'*') {
-            flush(job, &mut buf, bold, italic, code);
+            flush(job, &mut buf, bold, italic, code, quoted);
             bold = !bold;
             i += 1;
         } else if !code && c == '*' {
-            flush(job, &mut buf, bold, italic, code);
+            flush(job, &mut buf, bold, italic, code, quoted);
             italic = !italic;
         } else {
             buf.push(c);
         }
         i += 1;
     }
-    flush(job, &mut buf, bold, italic, code);
+    flush(job, &mut buf, bold, italic, code, quoted);
+}
+
+/// Under the narration, the sources of the published facts it quotes, in the quoted style: what each
+/// is and where it is published, so a quoted figure is never taken for a measured one.
+pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fact], size: f32) {
+    if facts.is_empty() {
+        return;
+    }
+    let quote = quote_color(ui.visuals());
+    let small = size * 0.72;
+    ui.label(
+        egui::RichText::new(lang.t(
+            "Quoted, not measured (in this colour):",
+            "引用的公开数据，非实测（以此颜色标出）：",
+        ))
+        .size(small)
+        .italics()
+        .color(quote),
+    );
+    for f in facts {
+        let what = match lang {
+            Lang::En => &f.what.en,
+            Lang::Zh => &f.what.zh,
+        };
+        ui.label(
+            egui::RichText::new(format!("{}: {what}. {}", f.shown(), f.source))
+                .size(small)
+                .color(quote),
+        );
+    }
+    ui.add_space(size * 0.3);
 }
 
 /// Render narration Markdown into `ui` at body size `size`.
 pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
-    let color = ui.visuals().text_color();
-    let strong = ui.visuals().strong_text_color();
-    let code_bg = ui.visuals().code_bg_color;
+    let colors = Colors {
+        text: ui.visuals().text_color(),
+        strong: ui.visuals().strong_text_color(),
+        quote: quote_color(ui.visuals()),
+        code_bg: ui.visuals().code_bg_color,
+    };
     let width = ui.available_width();
     // Paragraphs are separated by blank lines; lines inside a paragraph are joined (with no space
     // between two CJK characters, as Chinese text is written).
@@ -138,28 +199,30 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
             }
         }
         for ((kind, text), marker) in items.into_iter().zip(markers) {
+            let indent = if kind == 1 { size * 0.8 } else { 0.0 };
             let mut job = LayoutJob {
                 wrap: egui::text::TextWrapping {
-                    max_width: width - if kind == 1 { size * 1.2 } else { 0.0 },
+                    max_width: width - indent,
                     ..Default::default()
                 },
                 ..Default::default()
             };
             let s = if kind == 2 { size * 1.15 } else { size };
-            // A numbered item is its own paragraph, led by its number.
-            let text = if kind == 3 { format!("{marker} {text}") } else { text };
-            push_inline(
-                &mut job,
-                &text,
-                s,
-                if kind == 2 { strong } else { color },
-                strong,
-                code_bg,
-            );
+            // A list item is its own paragraph, led by its bullet or number (a bullet's paragraph indented).
+            let text = if kind == 1 || kind == 3 {
+                format!("{marker} {text}")
+            } else {
+                text
+            };
+            let colors = Colors {
+                text: if kind == 2 { colors.strong } else { colors.text },
+                ..colors
+            };
+            push_inline(&mut job, &text, s, colors);
             if kind == 1 {
                 ui.horizontal_top(|ui| {
-                    ui.label(egui::RichText::new(marker).size(size).color(color));
-                    ui.label(job);
+                    ui.add_space(indent);
+                    ui.vertical(|ui| ui.label(job));
                 });
             } else {
                 ui.label(job);

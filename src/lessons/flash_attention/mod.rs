@@ -50,19 +50,6 @@ crate::views! {
 /// Lesson 6.
 pub struct FlashAttention;
 
-/// Shared memory per SM of an H100 or H200 (Hopper, sm_90), in KiB: NVIDIA's Hopper tuning guide gives
-/// capacities up to 228 KB per SM (NVIDIA's KB are 1024 bytes), of which one thread block may address up
-/// to 227 KB (CUDA reserves 1 KB per block).
-pub const HOPPER_SMEM_PER_SM_KIB: u64 = 228;
-/// The most one thread block may use on Hopper, in KiB.
-pub const HOPPER_SMEM_PER_BLOCK_KIB: u64 = 227;
-/// Static shared memory a thread block may declare, in KB (48 KB on every architecture since Volta;
-/// more needs dynamic shared memory and `cudaFuncSetAttribute(…MaxDynamicSharedMemorySize…)`; CUDA C++
-/// Programming Guide, "Shared Memory").
-pub const STATIC_SMEM_PER_BLOCK_KB: u64 = 48;
-/// The tile sizes FlashAttention-2 chooses among for Br and Bc (its paper, section 3.3: "{64, 128} ×
-/// {64, 128}, depending on the head dimension and the device shared memory size").
-pub const FA2_TILE_SIZES: [u64; 2] = [64, 128];
 /// The sequence lengths of the memory plot and of the I/O bars.
 pub const MEMORY_TS: [usize; 6] = [256, 512, 1024, 2048, 4096, 8192];
 /// The T of the I/O bars (walked with the lesson's head_dim, tiles and mask).
@@ -136,8 +123,8 @@ const PLACEHOLDERS: &[&str] = &[
     "tiles_skipped",
     "work_pct",
     "tile_kib",
-    "device_smem",
-    "device_block_smem",
+    "chip_smem",
+    "lse_final",
     "big_t",
     "sp_big",
     "row",
@@ -164,9 +151,6 @@ const PLACEHOLDERS: &[&str] = &[
     "threads",
     "kernel_err",
     "three_kernels_err",
-    "static_smem",
-    "fa2_tile_small",
-    "fa2_tile_large",
 ];
 
 /// Lesson 6's result.
@@ -381,7 +365,7 @@ impl FlashOut {
     fn fill_numbers(&self, split_at: usize) -> Vec<(&'static str, String)> {
         let (t, hd, br, bc) = (self.t, self.hd, self.br, self.bc);
         let (total, visited, skipped) = self.tile_counts();
-        let kib = |floats: usize| format!("{:.2} KiB", floats as f64 * 4.0 / 1024.0);
+        let kib = |floats: usize| super::format_bytes(floats as f64 * 4.0);
         let big_t = *MEMORY_TS.last().unwrap_or(&8192);
         let sp_big = (2 * big_t * big_t * 4) as f64 / (1024.0 * 1024.0);
         // The online softmax of the last row, at the end of the walk.
@@ -423,11 +407,14 @@ impl FlashOut {
                 format!("{:.0}%", 100.0 * self.visited_elements() as f64 / (t * t) as f64),
             ),
             ("tile_kib", kib(smem_floats(br, bc, hd))),
-            ("device_smem", format!("{HOPPER_SMEM_PER_SM_KIB} KiB")),
-            ("device_block_smem", format!("{HOPPER_SMEM_PER_BLOCK_KIB} KiB")),
-            ("static_smem", format!("{STATIC_SMEM_PER_BLOCK_KB} KB")),
-            ("fa2_tile_small", FA2_TILE_SIZES[0].to_string()),
-            ("fa2_tile_large", FA2_TILE_SIZES[1].to_string()),
+            // The whole chip's shared memory, from two quoted facts (SMs × shared memory per SM).
+            (
+                "chip_smem",
+                super::format_bytes(
+                    crate::facts::fact("h100_sxm_sms").number() * crate::facts::fact("hopper_smem_per_sm").number() * 1024.0,
+                ),
+            ),
+            ("lse_final", fmt4(m_final + l_final.ln())),
             ("big_t", big_t.to_string()),
             ("sp_big", format!("{sp_big:.0} MiB")),
             ("row", row.to_string()),

@@ -144,6 +144,7 @@ const PLACEHOLDERS: &[&str] = &[
     "gen_layers",
     "gen_bytes_per_token",
     "gen_check",
+    "h100_balance",
 ];
 
 /// One point of lesson 4's timeline.
@@ -486,7 +487,14 @@ impl Output for DecodeOut {
     }
 
     fn values(&self) -> Vec<(&'static str, String)> {
-        let mut v = vec![("prompt", self.prompt.to_string()), ("first_pos", self.prompt.to_string())];
+        // An H100 SXM's balance point, from two quoted facts: dense BF16 FLOP/s over HBM bytes/s.
+        let flops = crate::facts::fact("h100_sxm_bf16_dense").number() * 1e12;
+        let bytes_per_s = crate::facts::fact("h100_sxm_hbm_bandwidth").number() * 1e12;
+        let mut v = vec![
+            ("prompt", self.prompt.to_string()),
+            ("first_pos", self.prompt.to_string()),
+            ("h100_balance", format!("{:.0}", flops / bytes_per_s)),
+        ];
         if let Some((name, weights, per_token)) = &self.model {
             let crossover = weights.div_ceil(*per_token);
             v.extend([

@@ -1,6 +1,6 @@
 //! Lesson 7, prefix caching and copy-on-write (kind `prefix`): a scripted session replayed on the real
-//! [`PagedKvCache`] with its prefix cache (`cache::prefix`): requests sharing a system prompt, a
-//! finished chat turn whose blocks stay cached for the next turn, parallel sampling by fork, the
+//! [`PagedKvCache`] with its prefix cache (`cache::prefix`): requests sharing a system prompt, a prompt
+//! cached in full (its last block recomputed), a finished chat turn whose blocks stay cached for the next turn, parallel sampling by fork, the
 //! copy-on-write of a shared partial block, and eviction under memory pressure. Every prefill writes
 //! its K/V through the backend's `paged_append` kernel, every copy-on-write runs the backend's
 //! `copy_blocks` kernel, and after every event paged decode of the live requests, through their
@@ -79,7 +79,7 @@ impl LessonKind for PrefixCache {
 }
 
 /// The named points of the replay a step's `at` may open at.
-const POINTS: &[&str] = &["shared", "finished", "turn2", "fork", "cow", "probe_before", "evict", "probe_after"];
+const POINTS: &[&str] = &["shared", "repeat", "finished", "turn2", "fork", "cow", "probe_before", "evict", "probe_after"];
 
 #[cfg(test)]
 mod tests {

@@ -72,6 +72,8 @@ pub struct PrefixFrame {
     pub refs: Vec<u32>,
     /// Per block: its hash and parent hash and tokens, if it is a cached full block.
     pub cached: Vec<Option<(u64, u64, Vec<u32>)>>,
+    /// The hash → blocks map: duplicates in the order they were cached (a lookup returns the first).
+    pub map: BTreeMap<u64, Vec<u32>>,
     /// Block tables.
     pub tables: BTreeMap<RequestId, Vec<u32>>,
     /// Token ids per request.
@@ -214,6 +216,7 @@ impl PrefixOut {
                     "block_tables": f.tables.iter().map(|(r, t)| (r.to_string(), t.clone())).collect::<BTreeMap<_, _>>(),
                     "ref_counts": f.refs,
                     "block_hashes": hashes,
+                    "hash_to_blocks": f.map.iter().map(|(h, v)| (format!("{h:016x}"), v.clone())).collect::<BTreeMap<_, _>>(),
                     "free_list": f.free,
                     "evictor": f.evictor,
                     "lookups": f.lookups,

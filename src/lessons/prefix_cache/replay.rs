@@ -32,6 +32,12 @@ pub(super) const PLACEHOLDERS: &[&str] = &[
     "computed_tokens",
     "blocks_used",
     "blocks_unshared",
+    "repeat_len",
+    "repeat_full",
+    "repeat_max_hit",
+    "repeat_hits",
+    "repeat_prefilled",
+    "repeat_duplicates",
     "to_evictor",
     "to_free",
     "turn2_prompt",
@@ -196,6 +202,7 @@ impl Replay<'_> {
             cached: (0..s.num_blocks as u32)
                 .map(|b| c.prefix().cached(b).map(|m| (m.hash, m.parent, m.tokens.clone())))
                 .collect(),
+            map: c.prefix().map().clone(),
             tables: c.tables().clone(),
             tokens: c
                 .tables()
@@ -318,6 +325,27 @@ fn script(
         n.insert("blocks_used", f.blocks_used.to_string());
         n.insert("blocks_unshared", f.blocks_unshared.to_string());
     }
+    // 1b. A prompt cached in full: request 0's prompt cut to whole blocks (all of it when it is shorter
+    // than one block). Its hits stop at its length minus one token, so its last block is prefilled again
+    // and cached as a duplicate; it finishes at once.
+    let p0 = prompt_of(0);
+    let whole = p0.len() / bs * bs;
+    let repeat = if whole > 0 { p0[..whole].to_vec() } else { p0 };
+    let duplicates_before = rp.cache().prefix().duplicates();
+    if rp.admit(next, &repeat)? {
+        points.insert("repeat", last(rp));
+        if let Some(Event::Admit { hits, computed, .. }) = rp.frames.last().map(|f| &f.event) {
+            n.insert("repeat_hits", hits.to_string());
+            n.insert("repeat_prefilled", computed.to_string());
+        }
+        n.insert("repeat_len", repeat.len().to_string());
+        n.insert("repeat_full", (repeat.len() / bs).to_string());
+        n.insert("repeat_max_hit", (repeat.len().saturating_sub(1) / bs).to_string());
+        let dups = rp.cache().prefix().duplicates() - duplicates_before;
+        n.insert("repeat_duplicates", dups.to_string());
+        rp.finish(next)?;
+    }
+    next += 1;
     // 2. The first request's chat turn ends; its next turn arrives (its whole previous prompt, the
     // model's reply and a new message).
     let Some(&first) = live.first() else {

@@ -6,7 +6,7 @@ use eframe::egui::{self, Color32, RichText, Stroke, Ui};
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
 use crate::compute::ops::flash::smem_floats;
-use crate::lessons::flash_attention::{FlashAttention, FlashOut, HOPPER_SMEM_PER_SM_KIB, MEMORY_TS, View};
+use crate::lessons::flash_attention::{FlashAttention, FlashOut, MEMORY_TS, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
@@ -102,7 +102,9 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let sp = |t: usize| (2 * t * t * 4) as f64;
     let qkvo = |t: usize| (4 * t * f.hd * 4) as f64;
     let tile = (smem_floats(f.br, f.bc, f.hd) * 4) as f64;
-    let hopper = (HOPPER_SMEM_PER_SM_KIB * 1024) as f64;
+    let hopper_fact = crate::facts::fact("hopper_smem_per_sm");
+    let hopper = hopper_fact.number() * 1024.0;
+    let quote = crate::ui::text::quote_color(ui.visuals());
     let device = f.device_smem.map(|(b, _)| b as f64);
     let h = (ui.available_height() - 5.5 * size).max(120.0);
     let xs = MEMORY_TS;
@@ -125,13 +127,19 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"),
                 pts(&qkvo),
             ));
-            p.line(flat(
-                format!(
-                    "{} {HOPPER_SMEM_PER_SM_KIB} KiB",
-                    lang.t("H100/H200 shared memory per SM:", "H100/H200 每个 SM 的共享内存：")
-                ),
-                hopper,
-            ));
+            p.line(
+                flat(
+                    format!(
+                        "{} {} ({})",
+                        lang.t("H100/H200 shared memory per SM:", "H100/H200 每个 SM 的共享内存："),
+                        hopper_fact.shown(),
+                        lang.t("quoted", "引用")
+                    ),
+                    hopper,
+                )
+                .color(quote)
+                .style(egui_plot::LineStyle::dashed_dense()),
+            );
             if let Some(d) = device {
                 p.line(flat(lang.t("this backend reports", "当前后端报告").to_string(), d));
             }

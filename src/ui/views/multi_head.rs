@@ -286,12 +286,29 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
             ui.label(RichText::new(hdr).strong().size(size * 0.9));
         }
         ui.end_row();
+        // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
+        let quote = crate::ui::text::quote_color(ui.visuals());
         for m in &l.file.models {
             let b = m.kv_bytes_per_token();
             ui.label(RichText::new(&m.name).size(size * 0.9));
-            ui.label(RichText::new(m.layers.to_string()).size(size * 0.9));
-            ui.label(RichText::new(format!("{} / {}", m.heads, m.kv_heads)).size(size * 0.9));
-            ui.label(RichText::new(m.head_dim.to_string()).size(size * 0.9));
+            ui.label(
+                RichText::new(m.layers.to_string())
+                    .size(size * 0.9)
+                    .italics()
+                    .color(quote),
+            );
+            ui.label(
+                RichText::new(format!("{} / {}", m.heads, m.kv_heads))
+                    .size(size * 0.9)
+                    .italics()
+                    .color(quote),
+            );
+            ui.label(
+                RichText::new(m.head_dim.to_string())
+                    .size(size * 0.9)
+                    .italics()
+                    .color(quote),
+            );
             ui.label(RichText::new(bytes(b as f64)).size(size * 0.9).monospace());
             ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(size * 0.9).monospace());
             ui.end_row();
@@ -301,6 +318,15 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
         RichText::new("2 · layers · kv_heads · head_dim · bytes")
             .size(size * 0.85)
             .monospace(),
+    );
+    ui.label(
+        RichText::new(lang.t(
+            "configs quoted from each model's published config.json (GPT-3: its paper), in assets/facts.toml",
+            "配置引自各模型公开的 config.json（GPT-3 引自其论文），见 assets/facts.toml",
+        ))
+        .size(size * 0.72)
+        .italics()
+        .color(crate::ui::text::quote_color(ui.visuals())),
     );
 }
 

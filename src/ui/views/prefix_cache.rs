@@ -294,7 +294,8 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     });
 }
 
-/// The hash → block map.
+/// The hash → blocks map; a duplicate (a second block caching the same prefix) is listed under the first,
+/// which is the one a lookup returns.
 fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     let n = f.cached.iter().filter(|m| m.is_some()).count();
@@ -303,25 +304,41 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             .strong()
             .size(size),
     );
+    let state = |b: usize| {
+        if f.refs[b] > 0 {
+            format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
+        } else {
+            lang.t("evictor", "驱逐器").to_string()
+        }
+    };
     egui::ScrollArea::vertical().id_salt("prefix-map").show(ui, |ui| {
-        for (b, m) in f.cached.iter().enumerate() {
-            let Some((h, parent, toks)) = m else { continue };
-            let state = if f.refs[b] > 0 {
-                format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
-            } else {
-                lang.t("evictor", "驱逐器").to_string()
-            };
-            ui.label(
-                RichText::new(format!(
-                    "{} → {} {b}  ({state}; {} {}, {toks:?})",
-                    short(*h),
-                    lang.t("block", "块"),
-                    lang.t("parent", "父"),
-                    short(*parent)
-                ))
-                .monospace()
-                .size(size * 0.85),
-            );
+        for (h, blocks) in &f.map {
+            for (i, &b) in blocks.iter().enumerate() {
+                let b = b as usize;
+                let Some((_, parent, toks)) = &f.cached[b] else {
+                    continue;
+                };
+                let text = if i == 0 {
+                    format!(
+                        "{} → {} {b}  ({}; {} {}, {toks:?})",
+                        short(*h),
+                        lang.t("block", "块"),
+                        state(b),
+                        lang.t("parent", "父"),
+                        short(*parent)
+                    )
+                } else {
+                    format!(
+                        "{:w$}   + {} {b}  ({}; {})",
+                        "",
+                        lang.t("block", "块"),
+                        state(b),
+                        lang.t("duplicate: lookups return the first", "重复：查找只返回第一个"),
+                        w = short(*h).chars().count()
+                    )
+                };
+                ui.label(RichText::new(text).monospace().size(size * 0.85));
+            }
         }
     });
 }
@@ -386,7 +403,10 @@ fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     ui.label(
         RichText::new(format!(
             "{} ({})",
-            lang.t("evictor: cached, ref count 0", "驱逐器：已缓存、引用计数为 0"),
+            lang.t(
+                "evictor: cached, ref count 0, used after the free list",
+                "驱逐器：已缓存、引用计数为 0，空闲列表用完后才用"
+            ),
             f.evictor.len()
         ))
         .strong()
@@ -407,7 +427,7 @@ fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     ui.label(
         RichText::new(format!(
             "{} → [{}]",
-            lang.t("evicted first (least recently used)", "最先被驱逐（最久未使用）"),
+            lang.t("evicted first (least recently freed)", "最先被驱逐（最早释放）"),
             ev.join(" ")
         ))
         .monospace()
