@@ -50,6 +50,15 @@ pub struct RenderArgs {
     /// Output PNG (or folder, with --lesson all).
     #[arg(long)]
     pub out: PathBuf,
+    /// Also write every text run of the frame (string, rect, clip rect, font size, colour, in pixels of
+    /// the PNG) as JSON: to FILE, or without one beside the PNG as `<frame>.layout.json` (the only form
+    /// with --lesson all). The format is in the README.
+    #[arg(long, num_args = 0..=1, default_missing_value = "beside-the-png", value_name = "FILE")]
+    pub layout_json: Option<PathBuf>,
+    /// Exit non-zero when any text run leaves its clip rect (outside a scroll area that scrolls that
+    /// way, and not elided with "…"), naming the step and the text.
+    #[arg(long)]
+    pub fail_on_overflow: bool,
 }
 
 /// Run `kvscope render`.
@@ -66,6 +75,8 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         set,
         measure,
         out,
+        layout_json,
+        fail_on_overflow,
     } = args;
     let size = parse_size(&size)?;
     let lang = match lang.as_str() {
@@ -139,6 +150,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
     for l in &chosen {
         kvscope::lessons::apply_set(l, &mut kvscope::lessons::Params::new(), &set).map_err(|e| anyhow::anyhow!(e))?;
     }
+    let mut overflowed = Vec::new();
     for (i, j, path) in targets {
         app.goto(i, j);
         let params: Vec<String> = app.lessons()[i]
@@ -161,6 +173,30 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         img.write_png(&path).map_err(|e| anyhow::anyhow!(e))?;
         outln!("{}", path.display());
+        let layout = headless.layout().context("the frame recorded no layout")?;
+        if let Some(file) = &layout_json {
+            let file = if file.as_os_str() == "beside-the-png" || lesson == "all" {
+                path.with_extension("layout.json")
+            } else {
+                file.clone()
+            };
+            let json = serde_json::to_string_pretty(layout)?;
+            std::fs::write(&file, json).with_context(|| format!("cannot write {}", file.display()))?;
+        }
+        let name = format!("{} step {}", app.lessons()[i].id(), j + 1);
+        for t in layout.overflows() {
+            overflowed.push(format!(
+                "{name}: {:?} at [{:.0}, {:.0}, {:.0}, {:.0}] leaves its clip [{:.0}, {:.0}, {:.0}, {:.0}]",
+                t.text, t.rect[0], t.rect[1], t.rect[2], t.rect[3], t.clip[0], t.clip[1], t.clip[2], t.clip[3]
+            ));
+        }
+    }
+    if fail_on_overflow && !overflowed.is_empty() {
+        for o in &overflowed {
+            eprintln!("kvscope: overflow: {o}");
+        }
+        eprintln!("kvscope: {} text runs overflow", overflowed.len());
+        return Ok(false);
     }
     Ok(true)
 }

@@ -18,6 +18,7 @@ pub struct Headless {
     gpu: Gpu,
     renderer: egui_wgpu::Renderer,
     ctx: egui::Context,
+    layout: Option<super::layout::Layout>,
 }
 
 impl Headless {
@@ -30,7 +31,17 @@ impl Headless {
             .insert(Renderers::new(&gpu.device, &gpu.queue, FORMAT));
         let ctx = egui::Context::default();
         super::fonts::install(&ctx);
-        Ok(Self { gpu, renderer, ctx })
+        Ok(Self {
+            gpu,
+            renderer,
+            ctx,
+            layout: None,
+        })
+    }
+
+    /// The text runs of the last frame rendered, in physical pixels (`--layout-json`, the overflow check).
+    pub fn layout(&self) -> Option<&super::layout::Layout> {
+        self.layout.as_ref()
     }
 
     /// The adapter in words.
@@ -72,6 +83,13 @@ impl Headless {
             }
             if i + 1 == frames.max(1) {
                 last = Some(self.paint(&out, [w, h], ppp));
+                let scroll = super::layout::scroll_areas(&self.ctx);
+                self.layout = Some(super::layout::Layout {
+                    width: w,
+                    height: h,
+                    pixels_per_point: ppp,
+                    texts: super::layout::text_runs(&out.shapes, &scroll, ppp),
+                });
             }
             for id in &out.textures_delta.free {
                 self.renderer.free_texture(id);

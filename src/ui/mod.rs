@@ -13,6 +13,7 @@ mod actions;
 mod backends;
 pub mod fonts;
 pub mod headless;
+pub mod layout;
 pub mod lesson_ui;
 mod shell;
 pub mod text;

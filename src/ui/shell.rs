@@ -13,6 +13,7 @@ impl KvscopeApp {
         // (Fonts are installed once by whoever creates the context: `create`, or `Headless::new`.)
         let ctx = ui.ctx().clone();
         self.frames += 1;
+        super::layout::begin_frame(&ctx);
         ctx.set_theme(if self.light {
             egui::Theme::Light
         } else {
@@ -218,7 +219,7 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
 
 fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
     let lang = app.lang;
-    egui::ScrollArea::vertical().show(ui, |ui| {
+    super::layout::scroll(ui, egui::ScrollArea::vertical(), |ui| {
         ui.heading(lang.t("Lessons", "课程"));
         if !app.load_errors().is_empty() {
             ui.label(RichText::new(lang.t("Lesson files have errors:", "课程文件有错误：")).color(Color32::RED));
@@ -256,7 +257,7 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
 fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
     let lang = app.lang;
     let size = app.body_size();
-    egui::ScrollArea::vertical().show(ui, |ui| {
+    super::layout::scroll(ui, egui::ScrollArea::vertical(), |ui| {
         let Some(l) = app.lesson().cloned() else {
             return;
         };

@@ -218,58 +218,58 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .filter(|(i, s)| s.row_block == rb && *i <= c)
         .collect();
     let total_tiles = f.walk.steps.iter().filter(|s| s.row_block == rb).count();
-    egui::ScrollArea::vertical()
+    let area = egui::ScrollArea::vertical()
         .id_salt("flash-online")
-        .max_height((ui.available_height() * 0.4).max(60.0))
-        .show(ui, |ui| {
-            egui::Grid::new("flash-online-grid")
-                .striped(true)
-                .spacing([size, 4.0])
-                .show(ui, |ui| {
-                    for h in [
-                        lang.t("key tile", "键块"),
-                        lang.t("keys", "键"),
-                        "m",
-                        "l",
-                        lang.t("rescale exp(m_old − m_new)", "缩放 exp(m_old − m_new)"),
-                    ] {
-                        ui.label(RichText::new(h).strong().size(size * 0.9));
+        .max_height((ui.available_height() * 0.4).max(60.0));
+    crate::ui::layout::scroll(ui, area, |ui| {
+        egui::Grid::new("flash-online-grid")
+            .striped(true)
+            .spacing([size, 4.0])
+            .show(ui, |ui| {
+                for h in [
+                    lang.t("key tile", "键块"),
+                    lang.t("keys", "键"),
+                    "m",
+                    "l",
+                    lang.t("rescale exp(m_old − m_new)", "缩放 exp(m_old − m_new)"),
+                ] {
+                    ui.label(RichText::new(h).strong().size(size * 0.9));
+                }
+                ui.end_row();
+                for (i, s) in &steps {
+                    let r = row - s.rows.start;
+                    let color = if *i == c { GOLD } else { ui.visuals().text_color() };
+                    ui.label(mono(s.col_tile.to_string()).color(color));
+                    ui.label(mono(format!("{}–{}", s.cols.start, s.cols.end - 1)).color(color));
+                    if s.skipped {
+                        ui.label(mono(lang.t("skipped: masked", "跳过：全被掩码").to_string()).color(color));
+                        ui.label("");
+                        ui.label("");
+                    } else {
+                        let m = s.m[r];
+                        let m_text = if m.is_finite() {
+                            format!("{m:.4}")
+                        } else {
+                            "−∞".into()
+                        };
+                        ui.label(mono(m_text).color(color));
+                        ui.label(mono(format!("{:.4}", s.l[r])).color(color));
+                        // exp(m_old − m_new) with m_old = −∞: nothing was accumulated yet.
+                        let first = !f.walk.steps[..*i]
+                            .iter()
+                            .any(|p| p.row_block == rb && !p.skipped && p.m[r].is_finite());
+                        let text = if first {
+                            lang.t("— (first tile: nothing to rescale)", "—（第一块：无需缩放）")
+                                .to_string()
+                        } else {
+                            format!("{:.4}", s.rescale[r])
+                        };
+                        ui.label(mono(text).color(color));
                     }
                     ui.end_row();
-                    for (i, s) in &steps {
-                        let r = row - s.rows.start;
-                        let color = if *i == c { GOLD } else { ui.visuals().text_color() };
-                        ui.label(mono(s.col_tile.to_string()).color(color));
-                        ui.label(mono(format!("{}–{}", s.cols.start, s.cols.end - 1)).color(color));
-                        if s.skipped {
-                            ui.label(mono(lang.t("skipped: masked", "跳过：全被掩码").to_string()).color(color));
-                            ui.label("");
-                            ui.label("");
-                        } else {
-                            let m = s.m[r];
-                            let m_text = if m.is_finite() {
-                                format!("{m:.4}")
-                            } else {
-                                "−∞".into()
-                            };
-                            ui.label(mono(m_text).color(color));
-                            ui.label(mono(format!("{:.4}", s.l[r])).color(color));
-                            // exp(m_old − m_new) with m_old = −∞: nothing was accumulated yet.
-                            let first = !f.walk.steps[..*i]
-                                .iter()
-                                .any(|p| p.row_block == rb && !p.skipped && p.m[r].is_finite());
-                            let text = if first {
-                                lang.t("— (first tile: nothing to rescale)", "—（第一块：无需缩放）")
-                                    .to_string()
-                            } else {
-                                format!("{:.4}", s.rescale[r])
-                            };
-                            ui.label(mono(text).color(color));
-                        }
-                        ui.end_row();
-                    }
-                });
-        });
+                }
+            });
+    });
     // The full softmax of this row from lesson 1's kernels (S materialised).
     let srow: Vec<f32> = (0..f.t).map(|j| f.full.scores[[0, row, j]]).collect();
     let mx = srow.iter().copied().fold(f32::NEG_INFINITY, f32::max);

@@ -311,7 +311,7 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             lang.t("evictor", "驱逐器").to_string()
         }
     };
-    egui::ScrollArea::vertical().id_salt("prefix-map").show(ui, |ui| {
+    crate::ui::layout::scroll(ui, egui::ScrollArea::vertical().id_salt("prefix-map"), |ui| {
         for (h, blocks) in &f.map {
             for (i, &b) in blocks.iter().enumerate() {
                 let b = b as usize;

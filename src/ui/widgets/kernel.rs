@@ -135,10 +135,10 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             job
         }
     };
-    egui::ScrollArea::both()
+    let area = egui::ScrollArea::both()
         .id_salt(("kernel-src", sel))
-        .auto_shrink([false, false])
-        .show(ui, |ui| {
-            ui.label(job);
-        });
+        .auto_shrink([false, false]);
+    crate::ui::layout::scroll(ui, area, |ui| {
+        ui.label(job);
+    });
 }

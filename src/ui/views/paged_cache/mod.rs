@@ -211,7 +211,7 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
             );
         }
     }
-    egui::ScrollArea::vertical().id_salt("tables").show(ui, |ui| {
+    crate::ui::layout::scroll(ui, egui::ScrollArea::vertical().id_salt("tables"), |ui| {
         egui::Grid::new("block-tables").spacing([6.0, 4.0]).show(ui, |ui| {
             for (r, t) in &f.tables {
                 let len = f.lens.get(r).copied().unwrap_or(0);

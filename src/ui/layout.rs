@@ -1,0 +1,201 @@
+//! What a frame drew as text, in physical pixels: every text run with its rect, its clip rect, its font
+//! size and colour. `kvscope render --layout-json` writes it, and the overflow check reads it: a run
+//! that leaves its clip rect is cut off on screen (a table column lost at the panel's edge, a line under
+//! the status bar), unless it sits in a scroll area that scrolls on that axis, or it is elided with "…".
+//!
+//! How it works: the frame's [`egui::epaint::ClippedShape`]s are walked for text shapes (inside shape
+//! lists too); each galley's rect, moved to its position (and turned for sideways text), is compared
+//! with the clip rect it was painted under. Scroll areas are known because the app records each one it
+//! shows ([`record_scroll`]) with whether its content exceeds it on each axis.
+
+use eframe::egui::{self, Shape, epaint::ClippedShape};
+use serde::Serialize;
+
+/// One run of text in a frame, in physical pixels of the rendered image.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TextRun {
+    /// The text.
+    pub text: String,
+    /// Where it is drawn: `[x0, y0, x1, y1]`.
+    pub rect: [f32; 4],
+    /// The clip rect it is painted under: `[x0, y0, x1, y1]`.
+    pub clip: [f32; 4],
+    /// Font size of its first section, in pixels.
+    pub size: f32,
+    /// Colour of its first section, `[r, g, b, a]`.
+    pub color: [u8; 4],
+    /// Inside a scroll area that scrolls horizontally, vertically.
+    pub scrolls: [bool; 2],
+}
+
+impl TextRun {
+    /// Whether the run leaves its clip rect (by more than a pixel) on an axis it cannot scroll on, and is
+    /// not elided.
+    pub fn overflows(&self) -> bool {
+        const TOL: f32 = 1.0;
+        if self.text.trim_end().ends_with('…') {
+            return false;
+        }
+        let [x0, y0, x1, y1] = self.rect;
+        let [cx0, cy0, cx1, cy1] = self.clip;
+        let x = x0 < cx0 - TOL || x1 > cx1 + TOL;
+        let y = y0 < cy0 - TOL || y1 > cy1 + TOL;
+        (x && !self.scrolls[0]) || (y && !self.scrolls[1])
+    }
+}
+
+/// A frame's layout as `kvscope render --layout-json` writes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Layout {
+    /// Image size in pixels.
+    pub width: u32,
+    /// Image height in pixels.
+    pub height: u32,
+    /// Physical pixels per egui point.
+    pub pixels_per_point: f32,
+    /// Every text run drawn, in paint order.
+    pub texts: Vec<TextRun>,
+}
+
+impl Layout {
+    /// The runs that overflow ([`TextRun::overflows`]).
+    pub fn overflows(&self) -> Vec<&TextRun> {
+        self.texts.iter().filter(|t| t.overflows()).collect()
+    }
+}
+
+/// The scroll areas shown this frame: inner rect (points) and whether the content exceeds it on x, y.
+#[derive(Debug, Clone, Default)]
+pub struct ScrollAreas(pub Vec<(egui::Rect, [bool; 2])>);
+
+fn scroll_id() -> egui::Id {
+    egui::Id::unique("kvscope-layout-scroll-areas")
+}
+
+/// Forget the previous frame's scroll areas (the app calls this as a frame starts).
+pub fn begin_frame(ctx: &egui::Context) {
+    ctx.data_mut(|d| d.insert_temp(scroll_id(), ScrollAreas::default()));
+}
+
+/// Record a scroll area the app just showed.
+pub fn record_scroll<R>(ctx: &egui::Context, out: &egui::scroll_area::ScrollAreaOutput<R>) {
+    let r = out.inner_rect;
+    let scrolls = [
+        out.content_size.x > r.width() + 0.5,
+        out.content_size.y > r.height() + 0.5,
+    ];
+    ctx.data_mut(|d| {
+        d.get_temp_mut_or_default::<ScrollAreas>(scroll_id())
+            .0
+            .push((r, scrolls))
+    });
+}
+
+/// Show `area` with `add` as its contents, and record it for the overflow check.
+pub fn scroll<R>(ui: &mut egui::Ui, area: egui::ScrollArea, add: impl FnOnce(&mut egui::Ui) -> R) -> R {
+    let out = area.show(ui, add);
+    record_scroll(ui.ctx(), &out);
+    out.inner
+}
+
+/// The scroll areas recorded this frame.
+pub fn scroll_areas(ctx: &egui::Context) -> ScrollAreas {
+    ctx.data(|d| d.get_temp::<ScrollAreas>(scroll_id())).unwrap_or_default()
+}
+
+/// Every text run of `shapes` at `ppp` physical pixels per point; runs clipped to a recorded scroll
+/// area scroll on the axes it scrolls on (the innermost area that holds the clip rect).
+pub fn text_runs(shapes: &[ClippedShape], scroll: &ScrollAreas, ppp: f32) -> Vec<TextRun> {
+    let mut out = Vec::new();
+    for c in shapes {
+        walk(&c.shape, c.clip_rect, scroll, ppp, &mut out);
+    }
+    out
+}
+
+fn px(r: egui::Rect, ppp: f32) -> [f32; 4] {
+    [r.min.x * ppp, r.min.y * ppp, r.max.x * ppp, r.max.y * ppp]
+}
+
+fn walk(shape: &Shape, clip: egui::Rect, scroll: &ScrollAreas, ppp: f32, out: &mut Vec<TextRun>) {
+    match shape {
+        Shape::Vec(v) => v.iter().for_each(|s| walk(s, clip, scroll, ppp, out)),
+        Shape::Text(t) => {
+            let text = t.galley.text();
+            if text.trim().is_empty() {
+                return;
+            }
+            let local = t.galley.rect;
+            let rect = if t.angle == 0.0 {
+                local.translate(t.pos.to_vec2())
+            } else {
+                // The turned rect's bounding box (rotation about the galley's origin, at `pos`).
+                let rot = egui::emath::Rot2::from_angle(t.angle);
+                let corners = [
+                    local.left_top(),
+                    local.right_top(),
+                    local.left_bottom(),
+                    local.right_bottom(),
+                ];
+                egui::Rect::from_points(&corners.map(|p| t.pos + rot * p.to_vec2()))
+            };
+            let first = t.galley.job.sections.first();
+            let size = first.map_or(0.0, |s| s.format.font_id.size) * ppp;
+            let color = first.map_or(egui::Color32::TRANSPARENT, |s| s.format.color);
+            let color = if t.override_text_color.is_some() {
+                t.override_text_color.unwrap_or(color)
+            } else if color == egui::Color32::PLACEHOLDER {
+                t.fallback_color
+            } else {
+                color
+            };
+            // The innermost recorded scroll area whose inner rect is this clip rect (egui clips a scroll
+            // area's content to its inner rect widened by a margin of a few points, within its panel).
+            let scrolls = scroll
+                .0
+                .iter()
+                .filter(|(r, _)| r.expand(12.0).contains_rect(clip) && clip.intersect(*r).area() >= 0.9 * r.area())
+                .min_by(|a, b| a.0.area().total_cmp(&b.0.area()))
+                .map_or([false, false], |(_, s)| *s);
+            out.push(TextRun {
+                text: text.to_string(),
+                rect: px(rect, ppp),
+                clip: px(clip, ppp),
+                size,
+                color: color.to_array(),
+                scrolls,
+            });
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rect: [f32; 4], scrolls: [bool; 2], text: &str) -> TextRun {
+        TextRun {
+            text: text.into(),
+            rect,
+            clip: [0.0, 0.0, 100.0, 50.0],
+            size: 20.0,
+            color: [255; 4],
+            scrolls,
+        }
+    }
+
+    /// Inside: no overflow; past the right edge: overflow, unless that axis scrolls or the text is elided;
+    /// a pixel of antialiasing slack is allowed.
+    #[test]
+    fn overflow_is_leaving_the_clip_rect_on_an_axis_that_does_not_scroll() {
+        assert!(!run([10.0, 10.0, 90.0, 30.0], [false; 2], "a").overflows());
+        assert!(!run([10.0, 10.0, 100.8, 30.0], [false; 2], "a").overflows());
+        assert!(run([10.0, 10.0, 140.0, 30.0], [false; 2], "a").overflows());
+        assert!(run([120.0, 10.0, 140.0, 30.0], [false; 2], "a column lost").overflows());
+        assert!(!run([10.0, 10.0, 140.0, 30.0], [true, false], "a").overflows());
+        assert!(run([10.0, 10.0, 140.0, 30.0], [false, true], "a").overflows());
+        assert!(!run([10.0, 40.0, 90.0, 70.0], [false, true], "a").overflows());
+        assert!(!run([10.0, 10.0, 140.0, 30.0], [false; 2], "long title…").overflows());
+    }
+}
