@@ -65,7 +65,9 @@ fn no_text_leaves_its_clip_rect() {
             let tag = format!("{name}-{}", if lang == Lang::Zh { "zh" } else { "en" });
             for (i, j, id) in &steps {
                 app.goto(*i, *j);
-                headless.render(size, 1.0, 3, |ui| app.show(ui)).unwrap();
+                headless
+                    .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
+                    .unwrap();
                 frames += 1;
                 let layout = headless.layout().expect("a layout");
                 assert!(layout.texts.len() > 10, "{tag} {id} {}: the frame has text", j + 1);

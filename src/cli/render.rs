@@ -166,7 +166,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
             app.set_cursor(a);
         }
         let img = headless
-            .render(size, 1.0, 3, |ui| app.show(ui))
+            .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
             .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;

@@ -13,6 +13,11 @@ use crate::render::egui_glue::Renderers;
 use crate::render::offscreen::{FORMAT, Image, read_texture, target};
 use crate::render::{Gpu, wgpu};
 
+/// Frames `kvscope render` and the overflow test run before keeping the last: enough for layouts that
+/// settle over frames (egui's grids size their columns from the frame before, and a table scaled to fit
+/// its view needs a frame to measure and one more to lay out at its scale).
+pub const SETTLE_FRAMES: usize = 6;
+
 /// An offscreen egui renderer.
 pub struct Headless {
     gpu: Gpu,

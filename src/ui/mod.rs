@@ -570,12 +570,13 @@ impl KvscopeApp {
         // Children never grow the central panel: each view gets a fixed rectangle and is clipped to it.
         let mut rect = ui.available_rect_before_wrap();
         if kind.has_timeline() {
+            // One row high, or more when a narrow view wraps the bar (up to three rows).
             let bar_h = size + 14.0;
-            let bar = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), bar_h));
+            let bar = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), 3.0 * bar_h));
             let mut child = ui.new_child(egui::UiBuilder::new().max_rect(bar));
             child.set_clip_rect(bar);
             kind.timeline(&mut cx, &mut child, out.as_ref());
-            rect.min.y += bar_h + 4.0;
+            rect.min.y += child.min_rect().height().max(bar_h) + 4.0;
         }
         let rects = grid(rect, step.views.len());
         for (name, r) in step.views.iter().zip(rects) {

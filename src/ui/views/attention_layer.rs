@@ -389,7 +389,28 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         .size(size),
     );
     let avail = ui.available_size();
-    let h = ((avail.y - 3.0 * size) / 2.0).max(40.0);
+    // Below the bars: the sum, and the masked-keys note (wrapped to the view's width); the bars take the
+    // rest, so the note is never cut off at the bottom.
+    let masked = scores.iter().filter(|s| !s.is_finite()).count();
+    let note = (causal_note || masked > 0).then(|| {
+        format!(
+            "{masked} {} {}",
+            lang.t(
+                "keys masked (exp(−∞) = 0); the visible",
+                "个键被掩码（exp(−∞) = 0）；其余"
+            ),
+            lang.t("ones share the whole probability mass", "可见的键分享全部概率")
+        )
+    });
+    let text_h = |text: &str, s: f32| {
+        ui.painter()
+            .layout(text.to_string(), egui::FontId::proportional(s), Color32::WHITE, avail.x)
+            .size()
+            .y
+    };
+    let spacing = ui.spacing().item_spacing.y;
+    let below = text_h("Σ", size) + spacing + note.as_deref().map_or(0.0, |n| text_h(n, size * 0.9) + spacing);
+    let h = ((avail.y - size - below - spacing) / 2.0).max(40.0);
     let (rect, _) = ui.allocate_exact_size(egui::vec2(avail.x, 2.0 * h + size), egui::Sense::hover());
     let p = ui.painter_at(rect);
     let n = t.max(1) as f32;
@@ -457,20 +478,9 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
             );
         }
     }
-    let masked = scores.iter().filter(|s| !s.is_finite()).count();
     ui.label(RichText::new(format!("Σ_j p_j = {sum:.6}")).size(size).strong());
-    if causal_note || masked > 0 {
-        ui.label(
-            RichText::new(format!(
-                "{masked} {} {}",
-                lang.t(
-                    "keys masked (exp(−∞) = 0); the visible",
-                    "个键被掩码（exp(−∞) = 0）；其余"
-                ),
-                lang.t("ones share the whole probability mass", "可见的键分享全部概率")
-            ))
-            .size(size * 0.9),
-        );
+    if let Some(note) = note {
+        ui.add(egui::Label::new(RichText::new(note).size(size * 0.9)).wrap());
     }
 }
 
@@ -493,7 +503,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let group = m.n_heads / m.n_kv_heads.max(1);
     let line = |ui: &mut Ui, text: String, strong: bool| {
         let t = RichText::new(text).size(size);
-        ui.label(if strong { t.strong() } else { t });
+        ui.add(egui::Label::new(if strong { t.strong() } else { t }).wrap());
     };
     line(
         ui,
@@ -522,7 +532,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     );
     // The tokens as the heatmaps' ticks name them.
     let toks: Vec<String> = m.ticks.iter().enumerate().map(|(i, t)| format!("{i}:{t}")).collect();
-    ui.label(RichText::new(toks.join("  ")).monospace().size(size * 0.8));
+    ui.add(egui::Label::new(RichText::new(toks.join("  ")).monospace().size(size * 0.8)).wrap());
     ui.add_space(size * 0.4);
     line(
         ui,

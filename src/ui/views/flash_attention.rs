@@ -110,6 +110,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let xs = MEMORY_TS;
     let (x0, x1) = ((xs[0] as f64).log2(), (xs[xs.len() - 1] as f64).log2());
     let flat = |name: String, y: f64| Line::new(name, PlotPoints::new(vec![[x0, y.log10()], [x1, y.log10()]]));
+    crate::ui::widgets::plot_title_room(ui);
     Plot::new("flash-memory")
         .height(h)
         .legend(Legend::default().position(egui_plot::Corner::LeftTop))
@@ -341,6 +342,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 Bar::new(j as f64 + 0.2, f64::from(p)).width(0.4)
             })
             .collect();
+        crate::ui::widgets::plot_title_room(ui);
         Plot::new("flash-online-bars")
             .height((ui.available_height() - size).max(80.0))
             .legend(Legend::default().position(egui_plot::Corner::LeftTop))
@@ -601,18 +603,21 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         s.l.iter()
             .copied()
             .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
-    ui.label(
-        RichText::new(format!(
-            "{} · l ∈ [{:.3}, {:.3}] · {} ×{:.4}…×{:.4}",
-            lang.t("not yet divided by l", "尚未除以 l"),
-            l_range.0,
-            l_range.1,
-            lang.t("this tile rescaled rows by", "本块对各行的缩放"),
-            s.rescale.iter().copied().fold(f32::INFINITY, f32::min),
-            s.rescale.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-        ))
-        .monospace()
-        .size(cx.size * 0.85),
+    ui.add(
+        egui::Label::new(
+            RichText::new(format!(
+                "{} · l ∈ [{:.3}, {:.3}] · {} ×{:.4}…×{:.4}",
+                lang.t("not yet divided by l", "尚未除以 l"),
+                l_range.0,
+                l_range.1,
+                lang.t("this tile rescaled rows by", "本块对各行的缩放"),
+                s.rescale.iter().copied().fold(f32::INFINITY, f32::min),
+                s.rescale.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            ))
+            .monospace()
+            .size(cx.size * 0.85),
+        )
+        .wrap(),
     );
 }
 
@@ -699,7 +704,6 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let (lang, size) = (cx.lang, cx.size);
     let n = f.naive;
     let fl = f.walk.io;
-    let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
     ui.label(
         RichText::new(format!(
             "{} T = {}, hd = {}, Br = {}, Bc = {} ({})",
@@ -716,36 +720,43 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .strong()
         .size(size),
     );
-    egui::Grid::new("flash-io")
-        .striped(true)
-        .spacing([size, 4.0])
-        .show(ui, |ui| {
-            for h in [
-                "",
-                lang.t("read", "读"),
-                lang.t("write", "写"),
-                lang.t("formula", "公式"),
-            ] {
-                ui.label(RichText::new(h).strong().size(size * 0.9));
-            }
-            ui.end_row();
-            ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
-            ui.label(mono(n.read.to_string()));
-            ui.label(mono(n.write.to_string()));
-            ui.label(mono("R = 3·T·hd + 2·T², W = 2·T² + T·hd".into()));
-            ui.end_row();
-            ui.label(mono(lang.t("flash (tiled)", "flash（分块）").into()));
-            ui.label(mono(fl.read.to_string()));
-            ui.label(mono(fl.write.to_string()));
-            ui.label(mono(
-                lang.t(
-                    "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
-                    "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
-                )
-                .into(),
-            ));
-            ui.end_row();
-        });
+    let table_scale = crate::ui::widgets::table_scale(ui, "flash-io");
+    let table = {
+        let size = size * table_scale;
+        let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
+        egui::Grid::new("flash-io")
+            .min_col_width(0.0)
+            .striped(true)
+            .spacing([size, 4.0])
+            .show(ui, |ui| {
+                for h in [
+                    "",
+                    lang.t("read", "读"),
+                    lang.t("write", "写"),
+                    lang.t("formula", "公式"),
+                ] {
+                    ui.label(RichText::new(h).strong().size(size * 0.9));
+                }
+                ui.end_row();
+                ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
+                ui.label(mono(n.read.to_string()));
+                ui.label(mono(n.write.to_string()));
+                ui.label(mono("R = 3·T·hd + 2·T², W = 2·T² + T·hd".into()));
+                ui.end_row();
+                ui.label(mono(lang.t("flash (tiled)", "flash（分块）").into()));
+                ui.label(mono(fl.read.to_string()));
+                ui.label(mono(fl.write.to_string()));
+                ui.label(mono(
+                    lang.t(
+                        "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
+                        "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
+                    )
+                    .into(),
+                ));
+                ui.end_row();
+            })
+    };
+    crate::ui::widgets::remember_table_width(ui, "flash-io", table.response.rect.width(), table_scale);
     ui.label(
         RichText::new(format!(
             "{} {:.1}× {} · f32: {} → {}",
@@ -772,6 +783,7 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .map(|(i, (_, _, b))| bar(i, 0.2, b.read + b.write))
         .collect();
     let ts: Vec<usize> = f.io_sweep.iter().map(|x| x.0).collect();
+    crate::ui::widgets::plot_title_room(ui);
     Plot::new("flash-io-bars")
         .height(h)
         .legend(Legend::default().position(egui_plot::Corner::LeftTop))

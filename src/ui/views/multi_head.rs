@@ -243,23 +243,31 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         .strong()
         .size(size),
     );
-    egui::Grid::new("kvbytes").striped(true).show(ui, |ui| {
-        ui.label("");
-        ui.label("2 · kv_heads · head_dim · 2 B");
-        ui.label(lang.t("vs MHA", "相对 MHA"));
-        ui.end_row();
-        for (name, k) in [("MHA", h), (lang.t("this setting", "当前设置"), kvh), ("MQA", 1)] {
-            let mark = if k == kvh { "> " } else { "" };
-            ui.label(RichText::new(format!("{mark}{name}")).size(size));
-            ui.label(
-                RichText::new(format!("2 · {k} · {hd} · 2 = {}", bytes(per(k) as f64)))
-                    .size(size)
-                    .monospace(),
-            );
-            ui.label(RichText::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)).size(size));
-            ui.end_row();
-        }
-    });
+    let table_scale = crate::ui::widgets::table_scale(ui, "kvbytes");
+    let table = {
+        let size = size * table_scale;
+        egui::Grid::new("kvbytes")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                ui.label("");
+                ui.label("2 · kv_heads · head_dim · 2 B");
+                ui.label(lang.t("vs MHA", "相对 MHA"));
+                ui.end_row();
+                for (name, k) in [("MHA", h), (lang.t("this setting", "当前设置"), kvh), ("MQA", 1)] {
+                    let mark = if k == kvh { "> " } else { "" };
+                    ui.label(RichText::new(format!("{mark}{name}")).size(size));
+                    ui.label(
+                        RichText::new(format!("2 · {k} · {hd} · 2 = {}", bytes(per(k) as f64)))
+                            .size(size)
+                            .monospace(),
+                    );
+                    ui.label(RichText::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)).size(size));
+                    ui.end_row();
+                }
+            })
+    };
+    crate::ui::widgets::remember_table_width(ui, "kvbytes", table.response.rect.width(), table_scale);
 }
 
 fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
@@ -274,46 +282,54 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
         .strong()
         .size(size),
     );
-    egui::Grid::new("models").striped(true).show(ui, |ui| {
-        for hdr in [
-            lang.t("model", "模型"),
-            lang.t("layers", "层数"),
-            lang.t("heads / KV", "头数 / KV"),
-            "head_dim",
-            lang.t("per token", "每 token"),
-            lang.t("4k-token context", "4k token 上下文"),
-        ] {
-            ui.label(RichText::new(hdr).strong().size(size * 0.9));
-        }
-        ui.end_row();
-        // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
-        let quote = crate::ui::text::quote_color(ui.visuals());
-        for m in &l.file.models {
-            let b = m.kv_bytes_per_token();
-            ui.label(RichText::new(&m.name).size(size * 0.9));
-            ui.label(
-                RichText::new(m.layers.to_string())
-                    .size(size * 0.9)
-                    .italics()
-                    .color(quote),
-            );
-            ui.label(
-                RichText::new(format!("{} / {}", m.heads, m.kv_heads))
-                    .size(size * 0.9)
-                    .italics()
-                    .color(quote),
-            );
-            ui.label(
-                RichText::new(m.head_dim.to_string())
-                    .size(size * 0.9)
-                    .italics()
-                    .color(quote),
-            );
-            ui.label(RichText::new(bytes(b as f64)).size(size * 0.9).monospace());
-            ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(size * 0.9).monospace());
-            ui.end_row();
-        }
-    });
+    let table_scale = crate::ui::widgets::table_scale(ui, "models");
+    let table = {
+        let size = size * table_scale;
+        egui::Grid::new("models")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                for hdr in [
+                    lang.t("model", "模型"),
+                    lang.t("layers", "层数"),
+                    lang.t("heads / KV", "头数 / KV"),
+                    "head_dim",
+                    lang.t("per token", "每 token"),
+                    lang.t("4k-token context", "4k token 上下文"),
+                ] {
+                    ui.label(RichText::new(hdr).strong().size(size * 0.9));
+                }
+                ui.end_row();
+                // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
+                let quote = crate::ui::text::quote_color(ui.visuals());
+                for m in &l.file.models {
+                    let b = m.kv_bytes_per_token();
+                    ui.label(RichText::new(&m.name).size(size * 0.9));
+                    ui.label(
+                        RichText::new(m.layers.to_string())
+                            .size(size * 0.9)
+                            .italics()
+                            .color(quote),
+                    );
+                    ui.label(
+                        RichText::new(format!("{} / {}", m.heads, m.kv_heads))
+                            .size(size * 0.9)
+                            .italics()
+                            .color(quote),
+                    );
+                    ui.label(
+                        RichText::new(m.head_dim.to_string())
+                            .size(size * 0.9)
+                            .italics()
+                            .color(quote),
+                    );
+                    ui.label(RichText::new(bytes(b as f64)).size(size * 0.9).monospace());
+                    ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(size * 0.9).monospace());
+                    ui.end_row();
+                }
+            })
+    };
+    crate::ui::widgets::remember_table_width(ui, "models", table.response.rect.width(), table_scale);
     ui.label(
         RichText::new("2 · layers · kv_heads · head_dim · bytes")
             .size(size * 0.85)

@@ -116,7 +116,25 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         .size(size),
     );
     let w = ui.available_width();
-    let h = (ui.available_height() - 2.6 * size).max(60.0);
+    // Below the pool: the legend chips, the legend's explanation (wrapped to the view's width) and, in the
+    // window, the hover line; the pool takes the rest, so nothing below it is cut off.
+    let legend = lang.t(
+        "×n: blocks shared by n tables · #hash: cached full block (yellow: in the evictor)",
+        "×n：被 n 个块表共享 · #hash：已缓存的满块（黄色：在驱逐器中）",
+    );
+    let legend_font = egui::FontId::proportional(size * 0.8);
+    let legend_h = ui
+        .painter()
+        .layout(legend.to_string(), legend_font.clone(), Color32::WHITE, w)
+        .size()
+        .y;
+    let spacing = ui.spacing().item_spacing.y;
+    let hint_h = if cx.presentation {
+        0.0
+    } else {
+        size * 0.85 * 1.4 + spacing
+    };
+    let h = (ui.available_height() - size * 2.0 - legend_h - hint_h - 3.0 * spacing).max(60.0);
     let font = cx.inner_label_sizes();
     let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
     let rect = resp.rect;
@@ -193,14 +211,11 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
         }
         legend_chip(ui, [40, 40, 48, 255], lang.t("free or evictable", "空闲或可驱逐"), size);
-        ui.label(
-            RichText::new(lang.t(
-                "×n: blocks shared by n tables · #hash: cached full block (yellow: in the evictor)",
-                "×n：被 n 个块表共享 · #hash：已缓存的满块（黄色：在驱逐器中）",
-            ))
-            .size(size * 0.8),
-        );
     });
+    ui.label(RichText::new(legend).font(legend_font));
+    if cx.presentation {
+        return;
+    }
     let text = match hovered {
         Some(b) => {
             let state = if f.refs[b] > 0 {
@@ -249,49 +264,57 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         .size(size),
     );
     let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
-    egui::Grid::new("prefix-chain").striped(true).show(ui, |ui| {
-        for head in [
-            lang.t("logical", "逻辑块"),
-            lang.t("tokens", "token"),
-            lang.t("parent", "父哈希"),
-            lang.t("hash", "哈希"),
-            lang.t("block", "物理块"),
-        ] {
-            ui.label(RichText::new(head).strong().size(size * 0.85));
-        }
-        ui.end_row();
-        for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
-            let full = chunk.len() == bs;
-            let parent = if i == 0 {
-                "0".to_string()
-            } else {
-                hashes.get(i - 1).map_or("—".into(), |h| short(*h))
-            };
-            let hash = if full {
-                hashes.get(i).map_or("—".into(), |h| short(*h))
-            } else {
-                lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
-            };
-            let phys = table.get(i).copied();
-            let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
-            let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
-            let mono = |t: String| RichText::new(t).monospace().size(size * 0.85);
-            ui.label(mono(i.to_string()));
-            ui.label(mono(format!("{chunk:?}")));
-            ui.label(mono(parent));
-            ui.label(mono(hash).color(if cached {
-                Color32::from_rgb(230, 200, 120)
-            } else {
-                ui.visuals().text_color()
-            }));
-            ui.label(mono(match phys {
-                Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
-                Some(b) => b.to_string(),
-                None => "—".into(),
-            }));
-            ui.end_row();
-        }
-    });
+    let table_scale = crate::ui::widgets::table_scale(ui, "prefix-chain");
+    let table = {
+        let size = size * table_scale;
+        egui::Grid::new("prefix-chain")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                for head in [
+                    lang.t("logical", "逻辑块"),
+                    lang.t("tokens", "token"),
+                    lang.t("parent", "父哈希"),
+                    lang.t("hash", "哈希"),
+                    lang.t("block", "物理块"),
+                ] {
+                    ui.label(RichText::new(head).strong().size(size * 0.85));
+                }
+                ui.end_row();
+                for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
+                    let full = chunk.len() == bs;
+                    let parent = if i == 0 {
+                        "0".to_string()
+                    } else {
+                        hashes.get(i - 1).map_or("—".into(), |h| short(*h))
+                    };
+                    let hash = if full {
+                        hashes.get(i).map_or("—".into(), |h| short(*h))
+                    } else {
+                        lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
+                    };
+                    let phys = table.get(i).copied();
+                    let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
+                    let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
+                    let mono = |t: String| RichText::new(t).monospace().size(size * 0.85);
+                    ui.label(mono(i.to_string()));
+                    ui.label(mono(format!("{chunk:?}")));
+                    ui.label(mono(parent));
+                    ui.label(mono(hash).color(if cached {
+                        Color32::from_rgb(230, 200, 120)
+                    } else {
+                        ui.visuals().text_color()
+                    }));
+                    ui.label(mono(match phys {
+                        Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
+                        Some(b) => b.to_string(),
+                        None => "—".into(),
+                    }));
+                    ui.end_row();
+                }
+            })
+    };
+    crate::ui::widgets::remember_table_width(ui, "prefix-chain", table.response.rect.width(), table_scale);
 }
 
 /// The hash → blocks map; a duplicate (a second block caching the same prefix) is listed under the first,

@@ -170,15 +170,18 @@ pub fn draw_axes(
             [egui::pos2(heat.min.x - TICK_LEN, y), egui::pos2(heat.min.x - 1.0, y)],
             egui::Stroke::new(1.0, color),
         );
-        painter.text(
-            egui::pos2(heat.min.x - TICK_LEN - 2.0, y),
-            egui::Align2::RIGHT_CENTER,
-            if tok_rows {
-                format!("{} {i}", token(i))
-            } else {
-                i.to_string()
-            },
-            tick_font.clone(),
+        let text = if tok_rows {
+            format!("{} {i}", token(i))
+        } else {
+            i.to_string()
+        };
+        // A label stays inside the axes' area: the first row's label is moved down, not cut.
+        let g = painter.layout_no_wrap(text, tick_font.clone(), color);
+        let half = g.size().y / 2.0;
+        let cy = y.max(area.min.y + half);
+        painter.galley(
+            egui::pos2(heat.min.x - TICK_LEN - 2.0 - g.size().x, cy - half),
+            g,
             color,
         );
     }
@@ -190,32 +193,38 @@ pub fn draw_axes(
             [egui::pos2(x, heat.max.y + 1.0), egui::pos2(x, heat.max.y + TICK_LEN)],
             egui::Stroke::new(1.0, color),
         );
-        painter.text(
-            egui::pos2(x, heat.max.y + TICK_LEN + 1.0),
-            egui::Align2::CENTER_TOP,
-            j.to_string(),
-            tick_font.clone(),
-            color,
-        );
+        // Labels stay inside the axes' area: the last column's label is moved left, not cut.
+        let centred = |g: &std::sync::Arc<egui::Galley>| {
+            let half = g.size().x / 2.0;
+            x.clamp(area.min.x + half, (area.max.x - half).max(area.min.x + half)) - half
+        };
+        let g = painter.layout_no_wrap(j.to_string(), tick_font.clone(), color);
+        painter.galley(egui::pos2(centred(&g), heat.max.y + TICK_LEN + 1.0), g, color);
         if tok_cols {
-            painter.text(
-                egui::pos2(x, heat.max.y + TICK_LEN + 1.0 + label_h),
-                egui::Align2::CENTER_TOP,
-                token(j),
-                tick_font.clone(),
-                color,
-            );
+            let g = painter.layout_no_wrap(token(j).to_string(), tick_font.clone(), color);
+            painter.galley(egui::pos2(centred(&g), heat.max.y + TICK_LEN + 1.0 + label_h), g, color);
         }
     }
-    // Titles: the column title under the labels, the row title turned to read upwards.
-    painter.text(
-        egui::pos2(heat.center().x, heat.max.y + gutter_h),
-        egui::Align2::CENTER_BOTTOM,
-        col_title,
-        title_font.clone(),
-        color,
-    );
-    let galley = painter.layout_no_wrap(row_title.to_string(), title_font, color);
+    // Titles: the column title under the labels (set smaller when wider than the area, and kept inside
+    // it), the row title turned to read upwards.
+    let mut g = painter.layout_no_wrap(col_title.to_string(), title_font.clone(), color);
+    if g.size().x > area.width() {
+        let smaller = FontId::new(title_font.size * area.width() / g.size().x, title_font.family.clone());
+        g = painter.layout_no_wrap(col_title.to_string(), smaller, color);
+    }
+    let half = g.size().x / 2.0;
+    let cx = heat
+        .center()
+        .x
+        .clamp(area.min.x + half, (area.max.x - half).max(area.min.x + half));
+    painter.galley(egui::pos2(cx - half, heat.max.y + gutter_h - g.size().y), g, color);
+    // The row title reads upwards beside the rows; one longer than the rows are tall is set smaller.
+    let mut galley = painter.layout_no_wrap(row_title.to_string(), title_font.clone(), color);
+    let room = heat.height().max(1.0);
+    if galley.size().x > room {
+        let smaller = FontId::new(title_font.size * room / galley.size().x, title_font.family.clone());
+        galley = painter.layout_no_wrap(row_title.to_string(), smaller, color);
+    }
     let pos = egui::pos2(
         heat.min.x - gutter_w,
         (heat.center().y + galley.size().x / 2.0).min(heat.max.y),
@@ -330,6 +339,13 @@ pub fn draw_cell_numbers(
         }
     }
     true
+}
+
+/// The width [`masked_legend`] takes at text size `size`.
+pub fn masked_legend_width(painter: &Painter, size: f32, lang: Lang) -> f32 {
+    let text = lang.t("masked (score −∞, p = 0)", "被掩码（分数 −∞，p = 0）");
+    let galley = painter.layout_no_wrap(text.into(), FontId::proportional(size * 0.85), Color32::WHITE);
+    size * 0.9 + 6.0 + galley.size().x
 }
 
 /// A hatched swatch like the renderer's masked cells and what it means, at `pos`; returns its width.

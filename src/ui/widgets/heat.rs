@@ -219,14 +219,21 @@ pub fn heat_panel(
             )
             .to_string(),
     };
-    ui.horizontal(|ui| {
+    // Wrapped: the legend entry moves to its own line when the view is narrow; the hint is elided.
+    ui.horizontal_wrapped(|ui| {
         if has_masked {
-            let pos = ui.cursor().min;
+            // Set smaller when the view is narrower than the legend.
+            let lw = axes::masked_legend_width(ui.painter(), size, lang);
+            let room = ui.available_width().min(ui.clip_rect().max.x - ui.cursor().min.x);
+            let fit = size * (room.max(1.0) / (lw + 8.0)).min(1.0);
+            let lw = axes::masked_legend_width(ui.painter(), fit, lang);
+            let (rect, _) = ui.allocate_exact_size(egui::vec2(lw + 8.0, fit * 1.2), egui::Sense::hover());
             let color = ui.visuals().text_color();
-            let lw = axes::masked_legend(ui.painter(), pos, size, lang, color);
-            ui.allocate_exact_size(egui::vec2(lw + 8.0, size * 1.2), egui::Sense::hover());
+            axes::masked_legend(ui.painter(), rect.min, fit, lang, color);
         }
-        ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+        if !text.is_empty() {
+            ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+        }
     });
     hovered
 }
@@ -255,13 +262,19 @@ fn draw_row_sums(ui: &Ui, sums: &[f64], view: &HeatmapView, top: f32, rect: egui
         sums.iter().copied().reduce(f64::min),
         sums.iter().copied().reduce(f64::max),
     ) {
-        painter.text(
-            rect.left_top() + egui::vec2(2.0, 0.0),
-            egui::Align2::LEFT_TOP,
-            format!("Σ rows\n{lo:.3}\n…{hi:.3}"),
-            font,
-            color,
-        );
+        // The range on three lines where they fit, else on one ("Σ 1.000" when all rows agree), else none.
+        let one = if hi - lo < 5e-4 {
+            format!("Σ{lo:.3}")
+        } else {
+            format!("Σ{lo:.2}…{hi:.2}")
+        };
+        for text in [format!("Σ rows\n{lo:.3}\n…{hi:.3}"), one] {
+            let g = painter.layout_no_wrap(text, font.clone(), color);
+            if g.size().x <= rect.width() - 2.0 && g.size().y <= rect.height() {
+                painter.galley(rect.left_top() + egui::vec2(2.0, 0.0), g, color);
+                break;
+            }
+        }
     }
 }
 

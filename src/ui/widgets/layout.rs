@@ -38,3 +38,50 @@ pub fn view_in(ui: &mut Ui, r: egui::Rect, f: impl FnOnce(&mut Ui)) {
     child.set_clip_rect(r.intersect(ui.clip_rect()));
     f(&mut child);
 }
+
+/// The scale (at most 1) at which table `id` fits the width available now: its natural width, recorded
+/// by [`remember_table_width`] on the previous frame, against the available width. A table is scaled
+/// down rather than cut at the view's edge (egui's grids do not wrap).
+pub fn table_scale(ui: &Ui, id: &str) -> f32 {
+    // The width available before the table is drawn (a too-wide table widens its ui's region after).
+    let avail = ui.available_width();
+    ui.ctx()
+        .data_mut(|d| d.insert_temp(egui::Id::unique(("table-room", id)), avail));
+    let natural = ui
+        .ctx()
+        .data(|d| d.get_temp::<f32>(egui::Id::unique(("table-width", id))));
+    match natural {
+        // A little under the exact ratio: the grid's spacing does not scale with its text.
+        Some(w) if w > ui.available_width() && w > 0.0 => (0.94 * ui.available_width() / w).max(0.3),
+        _ => 1.0,
+    }
+}
+
+/// Record table `id`'s width `drawn` at `scale`. egui's grids size their columns from the frame before,
+/// so a width is only taken once the scale has held for a frame (the layout has settled): at full size it
+/// is the natural width; scaled and still too wide, `drawn / scale` raises the record (spacing does not
+/// scale, so that overstates it a little and shrinks the table a little more); scaled and fitting, the
+/// record stays, so the scale does not swing.
+pub fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
+    let key = egui::Id::unique(("table-width", id));
+    let last_key = egui::Id::unique(("table-last-scale", id));
+    let room = ui
+        .ctx()
+        .data(|d| d.get_temp::<f32>(egui::Id::unique(("table-room", id))))
+        .unwrap_or(f32::INFINITY);
+    ui.ctx().data_mut(|d| {
+        let settled = d.get_temp::<f32>(last_key).is_some_and(|l| (l - scale).abs() < 1e-4);
+        d.insert_temp(last_key, scale);
+        if !settled {
+            return;
+        }
+        let old = d.get_temp::<f32>(key);
+        let new = match old {
+            _ if scale >= 1.0 => drawn,
+            Some(w) if drawn > room + 1.0 => w.max(drawn / scale.max(1e-3)),
+            Some(w) => w,
+            None => drawn / scale.max(1e-3),
+        };
+        d.insert_temp(key, new);
+    });
+}

@@ -17,7 +17,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{grid, view_in};
+pub use layout::{grid, remember_table_width, table_scale, view_in};
 
 pub use crate::lessons::format_bytes as bytes;
 
@@ -97,6 +97,17 @@ impl ViewCtx<'_> {
     }
 }
 
+/// Let a plot's y-axis title be drawn: egui_plot sets it a few points left of the plot's rect, into the
+/// panel's margin, where the view's clip rect would cut it. Call before `Plot::show` (the rest of the
+/// view may then draw into that margin too).
+pub fn plot_title_room(ui: &mut Ui) {
+    let c = ui.clip_rect();
+    ui.set_clip_rect(c.with_min_x(c.min.x - PLOT_TITLE_ROOM));
+}
+
+/// How far egui_plot sets a y-axis title left of the plot (a quarter of its line height), in points.
+const PLOT_TITLE_ROOM: f32 = 6.0;
+
 /// A stable renderer id for view `name` number `i`.
 pub fn view_id(name: &str, i: usize) -> u64 {
     use std::hash::{DefaultHasher, Hash, Hasher};
@@ -115,8 +126,10 @@ pub fn color_of(i: usize) -> Color32 {
 /// the f64 reference, or the other path a lesson compares).
 pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str) {
     let size = cx.size;
+    let wrapped = |ui: &mut Ui, t: RichText| ui.add(egui::Label::new(t).wrap());
     match r {
-        Some(r) if r.passed() => ui.label(
+        Some(r) if r.passed() => wrapped(
+            ui,
             RichText::new(match cx.lang {
                 Lang::En => {
                     format!("OK  {what} matches {}: max abs err {:.1e}", r.against.en(), r.max_abs)
@@ -128,7 +141,8 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
             .size(size * 0.9)
             .color(Color32::from_rgb(90, 200, 110)),
         ),
-        Some(r) => ui.label(
+        Some(r) => wrapped(
+            ui,
             RichText::new(format!(
                 "MISMATCH  {what}: {}",
                 r.to_string().lines().next().unwrap_or_default()
@@ -141,12 +155,28 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
 }
 
 /// A colour chip with its meaning.
+///
+/// One unit (chip and text laid out together), so that a wrapping row moves the whole entry to the next
+/// line instead of running its text past the edge.
 pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
-    ui.horizontal(|ui| {
-        let (r, _) = ui.allocate_exact_size(egui::vec2(size, size * 0.8), egui::Sense::hover());
-        ui.painter().rect_filled(r, 2.0, Color32::from_rgb(c[0], c[1], c[2]));
-        ui.label(RichText::new(text).size(size * 0.85));
-    });
+    let color = ui.visuals().text_color();
+    let galley = ui
+        .painter()
+        .layout_no_wrap(text.to_string(), egui::FontId::proportional(size * 0.85), color);
+    let gap = ui.spacing().item_spacing.x;
+    let h = galley.size().y.max(size * 0.8);
+    let (rect, resp) = ui.allocate_exact_size(egui::vec2(size + gap + galley.size().x, h), egui::Sense::hover());
+    resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, text));
+    let chip = egui::Rect::from_min_size(
+        egui::pos2(rect.min.x, rect.center().y - size * 0.4),
+        egui::vec2(size, size * 0.8),
+    );
+    ui.painter().rect_filled(chip, 2.0, Color32::from_rgb(c[0], c[1], c[2]));
+    ui.painter().galley(
+        egui::pos2(chip.max.x + gap, rect.center().y - galley.size().y / 2.0),
+        galley,
+        color,
+    );
 }
 
 /// A labelled horizontal bar of `value` out of `max`.
@@ -198,7 +228,8 @@ pub fn timeline(
         return;
     }
     let mut c = (*cx.cursor).min(n - 1);
-    ui.horizontal(|ui| {
+    // Wrapped: on a narrow view the position label goes to the next line instead of past the edge.
+    ui.horizontal_wrapped(|ui| {
         if ui.button("|<").on_hover_text(lang.t("start", "开始")).clicked() {
             c = 0;
         }

@@ -200,32 +200,38 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
             });
             let per_slot = kv_bytes_per_token(1, 1, d.head_dim as u64, crate::cache::KvDtype::F16) as usize; // K and V, f16
             let used: usize = f.lens.iter().sum::<usize>() * d.batch * d.kv_heads * per_slot;
-            ui.label(
-                RichText::new(format!(
-                    "{}: {} · {}: {} ({:.0}%) · {}: {}",
-                    lang.t("reserved", "预留"),
-                    bytes(d.reserved_bytes as f64),
-                    lang.t("used", "已用"),
-                    bytes(used as f64),
-                    100.0 * used as f64 / d.reserved_bytes.max(1) as f64,
-                    lang.t(
-                        "K+V per token (all layers, batch)",
-                        "每个 token 的 K+V（所有层、整个批次）"
-                    ),
-                    bytes(d.bytes_per_token as f64)
-                ))
-                .size(size * 0.9),
-            );
-            if f.layer.is_some() {
-                ui.label(
+            ui.add(
+                egui::Label::new(
                     RichText::new(format!(
-                        "{}: {} · {}: {}",
-                        lang.t("this step writes", "本步写入"),
-                        bytes((d.batch * d.kv_heads * per_slot) as f64),
-                        lang.t("and its attention reads", "其注意力读取"),
-                        bytes(f.bytes_read as f64)
+                        "{}: {} · {}: {} ({:.0}%) · {}: {}",
+                        lang.t("reserved", "预留"),
+                        bytes(d.reserved_bytes as f64),
+                        lang.t("used", "已用"),
+                        bytes(used as f64),
+                        100.0 * used as f64 / d.reserved_bytes.max(1) as f64,
+                        lang.t(
+                            "K+V per token (all layers, batch)",
+                            "每个 token 的 K+V（所有层、整个批次）"
+                        ),
+                        bytes(d.bytes_per_token as f64)
                     ))
                     .size(size * 0.9),
+                )
+                .wrap(),
+            );
+            if f.layer.is_some() {
+                ui.add(
+                    egui::Label::new(
+                        RichText::new(format!(
+                            "{}: {} · {}: {}",
+                            lang.t("this step writes", "本步写入"),
+                            bytes((d.batch * d.kv_heads * per_slot) as f64),
+                            lang.t("and its attention reads", "其注意力读取"),
+                            bytes(f.bytes_read as f64)
+                        ))
+                        .size(size * 0.9),
+                    )
+                    .wrap(),
                 );
             }
             if d.dropped > 0 {

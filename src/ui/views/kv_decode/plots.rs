@@ -47,6 +47,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
     );
     let h = ((ui.available_height() - 3.0 * size) / 2.0).max(80.0);
     let xs: Vec<usize> = (0..=14).map(|k| 1usize << k).collect();
+    crate::ui::widgets::plot_title_room(ui);
     Plot::new("intensity-ctx")
         .height(h)
         .legend(Legend::default())
@@ -77,6 +78,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         });
     let kv_options: Vec<usize> = (1..=d.heads).filter(|k| d.heads.is_multiple_of(*k)).collect();
     let balance = cx.state::<Sweep>().balance;
+    crate::ui::widgets::plot_title_room(ui);
     Plot::new("intensity-batch")
         .height(h)
         .legend(Legend::default())
@@ -190,6 +192,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
             lang.t("memcpy, bytes read + written", "memcpy，读 + 写字节"),
         ),
     };
+    crate::ui::widgets::plot_title_room(ui);
     Plot::new("bandwidth")
         .height((ui.available_height() - 3.0 * size).max(100.0))
         .legend(Legend::default())

@@ -89,7 +89,14 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 stats::oom_banner(cx, ui, f);
             }
             let w = ui.available_width();
-            let h = (ui.available_height() - 2.5 * size).max(60.0);
+            // Below the pool: the legend chips and, in the window, the hover line.
+            let spacing = ui.spacing().item_spacing.y;
+            let hint_h = if cx.presentation {
+                0.0
+            } else {
+                size * 0.85 * 1.4 + spacing
+            };
+            let h = (ui.available_height() - size * 1.6 - hint_h - 2.0 * spacing).max(60.0);
             let font = cx.inner_label_sizes();
             let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h), font);
             ui.horizontal_wrapped(|ui| {
@@ -118,7 +125,10 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 },
                 None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
             };
-            ui.label(RichText::new(text).monospace().size(size * 0.85));
+            // Presentation mode: no interaction hints on the projector.
+            if !cx.presentation {
+                ui.label(RichText::new(text).monospace().size(size * 0.85));
+            }
         }
         View::Tables => tables_view(cx, ui, p, f),
         View::FreeList => {

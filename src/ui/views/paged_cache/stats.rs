@@ -255,39 +255,47 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
         .strong()
         .size(size),
     );
-    egui::Grid::new("tradeoff").striped(true).show(ui, |ui| {
-        for h in [
-            lang.t("block size", "块大小"),
-            lang.t("slots wasted in last blocks", "末块浪费的槽位"),
-            lang.t("block-table entries", "块表项数"),
-            lang.t("table bytes (int32)", "块表字节（int32）"),
-        ] {
-            ui.label(RichText::new(h).strong().size(size * 0.9));
-        }
-        ui.end_row();
-        for bs in [1usize, 2, 4, 8, 16, 32, 64] {
-            let shape = PagedShape {
-                block_size: bs,
-                ..p.shape
-            };
-            let blocks: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
-            let waste = blocks * bs - lens.iter().sum::<usize>();
-            let cur = bs == p.shape.block_size;
-            let t = |s: String| {
-                let r = RichText::new(s).size(size * 0.9).monospace();
-                if cur {
-                    r.strong().color(Color32::from_rgb(255, 200, 80))
-                } else {
-                    r
+    let table_scale = crate::ui::widgets::table_scale(ui, "tradeoff");
+    let table = {
+        let size = size * table_scale;
+        egui::Grid::new("tradeoff")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                for h in [
+                    lang.t("block size", "块大小"),
+                    lang.t("slots wasted in last blocks", "末块浪费的槽位"),
+                    lang.t("block-table entries", "块表项数"),
+                    lang.t("table bytes (int32)", "块表字节（int32）"),
+                ] {
+                    ui.label(RichText::new(h).strong().size(size * 0.9));
                 }
-            };
-            ui.label(t(format!("{}{bs}", if cur { "> " } else { "" })));
-            ui.label(t(waste.to_string()));
-            ui.label(t(blocks.to_string()));
-            ui.label(t((4 * blocks).to_string()));
-            ui.end_row();
-        }
-    });
+                ui.end_row();
+                for bs in [1usize, 2, 4, 8, 16, 32, 64] {
+                    let shape = PagedShape {
+                        block_size: bs,
+                        ..p.shape
+                    };
+                    let blocks: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
+                    let waste = blocks * bs - lens.iter().sum::<usize>();
+                    let cur = bs == p.shape.block_size;
+                    let t = |s: String| {
+                        let r = RichText::new(s).size(size * 0.9).monospace();
+                        if cur {
+                            r.strong().color(Color32::from_rgb(255, 200, 80))
+                        } else {
+                            r
+                        }
+                    };
+                    ui.label(t(format!("{}{bs}", if cur { "> " } else { "" })));
+                    ui.label(t(waste.to_string()));
+                    ui.label(t(blocks.to_string()));
+                    ui.label(t((4 * blocks).to_string()));
+                    ui.end_row();
+                }
+            })
+    };
+    crate::ui::widgets::remember_table_width(ui, "tradeoff", table.response.rect.width(), table_scale);
     ui.label(RichText::new(lang.t(
         "Small blocks waste little in each request's last block but need long tables (one lookup per block); large blocks need short tables but waste up to block_size − 1 slots per request.",
         "块小：每个请求末块浪费少，但块表长（每块一次查表）；块大：块表短，但每个请求最多浪费 block_size − 1 个槽位。",
