@@ -951,3 +951,40 @@ fn presentation_text_is_never_smaller_than_windowed_body_text() {
     go(&mut h, "multi-head", 1);
     h.snapshot("app/presentation-multi-head-02");
 }
+
+/// A step shows the same thing however it was reached: opened directly, or stepped back into from the
+/// lesson's last step (a step without `at` opens at the start of the timeline; a control another step
+/// sets goes back to its default). Compared: the timeline position, the sliders and the filled narration.
+#[test]
+fn a_step_does_not_depend_on_how_it_was_reached() {
+    let n = KvscopeApp::new(&config(), None, None).lessons().len();
+    for i in 0..n {
+        let steps = KvscopeApp::new(&config(), None, None).lessons()[i].file.steps.len();
+        let mut walked = KvscopeApp::new(&config(), None, None);
+        walked.goto(i, steps - 1);
+        walked.update_now();
+        for j in (0..steps).rev() {
+            if j + 1 < steps {
+                walked.prev_step();
+                walked.update_now();
+            }
+            let mut direct = KvscopeApp::new(&config(), None, None);
+            direct.goto(i, j);
+            direct.update_now();
+            let id = direct.lessons()[i].id().to_string();
+            assert!(
+                direct.output().is_some() && walked.output().is_some(),
+                "{id} step {}: computed",
+                j + 1
+            );
+            assert_eq!(
+                walked.cursor(),
+                direct.cursor(),
+                "{id} step {}: timeline position",
+                j + 1
+            );
+            assert_eq!(walked.params(), direct.params(), "{id} step {}: sliders", j + 1);
+            assert_eq!(walked.narration(), direct.narration(), "{id} step {}: narration", j + 1);
+        }
+    }
+}

@@ -271,11 +271,28 @@ impl KvscopeApp {
                 self.cursor.insert(id, (*v).max(0) as usize);
             }
             Some(At::Point(name)) => self.pending_point = Some(name.clone()),
-            None => {}
+            // A step that names no point opens at the start, so a frame never depends on the steps before.
+            None => {
+                let id = l.id().to_string();
+                self.cursor.insert(id, 0);
+            }
         }
-        // The step's own settings (`set = { … }`), applied as if the user had moved those controls.
+        // The step's own settings (`set = { … }`), applied as if the user had moved those controls; a
+        // control that another step of the lesson sets goes back to its default on a step that does not
+        // (lesson 1's last step switches the trained model on; stepping back switches it off again).
         let sets = l.file.steps.get(self.step).map(|s| s.set_params()).unwrap_or_default();
-        for (k, v) in sets {
+        let mut restore = Vec::new();
+        for s in &l.file.steps {
+            for (k, _) in s.set_params() {
+                if !sets.iter().any(|(o, _)| *o == k)
+                    && let Some(p) = l.file.params.iter().find(|p| *p.id.get_ref() == k)
+                    && !restore.iter().any(|(o, _): &(String, i64)| *o == k)
+                {
+                    restore.push((k, p.default_value()));
+                }
+            }
+        }
+        for (k, v) in restore.into_iter().chain(sets) {
             self.set_param(&k, v);
         }
     }
