@@ -720,9 +720,7 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .strong()
         .size(size),
     );
-    let table_scale = crate::ui::widgets::table_scale(ui, "flash-io");
-    let table = {
-        let size = size * table_scale;
+    crate::ui::widgets::fitted_table(ui, "flash-io", size, |ui, size| {
         let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
         egui::Grid::new("flash-io")
             .min_col_width(0.0)
@@ -755,8 +753,7 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 ));
                 ui.end_row();
             })
-    };
-    crate::ui::widgets::remember_table_width(ui, "flash-io", table.response.rect.width(), table_scale);
+    });
     ui.label(
         RichText::new(format!(
             "{} {:.1}× {} · f32: {} → {}",

@@ -243,9 +243,7 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         .strong()
         .size(size),
     );
-    let table_scale = crate::ui::widgets::table_scale(ui, "kvbytes");
-    let table = {
-        let size = size * table_scale;
+    crate::ui::widgets::fitted_table(ui, "kvbytes", size, |ui, size| {
         egui::Grid::new("kvbytes")
             .min_col_width(0.0)
             .striped(true)
@@ -266,8 +264,7 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                     ui.end_row();
                 }
             })
-    };
-    crate::ui::widgets::remember_table_width(ui, "kvbytes", table.response.rect.width(), table_scale);
+    });
 }
 
 fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
@@ -282,9 +279,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
         .strong()
         .size(size),
     );
-    let table_scale = crate::ui::widgets::table_scale(ui, "models");
-    let table = {
-        let size = size * table_scale;
+    crate::ui::widgets::fitted_table(ui, "models", size, |ui, size| {
         egui::Grid::new("models")
             .min_col_width(0.0)
             .striped(true)
@@ -328,8 +323,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
                     ui.end_row();
                 }
             })
-    };
-    crate::ui::widgets::remember_table_width(ui, "models", table.response.rect.width(), table_scale);
+    });
     ui.label(
         RichText::new("2 · layers · kv_heads · head_dim · bytes")
             .size(size * 0.85)

@@ -264,9 +264,7 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         .size(size),
     );
     let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
-    let table_scale = crate::ui::widgets::table_scale(ui, "prefix-chain");
-    let table = {
-        let size = size * table_scale;
+    crate::ui::widgets::fitted_table(ui, "prefix-chain", size, |ui, size| {
         egui::Grid::new("prefix-chain")
             .min_col_width(0.0)
             .striped(true)
@@ -313,8 +311,7 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
                     ui.end_row();
                 }
             })
-    };
-    crate::ui::widgets::remember_table_width(ui, "prefix-chain", table.response.rect.width(), table_scale);
+    });
 }
 
 /// The hash → blocks map; a duplicate (a second block caching the same prefix) is listed under the first,

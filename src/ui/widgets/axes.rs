@@ -341,15 +341,20 @@ pub fn draw_cell_numbers(
     true
 }
 
-/// The width [`masked_legend`] takes at text size `size`.
-pub fn masked_legend_width(painter: &Painter, size: f32, lang: Lang) -> f32 {
+/// The masked-legend text at text size `size`.
+fn masked_legend_text(painter: &Painter, size: f32, lang: Lang, color: Color32) -> std::sync::Arc<egui::Galley> {
     let text = lang.t("masked (score −∞, p = 0)", "被掩码（分数 −∞，p = 0）");
-    let galley = painter.layout_no_wrap(text.into(), FontId::proportional(size * 0.85), Color32::WHITE);
-    size * 0.9 + 6.0 + galley.size().x
+    painter.layout_no_wrap(text.into(), FontId::proportional(size * 0.85), color)
 }
 
-/// A hatched swatch like the renderer's masked cells and what it means, at `pos`; returns its width.
-pub fn masked_legend(painter: &Painter, pos: egui::Pos2, size: f32, lang: Lang, color: Color32) -> f32 {
+/// The width [`masked_legend`] takes at text size `size`.
+pub fn masked_legend_width(painter: &Painter, size: f32, lang: Lang) -> f32 {
+    size * 0.9 + 6.0 + masked_legend_text(painter, size, lang, Color32::WHITE).size().x
+}
+
+/// A hatched swatch like the renderer's masked cells and what it means, at `pos` ([`masked_legend_width`]
+/// wide).
+pub fn masked_legend(painter: &Painter, pos: egui::Pos2, size: f32, lang: Lang, color: Color32) {
     let s = size * 0.9;
     let swatch = Rect::from_min_size(pos + egui::vec2(0.0, (size * 1.2 - s) / 2.0), egui::vec2(s, s));
     let grey = Color32::from_rgb(MASK_COLOR[0], MASK_COLOR[1], MASK_COLOR[2]);
@@ -371,15 +376,12 @@ pub fn masked_legend(painter: &Painter, pos: egui::Pos2, size: f32, lang: Lang, 
         );
         k += s / 3.0;
     }
-    let text = lang.t("masked (score −∞, p = 0)", "被掩码（分数 −∞，p = 0）");
-    let galley = painter.layout_no_wrap(text.into(), FontId::proportional(size * 0.85), color);
-    let w = galley.size().x;
+    let galley = masked_legend_text(painter, size, lang, color);
     painter.galley(
         swatch.right_top() + egui::vec2(6.0, (s - galley.size().y) / 2.0),
         galley,
         color,
     );
-    s + 6.0 + w
 }
 
 #[cfg(test)]

@@ -39,10 +39,24 @@ pub fn view_in(ui: &mut Ui, r: egui::Rect, f: impl FnOnce(&mut Ui)) {
     f(&mut child);
 }
 
+/// Draw table `id` scaled to fit the width available: `table` gets the text size to use (`size` times
+/// the scale) and returns the grid's response, whose width is recorded for the next frame.
+pub fn fitted_table<R>(
+    ui: &mut Ui,
+    id: &str,
+    size: f32,
+    table: impl FnOnce(&mut Ui, f32) -> egui::InnerResponse<R>,
+) -> R {
+    let scale = table_scale(ui, id);
+    let r = table(ui, size * scale);
+    remember_table_width(ui, id, r.response.rect.width(), scale);
+    r.inner
+}
+
 /// The scale (at most 1) at which table `id` fits the width available now: its natural width, recorded
 /// by [`remember_table_width`] on the previous frame, against the available width. A table is scaled
 /// down rather than cut at the view's edge (egui's grids do not wrap).
-pub fn table_scale(ui: &Ui, id: &str) -> f32 {
+fn table_scale(ui: &Ui, id: &str) -> f32 {
     // The width available before the table is drawn (a too-wide table widens its ui's region after).
     let avail = ui.available_width();
     ui.ctx()
@@ -62,7 +76,7 @@ pub fn table_scale(ui: &Ui, id: &str) -> f32 {
 /// is the natural width; scaled and still too wide, `drawn / scale` raises the record (spacing does not
 /// scale, so that overstates it a little and shrinks the table a little more); scaled and fitting, the
 /// record stays, so the scale does not swing.
-pub fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
+fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
     let key = egui::Id::unique(("table-width", id));
     let last_key = egui::Id::unique(("table-last-scale", id));
     let room = ui

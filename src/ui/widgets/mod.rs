@@ -17,7 +17,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{grid, remember_table_width, table_scale, view_in};
+pub use layout::{fitted_table, grid, view_in};
 
 pub use crate::lessons::format_bytes as bytes;
 

@@ -255,9 +255,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
         .strong()
         .size(size),
     );
-    let table_scale = crate::ui::widgets::table_scale(ui, "tradeoff");
-    let table = {
-        let size = size * table_scale;
+    crate::ui::widgets::fitted_table(ui, "tradeoff", size, |ui, size| {
         egui::Grid::new("tradeoff")
             .min_col_width(0.0)
             .striped(true)
@@ -294,8 +292,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
                     ui.end_row();
                 }
             })
-    };
-    crate::ui::widgets::remember_table_width(ui, "tradeoff", table.response.rect.width(), table_scale);
+    });
     ui.label(RichText::new(lang.t(
         "Small blocks waste little in each request's last block but need long tables (one lookup per block); large blocks need short tables but waste up to block_size − 1 slots per request.",
         "块小：每个请求末块浪费少，但块表长（每块一次查表）；块大：块表短，但每个请求最多浪费 block_size − 1 个槽位。",
