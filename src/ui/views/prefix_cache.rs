@@ -386,16 +386,20 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             })
             .collect();
         let len = f.tokens.get(r).map_or(0, Vec::len);
+        // The table wraps at the view's edge (a long table on a narrow view, in presentation mode).
         ui.horizontal(|ui| {
             legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
-            ui.label(
-                RichText::new(format!(
-                    "[{}]  {len} {}",
-                    entries.join(", "),
-                    plural(lang, len, "token", "tokens", "个 token")
-                ))
-                .monospace()
-                .size(size * 0.9),
+            ui.add(
+                egui::Label::new(
+                    RichText::new(format!(
+                        "[{}]  {len} {}",
+                        entries.join(", "),
+                        plural(lang, len, "token", "tokens", "个 token")
+                    ))
+                    .monospace()
+                    .size(size * 0.9),
+                )
+                .wrap(),
             );
         });
     }
