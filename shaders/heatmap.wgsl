@@ -106,21 +106,22 @@ fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     var color: vec4<f32>;
     if (v < NEG_BIG) { color = masked(in.pos.xy); } else { color = colormap(v); }
 
-    // Highlights: the lesson's "this query" (row), "this key" (column) or one cell.
-    let cell = floor(c0 + cpp * 0.5);
+    // Highlights: the lesson's "this query" (row), "this key" (column) or one cell, drawn as a frame
+    // of 3 px just outside the highlighted band, never over its cells (the visual grammar: a highlight
+    // must not change the colour of the data it points at).
     let px_per_cell = 1.0 / max(cover, 1e-6);
-    let frac_px = fract(c0 + cpp * 0.5) * px_per_cell;       // pixel distance from the cell's top/left edge
-    let edge = min(frac_px, vec2<f32>(px_per_cell) - frac_px);
-    let hr = f32(P.highlight.x);
-    let hc = f32(P.highlight.y);
-    let in_row = (P.flags.y & 1u) != 0u && cell.y == hr;
-    let in_col = (P.flags.y & 2u) != 0u && cell.x == hc;
-    let in_cell = (P.flags.y & 4u) != 0u && cell.y == hr && cell.x == hc;
-    if (in_cell) {
-        if (px_per_cell < 6.0 || edge.x < 2.0 || edge.y < 2.0) { return P.hl_color; }
-    } else if (in_row || in_col) {
-        if (px_per_cell >= 6.0 && ((in_row && edge.y < 2.0) || (in_col && edge.x < 2.0))) { return P.hl_color; }
-        color = vec4<f32>(mix(color.rgb, P.hl_color.rgb, 0.25), 1.0);
+    let centre = c0 + cpp * 0.5;                               // the pixel's centre, in cells
+    let hl = vec2<f32>(f32(P.highlight.y), f32(P.highlight.x)); // (column, row)
+    let before = (hl - centre) * px_per_cell;                   // > 0: left of / above the band, in px
+    let after = (centre - (hl + vec2<f32>(1.0))) * px_per_cell; // > 0: right of / below the band
+    let ring = (before > vec2<f32>(0.0) & before <= vec2<f32>(3.0)) | (after > vec2<f32>(0.0) & after <= vec2<f32>(3.0));
+    let inside = before <= vec2<f32>(0.0) & after <= vec2<f32>(0.0);
+    let row_on = (P.flags.y & 1u) != 0u;
+    let col_on = (P.flags.y & 2u) != 0u;
+    let cell_on = (P.flags.y & 4u) != 0u;
+    if ((row_on && ring.y) || (col_on && ring.x)
+        || (cell_on && ((ring.y && (inside.x || ring.x)) || (ring.x && inside.y)))) {
+        return P.hl_color;
     }
     // Grid lines once cells are large enough to see them.
     // A pixel draws the line of cell boundary k when its footprint [c0, c1) contains k: exactly one

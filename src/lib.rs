@@ -15,6 +15,8 @@
 //!   kind's schema), with no lesson code;
 //! - [`lessons`]: one module per lesson kind, what it computes (no egui), and `lessons::export`, the
 //!   `.npy` arrays that lessons and `kvscope export` write;
+//! - [`style`]: the visual grammar (what each colour means; every view and renderer takes its colours
+//!   from it);
 //! - [`render`]: the wgpu renderers; [`ui`]: the eframe app, its shared widgets, and each kind's views
 //!   (`ui::views`), above the lessons with no way back. The layering test (`tests/layering.rs`) fails
 //!   on any import cycle among these modules or among the files of `src/`.
@@ -29,4 +31,5 @@ pub mod math;
 pub mod model;
 pub mod render;
 pub mod simd;
+pub mod style;
 pub mod ui;

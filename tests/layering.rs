@@ -779,3 +779,80 @@ fn the_cycle_finder_finds_cycles() {
         .collect();
     assert_eq!(cycles(&g), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
 }
+
+/// `(file:line: text)` of every colour literal outside `#[cfg(test)]` modules of `files`: egui's
+/// `Color32::from_rgb(…)`, `from_gray`, `from_rgba_*`, `from_black_alpha`, `from_white_alpha`, named
+/// colours (`Color32::RED`, … but not `TRANSPARENT` or `PLACEHOLDER`), and `[r, g, b, 255]` arrays.
+fn colour_literals(files: &[PathBuf]) -> Vec<String> {
+    let constructors = [
+        "Color32::from_rgb(",
+        "Color32::from_gray(",
+        "Color32::from_rgba",
+        "Color32::from_black_alpha(",
+        "Color32::from_white_alpha(",
+    ];
+    let mut bad = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = line.split("//").next().unwrap_or("");
+            let named = code.match_indices("Color32::").any(|(at, _)| {
+                let rest = &code[at + "Color32::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                name.len() > 1 && name != "TRANSPARENT" && name != "PLACEHOLDER"
+            });
+            let array = code.match_indices('[').any(|(at, _)| {
+                let inner = code[at + 1..].split(']').next().unwrap_or("");
+                let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+                parts.len() == 4 && parts.iter().all(|p| p.parse::<u8>().is_ok()) && parts[3] == "255"
+            });
+            if named || array || constructors.iter().any(|c| code.contains(c)) {
+                bad.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn views_take_their_colours_from_the_grammar() {
+    let mut files = rust_files(&src("ui"));
+    files.extend(rust_files(&src("render")));
+    assert!(files.len() > 20, "{files:?}");
+    let bad = colour_literals(&files);
+    assert!(
+        bad.is_empty(),
+        "colour literals outside src/style.rs (name the grammar's colour instead):\n{}",
+        bad.join("\n")
+    );
+    // The scan finds each kind of literal (so that it cannot pass by finding nothing).
+    let dir = std::env::temp_dir().join(format!("kvscope-colours-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, line) in [
+        "let c = Color32::from_rgb(1, 2, 3);",
+        "let c = egui::Color32::GRAY;",
+        "legend_chip(ui, [40, 40, 48, 255], \"free\", size);",
+        "let c = Color32::from_black_alpha(9);",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = dir.join(format!("v{i}.rs"));
+        std::fs::write(&f, format!("fn f() {{\n    {line}\n}}\n")).unwrap();
+        assert_eq!(colour_literals(&[f]).len(), 1, "{line}");
+    }
+    let ok = dir.join("ok.rs");
+    std::fs::write(
+        &ok,
+        "let c = Color32::TRANSPARENT; let v = [1, 2, 3, 4];\n#[cfg(test)]\nmod t { const W: Color32 = Color32::WHITE; }\n",
+    )
+    .unwrap();
+    assert!(colour_literals(&[ok]).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,6 +7,7 @@
 //! line, while they wait for their fix: the test fails on an overflow in any frame not listed, and on a
 //! listed frame that no longer overflows (delete its line), so the list only shrinks.
 
+use std::any::Any;
 use std::collections::BTreeSet;
 
 use kvscope::ui::headless::Headless;
@@ -96,5 +97,106 @@ fn no_text_leaves_its_clip_rect() {
         "{} overflows in frames not listed in tests/overflow-known.txt:\n{}\n\nlisted frames that no longer overflow (delete these lines): {fixed:?}\nlisted frames that do not exist: {stale:?}",
         new.len(),
         new.join("\n")
+    );
+}
+
+/// Structure is drawn, not written: in every frame of lessons 5 and 7 that shows block tables, the
+/// layout holds one arrow per table entry, from the entry to its physical block (`r3[1] -> 14`), and
+/// in every frame that shows the pool, every block in use carries a ref-count run `×n` with its count
+/// (and lesson 7's cached free blocks `×0`).
+#[test]
+fn block_tables_and_ref_counts_are_drawn() {
+    use kvscope::lessons::paged_cache::PagedOut;
+    use kvscope::lessons::prefix_cache::PrefixOut;
+    let required = std::env::var("KVSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| !v.trim().is_empty());
+    let mut headless = match Headless::new() {
+        Ok(h) => h,
+        Err(e) if required => panic!("no headless GPU: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: no headless GPU: {e}");
+            return;
+        }
+    };
+    let config = AppConfig {
+        lessons_dir: None,
+        sync: true,
+        fresh: true,
+        export_dir: None,
+    };
+    let mut app = KvscopeApp::new(&config, None, None);
+    let lessons = app.lessons().to_vec();
+    let (mut tables_checked, mut pools_checked) = (0, 0);
+    for (i, l) in lessons.iter().enumerate() {
+        if l.id() != "paged-cache" && l.id() != "prefix-cache" {
+            continue;
+        }
+        for (j, step) in l.file.steps.iter().enumerate() {
+            let views: Vec<&str> = step.views.iter().map(|v| v.get_ref().as_str()).collect();
+            app.goto(i, j);
+            headless
+                .render([1600, 900], 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| {
+                    app.show(ui)
+                })
+                .unwrap();
+            let layout = headless.layout().expect("a layout").clone();
+            let out = app.output().expect("an output").clone();
+            let any: &dyn Any = out.as_ref();
+            let at = format!("{} step {}", l.id(), j + 1);
+            let badges = |layout: &kvscope::ui::layout::Layout| {
+                let mut b: Vec<String> = layout
+                    .texts
+                    .iter()
+                    .filter(|t| t.text.starts_with('×') && t.text[2..].parse::<u32>().is_ok())
+                    .map(|t| t.text.clone())
+                    .collect();
+                b.sort();
+                b
+            };
+            let (tables, refs) = if let Some(p) = any.downcast_ref::<PagedOut>() {
+                let f = &p.frames[app.cursor().min(p.frames.len() - 1)];
+                let refs = kvscope::ui::widgets::ref_counts(&f.tables, f.grid.owners.len());
+                (
+                    f.tables.clone(),
+                    refs.into_iter().map(|r| (r > 0).then_some(r)).collect::<Vec<_>>(),
+                )
+            } else if let Some(p) = any.downcast_ref::<PrefixOut>() {
+                let f = &p.frames[app.cursor().min(p.frames.len() - 1)];
+                let refs = f
+                    .refs
+                    .iter()
+                    .zip(&f.cached)
+                    .map(|(r, c)| (*r > 0 || c.is_some()).then_some(*r))
+                    .collect();
+                (f.tables.clone(), refs)
+            } else {
+                panic!("{at}: not a pool lesson's output");
+            };
+            if views.contains(&"tables") && l.id() == "paged-cache" {
+                let mut want: Vec<String> = tables
+                    .iter()
+                    .flat_map(|(r, t)| t.iter().enumerate().map(move |(k, b)| format!("r{r}[{k}] -> {b}")))
+                    .collect();
+                let mut drawn: Vec<String> = layout.arrows.iter().map(|a| a.what.clone()).collect();
+                want.sort();
+                drawn.sort();
+                assert!(!want.is_empty(), "{at}: the step shows tables");
+                assert_eq!(drawn, want, "{at}: one arrow per block-table entry");
+                for a in &layout.arrows {
+                    assert!(a.from[1] < a.to[1], "{at}: {} points down to the pool", a.what);
+                }
+                tables_checked += 1;
+            }
+            if views.contains(&"pool") {
+                let mut want: Vec<String> = refs.iter().flatten().map(|r| format!("×{r}")).collect();
+                want.sort();
+                assert!(!want.is_empty(), "{at}: blocks in use");
+                assert_eq!(badges(&layout), want, "{at}: a ref count on every block that holds K/V");
+                pools_checked += 1;
+            }
+        }
+    }
+    assert!(
+        tables_checked >= 3 && pools_checked >= 12,
+        "{tables_checked} {pools_checked}"
     );
 }

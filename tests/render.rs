@@ -131,7 +131,7 @@ fn heatmap_cells_masks_and_highlights_have_the_right_colours() {
                 }
             }
         }
-        // A highlighted cell gets a border; grid lines appear between 16-px cells.
+        // A highlighted cell gets a frame; grid lines appear between 16-px cells.
         let style = HeatmapStyle {
             colormap: Colormap::Sequential,
             range: Some((0.0, 1.0)),
@@ -139,15 +139,25 @@ fn heatmap_cells_masks_and_highlights_have_the_right_colours() {
             highlight: Highlight::Cell(2, 1),
         };
         let img = render_heatmap(&gpu, &data, &style, 64, 64);
+        // The frame lies just outside the cell (3 px), above and left of it; the cell itself keeps its
+        // colour, to its first pixel row (the visual grammar: a highlight never paints over data).
+        let cell = lut_color(Colormap::Sequential, lut_index(vals[9], 0.0, 1.0));
         assert_eq!(
-            img.pixel(16 + 8, 32),
+            img.pixel(16 + 8, 30),
             heatmap::HL_COLOR,
-            "{backend}: top border of cell (2,1)"
+            "{backend}: frame above cell (2,1)"
         );
         assert_eq!(
-            img.pixel(16 + 8, 32 + 8),
-            lut_color(Colormap::Sequential, lut_index(vals[9], 0.0, 1.0)),
-            "{backend}: inside of cell (2,1)"
+            img.pixel(14, 32 + 8),
+            heatmap::HL_COLOR,
+            "{backend}: frame left of cell (2,1)"
+        );
+        assert_eq!(img.pixel(16 + 8, 33), cell, "{backend}: top pixel row of cell (2,1)");
+        assert_eq!(img.pixel(16 + 8, 32 + 8), cell, "{backend}: inside of cell (2,1)");
+        assert_eq!(
+            img.pixel(17, 32 + 8),
+            cell,
+            "{backend}: left pixel column of cell (2,1)"
         );
         assert_eq!(
             img.pixel(48, 8),
@@ -159,7 +169,12 @@ fn heatmap_cells_masks_and_highlights_have_the_right_colours() {
             ..style
         };
         let img = render_heatmap(&gpu, &data, &style, 64, 64);
-        assert_eq!(img.pixel(40, 48), heatmap::HL_COLOR, "{backend}: top edge of row 3");
+        assert_eq!(img.pixel(40, 46), heatmap::HL_COLOR, "{backend}: frame above row 3");
+        assert_eq!(
+            img.pixel(40, 56),
+            lut_color(Colormap::Sequential, lut_index(vals[14], 0.0, 1.0)),
+            "{backend}: row 3's cells keep their colours"
+        );
     }
 }
 

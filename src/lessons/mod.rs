@@ -108,12 +108,24 @@ pub trait LessonKind: Schema + Send + Sync + 'static {
     }
     /// Compute the lesson's output for (normalised) `p` on `backend`.
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String>;
+    /// The parameters that do not apply to what a step with `views` shows under `p` (the trained model
+    /// fixes T, d, heads and layers), each with why, in English and Chinese: the app disables their
+    /// sliders and says why on hover.
+    fn idle_params(&self, _p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        Vec::new()
+    }
     /// The values of the placeholders: by default the output's ([`Output::values`]); a kind may add
     /// values computed from the lesson file (its model table) even before anything is computed.
     fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
         out.map(|o| o.values()).unwrap_or_default()
     }
 }
+
+/// Why lessons 1–3's random-weight sliders do not apply to the trained model.
+pub const TRAINED_FIXES: [&str; 2] = [
+    "The trained model fixes this: T is the text's length, d, heads and KV heads are the model's, and its weights are trained, not seeded.",
+    "训练好的模型固定了它：T 是文本长度，d、头数与 KV 头数由模型决定，权重是训练所得而非随机种子。",
+];
 
 /// What an op reads from and writes to global memory, tensor by tensor, for the kernel panel.
 #[derive(Debug, Clone, PartialEq, Eq)]

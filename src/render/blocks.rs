@@ -106,11 +106,11 @@ impl BlockGridLayout {
 }
 
 /// Free blocks.
-pub const FREE_COLOR: [u8; 4] = [58, 58, 64, 255];
+pub const FREE_COLOR: [u8; 4] = crate::style::FREE;
 /// Background and gaps.
-pub const BG_COLOR: [u8; 4] = [24, 24, 28, 255];
-/// The block and slot being written.
-pub const HL_COLOR: [u8; 4] = [255, 255, 255, 255];
+pub const BG_COLOR: [u8; 4] = crate::style::CANVAS;
+/// The block and slot being written (outline of the block, fill of the slot).
+pub const HL_COLOR: [u8; 4] = crate::style::WRITTEN;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

@@ -92,21 +92,8 @@ pub fn lut_index(v: f32, vmin: f32, vmax: f32) -> usize {
     (t * 256.0).floor() as usize
 }
 
-/// Request colours for the block grid (cycled by request id).
-pub const PALETTE: [[u8; 4]; 12] = [
-    [78, 121, 167, 255],
-    [242, 142, 43, 255],
-    [225, 87, 89, 255],
-    [118, 183, 178, 255],
-    [89, 161, 79, 255],
-    [237, 201, 72, 255],
-    [176, 122, 161, 255],
-    [255, 157, 167, 255],
-    [156, 117, 95, 255],
-    [186, 176, 172, 255],
-    [31, 119, 180, 255],
-    [148, 103, 189, 255],
-];
+/// Request colours for the block grid (cycled by request id): the grammar's request palette.
+pub const PALETTE: [[u8; 4]; crate::style::REQUESTS.len()] = crate::style::REQUESTS;
 
 /// The colour of request `owner`.
 pub fn owner_color(owner: u32) -> [u8; 4] {

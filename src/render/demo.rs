@@ -89,7 +89,7 @@ fn heatmap_png(
             (y - 5.0).clamp(0.0, h as f32 - 10.0) as i64,
             &label,
             2,
-            [230, 230, 230, 255],
+            crate::style::LABEL,
         );
     }
     Ok(img)
@@ -212,7 +212,7 @@ pub fn write_views(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
                 (rect[1] + y + 3.0) as i64,
                 &b.to_string(),
                 2,
-                [255, 255, 255, 255],
+                crate::style::LABEL,
             );
         }
     }

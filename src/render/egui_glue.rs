@@ -271,13 +271,16 @@ pub fn block_grid(
         let font_size = (h * 0.3).clamp(font.0, font.1);
         let digits = b.to_string().len() as f32;
         if w >= 18.0 && h >= 12.0 && w >= (digits * 0.6 + 0.8) * font_size && h >= font_size * 1.2 {
-            // Black on the white border of the block being written, white elsewhere.
+            // Black or white, whichever reads on the block's border (written) or fill.
             let written = data.written.is_some_and(|(wb, _)| wb == b);
-            let ink = if written {
-                egui::Color32::BLACK
+            let owner = data.owners.get(b).copied().unwrap_or(-1);
+            let ink = crate::style::ink_on(if written {
+                crate::style::WRITTEN
+            } else if owner >= 0 {
+                crate::style::request(owner as usize)
             } else {
-                egui::Color32::from_white_alpha(220)
-            };
+                crate::style::FREE
+            });
             ui.painter().text(
                 r.left_top() + egui::vec2(2.0, 1.0),
                 egui::Align2::LEFT_TOP,

@@ -119,13 +119,13 @@ impl Default for HeatmapStyle {
 }
 
 /// Colours of the non-data parts.
-pub const MASK_COLOR: [u8; 4] = [128, 128, 128, 255];
+pub const MASK_COLOR: [u8; 4] = crate::style::MASKED;
 /// Grid lines and colorbar ticks.
-pub const GRID_COLOR: [u8; 4] = [20, 20, 20, 255];
+pub const GRID_COLOR: [u8; 4] = crate::style::GRID;
 /// Outside the matrix.
-pub const BG_COLOR: [u8; 4] = [30, 30, 34, 255];
-/// Highlight borders.
-pub const HL_COLOR: [u8; 4] = [255, 64, 160, 255];
+pub const BG_COLOR: [u8; 4] = crate::style::CANVAS;
+/// Highlight outlines (the grammar's "current").
+pub const HL_COLOR: [u8; 4] = crate::style::CURRENT;
 
 /// Which part of the matrix a view shows: the cell at the top-left pixel and cells per pixel.
 #[derive(Debug, Clone, Copy, PartialEq)]

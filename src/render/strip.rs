@@ -29,15 +29,15 @@ pub struct StripData {
 pub const MAX_LAYERS: usize = 64;
 
 /// Slots holding tokens.
-pub const USED_COLOR: [u8; 4] = [70, 130, 200, 255];
+pub const USED_COLOR: [u8; 4] = crate::style::REQUESTS[0];
 /// Reserved, never written.
-pub const RESERVED_COLOR: [u8; 4] = [52, 52, 60, 255];
+pub const RESERVED_COLOR: [u8; 4] = crate::style::RESERVED;
 /// The slot this step writes.
-pub const WRITE_COLOR: [u8; 4] = [255, 140, 30, 255];
+pub const WRITE_COLOR: [u8; 4] = crate::style::WRITTEN;
 /// The slots this step's attention reads.
-pub const READ_COLOR: [u8; 4] = [250, 220, 90, 255];
+pub const READ_COLOR: [u8; 4] = crate::style::READ;
 /// Background and gaps.
-pub const BG_COLOR: [u8; 4] = [24, 24, 28, 255];
+pub const BG_COLOR: [u8; 4] = crate::style::CANVAS;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

@@ -36,6 +36,7 @@ impl Headless {
             .insert(Renderers::new(&gpu.device, &gpu.queue, FORMAT));
         let ctx = egui::Context::default();
         super::fonts::install(&ctx);
+        crate::style::install(&ctx);
         Ok(Self {
             gpu,
             renderer,
@@ -94,6 +95,7 @@ impl Headless {
                     height: h,
                     pixels_per_point: ppp,
                     texts: super::layout::text_runs(&out.shapes, &scroll, ppp),
+                    arrows: super::layout::arrows(&self.ctx, ppp),
                 });
             }
             for id in &out.textures_delta.free {

@@ -55,6 +55,50 @@ pub struct Layout {
     pub pixels_per_point: f32,
     /// Every text run drawn, in paint order.
     pub texts: Vec<TextRun>,
+    /// Every arrow a view drew from one thing to another (a block-table entry to its physical block).
+    pub arrows: Vec<Arrow>,
+}
+
+/// An arrow a view drew, in physical pixels, with what it links.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Arrow {
+    /// Its tail `[x, y]`.
+    pub from: [f32; 2],
+    /// Its head `[x, y]`.
+    pub to: [f32; 2],
+    /// What it links, e.g. `r3[1] -> 14` (request 3's logical block 1 lives in physical block 14).
+    pub what: String,
+}
+
+/// The arrows recorded this frame, in points.
+#[derive(Debug, Clone, Default)]
+pub struct Arrows(pub Vec<(egui::Pos2, egui::Pos2, String)>);
+
+fn arrows_id() -> egui::Id {
+    egui::Id::unique("kvscope-layout-arrows")
+}
+
+/// Record an arrow a view just drew (points), for `--layout-json` and the tests.
+pub fn record_arrow(ctx: &egui::Context, from: egui::Pos2, to: egui::Pos2, what: String) {
+    ctx.data_mut(|d| {
+        d.get_temp_mut_or_default::<Arrows>(arrows_id())
+            .0
+            .push((from, to, what))
+    });
+}
+
+/// The arrows recorded this frame, in physical pixels.
+pub fn arrows(ctx: &egui::Context, ppp: f32) -> Vec<Arrow> {
+    ctx.data(|d| d.get_temp::<Arrows>(arrows_id()))
+        .unwrap_or_default()
+        .0
+        .into_iter()
+        .map(|(a, b, what)| Arrow {
+            from: [a.x * ppp, a.y * ppp],
+            to: [b.x * ppp, b.y * ppp],
+            what,
+        })
+        .collect()
 }
 
 impl Layout {
@@ -75,6 +119,7 @@ fn scroll_id() -> egui::Id {
 /// Forget the previous frame's scroll areas (the app calls this as a frame starts).
 pub fn begin_frame(ctx: &egui::Context) {
     ctx.data_mut(|d| d.insert_temp(scroll_id(), ScrollAreas::default()));
+    ctx.data_mut(|d| d.insert_temp(arrows_id(), Arrows::default()));
 }
 
 /// Record a scroll area the app just showed.

@@ -6,6 +6,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::KvscopeApp;
 use super::text::{self, Lang};
+use crate::style;
 
 impl KvscopeApp {
     /// Draw one frame of the app into `ui` (the whole window).
@@ -42,7 +43,11 @@ pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
         }
     }
     egui::Panel::top("kvscope-top").show(ui, |ui| top_bar(app, ui));
-    egui::Panel::bottom("kvscope-status").show(ui, |ui| status_bar(app, ui));
+    // Presentation mode hides the status bar: the hall reads the lesson, not the backend line (the
+    // verified badge stays in the windowed app and in `kvscope render`'s log).
+    if !pres {
+        egui::Panel::bottom("kvscope-status").show(ui, |ui| status_bar(app, ui));
+    }
     if !pres {
         egui::Panel::left("kvscope-nav")
             .resizable(false)
@@ -140,12 +145,12 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
     });
 }
 
-fn verified_text(app: &KvscopeApp) -> (String, Color32) {
+fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
     let lang = app.lang;
     let worst = app.reports().and_then(|r| crate::lessons::worst(r.iter()));
     match (app.reports(), worst) {
-        (None, _) => (lang.t("verifying…", "正在核对…").into(), Color32::GRAY),
-        (Some(_), None) => (lang.t("nothing to verify", "无需核对").into(), Color32::GRAY),
+        (None, _) => (lang.t("verifying…", "正在核对…").into(), style::muted(v)),
+        (Some(_), None) => (lang.t("nothing to verify", "无需核对").into(), style::muted(v)),
         (Some(r), Some(w)) if w.passed() => (
             match lang {
                 Lang::En => format!(
@@ -165,7 +170,7 @@ fn verified_text(app: &KvscopeApp) -> (String, Color32) {
                     w.max_rel
                 ),
             },
-            Color32::from_rgb(90, 200, 110),
+            style::pass(v),
         ),
         (Some(_), Some(w)) => (
             format!(
@@ -176,7 +181,7 @@ fn verified_text(app: &KvscopeApp) -> (String, Color32) {
                 w.mismatch_count,
                 w.count
             ),
-            Color32::from_rgb(240, 90, 90),
+            style::fail(v),
         ),
     }
 }
@@ -196,19 +201,19 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
             app.active_backend().name()
         ));
         ui.separator();
-        let (t, c) = verified_text(app);
+        let (t, c) = verified_text(app, ui.visuals());
         ui.label(RichText::new(t).color(c));
         if app.computing() {
             ui.separator();
             ui.label(
                 RichText::new(lang.t("computing…", "计算中…"))
                     .italics()
-                    .color(Color32::GRAY),
+                    .color(style::muted(ui.visuals())),
             );
         } else if app.compute_ms() > 0.0 && !app.is_sync() {
             // (Not in tests and `kvscope render`: their frames must not depend on timing.)
             ui.separator();
-            ui.label(RichText::new(format!("{:.1} ms", app.compute_ms())).color(Color32::GRAY));
+            ui.label(RichText::new(format!("{:.1} ms", app.compute_ms())).color(style::muted(ui.visuals())));
         }
         if let Some(s) = app.status_message() {
             ui.separator();
@@ -222,7 +227,9 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
     super::layout::scroll(ui, egui::ScrollArea::vertical(), |ui| {
         ui.heading(lang.t("Lessons", "课程"));
         if !app.load_errors().is_empty() {
-            ui.label(RichText::new(lang.t("Lesson files have errors:", "课程文件有错误：")).color(Color32::RED));
+            ui.label(
+                RichText::new(lang.t("Lesson files have errors:", "课程文件有错误：")).color(style::fail(ui.visuals())),
+            );
         }
         let (cur, step) = app.position();
         let lessons: Vec<_> = app.lessons().to_vec();
@@ -249,7 +256,7 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
                 "→/空格 下一步 · ←/退格 上一步 · Home/End · F5 演示 · Ctrl+S PNG · Ctrl+E .npy",
             ))
             .small()
-            .color(Color32::GRAY),
+            .color(style::muted(ui.visuals())),
         );
     });
 }
@@ -278,65 +285,91 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         ui.separator();
         ui.label(RichText::new(lang.t("Parameters", "参数")).strong());
         let params = app.params().cloned().unwrap_or_default();
+        let views: Vec<&str> = step.views.iter().map(|v| v.get_ref().as_str()).collect();
+        let idle = l.kind.idle_params(&params, &views);
         for prm in &l.file.params {
             let id = prm.id.get_ref();
-            let cur = crate::lessons::get(&params, id, prm.default_value());
-            let label = lang.pick(prm.label.get_ref()).to_string();
-            let allowed = crate::lessons::allowed_values(&l, id, &params);
-            let mut changed = None;
-            if prm.kind == crate::lesson_file::ParamKind::Bool {
-                let mut on = cur != 0;
-                if ui.checkbox(&mut on, RichText::new(label).size(size * 0.9)).changed() {
-                    app.set_param(id, i64::from(on));
+            // A slider that does not apply to what the step shows is disabled, and says why on hover.
+            let why = idle.iter().find(|(i, _)| *i == id.as_str()).map(|(_, w)| match lang {
+                Lang::En => w[0],
+                Lang::Zh => w[1],
+            });
+            let r = ui.scope(|ui| {
+                if why.is_some() {
+                    ui.disable();
                 }
-                continue;
-            }
-            if prm.kind == crate::lesson_file::ParamKind::Text {
-                if let Some(v) = text_param(ui, lang, id, &label, cur, size) {
+                let cur = crate::lessons::get(&params, id, prm.default_value());
+                let label = lang.pick(prm.label.get_ref()).to_string();
+                let allowed = crate::lessons::allowed_values(&l, id, &params);
+                let mut changed = None;
+                if prm.kind == crate::lesson_file::ParamKind::Bool {
+                    let mut on = cur != 0;
+                    if ui.checkbox(&mut on, RichText::new(label).size(size * 0.9)).changed() {
+                        app.set_param(id, i64::from(on));
+                    }
+                    return;
+                }
+                if prm.kind == crate::lesson_file::ParamKind::Text {
+                    if let Some(v) = text_param(ui, lang, id, &label, cur, size) {
+                        app.set_param(id, v);
+                    }
+                    return;
+                }
+                let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
+                ui.scope(|ui| {
+                    ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
+                    match &allowed {
+                        Some(vals) => {
+                            let mut idx = vals.iter().position(|v| *v == cur).unwrap_or(0);
+                            let r = ui
+                                .add(
+                                    egui::Slider::new(&mut idx, 0..=vals.len() - 1)
+                                        .custom_formatter(|i, _| {
+                                            vals.get(i as usize).map_or(String::new(), |v| v.to_string())
+                                        })
+                                        .custom_parser(|t| {
+                                            let v: i64 = t.trim().parse().ok()?;
+                                            vals.iter().position(|x| *x == v).map(|i| i as f64)
+                                        }),
+                                )
+                                .labelled_by(label_id);
+                            if r.changed() {
+                                changed = vals.get(idx).copied();
+                            }
+                        }
+                        None => {
+                            let mut v = cur;
+                            let r = ui
+                                .add(
+                                    egui::Slider::new(&mut v, prm.lo()..=prm.hi())
+                                        .step_by(prm.step as f64)
+                                        .logarithmic(prm.hi() - prm.lo().max(1) >= 256),
+                                )
+                                .labelled_by(label_id);
+                            if r.changed() {
+                                changed = Some(v);
+                            }
+                        }
+                    }
+                });
+                if let Some(v) = changed {
                     app.set_param(id, v);
                 }
-                continue;
-            }
-            let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
-            ui.scope(|ui| {
-                ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
-                match &allowed {
-                    Some(vals) => {
-                        let mut idx = vals.iter().position(|v| *v == cur).unwrap_or(0);
-                        let r = ui
-                            .add(
-                                egui::Slider::new(&mut idx, 0..=vals.len() - 1)
-                                    .custom_formatter(|i, _| {
-                                        vals.get(i as usize).map_or(String::new(), |v| v.to_string())
-                                    })
-                                    .custom_parser(|t| {
-                                        let v: i64 = t.trim().parse().ok()?;
-                                        vals.iter().position(|x| *x == v).map(|i| i as f64)
-                                    }),
-                            )
-                            .labelled_by(label_id);
-                        if r.changed() {
-                            changed = vals.get(idx).copied();
-                        }
-                    }
-                    None => {
-                        let mut v = cur;
-                        let r = ui
-                            .add(
-                                egui::Slider::new(&mut v, prm.lo()..=prm.hi())
-                                    .step_by(prm.step as f64)
-                                    .logarithmic(prm.hi() - prm.lo().max(1) >= 256),
-                            )
-                            .labelled_by(label_id);
-                        if r.changed() {
-                            changed = Some(v);
-                        }
-                    }
-                }
             });
-            if let Some(v) = changed {
-                app.set_param(id, v);
+            if let Some(w) = why {
+                r.response.on_hover_text(w);
             }
+        }
+        // The reason once, in words, under the greyed sliders (hover repeats it on each).
+        if let Some((_, w)) = idle.first() {
+            ui.label(
+                RichText::new(match lang {
+                    Lang::En => w[0],
+                    Lang::Zh => w[1],
+                })
+                .small()
+                .color(style::muted(ui.visuals())),
+            );
         }
         if ui
             .button(lang.t("Reset to the lesson's defaults", "恢复默认参数"))
@@ -366,16 +399,16 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 app.choose_backend(kind);
             }
             let (txt, color) = match st {
-                Ok(dev) => (dev, Color32::GRAY),
+                Ok(dev) => (dev, style::muted(ui.visuals())),
                 Err(why) => (
                     format!("{}: {why}", lang.t("unavailable", "不可用")),
-                    Color32::from_rgb(220, 150, 80),
+                    style::warn(ui.visuals()),
                 ),
             };
             ui.label(RichText::new(txt).small().color(color));
         }
         if let Some(n) = app.fallback() {
-            ui.label(RichText::new(n).small().color(Color32::from_rgb(220, 150, 80)));
+            ui.label(RichText::new(n).small().color(style::warn(ui.visuals())));
         }
     });
 }
@@ -388,7 +421,7 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
             ui.label(
                 RichText::new(e.to_string())
                     .monospace()
-                    .color(Color32::from_rgb(240, 120, 120)),
+                    .color(style::fail(ui.visuals())),
             );
         }
         ui.label(lang.t(
@@ -407,7 +440,7 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
                 "{}: {e}",
                 lang.t("This setting cannot be computed", "此参数组合无法计算")
             ))
-            .color(Color32::from_rgb(240, 120, 120)),
+            .color(style::fail(ui.visuals())),
         );
         ui.label(lang.t("Change a slider to continue.", "请调整滑块后继续。"));
         return;

@@ -50,11 +50,7 @@ impl Lang {
 /// The colour of quoted (published, not measured) values: narration's `^^…^^` and the views' quoted
 /// figures.
 pub fn quote_color(visuals: &egui::Visuals) -> Color32 {
-    if visuals.dark_mode {
-        Color32::from_rgb(140, 190, 255)
-    } else {
-        Color32::from_rgb(25, 85, 170)
-    }
+    crate::style::quote(visuals)
 }
 
 /// Inline styles of narration.
@@ -269,25 +265,14 @@ const KEYWORDS: &[&str] = &[
 /// CUDA source as a highlighted layout: comments, strings, numbers, keywords. Line `highlight`
 /// (1-based) gets a background. `first` is the number of the first line of `src`.
 pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, dark: bool) -> LayoutJob {
-    let (plain, kw, comment, num, lineno, hl) = if dark {
-        (
-            Color32::from_gray(215),
-            Color32::from_rgb(120, 170, 255),
-            Color32::from_rgb(110, 160, 110),
-            Color32::from_rgb(230, 170, 110),
-            Color32::from_gray(110),
-            Color32::from_rgb(80, 70, 20),
-        )
-    } else {
-        (
-            Color32::from_gray(30),
-            Color32::from_rgb(20, 60, 190),
-            Color32::from_rgb(40, 120, 40),
-            Color32::from_rgb(170, 80, 0),
-            Color32::from_gray(150),
-            Color32::from_rgb(255, 240, 160),
-        )
-    };
+    let crate::style::CodeColors {
+        plain,
+        keyword: kw,
+        comment,
+        number: num,
+        line_number: lineno,
+        highlight: hl,
+    } = crate::style::code(dark);
     let mut job = LayoutJob::default();
     let font = FontId::monospace(size);
     let fmt = |c: Color32, bg: Color32| TextFormat {

@@ -69,6 +69,7 @@ pub fn create(cc: &eframe::CreationContext<'_>, config: &AppConfig) -> KvscopeAp
         crate::render::egui_glue::install(rs);
     }
     fonts::install(&cc.egui_ctx);
+    crate::style::install(&cc.egui_ctx);
     let ctx = cc.egui_ctx.clone();
     KvscopeApp::new(
         config,

@@ -33,6 +33,8 @@ crate::views! {
         Out = "out",
         /// Which trained head and text the layer is (or how to switch the model on).
         Trained = "trained",
+        /// The trained head's attention as lines from one query to the keys (BertViz's view).
+        Lines = "lines",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -82,6 +84,14 @@ impl Schema for AttentionMatrix {
 impl LessonKind for AttentionMatrix {
     fn ops(&self) -> &'static [Kernel] {
         ATTENTION_OPS
+    }
+
+    fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        if super::get(p, "weights", 0) != 0 {
+            ["seq", "d_model", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
+        } else {
+            Vec::new()
+        }
     }
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {

@@ -56,6 +56,14 @@ impl LessonKind for CausalMask {
         ATTENTION_OPS
     }
 
+    fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        if super::get(p, "weights", 0) != 0 {
+            ["seq", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
         if let Some((text, layer, head)) = trained_choice(p) {

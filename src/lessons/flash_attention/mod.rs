@@ -73,7 +73,7 @@ impl Schema for FlashAttention {
     }
 
     fn timeline_points(&self) -> &'static [&'static str] {
-        &["first", "mid", "end"]
+        &["first", "mid", "end", "row-mid"]
     }
 }
 
@@ -298,6 +298,9 @@ impl FlashOut {
         points.insert("first", 0);
         points.insert("mid", w.steps.len() / 2);
         points.insert("end", w.steps.len().saturating_sub(1));
+        // The middle key tile of the last row's row block (the online-softmax step opens there).
+        let row_tiles: Vec<usize> = (0..w.steps.len()).filter(|&i| w.steps[i].rows.contains(&last)).collect();
+        points.insert("row-mid", row_tiles.get(row_tiles.len().saturating_sub(1) / 2).copied().unwrap_or(0));
         let p_map = heat_probs(&full.probs, 0, mask);
         let acc_maps = w.steps.iter().map(|s| heat(s.rows.len(), hd, s.acc.clone())).collect();
         let mut split_values = a.out();

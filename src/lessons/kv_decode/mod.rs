@@ -74,6 +74,20 @@ impl LessonKind for KvDecode {
         (id == "kv_heads").then(|| super::divisors(get(p, "heads", 1)))
     }
 
+    fn idle_params(&self, _p: &Params, views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        if views.contains(&"model_decode") {
+            const WHY: [&str; 2] = [
+                "The trained model fixes this: its layers, heads and head size are the model's, the prompt is the text, and the static cache holds exactly the text.",
+                "训练好的模型固定了它：层数、头数与头维度由模型决定，提示就是所选文本，静态缓存正好容纳这段文本。",
+            ];
+            ["layers", "heads", "kv_heads", "head_dim", "prompt", "max_seq_len", "batch", "seed"]
+                .map(|id| (id, WHY))
+                .to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let mut out = decode(p, backend)?;
         let text = get(p, "text", 0);

@@ -30,6 +30,8 @@ crate::views! {
         ModelTable = "model_table",
         /// The trained model's heads in one layer, on one text, with measured labels.
         ModelHeads = "model_heads",
+        /// Every trained head's attention from the last token, as lines in the heads' colours.
+        Lines = "lines",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -112,6 +114,14 @@ impl LessonKind for MultiHead {
             ]);
         }
         v
+    }
+
+    fn idle_params(&self, _p: &Params, views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        if views.contains(&"model_heads") || views.contains(&"lines") {
+            ["seq", "d_model", "heads", "kv_heads", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
+        } else {
+            Vec::new()
+        }
     }
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {

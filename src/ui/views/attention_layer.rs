@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::attention_layer::AttnOut;
 use crate::model::heads::{Label, Profile};
-use crate::render::colormap::Colormap;
+use crate::render::colormap::{Colormap, lut_color};
 use crate::render::heatmap::{HeatmapData, Highlight};
 use crate::ui::text::Lang;
 use crate::ui::widgets::{Axes, ViewCtx, grid, heat_panel, step_highlight, view_id, view_in};
@@ -404,7 +404,12 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
     });
     let text_h = |text: &str, s: f32| {
         ui.painter()
-            .layout(text.to_string(), egui::FontId::proportional(s), Color32::WHITE, avail.x)
+            .layout(
+                text.to_string(),
+                egui::FontId::proportional(s),
+                ui.visuals().text_color(),
+                avail.x,
+            )
             .size()
             .y
     };
@@ -431,11 +436,8 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         let x1 = x0 + bw * 0.8;
         if s.is_finite() {
             let y = base - s / smax * (h / 2.0 - 4.0);
-            let c = if *s >= 0.0 {
-                Color32::from_rgb(200, 90, 80)
-            } else {
-                Color32::from_rgb(80, 120, 200)
-            };
+            // Positive scores in the diverging colormap's red, negative in its blue.
+            let c = crate::style::c32(lut_color(Colormap::Diverging, if *s >= 0.0 { 230 } else { 25 }));
             p.rect_filled(
                 egui::Rect::from_two_pos(egui::pos2(x0, base), egui::pos2(x1, y)),
                 0.0,
@@ -447,7 +449,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
                 egui::Align2::CENTER_CENTER,
                 "−∞",
                 egui::FontId::proportional(size * 0.75),
-                Color32::GRAY,
+                crate::style::muted(ui.visuals()),
             );
         }
     }
@@ -466,7 +468,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         p.rect_filled(
             egui::Rect::from_two_pos(egui::pos2(x0, pbase), egui::pos2(x1, y)),
             0.0,
-            Color32::from_rgb(90, 190, 120),
+            crate::style::series(0),
         );
         if bw > 28.0 {
             p.text(
@@ -487,6 +489,53 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
 /// Lessons 1–2's account of their weights: which head of the trained model the layer is, on which
 /// text, and what the head does there (its measured label and shares); or, with random weights, how
 /// to switch the model on.
+/// The trained head's attention as lines (BertViz's view): from the step's query (the highlighted row,
+/// or the last token) to every key, as thick and opaque as its weight.
+pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let (lang, size) = (cx.lang, cx.size);
+    let Some(m) = &a.trained else {
+        ui.label(
+            RichText::new(lang.t(
+                "The line view shows a trained model's text: tick “Weights: trained model”.",
+                "连线视图显示训练好的模型处理的文本：请勾选“权重：训练好的模型”。",
+            ))
+            .size(size),
+        );
+        return;
+    };
+    let t = a.core.probs.shape()[1];
+    if t == 0 {
+        return;
+    }
+    let q = match seq_highlight(cx, a) {
+        Highlight::Row(r) | Highlight::Cell(r, _) => r.min(t - 1),
+        _ => t - 1,
+    };
+    let row: Vec<f32> = (0..t).map(|j| a.core.probs[[0, q, j]]).collect();
+    let tok = m.ticks.get(q).cloned().unwrap_or_default();
+    ui.add(
+        egui::Label::new(
+            RichText::new(match lang {
+                Lang::Zh => format!("查询 {q}（{tok}）读取的键：线的粗细与不透明度 = 权重 p"),
+                _ => format!("query {q} ({tok}) and the keys it reads: line width and opacity = weight p"),
+            })
+            .strong()
+            .size(size),
+        )
+        .wrap(),
+    );
+    crate::ui::widgets::attention_lines(
+        ui,
+        &m.ticks,
+        q,
+        &[crate::ui::widgets::LineHead {
+            row: &row,
+            color: crate::style::series(0),
+        }],
+        size,
+    );
+}
+
 pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let (lang, size) = (cx.lang, cx.size);
     let Some(m) = &a.trained else {
@@ -500,6 +549,19 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         );
         return;
     };
+    // Set smaller rather than cut when it runs past the view (presentation mode at 1280×720).
+    let key = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        (m.layer, m.head, &m.text, m.tokens.len(), lang == Lang::Zh).hash(&mut h);
+        h.finish()
+    };
+    crate::ui::widgets::fitted_height(ui, "trained-info", key, size, |ui, size| {
+        trained_info_at(lang, ui, m, size)
+    });
+}
+
+fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::TrainedHead, size: f32) {
     let group = m.n_heads / m.n_kv_heads.max(1);
     let line = |ui: &mut Ui, text: String, strong: bool| {
         let t = RichText::new(text).size(size);

@@ -29,6 +29,7 @@ impl LessonUi for AttentionMatrix {
             View::Pv => attn::pv(cx, ui, a),
             View::Out => attn::out(cx, ui, a),
             View::Trained => attn::trained_info(cx, ui, a),
+            View::Lines => attn::lines(cx, ui, a),
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }

@@ -1,7 +1,7 @@
 //! Lesson 2's views: the mask, the scores before and after it, the probabilities with the mask on or
 //! off, their difference and the last row's softmax.
 
-use eframe::egui::{Color32, RichText, Ui};
+use eframe::egui::{RichText, Ui};
 
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::causal_mask::{CausalMask, View};
@@ -83,9 +83,9 @@ fn probs(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         })
         .strong()
         .color(if mask_on {
-            Color32::from_rgb(90, 200, 110)
+            crate::style::pass(ui.visuals())
         } else {
-            Color32::from_rgb(240, 150, 80)
+            crate::style::warn(ui.visuals())
         }),
     );
     let m = &a.maps;

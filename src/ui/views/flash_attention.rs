@@ -2,7 +2,7 @@
 //! shared memory, the accumulator, the work the causal mask saves, the traffic, the split-K merge and the
 //! kernel.
 
-use eframe::egui::{self, Color32, RichText, Stroke, Ui};
+use eframe::egui::{self, RichText, Stroke, Ui};
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
 use crate::compute::ops::flash::smem_floats;
@@ -10,11 +10,9 @@ use crate::lessons::flash_attention::{FlashAttention, FlashOut, MEMORY_TS, View}
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
+use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, heat_panel, kernel_panel, prev_next, timeline, view_id};
-
-const GOLD: Color32 = Color32::from_rgb(240, 190, 60);
-const GREEN: Color32 = Color32::from_rgb(90, 200, 110);
 
 impl LessonUi for FlashAttention {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -239,7 +237,11 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 ui.end_row();
                 for (i, s) in &steps {
                     let r = row - s.rows.start;
-                    let color = if *i == c { GOLD } else { ui.visuals().text_color() };
+                    let color = if *i == c {
+                        style::state_text(ui.visuals(), style::CURRENT)
+                    } else {
+                        ui.visuals().text_color()
+                    };
                     ui.label(mono(s.col_tile.to_string()).color(color));
                     ui.label(mono(format!("{}–{}", s.cols.start, s.cols.end - 1)).color(color));
                     if s.skipped {
@@ -307,7 +309,11 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     lang.t("against lesson 1", "与第 1 课相比")
                 ))
                 .size(size * 0.9)
-                .color(if ok { GREEN } else { Color32::from_rgb(240, 90, 90) }),
+                .color(if ok {
+                    style::pass(ui.visuals())
+                } else {
+                    style::fail(ui.visuals())
+                }),
             );
         } else {
             ui.label(
@@ -332,8 +338,13 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             .flat_map(|(_, s)| s.cols.clone())
             .filter(|&j| f.mask.visible(row, j))
             .collect();
-        let p_full: Vec<Bar> = (0..f.t)
-            .map(|j| Bar::new(j as f64 - 0.2, f64::from(f.full.probs[[0, row, j]])).width(0.4))
+        // The full softmax split in two: the keys the running softmax has seen, and (greyed) the
+        // keys still to come.
+        let full_bar = |j: usize| Bar::new(j as f64 - 0.2, f64::from(f.full.probs[[0, row, j]])).width(0.4);
+        let p_full: Vec<Bar> = (0..f.t).filter(|j| seen.contains(j)).map(full_bar).collect();
+        let p_unseen: Vec<Bar> = (0..f.t)
+            .filter(|j| !seen.contains(j) && f.mask.visible(row, *j))
+            .map(full_bar)
             .collect();
         let p_run: Vec<Bar> = seen
             .iter()
@@ -354,8 +365,17 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             .show(ui, |p| {
                 p.bar_chart(
                     BarChart::new(lang.t("full softmax (lesson 1)", "完整 softmax（第 1 课）"), p_full)
-                        .color(Color32::from_rgb(110, 160, 240)),
+                        .color(style::series(0)),
                 );
+                if !p_unseen.is_empty() {
+                    p.bar_chart(
+                        BarChart::new(
+                            lang.t("full softmax, keys not seen yet", "完整 softmax：尚未见到的键"),
+                            p_unseen,
+                        )
+                        .color(style::WHOLE_32),
+                    );
+                }
                 p.bar_chart(
                     BarChart::new(
                         lang.t(
@@ -364,7 +384,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                         ),
                         p_run,
                     )
-                    .color(GOLD),
+                    .color(style::series(1)),
                 );
             });
     }
@@ -424,28 +444,17 @@ fn overlay_tiles(cx: &ViewCtx, ui: &Ui, f: &FlashOut, id: u64, c: usize) {
     for (i, s) in f.walk.steps.iter().enumerate() {
         let r = egui::Rect::from_min_max(at(s.cols.start, s.rows.start), at(s.cols.end, s.rows.end));
         if s.skipped {
-            painter.rect_filled(r, 0.0, Color32::from_black_alpha(if i <= c { 150 } else { 90 }));
-            painter.line_segment(
-                [r.left_top(), r.right_bottom()],
-                Stroke::new(1.0, Color32::from_gray(150)),
-            );
-            painter.line_segment(
-                [r.right_top(), r.left_bottom()],
-                Stroke::new(1.0, Color32::from_gray(150)),
-            );
+            painter.rect_filled(r, 0.0, style::shade(if i <= c { 150 } else { 90 }));
+            painter.line_segment([r.left_top(), r.right_bottom()], Stroke::new(1.0, style::STRIKE_32));
+            painter.line_segment([r.right_top(), r.left_bottom()], Stroke::new(1.0, style::STRIKE_32));
         } else if i > c {
-            painter.rect_filled(r, 0.0, Color32::from_black_alpha(170));
+            painter.rect_filled(r, 0.0, style::shade(170));
         }
-        painter.rect_stroke(
-            r,
-            0.0,
-            Stroke::new(1.0, Color32::from_white_alpha(110)),
-            egui::StrokeKind::Inside,
-        );
+        painter.rect_stroke(r, 0.0, Stroke::new(1.0, style::HAIRLINE_32), egui::StrokeKind::Inside);
     }
     if let Some(s) = f.walk.steps.get(c) {
         let r = egui::Rect::from_min_max(at(s.cols.start, s.rows.start), at(s.cols.end, s.rows.end));
-        painter.rect_stroke(r, 0.0, Stroke::new(3.0, GOLD), egui::StrokeKind::Inside);
+        painter.rect_stroke(r, 0.0, Stroke::new(3.0, style::CURRENT_32), egui::StrokeKind::Outside);
     }
 }
 
@@ -473,7 +482,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             s.cols.end - 1
         ))
         .size(size * 0.9)
-        .color(GOLD),
+        .color(style::state_text(ui.visuals(), style::CURRENT)),
     );
     if s.skipped {
         ui.label(
@@ -492,31 +501,31 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             format!("Q   {br}×{hd}"),
             lang.t("queries, loaded once per row block", "查询，每个行块加载一次"),
             br * hd,
-            Color32::from_rgb(110, 160, 240),
+            style::series(0),
         ),
         (
             format!("K   {bc}×{hd}"),
             lang.t("this key tile's keys", "当前键块的键"),
             bc * hd,
-            Color32::from_rgb(240, 150, 80),
+            style::series(1),
         ),
         (
             format!("V   {bc}×{hd}"),
             lang.t("this key tile's values", "当前键块的值"),
             bc * hd,
-            Color32::from_rgb(200, 120, 220),
+            style::series(2),
         ),
         (
             format!("S   {br}×{bc}"),
             lang.t("scores, then probabilities, of the tile", "块内分数，随后变为概率"),
             br * bc,
-            Color32::from_rgb(230, 210, 90),
+            style::series(3),
         ),
         (
             format!("acc {br}×{hd}"),
             lang.t("output accumulator, rescaled every tile", "输出累加器，每块都会缩放"),
             br * hd,
-            GREEN,
+            style::series(5),
         ),
     ];
     let label_w = size * 6.5;
@@ -530,7 +539,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             .on_hover_text(what);
             let bw = (ui.available_width() - size * 4.0).max(20.0);
             let (r, _) = ui.allocate_exact_size(egui::vec2(bw, bh), egui::Sense::hover());
-            ui.painter().rect_filled(r, 2.0, Color32::from_gray(45));
+            ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
             let fill = egui::Rect::from_min_size(r.min, egui::vec2((bw * n as f32 / used.max(1) as f32).max(1.0), bh));
             ui.painter().rect_filled(fill, 2.0, color);
             ui.label(RichText::new(n.to_string()).monospace().size(size * 0.85));
@@ -554,10 +563,10 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
         );
         let bw = (ui.available_width() - 8.0).max(20.0);
         let (r, _) = ui.allocate_exact_size(egui::vec2(bw, bh * 0.7), egui::Sense::hover());
-        ui.painter().rect_filled(r, 2.0, Color32::from_gray(45));
+        ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
         let frac = (used as f32 / cap.max(1) as f32).min(1.0);
         let fill = egui::Rect::from_min_size(r.min, egui::vec2((bw * frac).max(1.0), r.height()));
-        ui.painter().rect_filled(fill, 2.0, Color32::from_gray(200));
+        ui.painter().rect_filled(fill, 2.0, style::WHOLE_32);
     }
 }
 
@@ -578,8 +587,33 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             f.hd
         ),
     };
+    let l_range =
+        s.l.iter()
+            .copied()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let note = format!(
+        "{} · l ∈ [{:.3}, {:.3}] · {} ×{:.4}…×{:.4}",
+        lang.t("not yet divided by l", "尚未除以 l"),
+        l_range.0,
+        l_range.1,
+        lang.t("this tile rescaled rows by", "本块对各行的缩放"),
+        s.rescale.iter().copied().fold(f32::INFINITY, f32::min),
+        s.rescale.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+    );
+    // The heatmap leaves room for the note below it, measured as it will wrap.
+    let note_font = egui::FontId::monospace(cx.size * 0.85);
+    let note_h = ui
+        .painter()
+        .layout(
+            note.clone(),
+            note_font.clone(),
+            ui.visuals().text_color(),
+            ui.available_width(),
+        )
+        .size()
+        .y;
     let hd = f.hd;
-    cx.widgets.heat.reserve_below = 1.6 * cx.size;
+    cx.widgets.heat.reserve_below = note_h + 2.0 * ui.spacing().item_spacing.y;
     heat_panel(
         cx,
         ui,
@@ -599,26 +633,7 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             )
         },
     );
-    let l_range =
-        s.l.iter()
-            .copied()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
-    ui.add(
-        egui::Label::new(
-            RichText::new(format!(
-                "{} · l ∈ [{:.3}, {:.3}] · {} ×{:.4}…×{:.4}",
-                lang.t("not yet divided by l", "尚未除以 l"),
-                l_range.0,
-                l_range.1,
-                lang.t("this tile rescaled rows by", "本块对各行的缩放"),
-                s.rescale.iter().copied().fold(f32::INFINITY, f32::min),
-                s.rescale.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-            ))
-            .monospace()
-            .size(cx.size * 0.85),
-        )
-        .wrap(),
-    );
+    ui.add(egui::Label::new(RichText::new(note).font(note_font)).wrap());
 }
 
 /// Tiles visited and skipped, and the score elements computed against T².
@@ -645,16 +660,23 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         lang.t("tiles in the grid", "网格中的块"),
         total,
         total,
-        Color32::from_gray(150),
+        style::WHOLE_32,
         size,
     );
-    crate::ui::widgets::bar(ui, lang.t("tiles computed", "计算的块"), visited, total, GREEN, size);
+    crate::ui::widgets::bar(
+        ui,
+        lang.t("tiles computed", "计算的块"),
+        visited,
+        total,
+        style::bar_fill(ui.visuals()),
+        size,
+    );
     crate::ui::widgets::bar(
         ui,
         lang.t("tiles skipped (masked)", "跳过的块（被掩码）"),
         skipped,
         total,
-        Color32::from_rgb(240, 150, 80),
+        style::bar_fill(ui.visuals()),
         size,
     );
     crate::ui::widgets::bar(
@@ -662,7 +684,7 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         lang.t("scores, all of S (T²)", "全部分数 S（T²）"),
         t2,
         t2,
-        Color32::from_gray(150),
+        style::WHOLE_32,
         size,
     );
     crate::ui::widgets::bar(
@@ -670,7 +692,7 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         lang.t("scores in computed tiles", "计算块中的分数"),
         elems,
         t2,
-        GREEN,
+        style::bar_fill(ui.visuals()),
         size,
     );
     crate::ui::widgets::bar(
@@ -682,7 +704,7 @@ fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         },
         visible_scores(f.mask, f.t),
         t2,
-        Color32::from_rgb(110, 160, 240),
+        style::bar_fill(ui.visuals()),
         size,
     );
     ui.label(
@@ -799,8 +821,8 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .y_axis_formatter(|m, _| format!("1e{}", m.value))
         .include_y(0.0)
         .show(ui, |p| {
-            p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(Color32::from_rgb(240, 150, 80)));
-            p.bar_chart(BarChart::new("flash", flash).color(GREEN));
+            p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(style::series(1)));
+            p.bar_chart(BarChart::new("flash", flash).color(style::series(5)));
         });
 }
 
@@ -858,6 +880,17 @@ fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         "l = l₁·exp(m₁ − m) + l₂·exp(m₂ − m),  O = (acc₁·exp(m₁ − m) + acc₂·exp(m₂ − m)) / l".into(),
     ));
     cx.widgets.heat.reserve_below = 1.6 * size;
+    // The rows are named, not numbered.
+    cx.widgets.heat.tokens = Some(std::sync::Arc::new(
+        [
+            lang.t("partition 1", "分区 1"),
+            lang.t("partition 2", "分区 2"),
+            lang.t("merged", "合并"),
+            lang.t("lesson 1", "第 1 课"),
+        ]
+        .map(String::from)
+        .to_vec(),
+    ));
     heat_panel(
         cx,
         ui,

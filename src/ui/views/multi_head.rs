@@ -1,7 +1,7 @@
 //! Lesson 3's views: the head split, every head's probabilities, concatenation and W_O, the GQA/MQA
 //! grouping and the KV-cache bytes it saves.
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::multi_head::{MultiHead, View};
@@ -87,6 +87,11 @@ impl LessonUi for MultiHead {
                     model_heads(cx, ui, m);
                 }
             }
+            View::Lines => {
+                if let Some(m) = &a.model {
+                    model_lines(cx, ui, m);
+                }
+            }
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }
@@ -118,7 +123,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 egui::Align2::CENTER_CENTER,
                 format!("{} {k}\n{hd} dims", lang.t("head", "头")),
                 egui::FontId::proportional(size * 0.8),
-                Color32::BLACK,
+                crate::style::ink_on(crate::style::request(k)),
             );
         }
     }
@@ -219,7 +224,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             egui::Align2::CENTER_CENTER,
             format!("K,V {g}"),
             egui::FontId::proportional(size * 0.75),
-            Color32::BLACK,
+            crate::style::ink_on(crate::style::request(g)),
         );
     }
     kv_bytes(cx, ui, a);
@@ -342,6 +347,54 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
 
 /// The trained model's heads in one layer on one text: a heatmap per head titled with its KV head and
 /// its measured label, the text above, the check below.
+/// Every head's attention from the last token as lines (BertViz's view), each head in its colour.
+fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::ModelHeads) {
+    let (lang, size) = (cx.lang, cx.size);
+    let t = m.probs.shape()[1];
+    if t == 0 {
+        return;
+    }
+    let q = t - 1;
+    let rows: Vec<Vec<f32>> = (0..m.n_heads)
+        .map(|h| (0..t).map(|j| m.probs[[h, q, j]]).collect())
+        .collect();
+    let tok = m.ticks.get(q).cloned().unwrap_or_default();
+    ui.add(
+        egui::Label::new(
+            RichText::new(match lang {
+                crate::ui::text::Lang::Zh => {
+                    format!("最后一个 token（{q}，{tok}）在各头中读取的键：每个头一种颜色，线宽 = 权重")
+                }
+                _ => {
+                    format!("what the last token ({q}, {tok}) reads in each head: one colour per head, width = weight")
+                }
+            })
+            .strong()
+            .size(size),
+        )
+        .wrap(),
+    );
+    ui.horizontal_wrapped(|ui| {
+        for h in 0..m.n_heads {
+            crate::ui::widgets::legend_chip(
+                ui,
+                crate::style::request(h),
+                &format!("{} {h}", cx.t("head", "头")),
+                size,
+            );
+        }
+    });
+    let heads: Vec<crate::ui::widgets::LineHead> = rows
+        .iter()
+        .enumerate()
+        .map(|(h, row)| crate::ui::widgets::LineHead {
+            row,
+            color: color_of(h),
+        })
+        .collect();
+    crate::ui::widgets::attention_lines(ui, &m.ticks, q, &heads, size);
+}
+
 fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::ModelHeads) {
     let (lang, size) = (cx.lang, cx.size);
     let (l, p, h, kv) = (m.layer, &m.prompt, m.n_heads, m.n_kv_heads);

@@ -2,15 +2,18 @@
 //! hash → block map, the block tables, the free list and the evictor, hit rate and memory, the event,
 //! the decode check, and the timeline of events.
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::prefix_cache::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
 use crate::lessons::{LessonKind, Output};
 use crate::render::blocks::BlockGridLayout;
-use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
+use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{ViewCtx, bar, check_line, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
+use crate::ui::widgets::{
+    BlockBox, ViewCtx, bar, block_row, check_line, kernel_panel, legend as legend_row, legend_chip, legend_height,
+    prev_next, ref_badge, timeline, view_id,
+};
 
 impl LessonUi for PrefixCache {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -24,7 +27,7 @@ impl LessonUi for PrefixCache {
         if let Some(e) = &p.error {
             ui.label(
                 RichText::new(format!("{}: {e}", cx.t("The session stopped", "会话中止")))
-                    .color(Color32::from_rgb(240, 120, 120))
+                    .color(style::fail(ui.visuals()))
                     .size(cx.size),
             );
         }
@@ -54,9 +57,9 @@ impl LessonUi for PrefixCache {
                     ),
                 };
                 let color = if ok {
-                    Color32::from_rgb(120, 200, 120)
+                    style::pass(ui.visuals())
                 } else {
-                    Color32::from_rgb(240, 120, 120)
+                    style::fail(ui.visuals())
                 };
                 ui.label(RichText::new(text).color(color).size(cx.size * 0.9));
             }
@@ -119,13 +122,13 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     // Below the pool: the legend chips, the legend's explanation (wrapped to the view's width) and, in the
     // window, the hover line; the pool takes the rest, so nothing below it is cut off.
     let legend = lang.t(
-        "×n: blocks shared by n tables · #hash: cached full block (yellow: in the evictor)",
-        "×n：被 n 个块表共享 · #hash：已缓存的满块（黄色：在驱逐器中）",
+        "×n: ref count, the tables using the block (×0: free, in the evictor, still cached) · #hash: cached full block",
+        "×n：引用计数，即使用该块的块表数（×0：空闲，在驱逐器中，仍被缓存）· #hash：已缓存的满块",
     );
     let legend_font = egui::FontId::proportional(size * 0.8);
     let legend_h = ui
         .painter()
-        .layout(legend.to_string(), legend_font.clone(), Color32::WHITE, w)
+        .layout(legend.to_string(), legend_font.clone(), ui.visuals().text_color(), w)
         .size()
         .y;
     let spacing = ui.spacing().item_spacing.y;
@@ -134,7 +137,17 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     } else {
         size * 0.85 * 1.4 + spacing
     };
-    let h = (ui.available_height() - size * 2.0 - legend_h - hint_h - 3.0 * spacing).max(60.0);
+    let names: Vec<String> = f.tables.keys().map(|r| format!("r{r}")).collect();
+    let mut entries: Vec<(style::Rgba, &str)> = f
+        .tables
+        .keys()
+        .zip(&names)
+        .map(|(r, n)| (style::request(*r as usize), n.as_str()))
+        .collect();
+    entries.push((style::FREE, lang.t("free or evictable", "空闲或可驱逐")));
+    entries.push((style::WRITTEN, lang.t("written this step", "本步写入")));
+    let chips_h = legend_height(ui, &entries, size, w);
+    let h = (ui.available_height() - size * 1.2 - chips_h - legend_h - hint_h - 3.0 * spacing).max(60.0);
     let font = cx.inner_label_sizes();
     let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
     let rect = resp.rect;
@@ -153,25 +166,17 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         if bh < fs * 2.3 || bw < fs * 2.8 {
             continue;
         }
-        if f.refs[b] > 1 {
-            let badge = egui::Rect::from_min_size(
-                egui::pos2(r.max.x - fs * 1.9, r.min.y + 1.0),
-                egui::vec2(fs * 1.8, fs * 1.2),
-            );
-            painter.rect_filled(badge, 3.0, Color32::from_rgb(250, 250, 250));
-            painter.text(
-                badge.center(),
-                egui::Align2::CENTER_CENTER,
-                format!("×{}", f.refs[b]),
-                egui::FontId::monospace(fs),
-                Color32::BLACK,
-            );
+        // Every block that holds K/V carries its ref count: ×1 and more for blocks in use, ×0 for a
+        // freed block that is still cached (it waits in the evictor, and a hit revives it).
+        if f.refs[b] > 0 || f.cached[b].is_some() {
+            ref_badge(&painter, r, fs, f.refs[b]);
         }
         if let Some((hash, _, _)) = &f.cached[b] {
-            let ink = if f.refs[b] == 0 {
-                Color32::from_rgb(230, 200, 120)
+            let owner = f.grid.owners.get(b).copied().unwrap_or(-1);
+            let ink = if owner < 0 {
+                style::ink_on(style::FREE)
             } else {
-                Color32::from_white_alpha(230)
+                style::ink_on(style::request(owner as usize))
             };
             painter.text(
                 egui::pos2(r.min.x + 2.0, r.max.y - 1.0),
@@ -193,25 +198,21 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             rect.min + egui::vec2(x + bw / 2.0, y + bh / 2.0)
         };
         let (a, b) = (center(src), center(dst));
-        let stroke = egui::Stroke::new(3.0, Color32::from_rgb(255, 64, 160));
+        let stroke = egui::Stroke::new(3.0, style::CURRENT_32);
         painter.arrow(a, b - a, stroke);
         let bytes = 2 * s.kv_heads * s.block_size * s.head_dim * 2;
         let label = format!("copy_blocks {src} → {dst}: {bytes} B");
         // The label sits at the pool's bottom-left (below the blocks in use), tied to the arrow's colour.
-        let galley = painter.layout_no_wrap(label, egui::FontId::proportional(size * 0.85), Color32::WHITE);
+        let ink = style::ink_on(style::CURRENT);
+        let galley = painter.layout_no_wrap(label, egui::FontId::proportional(size * 0.85), ink);
         let bg = egui::Rect::from_min_size(
             rect.left_bottom() + egui::vec2(4.0, -galley.size().y - 10.0),
             galley.size() + egui::vec2(8.0, 4.0),
         );
-        painter.rect_filled(bg, 3.0, Color32::from_rgb(120, 20, 70));
-        painter.galley(bg.min + egui::vec2(4.0, 2.0), galley, Color32::WHITE);
+        painter.rect_filled(bg, 3.0, style::CURRENT_32);
+        painter.galley(bg.min + egui::vec2(4.0, 2.0), galley, ink);
     }
-    ui.horizontal_wrapped(|ui| {
-        for r in f.tables.keys() {
-            legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
-        }
-        legend_chip(ui, [40, 40, 48, 255], lang.t("free or evictable", "空闲或可驱逐"), size);
-    });
+    legend_row(ui, &entries, size);
     ui.label(RichText::new(legend).font(legend_font));
     if cx.presentation {
         return;
@@ -299,9 +300,9 @@ fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
                     ui.label(mono(format!("{chunk:?}")));
                     ui.label(mono(parent));
                     ui.label(mono(hash).color(if cached {
-                        Color32::from_rgb(230, 200, 120)
+                        ui.visuals().strong_text_color()
                     } else {
-                        ui.visuals().text_color()
+                        style::muted(ui.visuals())
                     }));
                     ui.label(mono(match phys {
                         Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
@@ -388,7 +389,7 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         let len = f.tokens.get(r).map_or(0, Vec::len);
         // The table wraps at the view's edge (a long table on a narrow view, in presentation mode).
         ui.horizontal(|ui| {
-            legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
+            legend_chip(ui, style::request(*r as usize), &format!("r{r}"), size);
             ui.add(
                 egui::Label::new(
                     RichText::new(format!(
@@ -407,21 +408,41 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
 
 /// The free list and the evictor, kept apart.
 fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
-    let (lang, size) = (cx.lang, cx.size);
+    // Set smaller rather than cut when the rows of blocks run past the view.
+    let key = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        (&f.free, &f.evictor, cx.lang == crate::ui::text::Lang::Zh).hash(&mut h);
+        if let Event::Admit { evicted, .. } = &f.event {
+            evicted.hash(&mut h);
+        }
+        h.finish()
+    };
+    crate::ui::widgets::fitted_height(ui, "prefix-lists", key, cx.size, |ui, size| lists_at(cx, ui, f, size));
+}
+
+fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
+    let lang = cx.lang;
     ui.label(
         RichText::new(format!("{} ({})", lang.t("free list", "空闲列表"), f.free.len()))
             .strong()
             .size(size),
     );
-    let free: Vec<String> = f.free.iter().map(u32::to_string).collect();
+    let free: Vec<BlockBox> = f
+        .free
+        .iter()
+        .map(|&id| BlockBox {
+            id,
+            sub: None,
+            fill: style::FREE,
+            struck: false,
+        })
+        .collect();
+    block_row(ui, &free, size);
     ui.label(
-        RichText::new(format!(
-            "[{}]  ← {}",
-            free.join(" "),
-            lang.t("allocate() pops from this end", "allocate() 从这一端取")
-        ))
-        .monospace()
-        .size(size * 0.85),
+        RichText::new(lang.t("allocate() takes from the right-hand end", "allocate() 从右端取块"))
+            .size(size * 0.85)
+            .color(style::muted(ui.visuals())),
     );
     ui.add_space(size * 0.5);
     ui.label(
@@ -436,32 +457,65 @@ fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         .strong()
         .size(size),
     );
-    let ev: Vec<String> = f
-        .evictor
+    // The blocks this event evicted (struck out, their hashes forgotten), then the evictor in LRU
+    // order: the next to go first.
+    let evicted: &[u32] = match &f.event {
+        Event::Admit { evicted, .. } => evicted,
+        _ => &[],
+    };
+    let mut boxes: Vec<BlockBox> = evicted
         .iter()
-        .map(|&b| {
-            format!(
-                "{b}{}",
-                f.cached[b as usize]
-                    .as_ref()
-                    .map_or(String::new(), |(h, _, _)| short(*h))
-            )
+        .map(|&id| BlockBox {
+            id,
+            sub: None,
+            fill: style::EVICTED,
+            struck: true,
         })
         .collect();
-    ui.label(
-        RichText::new(format!(
-            "{} → [{}]",
-            lang.t("evicted first (least recently freed)", "最先被驱逐（最早释放）"),
-            ev.join(" ")
-        ))
-        .monospace()
-        .size(size * 0.85),
-    );
+    boxes.extend(f.evictor.iter().map(|&id| BlockBox {
+        id,
+        sub: f.cached[id as usize].as_ref().map(|(h, _, _)| short(*h)),
+        fill: style::FREE,
+        struck: false,
+    }));
+    block_row(ui, &boxes, size);
+    let mut note = lang
+        .t(
+            "left: least recently freed, evicted first",
+            "左边：最早释放，最先被驱逐",
+        )
+        .to_string();
+    if !evicted.is_empty() {
+        note.push_str(lang.t(
+            " · struck out: evicted by this event, their hashes forgotten",
+            " · 划掉的：本事件驱逐的块，其哈希已被遗忘",
+        ));
+    }
+    ui.add(egui::Label::new(RichText::new(note).size(size * 0.85).color(style::muted(ui.visuals()))).wrap());
+    if !evicted.is_empty() {
+        ui.horizontal_wrapped(|ui| {
+            legend_chip(
+                ui,
+                style::EVICTED,
+                lang.t("evicted (struck out)", "已驱逐（划掉）"),
+                size,
+            );
+            legend_chip(
+                ui,
+                style::FREE,
+                lang.t("free, or cached in the evictor", "空闲，或在驱逐器中仍被缓存"),
+                size,
+            );
+        });
+    }
 }
 
 /// Hit rate, prefill saved and memory against no sharing, as bars.
 fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
+    // The whole in the neutral grey, the part against it in the bar colour (the grammar keeps the
+    // request colours for requests).
+    let (whole, part) = (style::WHOLE_32, style::bar_fill(ui.visuals()));
     ui.label(RichText::new(lang.t("so far", "累计")).strong().size(size));
     let most = f.lookups.max(1) as usize;
     bar(
@@ -469,7 +523,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("full blocks looked up", "查找的满块"),
         f.lookups as usize,
         most,
-        color_of(0),
+        whole,
         size,
     );
     bar(
@@ -477,7 +531,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("… found in the cache (hits)", "…命中缓存"),
         f.hits as usize,
         most,
-        color_of(2),
+        part,
         size,
     );
     let toks = (f.computed + f.saved).max(1);
@@ -486,7 +540,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("prompt tokens prefilled", "实际预填充的 token"),
         f.computed,
         toks,
-        color_of(1),
+        part,
         size,
     );
     bar(
@@ -494,7 +548,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("prompt tokens from the cache", "直接取自缓存的 token"),
         f.saved,
         toks,
-        color_of(3),
+        part,
         size,
     );
     let blocks = f.blocks_unshared.max(f.blocks_used).max(1);
@@ -503,7 +557,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("blocks without sharing", "不共享时需要的块"),
         f.blocks_unshared,
         blocks,
-        color_of(4),
+        whole,
         size,
     );
     bar(
@@ -511,7 +565,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
         lang.t("blocks in use (shared)", "实际占用的块（共享）"),
         f.blocks_used,
         blocks,
-        color_of(5),
+        part,
         size,
     );
 }

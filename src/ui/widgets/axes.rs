@@ -9,7 +9,8 @@ use eframe::egui::{self, Color32, FontId, Painter, Rect, Ui};
 use glam::Vec2;
 
 use crate::render::colormap::{Colormap, lut_color, lut_index};
-use crate::render::heatmap::{HeatmapData, HeatmapView, MASK_COLOR};
+use crate::render::heatmap::{HeatmapData, HeatmapView, Highlight, MASK_COLOR};
+use crate::style;
 use crate::ui::text::Lang;
 
 /// What a heatmap's rows and columns are.
@@ -51,7 +52,7 @@ impl Axes {
     pub fn token_axes(self) -> (bool, bool) {
         match self {
             Axes::QueryKey => (true, true),
-            Axes::TokenDim | Axes::QueryDim => (true, false),
+            Axes::TokenDim | Axes::QueryDim | Axes::ResultDim => (true, false),
             _ => (false, false),
         }
     }
@@ -113,7 +114,7 @@ pub fn gutters(ui: &Ui, rows: usize, cols: usize, size: f32, tokens: Option<(&[S
         + tok_w;
     let char_w = ui
         .painter()
-        .layout_no_wrap("0".into(), tick.clone(), Color32::WHITE)
+        .layout_no_wrap("0".into(), tick.clone(), ui.visuals().text_color())
         .size()
         .x;
     let title_h = title.size * 1.25;
@@ -146,7 +147,14 @@ pub fn draw_axes(
     size: f32,
     (gutter_w, gutter_h): (f32, f32),
     tokens: Option<&[String]>,
+    highlight: Highlight,
 ) {
+    let (hl_row, hl_col) = match highlight {
+        Highlight::None => (None, None),
+        Highlight::Row(r) => (Some(r), None),
+        Highlight::Col(c) => (None, Some(c)),
+        Highlight::Cell(r, c) => (Some(r), Some(c)),
+    };
     let (tok_rows, tok_cols) = if tokens.is_some() {
         axes.token_axes()
     } else {
@@ -163,14 +171,33 @@ pub fn draw_axes(
     let label_h = tick_font.size * 1.3;
     let char_w = painter.layout_no_wrap("0".into(), tick_font.clone(), color).size().x;
     let (row_title, col_title) = axes.titles(lang);
+    // The highlighted row and column (the grammar's "current") get a bold tick in the highlight
+    // colour and always their label; the regular labels that would collide with it are left out.
+    let centre = |i: usize, origin: f32, cpp: f32| (i as f32 + 0.5 - origin) / cpp;
+    let hl_y = hl_row
+        .filter(|&r| r < data.rows)
+        .map(|r| centre(r, view.origin.y, view.cells_per_px.y))
+        .filter(|y| (-0.5..=heat.height() + 0.5).contains(y));
+    let mut row_ticks = ticks(data.rows, view.origin.y, view.cells_per_px.y, heat.height(), label_h);
+    if let (Some(r), Some(hy)) = (hl_row, hl_y) {
+        row_ticks.retain(|&(_, y)| (y - hy).abs() >= label_h);
+        row_ticks.push((r, hy));
+    }
     // Rows: a tick mark and the index, right-aligned against the heatmap.
-    for (i, y) in ticks(data.rows, view.origin.y, view.cells_per_px.y, heat.height(), label_h) {
+    for (i, y) in row_ticks {
         let y = heat.min.y + y;
+        let bold = hl_row == Some(i);
         painter.line_segment(
             [egui::pos2(heat.min.x - TICK_LEN, y), egui::pos2(heat.min.x - 1.0, y)],
-            egui::Stroke::new(1.0, color),
+            if bold {
+                egui::Stroke::new(4.0, style::CURRENT_32)
+            } else {
+                egui::Stroke::new(1.0, color)
+            },
         );
-        let text = if tok_rows {
+        let text = if tok_rows && axes == Axes::ResultDim {
+            token(i).to_string()
+        } else if tok_rows {
             format!("{} {i}", token(i))
         } else {
             i.to_string()
@@ -187,11 +214,25 @@ pub fn draw_axes(
     }
     // Columns: the widest label decides the spacing.
     let col_label_w = char_w * ((data.cols.max(1) - 1).to_string().len() as f32 + 1.5);
-    for (j, x) in ticks(data.cols, view.origin.x, view.cells_per_px.x, heat.width(), col_label_w) {
+    let hl_x = hl_col
+        .filter(|&c| c < data.cols)
+        .map(|c| centre(c, view.origin.x, view.cells_per_px.x))
+        .filter(|x| (-0.5..=heat.width() + 0.5).contains(x));
+    let mut col_ticks = ticks(data.cols, view.origin.x, view.cells_per_px.x, heat.width(), col_label_w);
+    if let (Some(c), Some(hx)) = (hl_col, hl_x) {
+        col_ticks.retain(|&(_, x)| (x - hx).abs() >= col_label_w);
+        col_ticks.push((c, hx));
+    }
+    for (j, x) in col_ticks {
         let x = heat.min.x + x;
+        let bold = hl_col == Some(j);
         painter.line_segment(
             [egui::pos2(x, heat.max.y + 1.0), egui::pos2(x, heat.max.y + TICK_LEN)],
-            egui::Stroke::new(1.0, color),
+            if bold {
+                egui::Stroke::new(4.0, style::CURRENT_32)
+            } else {
+                egui::Stroke::new(1.0, color)
+            },
         );
         // Labels stay inside the axes' area: the last column's label is moved left, not cut.
         let centred = |g: &std::sync::Arc<egui::Galley>| {
@@ -268,17 +309,7 @@ pub fn cell_text(v: f32, chars: usize, probs: bool) -> Option<String> {
 
 /// Black or white, whichever reads better on `bg` (relative luminance of the sRGB colour).
 pub fn text_on(bg: [u8; 4]) -> Color32 {
-    let lin = |c: u8| {
-        let c = f32::from(c) / 255.0;
-        if c <= 0.04045 {
-            c / 12.92
-        } else {
-            ((c + 0.055) / 1.055).powf(2.4)
-        }
-    };
-    let l = 0.2126 * lin(bg[0]) + 0.7152 * lin(bg[1]) + 0.0722 * lin(bg[2]);
-    // Contrast against black is (l + 0.05) / 0.05, against white 1.05 / (l + 0.05): equal at l ≈ 0.179.
-    if l > 0.179 { Color32::BLACK } else { Color32::WHITE }
+    style::ink_on(bg)
 }
 
 /// The colour the renderer gives value `v` (the LUT entry the shader picks; the hatching's base
@@ -310,7 +341,7 @@ pub fn draw_cell_numbers(
     let cell = Vec2::ONE / view.cells_per_px.max(Vec2::splat(1e-6));
     let font = FontId::monospace(font_size);
     let char_w = painter
-        .layout_no_wrap("0".into(), font.clone(), Color32::WHITE)
+        .layout_no_wrap("0".into(), font.clone(), style::c32(style::LABEL))
         .size()
         .x;
     let chars = ((cell.x - 4.0) / char_w).floor().max(0.0) as usize;
@@ -349,7 +380,11 @@ fn masked_legend_text(painter: &Painter, size: f32, lang: Lang, color: Color32) 
 
 /// The width [`masked_legend`] takes at text size `size`.
 pub fn masked_legend_width(painter: &Painter, size: f32, lang: Lang) -> f32 {
-    size * 0.9 + 6.0 + masked_legend_text(painter, size, lang, Color32::WHITE).size().x
+    size * 0.9
+        + 6.0
+        + masked_legend_text(painter, size, lang, style::c32(style::MASKED))
+            .size()
+            .x
 }
 
 /// A hatched swatch like the renderer's masked cells and what it means, at `pos` ([`masked_legend_width`]
@@ -357,13 +392,9 @@ pub fn masked_legend_width(painter: &Painter, size: f32, lang: Lang) -> f32 {
 pub fn masked_legend(painter: &Painter, pos: egui::Pos2, size: f32, lang: Lang, color: Color32) {
     let s = size * 0.9;
     let swatch = Rect::from_min_size(pos + egui::vec2(0.0, (size * 1.2 - s) / 2.0), egui::vec2(s, s));
-    let grey = Color32::from_rgb(MASK_COLOR[0], MASK_COLOR[1], MASK_COLOR[2]);
+    let grey = style::c32(MASK_COLOR);
     painter.rect_filled(swatch, 0.0, grey);
-    let dark = Color32::from_rgb(
-        (f32::from(MASK_COLOR[0]) * 0.8) as u8,
-        (f32::from(MASK_COLOR[1]) * 0.8) as u8,
-        (f32::from(MASK_COLOR[2]) * 0.8) as u8,
-    );
+    let dark = style::c32(style::MASKED_HATCH);
     let clip = painter.with_clip_rect(swatch);
     let mut k = -s;
     while k < s {

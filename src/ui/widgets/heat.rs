@@ -198,6 +198,7 @@ pub fn heat_panel(
             size,
             (gutter_w, gutter_h),
             tokens.as_deref().map(Vec::as_slice),
+            highlight,
         );
         if !st.hide_numbers {
             axes::draw_cell_numbers(ui.painter(), heat_rect, v, data, colormap, range_shown, small, row_sums);

@@ -45,7 +45,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
     // What ran, as the backend reported it: for each entry point of the kernel, its last launch while
     // computing this result (a CUDA grid, or a WGSL dispatch); the CPU backend launches nothing and
     // reports the CUDA launch it stands in for, labelled so.
-    let gold = Color32::from_rgb(230, 190, 90);
+    let gold = ui.visuals().strong_text_color();
     let line = |ui: &mut Ui, text: String, color: Color32| {
         ui.label(RichText::new(text).monospace().size(size * 0.85).color(color));
     };
@@ -78,7 +78,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                     dims.threads(),
                     lang.t("threads", "个线程")
                 ),
-                Color32::GRAY,
+                crate::style::muted(ui.visuals()),
             ),
         }
     }

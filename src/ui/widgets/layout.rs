@@ -99,3 +99,67 @@ fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
         d.insert_temp(key, new);
     });
 }
+
+/// Draw `content` at a text size scaled (down to 0.4 of `size`) so that its height fits the height
+/// available: a view whose text would run past the bottom of its rectangle (a projector at 1280×720) is
+/// set smaller instead of cut. `key` names what is drawn (the step's data). For every new key, size and
+/// rectangle the search starts again at full size: a frame that overflows gives an upper bound and a
+/// first guess from the measured overflow, then three halvings between the largest scale that fitted
+/// and the smallest that did not, and the largest that fitted is kept. So a frame depends on what it
+/// shows and not on the frames before it, and the layout settles within five frames.
+pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl FnOnce(&mut Ui, f32)) {
+    #[derive(Clone, Copy)]
+    struct Fit {
+        stamp: u64,
+        fits: f32,
+        overflows: f32,
+        cur: f32,
+        halvings: u8,
+    }
+    let avail = ui.available_size();
+    let state = egui::Id::unique(("fit-height", id));
+    let stamp = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        (key, avail.x.to_bits(), avail.y.to_bits(), size.to_bits()).hash(&mut h);
+        h.finish()
+    };
+    let mut fit = ui
+        .ctx()
+        .data(|d| d.get_temp::<Fit>(state))
+        .filter(|f| f.stamp == stamp)
+        .unwrap_or(Fit {
+            stamp,
+            fits: 0.0,
+            overflows: f32::INFINITY,
+            cur: 1.0,
+            halvings: 0,
+        });
+    let top = ui.cursor().top();
+    content(ui, size * fit.cur);
+    let used = ui.min_rect().bottom() - top;
+    if used <= avail.y + 0.5 {
+        fit.fits = fit.fits.max(fit.cur);
+    } else {
+        fit.overflows = fit.overflows.min(fit.cur);
+    }
+    let next = if fit.overflows.is_infinite() {
+        fit.cur
+    } else if fit.fits == 0.0 {
+        if fit.cur <= 0.4 {
+            0.4
+        } else {
+            (fit.cur * avail.y / used.max(1.0) * 0.97).clamp(0.4, fit.cur * 0.95)
+        }
+    } else if fit.halvings < 3 && fit.overflows - fit.fits > 0.02 {
+        fit.halvings += 1;
+        (fit.fits + fit.overflows) / 2.0
+    } else {
+        fit.fits
+    };
+    if next != fit.cur {
+        fit.cur = next;
+        ui.ctx().request_repaint();
+    }
+    ui.ctx().data_mut(|d| d.insert_temp(state, fit));
+}

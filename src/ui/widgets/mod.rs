@@ -8,6 +8,8 @@ mod axes;
 mod heat;
 mod kernel;
 mod layout;
+mod lines;
+mod tables;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -17,7 +19,9 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{fitted_table, grid, view_in};
+pub use layout::{fitted_height, fitted_table, grid, view_in};
+pub use lines::{LineHead, attention_lines};
+pub use tables::{BlockBox, Tables, block_rects, block_row, block_tables, ref_badge, ref_counts};
 
 pub use crate::lessons::format_bytes as bytes;
 
@@ -26,7 +30,6 @@ use crate::compute::{Backend, BackendKind, CheckReport};
 use crate::lesson_file::Highlight;
 use crate::lessons::Lesson;
 use crate::lessons::Params;
-use crate::render::colormap::owner_color;
 
 /// State of the shared widgets that survives frames.
 #[derive(Default)]
@@ -118,15 +121,22 @@ pub fn view_id(name: &str, i: usize) -> u64 {
 
 /// Colour of a request / KV head `i` (the block-grid palette, so colours agree across views).
 pub fn color_of(i: usize) -> Color32 {
-    let [r, g, b, _] = owner_color(i as u32);
-    Color32::from_rgb(r, g, b)
+    crate::style::series(i)
 }
 
 /// One line saying whether a kernel result matches what it was compared with (the report's `against`:
 /// the f64 reference, or the other path a lesson compares).
 pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str) {
     let size = cx.size;
-    let wrapped = |ui: &mut Ui, t: RichText| ui.add(egui::Label::new(t).wrap());
+    // Wrapped at the visible edge: a wide view drawn above may have widened this ui past its clip.
+    let wrapped = |ui: &mut Ui, t: RichText| {
+        let room = (ui.clip_rect().right() - ui.cursor().left()).max(40.0);
+        ui.scope(|ui| {
+            ui.set_max_width(room.min(ui.available_width()));
+            ui.add(egui::Label::new(t).wrap())
+        })
+        .inner
+    };
     match r {
         Some(r) if r.passed() => wrapped(
             ui,
@@ -139,7 +149,7 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
                 }
             })
             .size(size * 0.9)
-            .color(Color32::from_rgb(90, 200, 110)),
+            .color(crate::style::pass(ui.visuals())),
         ),
         Some(r) => wrapped(
             ui,
@@ -148,7 +158,7 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
                 r.to_string().lines().next().unwrap_or_default()
             ))
             .size(size * 0.9)
-            .color(Color32::from_rgb(240, 90, 90)),
+            .color(crate::style::fail(ui.visuals())),
         ),
         None => ui.label(RichText::new(format!("{what}: —")).size(size * 0.9)),
     };
@@ -171,12 +181,43 @@ pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
         egui::pos2(rect.min.x, rect.center().y - size * 0.4),
         egui::vec2(size, size * 0.8),
     );
-    ui.painter().rect_filled(chip, 2.0, Color32::from_rgb(c[0], c[1], c[2]));
+    ui.painter().rect_filled(chip, 2.0, crate::style::c32(c));
     ui.painter().galley(
         egui::pos2(chip.max.x + gap, rect.center().y - galley.size().y / 2.0),
         galley,
         color,
     );
+}
+
+/// A wrapping row of legend entries (see [`legend_chip`]).
+pub fn legend(ui: &mut Ui, entries: &[(crate::style::Rgba, &str)], size: f32) {
+    ui.horizontal_wrapped(|ui| {
+        for (c, t) in entries {
+            legend_chip(ui, *c, t, size);
+        }
+    });
+}
+
+/// The height [`legend`] takes in a width of `width` points: its entries wrapped the way
+/// `horizontal_wrapped` wraps them, so that a view can size what goes above it and still fit.
+pub fn legend_height(ui: &Ui, entries: &[(crate::style::Rgba, &str)], size: f32, width: f32) -> f32 {
+    let gap = ui.spacing().item_spacing;
+    let (mut x, mut rows, mut row_h) = (0.0f32, 1usize, 0.0f32);
+    for (_, t) in entries {
+        let g = ui.painter().layout_no_wrap(
+            t.to_string(),
+            egui::FontId::proportional(size * 0.85),
+            Color32::PLACEHOLDER,
+        );
+        let w = size + gap.x + g.size().x;
+        row_h = row_h.max(g.size().y.max(size * 0.8));
+        if x > 0.0 && x + w > width {
+            rows += 1;
+            x = 0.0;
+        }
+        x += w + gap.x;
+    }
+    rows as f32 * row_h + (rows - 1) as f32 * gap.y
 }
 
 /// A labelled horizontal bar of `value` out of `max`.
@@ -191,7 +232,7 @@ pub fn bar(ui: &mut Ui, label: &str, value: usize, max: usize, color: Color32, s
             egui::Label::new(RichText::new(label).size(size * 0.9)).truncate(),
         );
         let (r, _) = ui.allocate_exact_size(egui::vec2(w, size), egui::Sense::hover());
-        ui.painter().rect_filled(r, 2.0, Color32::from_gray(45));
+        ui.painter().rect_filled(r, 2.0, crate::style::track(ui.visuals()));
         let frac = value as f32 / max.max(1) as f32;
         let fill = egui::Rect::from_min_size(r.min, egui::vec2(r.width() * frac.min(1.0), r.height()));
         ui.painter().rect_filled(fill, 2.0, color);

@@ -12,9 +12,10 @@ use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::Highlight;
 use crate::render::strip::{READ_COLOR, RESERVED_COLOR, StripData, USED_COLOR, WRITE_COLOR};
+use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend_chip, timeline, view_id, view_in,
+    Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, legend, legend_height, timeline, view_id, view_in,
 };
 
 impl LessonUi for KvDecode {
@@ -179,60 +180,66 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                 write: f.layer.map(|l| (l, f.pos)),
                 read: f.layer.map(|l| (l, f.pos)),
             };
-            let h = (ui.available_height() - 7.0 * size).clamp(60.0, 420.0);
             let w = ui.available_width();
-            egui_glue::memory_strip(ui, view_id("strip", 0), &data, egui::vec2(w, h));
-            ui.horizontal_wrapped(|ui| {
-                legend_chip(ui, USED_COLOR, lang.t("stored K/V", "已存 K/V"), size);
-                legend_chip(ui, WRITE_COLOR, lang.t("written this step", "本步写入"), size);
-                legend_chip(
-                    ui,
-                    READ_COLOR,
-                    lang.t("read by this step's attention (0..=pos)", "本步注意力读取 (0..=pos)"),
-                    size,
-                );
-                legend_chip(
-                    ui,
-                    RESERVED_COLOR,
-                    lang.t("reserved, never used", "已预留但未使用"),
-                    size,
-                );
-            });
             let per_slot = kv_bytes_per_token(1, 1, d.head_dim as u64, crate::cache::KvDtype::F16) as usize; // K and V, f16
             let used: usize = f.lens.iter().sum::<usize>() * d.batch * d.kv_heads * per_slot;
-            ui.add(
-                egui::Label::new(
-                    RichText::new(format!(
-                        "{}: {} · {}: {} ({:.0}%) · {}: {}",
-                        lang.t("reserved", "预留"),
-                        bytes(d.reserved_bytes as f64),
-                        lang.t("used", "已用"),
-                        bytes(used as f64),
-                        100.0 * used as f64 / d.reserved_bytes.max(1) as f64,
-                        lang.t(
-                            "K+V per token (all layers, batch)",
-                            "每个 token 的 K+V（所有层、整个批次）"
-                        ),
-                        bytes(d.bytes_per_token as f64)
-                    ))
-                    .size(size * 0.9),
-                )
-                .wrap(),
-            );
+            let mut lines = vec![format!(
+                "{}: {} · {}: {} ({:.0}%) · {}: {}",
+                lang.t("reserved", "预留"),
+                bytes(d.reserved_bytes as f64),
+                lang.t("used", "已用"),
+                bytes(used as f64),
+                100.0 * used as f64 / d.reserved_bytes.max(1) as f64,
+                lang.t(
+                    "K+V per token (all layers, batch)",
+                    "每个 token 的 K+V（所有层、整个批次）"
+                ),
+                bytes(d.bytes_per_token as f64)
+            )];
             if f.layer.is_some() {
-                ui.add(
-                    egui::Label::new(
-                        RichText::new(format!(
-                            "{}: {} · {}: {}",
-                            lang.t("this step writes", "本步写入"),
-                            bytes((d.batch * d.kv_heads * per_slot) as f64),
-                            lang.t("and its attention reads", "其注意力读取"),
-                            bytes(f.bytes_read as f64)
-                        ))
-                        .size(size * 0.9),
-                    )
-                    .wrap(),
-                );
+                lines.push(format!(
+                    "{}: {} · {}: {}",
+                    lang.t("this step writes", "本步写入"),
+                    bytes((d.batch * d.kv_heads * per_slot) as f64),
+                    lang.t("and its attention reads", "其注意力读取"),
+                    bytes(f.bytes_read as f64)
+                ));
+            }
+            let entries = [
+                (USED_COLOR, lang.t("stored K/V", "已存 K/V")),
+                (WRITE_COLOR, lang.t("written this step", "本步写入")),
+                (
+                    READ_COLOR,
+                    lang.t("read by this step's attention (0..=pos)", "本步注意力读取 (0..=pos)"),
+                ),
+                (RESERVED_COLOR, lang.t("reserved, never used", "已预留但未使用")),
+            ];
+            // The strip takes what the legend and the lines below it leave (measured, wrapped to the
+            // view's width), so nothing below it is cut off.
+            let spacing = ui.spacing().item_spacing.y;
+            let below: f32 = lines
+                .iter()
+                .map(|l| {
+                    ui.painter()
+                        .layout(
+                            l.clone(),
+                            egui::FontId::proportional(size * 0.9),
+                            ui.visuals().text_color(),
+                            w,
+                        )
+                        .size()
+                        .y
+                        + spacing
+                })
+                .sum::<f32>()
+                + legend_height(ui, &entries, size, w)
+                + 2.0 * spacing
+                + if d.dropped > 0 { 3.0 * size } else { 0.0 };
+            let h = (ui.available_height() - below).clamp(60.0, 420.0);
+            egui_glue::memory_strip(ui, view_id("strip", 0), &data, egui::vec2(w, h));
+            legend(ui, &entries, size);
+            for l in lines {
+                ui.add(egui::Label::new(RichText::new(l).size(size * 0.9)).wrap());
             }
             if d.dropped > 0 {
                 ui.label(
@@ -242,7 +249,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                         d.dropped,
                         lang.t("requested tokens cannot be generated.", "个请求的 token 无法生成。")
                     ))
-                    .color(Color32::from_rgb(240, 150, 80))
+                    .color(style::state_text(ui.visuals(), style::OOM))
                     .size(size * 0.9),
                 );
             }
@@ -357,7 +364,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     let mut job = egui::text::LayoutJob::default();
     let font = egui::FontId::monospace(size * 1.05);
     let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
-    job.append(&g.prompt, 0.0, fmt(Color32::GRAY));
+    job.append(&g.prompt, 0.0, fmt(style::muted(ui.visuals())));
     // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
     let shown = crate::model::bytes_as_text(&g.bytes[..=t]);
     let done = crate::model::bytes_as_text(&g.bytes[..t]);
@@ -370,8 +377,13 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
         .last()
         .map_or(0, |((i, a), _)| i + a.len_utf8());
     let (old, new) = shown.split_at(common);
-    job.append(old, 0.0, fmt(ui.visuals().strong_text_color()));
-    job.append(new, 0.0, fmt(Color32::from_rgb(240, 190, 60)));
+    // The prompt muted, generated text in the grammar's "generated", this step's new text underlined
+    // with "current".
+    let generated = style::state_text(ui.visuals(), style::GENERATED);
+    job.append(old, 0.0, fmt(generated));
+    let mut newest = fmt(generated);
+    newest.underline = egui::Stroke::new(3.0, style::CURRENT_32);
+    job.append(new, 0.0, newest);
     job.wrap.max_width = ui.available_width();
     ui.label(job);
     let emitted = format!("{} (p = {:.2})", crate::model::byte_label(g.bytes[t]), g.p[t]);
@@ -417,17 +429,17 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     for l in 0..g.layers {
         let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
         let painter = ui.painter_at(r);
-        painter.rect_filled(r, 2.0, Color32::from_gray(40));
+        painter.rect_filled(r, 2.0, style::c32(style::RESERVED));
         for pos in 0..filled {
             let x = r.min.x + pos as f32 * slot;
             let rect = egui::Rect::from_min_size(egui::pos2(x, r.min.y), egui::vec2((slot - 0.5).max(0.5), r.height()));
             let newest = t > 0 && pos + 1 == filled;
             let c = if newest {
-                Color32::from_rgb(240, 190, 60)
+                style::WRITTEN_32
             } else if pos < prompt_len {
-                Color32::from_rgb(70, 110, 170)
+                style::c32(style::request(0))
             } else {
-                Color32::from_rgb(90, 170, 110)
+                style::GENERATED_32
             };
             painter.rect_filled(rect, 0.0, c);
         }
@@ -436,38 +448,37 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
             egui::Align2::LEFT_CENTER,
             format!("{} {l}", lang.t("layer", "层")),
             egui::FontId::proportional(size * 0.7),
-            Color32::WHITE,
+            style::ink_on(style::request(0)),
         );
     }
-    legend_chip(
+    legend(
         ui,
-        [70, 110, 170, 255],
-        lang.t("prompt (prefill)", "提示（预填充）"),
+        &[
+            (style::request(0), lang.t("prompt (prefill)", "提示（预填充）")),
+            (style::GENERATED, lang.t("generated, cached", "已生成并缓存")),
+            (style::WRITTEN, lang.t("written by this step", "本步写入")),
+            (style::RESERVED, lang.t("reserved, never used", "已预留但未使用")),
+        ],
         size,
     );
-    legend_chip(
-        ui,
-        [90, 170, 110, 255],
-        lang.t("generated, cached", "已生成并缓存"),
-        size,
-    );
-    legend_chip(
-        ui,
-        [240, 190, 60, 255],
-        lang.t("written by this step", "本步写入"),
-        size,
-    );
-    if t == 0 {
-        recompute_line(cx, ui, g);
-        return;
-    }
-    let step = &g.written[t - 1];
     let (kvh, hd) = (g.kv_heads, g.head_dim);
     let rect = ui.available_rect_before_wrap();
-    let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 1.8 * size));
-    let cols = grid(rect, 2);
+    // Room for the check line below (two lines when it wraps).
+    let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 2.6 * size));
+    // The K and V rows this step wrote (none at prefill), and the distribution the byte came from.
+    // The bars take a column on the right (at most a third); K and V share the rest side by side.
+    let bars_w = if t == 0 {
+        rect.width()
+    } else {
+        (rect.width() / 3.0).min(size * 18.0)
+    };
+    let bars = egui::Rect::from_min_max(egui::pos2(rect.max.x - bars_w, rect.min.y), rect.max);
+    let kv = egui::Rect::from_min_max(rect.min, egui::pos2(bars.min.x - 8.0, rect.max.y));
+    view_in(ui, bars, |ui| next_byte_bars(cx, ui, g, t));
+    let cols = if t == 0 { Vec::new() } else { grid(kv, 2) };
     cx.widgets.heat.reserve_below = 0.0;
     for (k, r) in cols.into_iter().enumerate() {
+        let step = &g.written[t - 1];
         view_in(ui, r, |ui| {
             let (name, map) = if k == 0 {
                 ("K", &g.k_maps[t - 1])
@@ -507,6 +518,111 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     recompute_line(cx, ui, g);
 }
 
+/// The next-byte distribution of step `t`: the top 8 of softmax(logits / T), with a temperature slider
+/// (the generation itself stays greedy: T changes what sampling would draw from, not the text).
+fn next_byte_bars(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::generate::ModelDecode, t: usize) {
+    let id = egui::Id::unique("kvscope-next-byte-temperature");
+    let temp = ui.ctx().data(|d| d.get_temp::<f32>(id)).unwrap_or(1.0);
+    // Set smaller rather than cut when the panel is short (presentation mode at 1280×720).
+    let key = (t as u64) << 32 | u64::from(temp.to_bits()) | u64::from(cx.lang == crate::ui::text::Lang::Zh) << 63;
+    crate::ui::widgets::fitted_height(ui, "next-byte", key, cx.size, |ui, size| {
+        next_byte_bars_at(cx, ui, g, t, size, id, temp)
+    });
+}
+
+fn next_byte_bars_at(
+    cx: &ViewCtx,
+    ui: &mut Ui,
+    g: &crate::lessons::kv_decode::generate::ModelDecode,
+    t: usize,
+    size: f32,
+    id: egui::Id,
+    mut temp: f32,
+) {
+    let lang = cx.lang;
+    let Some(logits) = g.logits.get(t) else { return };
+    ui.add(
+        egui::Label::new(
+            RichText::new(lang.t(
+                "next byte: softmax(logits / T), the 8 most likely",
+                "下一个字节：softmax(logits / T)，概率最高的 8 个",
+            ))
+            .strong()
+            .size(size),
+        )
+        .wrap(),
+    );
+    ui.horizontal(|ui| {
+        ui.label(RichText::new(lang.t("temperature T", "温度 T")).size(size * 0.9));
+        ui.spacing_mut().slider_width = (ui.available_width() - size * 4.0).clamp(40.0, 200.0);
+        if ui
+            .add(egui::Slider::new(&mut temp, 0.0..=2.0).step_by(0.05))
+            .on_hover_text(lang.t(
+                "T = 0 is greedy (this generation); higher T flattens the distribution",
+                "T = 0 即贪心解码（本次生成）；T 越大分布越平",
+            ))
+            .changed()
+        {
+            ui.ctx().data_mut(|d| d.insert_temp(id, temp));
+        }
+    });
+    let dist = crate::lessons::kv_decode::generate::next_byte_dist(logits, temp, 8);
+    let emitted = g.bytes.get(t).copied();
+    let font = egui::FontId::monospace(size * 0.85);
+    let label_w = size * 3.2;
+    let value_w = size * 3.4;
+    let row_h = size * 1.25;
+    // Bars stay inside the visible part of the view (a wide widget above may have widened this ui).
+    let width = (ui.clip_rect().right() - ui.cursor().left() - 2.0)
+        .min(ui.available_width())
+        .max(40.0);
+    for (b, p) in dist {
+        let (rect, _) = ui.allocate_exact_size(egui::vec2(width, row_h), egui::Sense::hover());
+        let painter = ui.painter_at(rect);
+        let text = ui.visuals().text_color();
+        painter.text(
+            egui::pos2(rect.min.x, rect.center().y),
+            egui::Align2::LEFT_CENTER,
+            crate::model::byte_label(b),
+            font.clone(),
+            text,
+        );
+        let track = egui::Rect::from_min_max(
+            egui::pos2(rect.min.x + label_w, rect.min.y + row_h * 0.15),
+            egui::pos2(rect.max.x - value_w, rect.max.y - row_h * 0.15),
+        );
+        painter.rect_filled(track, 2.0, style::track(ui.visuals()));
+        let bar = egui::Rect::from_min_size(track.min, egui::vec2(track.width() * p as f32, track.height()));
+        painter.rect_filled(bar, 2.0, style::bar_fill(ui.visuals()));
+        if Some(b) == emitted {
+            painter.rect_stroke(
+                track,
+                2.0,
+                egui::Stroke::new(2.5, style::CURRENT_32),
+                egui::StrokeKind::Outside,
+            );
+        }
+        painter.text(
+            egui::pos2(rect.max.x, rect.center().y),
+            egui::Align2::RIGHT_CENTER,
+            format!("{p:.3}"),
+            font.clone(),
+            text,
+        );
+    }
+    ui.add(
+        egui::Label::new(
+            RichText::new(lang.t(
+                "outlined: the byte the greedy decode emitted (the argmax, whatever T)",
+                "带框的是贪心解码输出的字节（argmax，与 T 无关）",
+            ))
+            .size(size * 0.9)
+            .color(style::muted(ui.visuals())),
+        )
+        .wrap(),
+    );
+}
+
 /// Whether decoding through the cache gave the logits of recomputing without one (f16 tolerance).
 fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::generate::ModelDecode) {
     let r = &g.check;
@@ -520,12 +636,12 @@ fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::gene
                 ),
                 r.max_abs
             ),
-            Color32::from_rgb(90, 200, 110),
+            style::pass(ui.visuals()),
         )
     } else {
         (
             format!("MISMATCH  {}", r.to_string().lines().next().unwrap_or_default()),
-            Color32::from_rgb(240, 90, 90),
+            style::fail(ui.visuals()),
         )
     };
     ui.label(RichText::new(text).size(cx.size * 0.9).color(color));

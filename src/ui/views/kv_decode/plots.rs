@@ -2,7 +2,7 @@
 //! bandwidth sweep of the paged decode kernel against a read-only stream over the same bytes (its roof)
 //! and a copy of them (counted as the bytes it reads plus the bytes it writes).
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 
 use crate::cache::kv_bytes_per_token;
@@ -10,6 +10,7 @@ use crate::compute::Device;
 use crate::lessons::kv_decode::DecodeOut;
 use crate::lessons::kv_decode::sweep::SWEEP_REQUESTS;
 use crate::lessons::kv_decode::sweep::Sweep;
+use crate::style;
 use crate::ui::widgets::{ViewCtx, bytes};
 
 pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
@@ -170,7 +171,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
     if let Some(e) = &sw.error {
         ui.label(
             RichText::new(format!("{}: {e}", lang.t("measurement failed", "测量失败")))
-                .color(Color32::from_rgb(240, 120, 120)),
+                .color(style::fail(ui.visuals())),
         );
     }
     if sw.points.is_empty() {

@@ -5,14 +5,17 @@
 mod serve;
 mod stats;
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::paged_cache::{PagedCache, PagedFrame, PagedOut, View};
 use crate::lessons::{LessonKind, Output};
-use crate::render::colormap::owner_color;
 use crate::render::egui_glue;
+use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{ViewCtx, color_of, kernel_panel, legend_chip, prev_next, timeline, view_id};
+use crate::ui::widgets::{
+    Tables, ViewCtx, block_rects, block_tables, kernel_panel, legend, legend_height, prev_next, ref_badge, ref_counts,
+    timeline, view_id,
+};
 
 impl LessonUi for PagedCache {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -51,7 +54,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
     if let Some(e) = &p.error {
         ui.label(
             RichText::new(format!("{}: {e}", lang.t("This scenario cannot run", "该场景无法运行")))
-                .color(Color32::from_rgb(240, 120, 120))
+                .color(style::fail(ui.visuals()))
                 .size(size),
         );
         ui.label(
@@ -89,22 +92,41 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 stats::oom_banner(cx, ui, f);
             }
             let w = ui.available_width();
-            // Below the pool: the legend chips and, in the window, the hover line.
+            // Below the pool: the legend (every step has the same entries, so the pool keeps its place
+            // and size from step to step) and, in the window, the hover line.
+            let names: Vec<String> = f.tables.keys().map(|r| format!("r{r}")).collect();
+            let mut entries: Vec<(style::Rgba, &str)> = f
+                .tables
+                .keys()
+                .zip(&names)
+                .map(|(r, n)| (style::request(*r as usize), n.as_str()))
+                .collect();
+            entries.push((style::FREE, lang.t("free", "空闲")));
+            entries.push((style::WRITTEN, lang.t("written this step", "本步写入")));
             let spacing = ui.spacing().item_spacing.y;
             let hint_h = if cx.presentation {
                 0.0
             } else {
                 size * 0.85 * 1.4 + spacing
             };
-            let h = (ui.available_height() - size * 1.6 - hint_h - 2.0 * spacing).max(60.0);
+            let legend_h = legend_height(ui, &entries, size, w);
+            let h = (ui.available_height() - legend_h - hint_h - 2.0 * spacing).max(60.0);
             let font = cx.inner_label_sizes();
-            let (_, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h), font);
-            ui.horizontal_wrapped(|ui| {
-                for r in f.tables.keys() {
-                    legend_chip(ui, owner_color(*r), &format!("r{r}"), size);
+            let (resp, hovered) = egui_glue::block_grid(ui, view_id("pool", 0), &f.grid, egui::vec2(w, h), font);
+            // Every block in use carries its reference count (the tables that hold it: one here, as
+            // nothing is shared before lesson 7).
+            let refs = ref_counts(&f.tables, f.grid.owners.len());
+            let painter = ui.painter_at(resp.rect);
+            for (b, r) in block_rects(ui, resp.rect, f.grid.owners.len(), bs)
+                .into_iter()
+                .enumerate()
+            {
+                let fs = (r.height() * 0.28).clamp(font.0, font.1);
+                if refs[b] > 0 && r.height() >= fs * 2.3 && r.width() >= fs * 2.8 {
+                    ref_badge(&painter, r, fs, refs[b]);
                 }
-                legend_chip(ui, [40, 40, 48, 255], lang.t("free", "空闲"), size);
-            });
+            }
+            legend(ui, &entries, size);
             let text = match hovered {
                 Some(b) => match f.grid.owners.get(b).copied().filter(|&o| o >= 0) {
                     Some(o) => {
@@ -147,7 +169,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                     let last = i + 1 == f.free.len();
                     let t = RichText::new(format!("{b}")).monospace().size(size);
                     let t = if last {
-                        t.strong().color(Color32::from_rgb(255, 200, 80))
+                        t.strong().color(style::state_text(ui.visuals(), style::CURRENT))
                     } else {
                         t
                     };
@@ -156,7 +178,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 if f.free.is_empty() {
                     ui.label(
                         RichText::new(lang.t("(empty: the pool is exhausted)", "（空：块池已耗尽）"))
-                            .color(Color32::from_rgb(240, 120, 120))
+                            .color(style::fail(ui.visuals()))
                             .size(size),
                     );
                 } else {
@@ -182,7 +204,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                         returned.join(", ")
                     ))
                     .size(size * 0.9)
-                    .color(Color32::from_rgb(120, 200, 255)),
+                    .color(ui.visuals().text_color()),
                 );
             }
         }
@@ -217,37 +239,24 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
                 ))
                 .monospace()
                 .size(size * 0.95)
-                .color(Color32::from_rgb(255, 200, 80)),
+                .color(style::state_text(ui.visuals(), style::WRITTEN)),
             );
         }
     }
-    crate::ui::layout::scroll(ui, egui::ScrollArea::vertical().id_salt("tables"), |ui| {
-        egui::Grid::new("block-tables").spacing([6.0, 4.0]).show(ui, |ui| {
-            for (r, t) in &f.tables {
-                let len = f.lens.get(r).copied().unwrap_or(0);
-                ui.label(
-                    RichText::new(format!("r{r} ({len} tok)"))
-                        .color(color_of(*r as usize))
-                        .strong()
-                        .size(size),
-                );
-                ui.horizontal(|ui| {
-                    for (i, b) in t.iter().enumerate() {
-                        let is_hl = f.write.is_some_and(|(wr, pos)| wr == *r && pos / bs == i);
-                        let txt = RichText::new(format!("{i}→{b}")).monospace().size(size * 0.9);
-                        let txt = if is_hl {
-                            txt.strong().background_color(Color32::from_rgb(120, 90, 20))
-                        } else {
-                            txt
-                        };
-                        ui.label(txt);
-                    }
-                });
-                ui.end_row();
-            }
-        });
-        if f.tables.is_empty() {
-            ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
-        }
-    });
+    if f.tables.is_empty() {
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        return;
+    }
+    let written = f.write.map(|(r, pos)| (r, pos / bs));
+    block_tables(
+        ui,
+        &Tables {
+            tables: &f.tables,
+            lens: &f.lens,
+            owners: &f.grid.owners,
+            written,
+        },
+        size,
+        lang,
+    );
 }

@@ -7,8 +7,8 @@ use eframe::egui::{self, Color32, RichText, Ui};
 use crate::cache::RequestId;
 use crate::lessons::paged_cache::PagedOut;
 use crate::model::bytes_as_text;
-use crate::render::colormap::owner_color;
-use crate::ui::widgets::ViewCtx;
+use crate::style;
+use crate::ui::widgets::{ViewCtx, fitted_height};
 
 /// Text for one line: newlines and tabs as spaces, so each request keeps to its row.
 fn flat(b: &[u8]) -> String {
@@ -17,7 +17,21 @@ fn flat(b: &[u8]) -> String {
 
 /// The requests' texts at scheduler step `t` of `p` (when the model served them).
 pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
-    let (lang, size) = (cx.lang, cx.size);
+    // Set smaller rather than cut when the texts run past the view (presentation mode at 1280×720).
+    let key = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        (t, p.specs.len(), p.frames.len(), cx.lang == crate::ui::text::Lang::Zh).hash(&mut h);
+        if let Some(s) = &p.served {
+            (&s.outputs, &s.prompts).hash(&mut h);
+        }
+        h.finish()
+    };
+    fitted_height(ui, "outputs", key, cx.size, |ui, size| outputs_at(cx, ui, p, t, size));
+}
+
+fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
+    let lang = cx.lang;
     let (Some(s), Some(f)) = (&p.served, p.frames.get(t)) else {
         ui.label(
             RichText::new(lang.t(
@@ -33,12 +47,12 @@ pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
     ui.label(
         RichText::new(match lang {
             crate::ui::text::Lang::Zh => format!(
-                "训练好的模型在调度步 {t} 服务 {} 个请求：灰色为提示（取自留出集），白色为已生成，黄底为本步生成",
+                "训练好的模型在调度步 {t} 服务 {} 个请求：灰色为提示（取自留出集），绿色为已生成，下划线为本步生成",
                 p.specs.len()
             ),
             _ => format!(
                 "the trained model serving {} requests at scheduler step {t}: prompt (held-out text) in grey, \
-                 generated in white, this step's bytes on yellow",
+                 generated in green, this step's bytes underlined",
                 p.specs.len()
             ),
         })
@@ -69,18 +83,22 @@ pub fn outputs(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize) {
         let n = st.out_len.get(r).copied().unwrap_or(0);
         let new = st.emitted.iter().filter(|(x, _)| *x == id).count();
         let out = &s.outputs[r][..n.min(s.outputs[r].len())];
-        let c = owner_color(id);
         let mut job = egui::text::LayoutJob::default();
         let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
-        job.append(&format!("r{r} "), 0.0, fmt(Color32::from_rgb(c[0], c[1], c[2])));
-        job.append(&format!("{state:<6} "), 0.0, fmt(Color32::GRAY));
-        job.append(&flat(&s.prompts[r]), 0.0, fmt(Color32::from_gray(140)));
-        job.append(" │ ", 0.0, fmt(Color32::DARK_GRAY));
+        job.append(
+            &format!("r{r} "),
+            0.0,
+            fmt(style::request_text(ui.visuals(), id as usize)),
+        );
+        job.append(&format!("{state:<6} "), 0.0, fmt(style::muted(ui.visuals())));
+        job.append(&flat(&s.prompts[r]), 0.0, fmt(style::muted(ui.visuals())));
+        job.append(" │ ", 0.0, fmt(style::muted(ui.visuals())));
         let (old, fresh) = out.split_at(out.len() - new.min(out.len()));
-        job.append(&flat(old), 0.0, fmt(ui.visuals().strong_text_color()));
-        // This step's bytes on a yellow ground, so that a space or a line break shows too.
-        let mut hot = fmt(Color32::BLACK);
-        hot.background = Color32::from_rgb(240, 190, 60);
+        let generated = style::state_text(ui.visuals(), style::GENERATED);
+        job.append(&flat(old), 0.0, fmt(generated));
+        // This step's bytes underlined with "current" (as in lesson 4), so that a space shows too.
+        let mut hot = fmt(generated);
+        hot.underline = egui::Stroke::new(3.0, style::CURRENT_32);
         job.append(&flat(fresh), 0.0, hot);
         job.wrap.max_width = ui.available_width();
         ui.label(job);

@@ -6,6 +6,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 use crate::cache::PagedShape;
 use crate::lessons::paged_cache::{PAGED_HEADS, PagedFrame, PagedOut};
+use crate::style;
 use crate::ui::widgets::{ViewCtx, bar, bytes, check_line};
 
 /// Lesson 5's own UI state.
@@ -35,19 +36,19 @@ pub(super) fn occupancy(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFr
         (
             lang.t("tokens stored", "已存 token"),
             s.tokens_stored,
-            Color32::from_rgb(90, 170, 110),
+            style::bar_fill(ui.visuals()),
         ),
         (
             lang.t("slots allocated (paged)", "已分配槽位（分页）"),
             s.slots_allocated,
-            Color32::from_rgb(70, 130, 200),
+            style::bar_fill(ui.visuals()),
         ),
         (
             lang.t("static reservation (max_seq_len each)", "静态预留（每个 max_seq_len）"),
             s.static_slots,
-            Color32::from_rgb(200, 110, 70),
+            style::bar_fill(ui.visuals()),
         ),
-        (lang.t("pool capacity", "块池容量"), cap, Color32::from_gray(120)),
+        (lang.t("pool capacity", "块池容量"), cap, style::WHOLE_32),
     ] {
         bar(ui, label, value, max, color, size);
     }
@@ -76,7 +77,7 @@ pub(super) fn occupancy(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFr
                 s.static_slots,
                 cap
             ))
-            .color(Color32::from_rgb(240, 150, 80))
+            .color(style::state_text(ui.visuals(), style::OOM))
             .size(size * 0.9),
         );
     }
@@ -113,7 +114,7 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
                 lang.t("admitted: prefill writes", "被接纳：预填充写入"),
                 lang.t("tokens", "个 token")
             ),
-            Color32::from_rgb(120, 200, 255),
+            style::state_text(ui.visuals(), style::WRITTEN),
         );
     }
     if !e.decoded.is_empty() {
@@ -132,7 +133,7 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
         line(
             ui,
             format!("r{r} {} {:?}", lang.t("finished, returned blocks", "完成，归还块"), b),
-            Color32::from_rgb(90, 200, 110),
+            fg,
         );
     }
     let ids = |v: &[u32]| v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(" ");
@@ -148,7 +149,7 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
             }
         ))
         .size(size * 0.85)
-        .color(Color32::GRAY),
+        .color(style::muted(ui.visuals())),
     );
 }
 
@@ -225,7 +226,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
                 bytes(direct)
             ))
             .size(size)
-            .color(Color32::from_rgb(240, 170, 90)),
+            .color(style::warn(ui.visuals())),
         );
         ui.label(
             RichText::new(lang.t(
@@ -277,13 +278,10 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
                     let blocks: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
                     let waste = blocks * bs - lens.iter().sum::<usize>();
                     let cur = bs == p.shape.block_size;
+                    let hl = style::state_text(ui.visuals(), style::CURRENT);
                     let t = |s: String| {
                         let r = RichText::new(s).size(size * 0.9).monospace();
-                        if cur {
-                            r.strong().color(Color32::from_rgb(255, 200, 80))
-                        } else {
-                            r
-                        }
+                        if cur { r.strong().color(hl) } else { r }
                     };
                     ui.label(t(format!("{}{bs}", if cur { "> " } else { "" })));
                     ui.label(t(waste.to_string()));
@@ -321,7 +319,7 @@ pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
         ));
     }
     egui::Frame::new()
-        .fill(Color32::from_rgb(120, 30, 30))
+        .fill(style::c32(style::OOM))
         .inner_margin(6.0)
         .show(ui, |ui| {
             ui.label(
@@ -330,7 +328,7 @@ pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
                     lang.t("out of blocks", "块已耗尽"),
                     parts.join("; ")
                 ))
-                .color(Color32::WHITE)
+                .color(style::ink_on(style::OOM))
                 .strong()
                 .size(size),
             );

@@ -1,0 +1,432 @@
+//! The visual grammar: what every colour on screen means, in every view of every lesson.
+//!
+//! Rules (ARCHITECTURE.md, "The visual grammar", says why):
+//! - **One meaning per colour.** A state colour ([`WRITTEN`], [`READ`], [`CURRENT`], …) means that state
+//!   wherever it appears: a slot of the static cache, a block of the pool, a token of generated text, a
+//!   row of a plot. The states the next lessons bring are reserved here already ([`SINK`], [`EVICTED`],
+//!   [`RESIDUAL`], [`ACCEPTED`], [`REJECTED`], [`SWAPPED`]), so that they cannot be taken by accident.
+//! - **Highlights are outlines, never fills over data.** [`CURRENT`] marks the row, column or cell a
+//!   step talks about by a frame drawn around it, and its tick label is set bold; the cells keep their
+//!   colours.
+//! - **Requests take their colours from [`REQUESTS`]**, which stays clear of every state colour (the
+//!   unit test measures the distances in CIELAB). A single sequence (lessons 4 and 6) is request 0.
+//! - **Views name no colour literal.** Everything under `src/ui/` and `src/render/` takes its colours
+//!   from this module (`tests/layering.rs` fails on a `Color32::from_rgb`, `from_gray`, `Color32::RED`,
+//!   … outside it). Text colours that depend on the theme are functions of [`egui::Visuals`].
+//! - Every mark has a legend entry, every colour bar a title with its quantity and unit (the views'
+//!   job; [`crate::ui::widgets::legend_chip`] draws entries with these colours).
+
+use eframe::egui::{self, Color32, Visuals};
+
+/// An sRGB colour with alpha, as the renderers upload it.
+pub type Rgba = [u8; 4];
+
+/// Written this step: the slot a decode appends, the block a copy-on-write fills.
+pub const WRITTEN: Rgba = [255, 140, 30, 255];
+/// Read this step: the cached K/V a decode streams in.
+pub const READ: Rgba = [250, 220, 90, 255];
+/// The current row, column, cell, token or tile the step talks about: drawn as an outline.
+pub const CURRENT: Rgba = [255, 64, 160, 255];
+/// Text or tokens the model generated (as opposed to the prompt).
+pub const GENERATED: Rgba = [90, 200, 110, 255];
+/// Out of memory: a pool that cannot hold the next block, a request that cannot be admitted.
+pub const OOM: Rgba = [230, 50, 50, 255];
+/// A free block or slot: holds nothing.
+pub const FREE: Rgba = [58, 58, 64, 255];
+/// Reserved for a sequence but never used (the static cache's waste): darker than free, and the
+/// views that show it also hatch or label it.
+pub const RESERVED: Rgba = [66, 62, 44, 255];
+/// Reserved (lesson 8): an attention-sink token pinned in the cache.
+pub const SINK: Rgba = [40, 200, 230, 255];
+/// Reserved (lessons 8–9): an evicted or dead slot, drawn struck out.
+pub const EVICTED: Rgba = [120, 60, 50, 255];
+/// Reserved (lesson 10): an f16 residual kept beside quantised codes.
+pub const RESIDUAL: Rgba = [235, 235, 235, 255];
+/// Reserved (lesson 12): a draft token the target model accepted.
+pub const ACCEPTED: Rgba = [170, 240, 60, 255];
+/// Reserved (lesson 12): a draft token the target model rejected.
+pub const REJECTED: Rgba = [150, 30, 110, 255];
+/// Reserved (lesson 12): a block swapped out to host memory.
+pub const SWAPPED: Rgba = [140, 90, 230, 255];
+/// A masked-out score (the heatmap's hatch is drawn from this grey and a darker shade of it).
+pub const MASKED: Rgba = [128, 128, 128, 255];
+
+/// The darker lines of the masked hatch (the renderer draws them at 0.8 × [`MASKED`] too).
+pub const MASKED_HATCH: Rgba = [102, 102, 102, 255];
+
+/// Every state colour with its name (tests and the legend of the grammar).
+pub const STATES: [(&str, Rgba); 13] = [
+    ("written", WRITTEN),
+    ("read", READ),
+    ("current", CURRENT),
+    ("generated", GENERATED),
+    ("oom", OOM),
+    ("free", FREE),
+    ("reserved", RESERVED),
+    ("sink", SINK),
+    ("evicted", EVICTED),
+    ("residual", RESIDUAL),
+    ("accepted", ACCEPTED),
+    ("rejected", REJECTED),
+    ("swapped", SWAPPED),
+];
+
+/// Request (and KV-head, and plot-series) colours, cycled by id. Muted, and at least a CIELAB distance
+/// of 25 from every state colour and 20 from each other (the unit test checks both).
+pub const REQUESTS: [Rgba; 8] = [
+    [70, 130, 200, 255],
+    [140, 195, 175, 255],
+    [180, 130, 165, 255],
+    [170, 140, 110, 255],
+    [110, 100, 160, 255],
+    [120, 160, 100, 255],
+    [160, 160, 60, 255],
+    [50, 110, 110, 255],
+];
+
+/// The colour of request (or KV head, or series) `i`.
+pub fn request(i: usize) -> Rgba {
+    REQUESTS[i % REQUESTS.len()]
+}
+
+/// Background of the GPU-drawn panels (heatmap, pool, strip).
+pub const CANVAS: Rgba = [24, 24, 28, 255];
+
+/// Text the renderers draw themselves (the demo PNGs' labels).
+pub const LABEL: Rgba = [230, 230, 230, 255];
+
+/// Grid lines between heatmap cells.
+pub const GRID: Rgba = [20, 20, 20, 255];
+
+/// An [`Rgba`] as egui's colour.
+pub const fn c32(c: Rgba) -> Color32 {
+    Color32::from_rgba_premultiplied(c[0], c[1], c[2], c[3])
+}
+
+/// The state colour `c` as egui's colour (for marks: chips, bars, outlines).
+pub const WRITTEN_32: Color32 = c32(WRITTEN);
+/// [`READ`] for egui.
+pub const READ_32: Color32 = c32(READ);
+/// [`CURRENT`] for egui.
+pub const CURRENT_32: Color32 = c32(CURRENT);
+/// [`GENERATED`] for egui.
+pub const GENERATED_32: Color32 = c32(GENERATED);
+/// [`OOM`] for egui.
+pub const OOM_32: Color32 = c32(OOM);
+/// [`FREE`] for egui.
+pub const FREE_32: Color32 = c32(FREE);
+
+/// Black or white, whichever reads better on `bg` (cell values drawn on a colormap, labels on chips).
+pub fn ink_on(bg: Rgba) -> Color32 {
+    let lin = |c: u8| {
+        let c = f32::from(c) / 255.0;
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let l = 0.2126 * lin(bg[0]) + 0.7152 * lin(bg[1]) + 0.0722 * lin(bg[2]);
+    if l > 0.179 { Color32::BLACK } else { Color32::WHITE }
+}
+
+/// Text of secondary importance (axis notes, hints, "—"): still 7:1 against the panel.
+pub fn muted(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_gray(175)
+    } else {
+        Color32::from_gray(70)
+    }
+}
+
+/// A check that passed (and nothing else).
+pub fn pass(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_rgb(110, 215, 130)
+    } else {
+        Color32::from_rgb(15, 95, 35)
+    }
+}
+
+/// A check that failed, an error, an OOM message.
+pub fn fail(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_rgb(255, 130, 130)
+    } else {
+        Color32::from_rgb(160, 15, 15)
+    }
+}
+
+/// A warning: a fallback backend, a skipped measurement.
+pub fn warn(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_rgb(240, 170, 100)
+    } else {
+        Color32::from_rgb(120, 60, 0)
+    }
+}
+
+/// Quoted (published, not measured) values: narration's `^^…^^` and the views' quoted figures.
+pub fn quote(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_rgb(140, 190, 255)
+    } else {
+        Color32::from_rgb(20, 70, 150)
+    }
+}
+
+/// A state colour as text on the panel: the state's colour lightened (dark theme) or darkened (light
+/// theme) until it reads at 7:1, so that "written" in a sentence matches the chip in its legend.
+pub fn state_text(v: &Visuals, c: Rgba) -> Color32 {
+    if v.dark_mode {
+        let l = |x: u8| (f32::from(x) + (255.0 - f32::from(x)) * 0.45) as u8;
+        Color32::from_rgb(l(c[0]), l(c[1]), l(c[2]))
+    } else {
+        let d = |x: u8| (f32::from(x) * 0.35) as u8;
+        Color32::from_rgb(d(c[0]), d(c[1]), d(c[2]))
+    }
+}
+
+/// Request `i`'s colour as text (its id in a table or a line of output), at 7:1 like
+/// [`state_text`].
+pub fn request_text(v: &Visuals, i: usize) -> Color32 {
+    state_text(v, request(i))
+}
+
+/// Series `i` of a plot or a bar list (the request palette, so a series never reads as a state).
+pub fn series(i: usize) -> Color32 {
+    c32(request(i))
+}
+
+/// The bar of "the whole" that a part is measured against (all tiles, all T² scores, pool capacity).
+pub const WHOLE_32: Color32 = Color32::from_gray(150);
+
+/// The fill of a bar that is one quantity among several in a list (the label says which).
+pub fn bar_fill(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_rgb(170, 178, 195)
+    } else {
+        Color32::from_rgb(85, 92, 110)
+    }
+}
+
+/// A count badge drawn on a block (fill, ink): light for a block in use, dark for a block that only
+/// waits in the evictor.
+pub fn badge(in_use: bool) -> (Color32, Color32) {
+    if in_use {
+        (Color32::from_gray(245), Color32::BLACK)
+    } else {
+        (Color32::from_gray(20), Color32::from_gray(235))
+    }
+}
+
+/// The empty track behind a bar.
+pub fn track(v: &Visuals) -> Color32 {
+    if v.dark_mode {
+        Color32::from_gray(45)
+    } else {
+        Color32::from_gray(215)
+    }
+}
+
+/// A shade laid over a region not reached yet (alpha 0–255): it darkens, it does not recolour.
+pub fn shade(alpha: u8) -> Color32 {
+    Color32::from_black_alpha(alpha)
+}
+
+/// The lines that strike out something skipped or evicted.
+pub const STRIKE_32: Color32 = Color32::from_gray(150);
+
+/// Thin borders between tiles or cells drawn over data.
+pub const HAIRLINE_32: Color32 = Color32::from_rgba_premultiplied(110, 110, 110, 110);
+
+/// Text colours of both themes, raised to 7:1 against their panels (egui's defaults are a mid grey,
+/// about 5:1 in the dark theme, too faint on a projector). Called once by whoever creates the context.
+pub fn install(ctx: &egui::Context) {
+    ctx.style_mut_of(egui::Theme::Dark, |s| {
+        s.visuals.widgets.noninteractive.fg_stroke.color = Color32::from_gray(222);
+    });
+    ctx.style_mut_of(egui::Theme::Light, |s| {
+        s.visuals.widgets.noninteractive.fg_stroke.color = Color32::from_gray(28);
+    });
+}
+
+/// The colours of highlighted CUDA/WGSL source.
+#[derive(Clone, Copy)]
+pub struct CodeColors {
+    /// Identifiers and punctuation.
+    pub plain: Color32,
+    /// Keywords and types.
+    pub keyword: Color32,
+    /// Comments.
+    pub comment: Color32,
+    /// Numbers and strings.
+    pub number: Color32,
+    /// Line numbers.
+    pub line_number: Color32,
+    /// The background of the line the step points at.
+    pub highlight: Color32,
+}
+
+/// [`CodeColors`] of the dark or the light theme, every one at least 7:1 on the code background
+/// (the unit test checks it).
+pub fn code(dark: bool) -> CodeColors {
+    if dark {
+        CodeColors {
+            plain: Color32::from_gray(225),
+            keyword: Color32::from_rgb(165, 200, 255),
+            comment: Color32::from_rgb(160, 215, 160),
+            number: Color32::from_rgb(240, 185, 130),
+            line_number: Color32::from_gray(160),
+            highlight: Color32::from_rgb(55, 48, 10),
+        }
+    } else {
+        CodeColors {
+            plain: Color32::from_gray(20),
+            keyword: Color32::from_rgb(20, 50, 160),
+            comment: Color32::from_rgb(25, 90, 25),
+            number: Color32::from_rgb(130, 55, 0),
+            line_number: Color32::from_gray(80),
+            highlight: Color32::from_rgb(255, 240, 160),
+        }
+    }
+}
+
+/// WCAG contrast ratio of two opaque colours (1 to 21).
+pub fn contrast(a: Color32, b: Color32) -> f32 {
+    let lum = |c: Color32| {
+        let lin = |x: u8| {
+            let x = f32::from(x) / 255.0;
+            if x <= 0.04045 {
+                x / 12.92
+            } else {
+                ((x + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * lin(c.r()) + 0.7152 * lin(c.g()) + 0.0722 * lin(c.b())
+    };
+    let (la, lb) = (lum(a), lum(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(c: Rgba) -> [f64; 3] {
+        let lin = |x: u8| {
+            let x = f64::from(x) / 255.0;
+            if x <= 0.04045 {
+                x / 12.92
+            } else {
+                ((x + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let (r, g, b) = (lin(c[0]), lin(c[1]), lin(c[2]));
+        let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+        let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+        let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+        let f = |t: f64| {
+            if t > 0.008856 {
+                t.cbrt()
+            } else {
+                7.787 * t + 16.0 / 116.0
+            }
+        };
+        [116.0 * f(y) - 16.0, 500.0 * (f(x) - f(y)), 200.0 * (f(y) - f(z))]
+    }
+
+    fn delta_e(a: Rgba, b: Rgba) -> f64 {
+        let (a, b) = (lab(a), lab(b));
+        ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+    }
+
+    #[test]
+    fn states_and_requests_keep_apart() {
+        let mut close = Vec::new();
+        for (i, (a, ca)) in STATES.iter().enumerate() {
+            for (b, cb) in &STATES[i + 1..] {
+                let d = delta_e(*ca, *cb);
+                if d < 15.0 {
+                    close.push(format!("states {a} and {b}: ΔE {d:.0}"));
+                }
+            }
+            for (j, r) in REQUESTS.iter().enumerate() {
+                let d = delta_e(*ca, *r);
+                if d < 25.0 {
+                    close.push(format!("state {a} and request {j}: ΔE {d:.0}"));
+                }
+            }
+        }
+        for (i, a) in REQUESTS.iter().enumerate() {
+            for (j, b) in REQUESTS.iter().enumerate().skip(i + 1) {
+                let d = delta_e(*a, *b);
+                if d < 20.0 {
+                    close.push(format!("requests {i} and {j}: ΔE {d:.0}"));
+                }
+            }
+        }
+        assert!(close.is_empty(), "{close:#?}");
+        // The test can fail: the old palette's orange request sits on "written".
+        assert!(delta_e([242, 142, 43, 255], WRITTEN) < 25.0);
+    }
+
+    #[test]
+    fn text_colours_reach_seven_to_one_on_their_panels() {
+        for dark in [true, false] {
+            let ctx = egui::Context::default();
+            install(&ctx);
+            let theme = if dark { egui::Theme::Dark } else { egui::Theme::Light };
+            let v = ctx.style_of(theme).visuals.clone();
+            for (name, c) in [
+                ("text", v.text_color()),
+                ("muted", muted(&v)),
+                ("pass", pass(&v)),
+                ("fail", fail(&v)),
+                ("warn", warn(&v)),
+                ("quote", quote(&v)),
+            ] {
+                for (panel, bg) in [("panel", v.panel_fill), ("window", v.window_fill)] {
+                    let r = contrast(c, bg);
+                    assert!(
+                        r >= 7.0,
+                        "{name} on the {panel} ({}): {r:.2}:1",
+                        if dark { "dark" } else { "light" }
+                    );
+                }
+            }
+        }
+        for dark in [true, false] {
+            let ctx = egui::Context::default();
+            install(&ctx);
+            let theme = if dark { egui::Theme::Dark } else { egui::Theme::Light };
+            let v = ctx.style_of(theme).visuals.clone();
+            for (name, c) in STATES {
+                if ["free", "reserved", "evicted", "rejected", "swapped"].contains(&name) {
+                    continue; // marks only, never text
+                }
+                let r = contrast(state_text(&v, c), v.panel_fill);
+                assert!(r >= 7.0, "state {name} as text (dark {dark}): {r:.2}:1");
+            }
+            for i in 0..REQUESTS.len() {
+                let r = contrast(request_text(&v, i), v.panel_fill);
+                assert!(r >= 7.0, "request {i} as text (dark {dark}): {r:.2}:1");
+            }
+            let c = code(dark);
+            // Source is drawn on the panel; narration's inline `code` is text on the code background.
+            let r = contrast(v.text_color(), v.code_bg_color);
+            assert!(r >= 7.0, "inline code (dark {dark}): {r:.2}:1");
+            for bg in [v.panel_fill, c.highlight] {
+                for (name, fg) in [
+                    ("plain", c.plain),
+                    ("keyword", c.keyword),
+                    ("comment", c.comment),
+                    ("number", c.number),
+                ] {
+                    let r = contrast(fg, bg);
+                    assert!(r >= 7.0, "code {name} on {bg:?} (dark {dark}): {r:.2}:1");
+                }
+            }
+        }
+    }
+}
