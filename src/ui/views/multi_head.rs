@@ -121,7 +121,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             p.text(
                 r.center(),
                 egui::Align2::CENTER_CENTER,
-                format!("{} {k}\n{hd} dims", lang.t("head", "头")),
+                format!("{} {k}\n{hd} {}", lang.t("head", "头"), lang.t("dims", "维")),
                 egui::FontId::proportional(size * 0.8),
                 crate::style::ink_on(crate::style::request(k)),
             );

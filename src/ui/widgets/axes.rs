@@ -259,9 +259,27 @@ pub fn draw_axes(
         .x
         .clamp(area.min.x + half, (area.max.x - half).max(area.min.x + half));
     painter.galley(egui::pos2(cx - half, heat.max.y + gutter_h - g.size().y), g, color);
+    let room = heat.height().max(1.0);
+    // A Chinese row title is set upright, one character under the other, as CJK is set in a column
+    // (a sideways CJK title makes the reader tilt their head); it is set smaller when taller than the rows.
+    if row_title.chars().any(|c| c as u32 >= 0x2e80) {
+        let column: String = row_title
+            .split_whitespace()
+            .flat_map(|w| w.chars())
+            .map(String::from)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut g = painter.layout_no_wrap(column.clone(), title_font.clone(), color);
+        if g.size().y > room {
+            let smaller = FontId::new(title_font.size * room / g.size().y, title_font.family.clone());
+            g = painter.layout_no_wrap(column, smaller, color);
+        }
+        let y = (heat.center().y - g.size().y / 2.0).max(heat.min.y);
+        painter.galley(egui::pos2(heat.min.x - gutter_w, y), g, color);
+        return;
+    }
     // The row title reads upwards beside the rows; one longer than the rows are tall is set smaller.
     let mut galley = painter.layout_no_wrap(row_title.to_string(), title_font.clone(), color);
-    let room = heat.height().max(1.0);
     if galley.size().x > room {
         let smaller = FontId::new(title_font.size * room / galley.size().x, title_font.family.clone());
         galley = painter.layout_no_wrap(row_title.to_string(), smaller, color);

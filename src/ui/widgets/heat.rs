@@ -17,6 +17,7 @@ use crate::lesson_file::Highlight as StepHighlight;
 use crate::render::colormap::Colormap;
 use crate::render::egui_glue;
 use crate::render::heatmap::{HeatmapData, HeatmapStyle, HeatmapView, Highlight};
+use crate::ui::text::Lang;
 
 /// What a heatmap's zoom and pan were made for: matrix rows and columns, widget width and height.
 pub type HeatKey = (usize, usize, u32, u32);
@@ -182,7 +183,7 @@ pub fn heat_panel(
         );
         if let (Some(sums), Some(v)) = (&sums, &view) {
             let (rect, _) = ui.allocate_exact_size(egui::vec2(sums_w, h), egui::Sense::hover());
-            draw_row_sums(ui, sums, v, heat_rect.min.y, rect, small);
+            draw_row_sums(ui, sums, v, heat_rect.min.y, rect, small, lang);
         }
     });
     // The column gutter (tick labels and column title).
@@ -241,7 +242,7 @@ pub fn heat_panel(
 
 /// Each row's sum (`HeatmapData::row_sums` of the shown values) beside row `r`, following zoom and pan; when
 /// the rows are too thin for a label, the range of the sums at the top instead.
-fn draw_row_sums(ui: &Ui, sums: &[f64], view: &HeatmapView, top: f32, rect: egui::Rect, size: f32) {
+fn draw_row_sums(ui: &Ui, sums: &[f64], view: &HeatmapView, top: f32, rect: egui::Rect, size: f32, lang: Lang) {
     let painter = ui.painter().with_clip_rect(rect);
     let color = ui.visuals().text_color();
     let font = egui::FontId::monospace(size);
@@ -269,7 +270,7 @@ fn draw_row_sums(ui: &Ui, sums: &[f64], view: &HeatmapView, top: f32, rect: egui
         } else {
             format!("Σ{lo:.2}…{hi:.2}")
         };
-        for text in [format!("Σ rows\n{lo:.3}\n…{hi:.3}"), one] {
+        for text in [format!("Σ {}\n{lo:.3}\n…{hi:.3}", lang.t("rows", "各行")), one] {
             let g = painter.layout_no_wrap(text, font.clone(), color);
             if g.size().x <= rect.width() - 2.0 && g.size().y <= rect.height() {
                 painter.galley(rect.left_top() + egui::vec2(2.0, 0.0), g, color);

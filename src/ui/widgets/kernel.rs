@@ -138,7 +138,8 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
     let area = egui::ScrollArea::both()
         .id_salt(("kernel-src", sel))
         .auto_shrink([false, false]);
+    // Code never soft-wraps (a wrapped signature reads as two columns): long lines scroll sideways.
     crate::ui::layout::scroll(ui, area, |ui| {
-        ui.label(job);
+        ui.add(egui::Label::new(job).extend());
     });
 }

@@ -54,7 +54,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("context length (log2 axis)", "上下文长度（log2 坐标）"))
-        .y_axis_label("log10")
+        .y_axis_label(lang.t("log10 of the value", "数值的 log10"))
         .x_axis_formatter(|m, _| format!("{}", 2f64.powf(m.value).round()))
         .y_axis_formatter(|m, _| format!("1e{}", m.value))
         .show(ui, |p| {

@@ -233,8 +233,10 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
         if let Some(&b) = t.get(lb) {
             ui.label(
                 RichText::new(format!(
-                    "r{r} pos {pos}: {pos} // {bs} = {lb}, {pos} % {bs} = {off} → {} {b}, slot {b}·{bs}+{off} = {}",
+                    "r{r} {} {pos}: {pos} // {bs} = {lb}, {pos} % {bs} = {off} → {} {b}, {} {b}·{bs}+{off} = {}",
+                    lang.t("pos", "位置"),
                     lang.t("physical block", "物理块"),
+                    lang.t("slot", "槽位"),
                     b as usize * bs + off
                 ))
                 .monospace()
