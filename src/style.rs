@@ -89,6 +89,11 @@ pub fn request(i: usize) -> Rgba {
     REQUESTS[i % REQUESTS.len()]
 }
 
+/// The fill of a pool block owned by request `owner` (−1: a free block).
+pub fn owner_fill(owner: i32) -> Rgba {
+    if owner < 0 { FREE } else { request(owner as usize) }
+}
+
 /// Background of the GPU-drawn panels (heatmap, pool, strip).
 pub const CANVAS: Rgba = [24, 24, 28, 255];
 
@@ -371,13 +376,18 @@ mod tests {
         assert!(delta_e([242, 142, 43, 255], WRITTEN) < 25.0);
     }
 
+    /// The visuals of the dark or the light theme after [`install`].
+    fn installed_visuals(dark: bool) -> Visuals {
+        let ctx = egui::Context::default();
+        install(&ctx);
+        let theme = if dark { egui::Theme::Dark } else { egui::Theme::Light };
+        ctx.style_of(theme).visuals.clone()
+    }
+
     #[test]
     fn text_colours_reach_seven_to_one_on_their_panels() {
         for dark in [true, false] {
-            let ctx = egui::Context::default();
-            install(&ctx);
-            let theme = if dark { egui::Theme::Dark } else { egui::Theme::Light };
-            let v = ctx.style_of(theme).visuals.clone();
+            let v = installed_visuals(dark);
             for (name, c) in [
                 ("text", v.text_color()),
                 ("muted", muted(&v)),
@@ -397,10 +407,7 @@ mod tests {
             }
         }
         for dark in [true, false] {
-            let ctx = egui::Context::default();
-            install(&ctx);
-            let theme = if dark { egui::Theme::Dark } else { egui::Theme::Light };
-            let v = ctx.style_of(theme).visuals.clone();
+            let v = installed_visuals(dark);
             for (name, c) in STATES {
                 if ["free", "reserved", "evicted", "rejected", "swapped"].contains(&name) {
                     continue; // marks only, never text

@@ -30,23 +30,33 @@ fn known() -> BTreeSet<String> {
         .collect()
 }
 
-#[test]
-fn no_text_leaves_its_clip_rect() {
+/// A headless GPU, or `None` (the test is skipped) when there is none and none is required.
+fn headless() -> Option<Headless> {
     let required = std::env::var("KVSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| !v.trim().is_empty());
-    let mut headless = match Headless::new() {
-        Ok(h) => h,
+    match Headless::new() {
+        Ok(h) => Some(h),
         Err(e) if required => panic!("no headless GPU: {e}"),
         Err(e) => {
             eprintln!("SKIPPED: no headless GPU: {e}");
-            return;
+            None
         }
-    };
-    let config = AppConfig {
+    }
+}
+
+/// The app as tests and `kvscope render` run it: synchronous, fresh.
+fn config() -> AppConfig {
+    AppConfig {
         lessons_dir: None,
         sync: true,
         fresh: true,
         export_dir: None,
-    };
+    }
+}
+
+#[test]
+fn no_text_leaves_its_clip_rect() {
+    let Some(mut headless) = headless() else { return };
+    let config = config();
     // A fresh app per configuration and language, walking the steps in order, as `kvscope render
     // --lesson all` does (a frame may still depend on the steps before it: that is a known problem).
     let steps: Vec<(usize, usize, String)> = KvscopeApp::new(&config, None, None)
@@ -108,21 +118,8 @@ fn no_text_leaves_its_clip_rect() {
 fn block_tables_and_ref_counts_are_drawn() {
     use kvscope::lessons::paged_cache::PagedOut;
     use kvscope::lessons::prefix_cache::PrefixOut;
-    let required = std::env::var("KVSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| !v.trim().is_empty());
-    let mut headless = match Headless::new() {
-        Ok(h) => h,
-        Err(e) if required => panic!("no headless GPU: {e}"),
-        Err(e) => {
-            eprintln!("SKIPPED: no headless GPU: {e}");
-            return;
-        }
-    };
-    let config = AppConfig {
-        lessons_dir: None,
-        sync: true,
-        fresh: true,
-        export_dir: None,
-    };
+    let Some(mut headless) = headless() else { return };
+    let config = config();
     let mut app = KvscopeApp::new(&config, None, None);
     let lessons = app.lessons().to_vec();
     let (mut tables_checked, mut pools_checked) = (0, 0);

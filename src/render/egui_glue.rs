@@ -276,10 +276,8 @@ pub fn block_grid(
             let owner = data.owners.get(b).copied().unwrap_or(-1);
             let ink = crate::style::ink_on(if written {
                 crate::style::WRITTEN
-            } else if owner >= 0 {
-                crate::style::request(owner as usize)
             } else {
-                crate::style::FREE
+                crate::style::owner_fill(owner)
             });
             ui.painter().text(
                 r.left_top() + egui::vec2(2.0, 1.0),

@@ -10,9 +10,7 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::views::attention_layer::{head_label, score_hover};
-use crate::ui::widgets::{
-    Axes, ViewCtx, bytes, check_line, color_of, grid, heat_panel, kernel_panel, view_id, view_in,
-};
+use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, view_id, view_in};
 
 impl LessonUi for MultiHead {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -116,7 +114,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         let x0 = rect.left() + w * k as f32 / h as f32;
         let x1 = rect.left() + w * (k + 1) as f32 / h as f32;
         let r = egui::Rect::from_min_max(egui::pos2(x0 + 1.0, rect.top()), egui::pos2(x1 - 1.0, rect.bottom()));
-        p.rect_filled(r, 2.0, color_of(k));
+        p.rect_filled(r, 2.0, crate::style::series(k));
         if r.width() > 40.0 {
             p.text(
                 r.center(),
@@ -205,20 +203,20 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         let g = a.shape.kv_head_of(k);
         p.line_segment(
             [egui::pos2(qx(k), qy + 12.0), egui::pos2(kx(g), ky - 14.0)],
-            egui::Stroke::new(1.5, color_of(g)),
+            egui::Stroke::new(1.5, crate::style::series(g)),
         );
     }
     let qs = ((w - 80.0) / h as f32 * 0.4).clamp(3.0, 12.0);
     for k in 0..h {
         let c = egui::pos2(qx(k), qy);
-        p.circle_filled(c, qs, color_of(a.shape.kv_head_of(k)));
+        p.circle_filled(c, qs, crate::style::series(a.shape.kv_head_of(k)));
     }
     for g in 0..kvh {
         let r = egui::Rect::from_center_size(
             egui::pos2(kx(g), ky),
             egui::vec2(((w - 80.0) / kvh as f32 * 0.6).clamp(10.0, 80.0), 26.0),
         );
-        p.rect_filled(r, 3.0, color_of(g));
+        p.rect_filled(r, 3.0, crate::style::series(g));
         p.text(
             r.center(),
             egui::Align2::CENTER_CENTER,
@@ -389,7 +387,7 @@ fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
         .enumerate()
         .map(|(h, row)| crate::ui::widgets::LineHead {
             row,
-            color: color_of(h),
+            color: crate::style::series(h),
         })
         .collect();
     crate::ui::widgets::attention_lines(ui, &m.ticks, q, &heads, size);

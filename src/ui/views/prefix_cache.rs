@@ -6,13 +6,13 @@ use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::prefix_cache::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
 use crate::lessons::{LessonKind, Output};
-use crate::render::blocks::BlockGridLayout;
+
 use crate::render::egui_glue;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    BlockBox, ViewCtx, bar, block_row, check_line, kernel_panel, legend as legend_row, legend_chip, legend_height,
-    prev_next, ref_badge, timeline, view_id,
+    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel, legend as legend_row,
+    legend_chip, legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
 };
 
 impl LessonUi for PrefixCache {
@@ -137,47 +137,29 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     } else {
         size * 0.85 * 1.4 + spacing
     };
-    let names: Vec<String> = f.tables.keys().map(|r| format!("r{r}")).collect();
-    let mut entries: Vec<(style::Rgba, &str)> = f
-        .tables
-        .keys()
-        .zip(&names)
-        .map(|(r, n)| (style::request(*r as usize), n.as_str()))
-        .collect();
-    entries.push((style::FREE, lang.t("free or evictable", "空闲或可驱逐")));
-    entries.push((style::WRITTEN, lang.t("written this step", "本步写入")));
+    let entries = pool_legend(
+        f.tables.keys().copied(),
+        lang.t("free or evictable", "空闲或可驱逐"),
+        lang,
+    );
     let chips_h = legend_height(ui, &entries, size, w);
     let h = (ui.available_height() - size * 1.2 - chips_h - legend_h - hint_h - 3.0 * spacing).max(60.0);
     let font = cx.inner_label_sizes();
     let (resp, hovered) = egui_glue::block_grid(ui, view_id("prefix-pool", 0), &f.grid, egui::vec2(w, h), font);
     let rect = resp.rect;
-    let ppp = ui.ctx().pixels_per_point();
-    let lay = BlockGridLayout::new(
-        s.num_blocks,
-        s.block_size.max(1),
-        rect.width() * ppp,
-        rect.height() * ppp,
-    );
+    let blocks = block_rects(ui, rect, s.num_blocks, s.block_size);
     let painter = ui.painter_at(rect);
-    for b in 0..s.num_blocks {
-        let [x, y, bw, bh] = lay.block_rect(b).map(|v| v / ppp);
-        let r = egui::Rect::from_min_size(rect.min + egui::vec2(x, y), egui::vec2(bw, bh));
-        let fs = (bh * 0.28).clamp(font.0, font.1);
-        if bh < fs * 2.3 || bw < fs * 2.8 {
+    for (b, &r) in blocks.iter().enumerate() {
+        let Some(fs) = block_label_size(r, font) else {
             continue;
-        }
+        };
         // Every block that holds K/V carries its ref count: ×1 and more for blocks in use, ×0 for a
         // freed block that is still cached (it waits in the evictor, and a hit revives it).
         if f.refs[b] > 0 || f.cached[b].is_some() {
             ref_badge(&painter, r, fs, f.refs[b]);
         }
         if let Some((hash, _, _)) = &f.cached[b] {
-            let owner = f.grid.owners.get(b).copied().unwrap_or(-1);
-            let ink = if owner < 0 {
-                style::ink_on(style::FREE)
-            } else {
-                style::ink_on(style::request(owner as usize))
-            };
+            let ink = style::ink_on(style::owner_fill(f.grid.owners.get(b).copied().unwrap_or(-1)));
             painter.text(
                 egui::pos2(r.min.x + 2.0, r.max.y - 1.0),
                 egui::Align2::LEFT_BOTTOM,
@@ -193,10 +175,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         ..
     } = f.event
     {
-        let center = |b: u32| {
-            let [x, y, bw, bh] = lay.block_rect(b as usize).map(|v| v / ppp);
-            rect.min + egui::vec2(x + bw / 2.0, y + bh / 2.0)
-        };
+        let center = |b: u32| blocks.get(b as usize).map_or(rect.center(), |r| r.center());
         let (a, b) = (center(src), center(dst));
         let stroke = egui::Stroke::new(3.0, style::CURRENT_32);
         painter.arrow(a, b - a, stroke);

@@ -21,7 +21,9 @@ pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{fitted_height, fitted_table, grid, view_in};
 pub use lines::{LineHead, attention_lines};
-pub use tables::{BlockBox, Tables, block_rects, block_row, block_tables, ref_badge, ref_counts};
+pub use tables::{
+    BlockBox, Tables, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
+};
 
 pub use crate::lessons::format_bytes as bytes;
 
@@ -119,11 +121,6 @@ pub fn view_id(name: &str, i: usize) -> u64 {
     h.finish()
 }
 
-/// Colour of a request / KV head `i` (the block-grid palette, so colours agree across views).
-pub fn color_of(i: usize) -> Color32 {
-    crate::style::series(i)
-}
-
 /// One line saying whether a kernel result matches what it was compared with (the report's `against`:
 /// the f64 reference, or the other path a lesson compares).
 pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str) {
@@ -190,22 +187,22 @@ pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
 }
 
 /// A wrapping row of legend entries (see [`legend_chip`]).
-pub fn legend(ui: &mut Ui, entries: &[(crate::style::Rgba, &str)], size: f32) {
+pub fn legend<S: AsRef<str>>(ui: &mut Ui, entries: &[(crate::style::Rgba, S)], size: f32) {
     ui.horizontal_wrapped(|ui| {
         for (c, t) in entries {
-            legend_chip(ui, *c, t, size);
+            legend_chip(ui, *c, t.as_ref(), size);
         }
     });
 }
 
 /// The height [`legend`] takes in a width of `width` points: its entries wrapped the way
 /// `horizontal_wrapped` wraps them, so that a view can size what goes above it and still fit.
-pub fn legend_height(ui: &Ui, entries: &[(crate::style::Rgba, &str)], size: f32, width: f32) -> f32 {
+pub fn legend_height<S: AsRef<str>>(ui: &Ui, entries: &[(crate::style::Rgba, S)], size: f32, width: f32) -> f32 {
     let gap = ui.spacing().item_spacing;
     let (mut x, mut rows, mut row_h) = (0.0f32, 1usize, 0.0f32);
     for (_, t) in entries {
         let g = ui.painter().layout_no_wrap(
-            t.to_string(),
+            t.as_ref().to_string(),
             egui::FontId::proportional(size * 0.85),
             Color32::PLACEHOLDER,
         );

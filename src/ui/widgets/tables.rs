@@ -65,20 +65,8 @@ pub fn block_tables(ui: &mut Ui, t: &Tables, size: f32, lang: crate::ui::text::L
             egui::vec2(cell_w, cell_h),
         )
         .shrink(1.0);
-        let owner = t.owners.get(b).copied().unwrap_or(-1);
-        let fill = if owner >= 0 {
-            style::request(owner as usize)
-        } else {
-            style::FREE
-        };
-        painter.rect_filled(cell, 2.0, style::c32(fill));
-        painter.text(
-            cell.center(),
-            egui::Align2::CENTER_CENTER,
-            b.to_string(),
-            font.clone(),
-            style::ink_on(fill),
-        );
+        let fill = style::owner_fill(t.owners.get(b).copied().unwrap_or(-1));
+        filled_box(&painter, cell, fill, &b.to_string(), &font);
         *centre = egui::pos2(cell.center().x, cell.min.y);
     }
     painter.text(
@@ -105,14 +93,7 @@ pub fn block_tables(ui: &mut Ui, t: &Tables, size: f32, lang: crate::ui::text::L
             )
             .shrink(1.5);
             let fill = style::request(*r as usize);
-            painter.rect_filled(bx, 2.0, style::c32(fill));
-            painter.text(
-                bx.center(),
-                egui::Align2::CENTER_CENTER,
-                b.to_string(),
-                font.clone(),
-                style::ink_on(fill),
-            );
+            filled_box(&painter, bx, fill, &b.to_string(), &font);
             let written = t.written == Some((*r, i));
             if written {
                 painter.rect_stroke(
@@ -136,6 +117,39 @@ pub fn block_tables(ui: &mut Ui, t: &Tables, size: f32, lang: crate::ui::text::L
         }
     }
     ui.allocate_rect(rect, egui::Sense::hover());
+}
+
+/// A box filled with `fill` and `text` centred on it, in the ink that reads on the fill.
+fn filled_box(painter: &egui::Painter, r: egui::Rect, fill: style::Rgba, text: &str, font: &egui::FontId) {
+    painter.rect_filled(r, 2.0, style::c32(fill));
+    painter.text(
+        r.center(),
+        egui::Align2::CENTER_CENTER,
+        text,
+        font.clone(),
+        style::ink_on(fill),
+    );
+}
+
+/// The font size of the labels drawn on pool block `block` (its ref-count badge, its hash), within the
+/// view's label sizes `font` (smallest, largest), or `None` when the block is too small to hold them.
+pub fn block_label_size(block: egui::Rect, font: (f32, f32)) -> Option<f32> {
+    let fs = (block.height() * 0.28).clamp(font.0, font.1);
+    (block.height() >= fs * 2.3 && block.width() >= fs * 2.8).then_some(fs)
+}
+
+/// The legend of a pool: one chip per request holding blocks, then free and "written this step".
+pub fn pool_legend(
+    requests: impl Iterator<Item = u32>,
+    free: &str,
+    lang: crate::ui::text::Lang,
+) -> Vec<(style::Rgba, String)> {
+    let mut entries: Vec<(style::Rgba, String)> = requests
+        .map(|r| (style::request(r as usize), format!("r{r}")))
+        .collect();
+    entries.push((style::FREE, free.to_string()));
+    entries.push((style::WRITTEN, lang.t("written this step", "本步写入").to_string()));
+    entries
 }
 
 /// A line from `a` to `b` with a filled head of length `head` at `b`.

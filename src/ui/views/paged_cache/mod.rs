@@ -13,8 +13,8 @@ use crate::render::egui_glue;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    Tables, ViewCtx, block_rects, block_tables, kernel_panel, legend, legend_height, prev_next, ref_badge, ref_counts,
-    timeline, view_id,
+    Tables, ViewCtx, block_label_size, block_rects, block_tables, kernel_panel, legend, legend_height, pool_legend,
+    prev_next, ref_badge, ref_counts, timeline, view_id,
 };
 
 impl LessonUi for PagedCache {
@@ -94,15 +94,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
             let w = ui.available_width();
             // Below the pool: the legend (every step has the same entries, so the pool keeps its place
             // and size from step to step) and, in the window, the hover line.
-            let names: Vec<String> = f.tables.keys().map(|r| format!("r{r}")).collect();
-            let mut entries: Vec<(style::Rgba, &str)> = f
-                .tables
-                .keys()
-                .zip(&names)
-                .map(|(r, n)| (style::request(*r as usize), n.as_str()))
-                .collect();
-            entries.push((style::FREE, lang.t("free", "空闲")));
-            entries.push((style::WRITTEN, lang.t("written this step", "本步写入")));
+            let entries = pool_legend(f.tables.keys().copied(), lang.t("free", "空闲"), lang);
             let spacing = ui.spacing().item_spacing.y;
             let hint_h = if cx.presentation {
                 0.0
@@ -121,8 +113,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 .into_iter()
                 .enumerate()
             {
-                let fs = (r.height() * 0.28).clamp(font.0, font.1);
-                if refs[b] > 0 && r.height() >= fs * 2.3 && r.width() >= fs * 2.8 {
+                if let Some(fs) = block_label_size(r, font).filter(|_| refs[b] > 0) {
                     ref_badge(&painter, r, fs, refs[b]);
                 }
             }
