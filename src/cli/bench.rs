@@ -10,6 +10,8 @@ use kvscope::lessons::Params;
 use kvscope::ui::headless::Headless;
 use kvscope::ui::{AppConfig, KvscopeApp};
 
+use kvscope::lessons::kv_decode::sweep::{StoredPoint, StoredSweep};
+
 use super::backend;
 
 /// `kvscope bench [WHAT]`.
@@ -50,6 +52,10 @@ enum BenchCmd {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write the sweep, with this machine's GEMM GFLOP/s, the date and the machine, as the
+        /// stored measurement lesson 4 draws until a live one arrives (assets/measurements/decode-sweep.json).
+        #[arg(long, value_name = "FILE")]
+        store: Option<std::path::PathBuf>,
     },
     /// What a lesson-3 slider drag costs at T = 1024, d_model = 1024, 16 heads (worker and UI frame).
     App {
@@ -63,7 +69,7 @@ enum BenchCmd {
 pub fn run(args: BenchArgs) -> Result<bool> {
     match args.what {
         Some(BenchCmd::Render { quick, json }) => render(quick, json),
-        Some(BenchCmd::Sweep { backend, json }) => sweep(backend, json),
+        Some(BenchCmd::Sweep { backend, json, store }) => sweep(backend, json, store),
         Some(BenchCmd::App { backend }) => app(backend),
         None => ratios(&args),
     }
@@ -228,11 +234,20 @@ fn render(quick: bool, json: bool) -> Result<bool> {
 }
 
 /// Exactly what lesson 4's live bandwidth plot measures, printed.
-fn sweep(kind: BackendKind, json: bool) -> Result<bool> {
+fn sweep(kind: BackendKind, json: bool, store: Option<std::path::PathBuf>) -> Result<bool> {
     let b = backend(kind)?;
     let mut rows = Vec::new();
+    let mut stored = Vec::new();
+    let mut host = true;
     for c in sweep_contexts(kind) {
         let p = sweep_point(b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
+        host = p.device == kvscope::compute::Device::Host;
+        stored.push(StoredPoint {
+            context: p.context,
+            kernel: p.kernel,
+            read: p.read,
+            copy: p.copy,
+        });
         if !json {
             outln!(
                 "{} req × ctx {:5}: decode kernel {:7.2} GB/s   read-only stream {:7.2} GB/s   copy (read+written) {:7.2} GB/s   decode/read {:.2}  ({})",
@@ -252,7 +267,60 @@ fn sweep(kind: BackendKind, json: bool) -> Result<bool> {
     if json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
     }
+    if let Some(path) = store {
+        let s = StoredSweep {
+            machine: machine_name(b.as_ref(), host),
+            date: utc_date(),
+            backend: kind.name().to_string(),
+            command: format!(
+                "kvscope bench sweep --backend {} --store {}",
+                kind.name(),
+                path.display()
+            ),
+            gemm_gflops: host.then(|| bench::best_gemm_gflops(1024).0),
+            points: stored,
+        };
+        std::fs::write(&path, serde_json::to_string_pretty(&s)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("stored in {}", path.display());
+    }
     Ok(true)
+}
+
+/// The CPU model and thread count (host backends) or the backend's device, for a stored measurement.
+fn machine_name(b: &dyn kvscope::compute::Backend, host: bool) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if host {
+        format!("{cpu}, {threads} threads")
+    } else {
+        b.device()
+    }
+}
+
+/// Today's UTC date, `YYYY-MM-DD` (civil-from-days, Howard Hinnant's algorithm).
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// What dragging a lesson-3 slider at T = 1024, d_model = 1024, 16 heads costs: the worker's

@@ -24,6 +24,12 @@ pub trait LessonUi: LessonKind {
 
     /// Draw the timeline bar (only called when [`LessonUi::has_timeline`]).
     fn timeline(&self, _cx: &mut ViewCtx, _ui: &mut Ui, _out: &dyn Output) {}
+
+    /// The lesson's hero view, when it has one that many steps share (lessons 5 and 7: the pool): it keeps
+    /// the same place and size in every step that shows it ([`crate::ui::widgets::anchored`]).
+    fn anchor_view(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn LessonUi {

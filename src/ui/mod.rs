@@ -595,7 +595,11 @@ impl KvscopeApp {
             kind.timeline(&mut cx, &mut child, out.as_ref());
             rect.min.y += child.min_rect().height().max(bar_h) + 4.0;
         }
-        let rects = grid(rect, step.views.len());
+        let names: Vec<&str> = step.views.iter().map(|v| v.get_ref().as_str()).collect();
+        let rects = match kind.anchor_view() {
+            Some(anchor) => crate::ui::widgets::anchored(rect, &names, anchor),
+            None => grid(rect, names.len()),
+        };
         for (name, r) in step.views.iter().zip(rects) {
             view_in(ui, r, |ui| kind.show(&mut cx, ui, out.as_ref(), name.get_ref()));
         }

@@ -26,6 +26,9 @@ crate::views! {
         LastRow = "last_row",
         /// Which trained head and text the layer is (or how to switch the model on).
         Trained = "trained",
+        /// The trained head's attention from the step's query as lines (BertViz's view), with the
+        /// mask on or off as the toggle says.
+        Lines = "lines",
         /// The kernels that ran.
         Kernel = "kernel",
     }

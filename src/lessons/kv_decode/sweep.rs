@@ -2,12 +2,16 @@
 //! [`crate::compute::bench::sweep_contexts`], measured on a background thread so the UI keeps drawing while
 //! points arrive one by one. It is the lesson's own UI state; it never runs in tests or headless renders.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
 
 /// Requests per sweep point (the views say how many decoded together).
 pub use crate::compute::bench::SWEEP_REQUESTS;
-use crate::compute::bench::{SweepPoint, best_gemm_gflops, sweep_contexts, sweep_point};
+/// One measured point (the view draws them).
+pub use crate::compute::bench::SweepPoint;
+use crate::compute::bench::{best_gemm_gflops, sweep_contexts, sweep_point};
 use crate::compute::{Backend, BackendKind, Device};
 
 /// What the measuring thread sends.
@@ -82,5 +86,99 @@ impl Sweep {
                 }
             }
         }
+    }
+}
+
+/// A sweep measured earlier with `kvscope bench sweep --store`, shipped with the app
+/// ([`STORED_PATH`], embedded) and drawn, labelled as stored, until a live measurement arrives: in tests
+/// and headless renders, which never measure, and while the first live point is still running.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoredSweep {
+    /// The machine it ran on (CPU model and threads, or the GPU's name).
+    pub machine: String,
+    /// When (UTC date, `YYYY-MM-DD`).
+    pub date: String,
+    /// The backend's name (`cpu`, `cuda`, …).
+    pub backend: String,
+    /// The command that produced the file.
+    pub command: String,
+    /// Best GEMM GFLOP/s on the same threads (host backends only), for the balance point.
+    pub gemm_gflops: Option<f64>,
+    /// The points, by context length.
+    pub points: Vec<StoredPoint>,
+}
+
+/// One stored point: [`SweepPoint`] without the device (the backend says it).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoredPoint {
+    /// Context length per request.
+    pub context: usize,
+    /// Decode kernel K/V read bandwidth, GB/s.
+    pub kernel: f64,
+    /// Read-only stream over the same bytes, GB/s.
+    pub read: f64,
+    /// Copy of the same bytes, read + written, GB/s.
+    pub copy: f64,
+}
+
+/// Where the stored sweep lives in the repository.
+pub const STORED_PATH: &str = "assets/measurements/decode-sweep.json";
+
+const STORED_FILE: &str = include_str!("../../../assets/measurements/decode-sweep.json");
+
+impl StoredSweep {
+    /// The embedded stored sweep (checked by this module's tests, so `None` is a build defect that the
+    /// view survives by drawing empty axes).
+    pub fn embedded() -> Option<&'static StoredSweep> {
+        static S: OnceLock<Option<StoredSweep>> = OnceLock::new();
+        S.get_or_init(|| serde_json::from_str(STORED_FILE).ok()).as_ref()
+    }
+
+    /// Its points as [`SweepPoint`]s (host or GPU by the backend's name).
+    pub fn sweep_points(&self) -> Vec<SweepPoint> {
+        let device = match self.backend.as_str() {
+            "cuda" | "wgpu" => crate::compute::Device::Gpu,
+            _ => crate::compute::Device::Host,
+        };
+        self.points
+            .iter()
+            .map(|p| SweepPoint {
+                context: p.context,
+                kernel: p.kernel,
+                read: p.read,
+                copy: p.copy,
+                device,
+            })
+            .collect()
+    }
+
+    /// The balance point it stored: (GEMM GFLOP/s, read-only GB/s of the longest context).
+    pub fn balance(&self) -> Option<(f64, f64)> {
+        Some((self.gemm_gflops?, self.points.last()?.read))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_sweep_parses_and_is_a_real_sweep() {
+        let s: StoredSweep = serde_json::from_str(STORED_FILE).unwrap_or_else(|e| panic!("{STORED_PATH}: {e}"));
+        assert!(s.points.len() >= 2, "{STORED_PATH}: {} points", s.points.len());
+        assert!(
+            s.points.windows(2).all(|w| w[0].context < w[1].context),
+            "{STORED_PATH}: contexts not increasing"
+        );
+        for p in &s.points {
+            assert!(
+                [p.kernel, p.read, p.copy].iter().all(|x| x.is_finite() && *x > 0.0),
+                "{STORED_PATH}: {p:?}"
+            );
+        }
+        assert_eq!(StoredSweep::embedded(), Some(&s));
+        assert!(s.command.starts_with("kvscope bench sweep"), "{}", s.command);
     }
 }

@@ -36,6 +36,9 @@ pub struct ServedStep {
     pub check: Option<CheckReport>,
     /// K/V bytes the batched decode read through the block tables, over all layers.
     pub decode_bytes: usize,
+    /// For each byte emitted this step, the three most likely next bytes under softmax(logits) (T = 1,
+    /// [`crate::lessons::kv_decode::generate::next_byte_dist`]); the server takes the first (greedy).
+    pub next: Vec<(RequestId, Vec<(u8, f64)>)>,
 }
 
 /// The scenario served by the model.
@@ -199,6 +202,7 @@ impl<'m> Server<'m> {
                 let full = m.prefill(&self.seqs[r as usize][..=pos], &crate::compute::CpuBackend, false)?;
                 want.extend(full.logits.row(pos).iter().map(|&v| f64::from(v)));
                 let next = argmax(&logits);
+                st.next.push((r, crate::lessons::kv_decode::generate::next_byte_dist(&logits, 1.0, 3)));
                 got.extend(logits);
                 self.emit(r, next, &mut st);
             }
@@ -219,11 +223,15 @@ impl<'m> Server<'m> {
             for (l, (k, v)) in pre.kv.iter().enumerate() {
                 engine.write(backend, l, &slots, &by_token(k), &by_token(v)).map_err(err)?;
             }
-            let next = argmax(&pre.logits.row(n - 1).to_vec());
+            let last = pre.logits.row(n - 1).to_vec();
+            let next = argmax(&last);
             match self.seqs[r as usize].get(n).copied() {
                 // A recompute: the byte after the stored ones was emitted before the preemption.
                 Some(before) => self.out.recompute_agrees.push((r, next, next == before)),
-                None => self.emit(r, next, &mut st),
+                None => {
+                    st.next.push((r, crate::lessons::kv_decode::generate::next_byte_dist(&last, 1.0, 3)));
+                    self.emit(r, next, &mut st)
+                }
             }
         }
         st.out_len = self.out.outputs.iter().map(Vec::len).collect();

@@ -511,13 +511,31 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         Highlight::Row(r) | Highlight::Cell(r, _) => r.min(t - 1),
         _ => t - 1,
     };
-    let row: Vec<f32> = (0..t).map(|j| a.core.probs[[0, q, j]]).collect();
-    let tok = m.ticks.get(q).cloned().unwrap_or_default();
+    // Lesson 2's toggle: with the mask off, the lines come from the layer computed without it.
+    let unmasked = a
+        .unmasked
+        .as_ref()
+        .filter(|_| crate::lessons::get(cx.params, "mask_on", 1) == 0);
+    let probs = unmasked.map_or(&a.core.probs, |u| &u.probs);
+    let row: Vec<f32> = (0..t).map(|j| probs[[0, q, j]]).collect();
+    // The byte as a quoted label: the ticks' marks (‿ for a space) exist only in the monospace font.
+    let tok = m.tokens.get(q).map_or(String::new(), |&b| crate::model::byte_label(b));
+    let future: f32 = row[q + 1..].iter().sum();
+    let mask_note = match (a.unmasked.is_some(), unmasked.is_some(), lang) {
+        (false, _, _) => String::new(),
+        (true, false, Lang::Zh) => "；因果掩码开：没有线通向未来".to_string(),
+        (true, false, _) => "; causal mask on: no line reaches the future".to_string(),
+        (true, true, Lang::Zh) => format!("；因果掩码关：未来的键拿到 {:.1}% 的权重", 100.0 * future),
+        (true, true, _) => format!(
+            "; causal mask off: the future keys get {:.1}% of the weight",
+            100.0 * future
+        ),
+    };
     ui.add(
         egui::Label::new(
             RichText::new(match lang {
-                Lang::Zh => format!("查询 {q}（{tok}）读取的键：线的粗细与不透明度 = 权重 p"),
-                _ => format!("query {q} ({tok}) and the keys it reads: line width and opacity = weight p"),
+                Lang::Zh => format!("查询 {q}（{tok}）读取的键：线的粗细与不透明度 = 权重 p{mask_note}"),
+                _ => format!("query {q} ({tok}) and the keys it reads: line width and opacity = weight p{mask_note}"),
             })
             .strong()
             .size(size),

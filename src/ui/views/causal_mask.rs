@@ -29,6 +29,7 @@ impl LessonUi for CausalMask {
             View::MaskDiff => mask_diff(cx, ui, a),
             View::LastRow => attn::softmax_row(cx, ui, a, a.shape.seq - 1, true),
             View::Trained => attn::trained_info(cx, ui, a),
+            View::Lines => attn::lines(cx, ui, a),
             View::Kernel => kernel_panel(cx, ui, self.ops(), out),
         }
     }

@@ -781,14 +781,34 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             "{} {:.1}× {} · f32: {} → {}",
             lang.t("the naive path moves", "朴素实现的读写元素数是 flash 的"),
             (n.read + n.write) as f64 / (fl.read + fl.write).max(1) as f64,
-            lang.t("as many elements as flash", ""),
+            lang.t(
+                "as many elements as flash; bars: bytes, ratio above each pair",
+                "倍；柱：字节数，每对柱上方是倍数"
+            ),
             bytes(((n.read + n.write) * 4) as f64),
             bytes(((fl.read + fl.write) * 4) as f64)
         ))
         .size(size * 0.9),
     );
     let h = (ui.available_height() - 1.5 * size).max(100.0);
-    let bar = |i: usize, off: f64, v: u64| Bar::new(i as f64 + off, (v.max(1) as f64).log10()).width(0.38);
+    // Bytes of f32 on a log axis, with each T's ratio written over its pair so the log scale does not
+    // hide it.
+    let bar = |i: usize, off: f64, v: u64| {
+        let fill = style::series(if off < 0.0 { 1 } else { 5 });
+        Bar::new(i as f64 + off, ((4 * v).max(1) as f64).log10())
+            .width(0.38)
+            .fill(fill)
+            .stroke(egui::Stroke::new(1.0, fill))
+    };
+    let ratios: Vec<(f64, f64, f64)> = f
+        .io_sweep
+        .iter()
+        .enumerate()
+        .map(|(i, (_, a, b))| {
+            let (na, fl) = ((a.read + a.write) as f64, (b.read + b.write) as f64);
+            (i as f64, (4.0 * na.max(fl)).max(1.0).log10(), na / fl.max(1.0))
+        })
+        .collect();
     let naive: Vec<Bar> = f
         .io_sweep
         .iter()
@@ -809,7 +829,7 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .allow_scroll(false)
         .allow_drag(false)
         .x_axis_label(lang.t("T (same hd, tiles and mask)", "T（相同 hd、块大小与掩码）"))
-        .y_axis_label(lang.t("elements read + written (log10)", "读写元素数（log10）"))
+        .y_axis_label(lang.t("bytes read + written, f32 (log axis)", "读写字节数，f32（对数坐标）"))
         .x_axis_formatter(move |m, _| {
             let i = m.value.round();
             if (m.value - i).abs() < 1e-6 && i >= 0.0 {
@@ -818,11 +838,22 @@ fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 String::new()
             }
         })
-        .y_axis_formatter(|m, _| format!("1e{}", m.value))
+        .y_axis_formatter(|m, _| format!("{}B", crate::ui::widgets::pow10_label(m.value)))
         .include_y(0.0)
+        .include_y(ratios.iter().map(|r| r.1).fold(0.0, f64::max) + 0.6)
         .show(ui, |p| {
             p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(style::series(1)));
             p.bar_chart(BarChart::new("flash", flash).color(style::series(5)));
+            for &(x, top, r) in &ratios {
+                p.text(
+                    egui_plot::Text::new(
+                        "",
+                        egui_plot::PlotPoint::new(x, top + 0.15),
+                        RichText::new(format!("{r:.1}×")).size(size * 0.9).strong(),
+                    )
+                    .anchor(egui::Align2::CENTER_BOTTOM),
+                );
+            }
         });
 }
 

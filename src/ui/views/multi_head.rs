@@ -155,20 +155,28 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     );
 }
 
-fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
-    let lang = cx.lang;
-    let size = cx.size;
-    let (h, kvh) = (a.shape.n_heads, a.shape.n_kv_heads);
-    let name = if kvh == h {
+/// The name of a layout with `kvh` KV heads for `h` query heads.
+fn family(h: usize, kvh: usize) -> &'static str {
+    if kvh == h {
         "MHA"
     } else if kvh == 1 {
         "MQA"
     } else {
         "GQA"
-    };
+    }
+}
+
+/// MHA, GQA and MQA side by side for the layer's query heads: query heads on top, the cached K/V heads
+/// below, a line from each query head to the K/V head it reads (query head `q` reads `q / (H / KVH)`),
+/// coloured by group, with each layout's K/V bytes per token. The slider's layout is outlined as current.
+fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let (h, kvh, hd) = (a.shape.n_heads, a.shape.n_kv_heads, a.shape.head_dim());
     ui.label(
         RichText::new(format!(
-            "{name}: {h} {} · {kvh} {} · {} {}",
+            "{}: {h} {} · {kvh} {} · {} {}",
+            family(h, kvh),
             lang.t("query heads", "个 query 头"),
             lang.t("KV heads", "个 KV 头"),
             lang.t("group size", "组大小"),
@@ -177,54 +185,110 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         .strong()
         .size(size * 1.15),
     );
+    // The three layouts: MHA, a GQA (the slider's, or the middle divisor of H), MQA; duplicates dropped
+    // (one head has only MHA = MQA).
+    let divisors: Vec<usize> = (2..h).filter(|k| h.is_multiple_of(*k)).collect();
+    let gqa = if family(h, kvh) == "GQA" {
+        Some(kvh)
+    } else {
+        divisors.get(divisors.len() / 2).copied()
+    };
+    let mut layouts = vec![h];
+    layouts.extend(gqa);
+    if h > 1 {
+        layouts.push(1);
+    }
+    let per = |k: usize| crate::cache::kv_bytes_per_token(1, k as u64, hd as u64, crate::cache::KvDtype::F16);
     let w = ui.available_width();
-    let (rect, _) = ui.allocate_exact_size(egui::vec2(w, 170.0), egui::Sense::hover());
+    let panel_h = (ui.available_height() * 0.55).clamp(6.0 * size, 16.0 * size);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(w, panel_h), egui::Sense::hover());
     let p = ui.painter_at(rect);
-    let qy = rect.top() + 30.0;
-    let ky = rect.bottom() - 30.0;
     let tc = ui.visuals().text_color();
-    p.text(
-        egui::pos2(rect.left(), rect.top()),
-        egui::Align2::LEFT_TOP,
-        lang.t("query heads", "query 头"),
-        egui::FontId::proportional(size * 0.8),
-        tc,
+    let gap = size;
+    let pw = (w - gap * (layouts.len() as f32 - 1.0)) / layouts.len() as f32;
+    for (i, &k) in layouts.iter().enumerate() {
+        let r = egui::Rect::from_min_size(
+            egui::pos2(rect.left() + i as f32 * (pw + gap), rect.top()),
+            egui::vec2(pw, panel_h),
+        );
+        let current = k == kvh;
+        let stroke = if current {
+            egui::Stroke::new(3.0, crate::style::CURRENT_32)
+        } else {
+            egui::Stroke::new(1.0, crate::style::muted(ui.visuals()))
+        };
+        p.rect_stroke(r.shrink(1.5), 4.0, stroke, egui::StrokeKind::Inside);
+        let caption = format!(
+            "{} · KV {k}{}",
+            family(h, k),
+            if current {
+                lang.t(" · this layer", " · 当前层")
+            } else {
+                ""
+            }
+        );
+        let font = egui::FontId::proportional(size * 0.9);
+        let cap = p.layout(caption, font.clone(), tc, pw - 12.0);
+        let cap_h = cap.size().y;
+        p.galley(r.left_top() + egui::vec2(8.0, 6.0), cap, tc);
+        let by = p.layout(
+            format!(
+                "{} {} · {:.3}× MHA",
+                bytes(per(k) as f64),
+                lang.t("/ token / layer", "/ token / 层"),
+                per(k) as f64 / per(h) as f64
+            ),
+            font,
+            tc,
+            pw - 12.0,
+        );
+        let by_h = by.size().y;
+        p.galley(egui::pos2(r.left() + 8.0, r.bottom() - 6.0 - by_h), by, tc);
+        let inner = egui::Rect::from_min_max(
+            egui::pos2(r.left() + 10.0, r.top() + 12.0 + cap_h),
+            egui::pos2(r.right() - 10.0, r.bottom() - 12.0 - by_h),
+        );
+        let qy = inner.top() + size * 0.5;
+        let ky = inner.bottom() - size * 0.6;
+        let group = h / k;
+        let qx = |q: usize| inner.left() + inner.width() * (q as f32 + 0.5) / h as f32;
+        let kx = |g: usize| inner.left() + inner.width() * (g as f32 + 0.5) / k as f32;
+        for q in 0..h {
+            let g = q / group;
+            p.line_segment(
+                [egui::pos2(qx(q), qy), egui::pos2(kx(g), ky)],
+                egui::Stroke::new(1.5, crate::style::series(g)),
+            );
+        }
+        let qs = (inner.width() / h as f32 * 0.35).clamp(2.5, size * 0.4);
+        for q in 0..h {
+            p.circle_filled(egui::pos2(qx(q), qy), qs, crate::style::series(q / group));
+        }
+        let bw = (inner.width() / k as f32 * 0.7).clamp(6.0, 6.0 * size);
+        for g in 0..k {
+            let b = egui::Rect::from_center_size(egui::pos2(kx(g), ky), egui::vec2(bw, size * 1.1));
+            p.rect_filled(b, 3.0, crate::style::series(g));
+            let label = p.layout_no_wrap(
+                format!("{g}"),
+                egui::FontId::proportional(size * 0.75),
+                crate::style::ink_on(crate::style::request(g)),
+            );
+            if label.size().x < bw - 2.0 {
+                p.galley(
+                    b.center() - label.size() / 2.0,
+                    label,
+                    crate::style::ink_on(crate::style::request(g)),
+                );
+            }
+        }
+    }
+    ui.label(
+        RichText::new(lang.t(
+            "dots: query heads · boxes: the K/V heads the cache stores · a line: which K/V head a query head reads",
+            "圆点：query 头 · 方块：缓存中存储的 K/V 头 · 连线：query 头读取哪个 K/V 头",
+        ))
+        .size(size * 0.85),
     );
-    p.text(
-        egui::pos2(rect.left(), rect.bottom()),
-        egui::Align2::LEFT_BOTTOM,
-        lang.t("K/V heads (cached)", "K/V 头（缓存）"),
-        egui::FontId::proportional(size * 0.8),
-        tc,
-    );
-    let qx = |k: usize| rect.left() + 40.0 + (w - 80.0) * (k as f32 + 0.5) / h as f32;
-    let kx = |k: usize| rect.left() + 40.0 + (w - 80.0) * (k as f32 + 0.5) / kvh as f32;
-    for k in 0..h {
-        let g = a.shape.kv_head_of(k);
-        p.line_segment(
-            [egui::pos2(qx(k), qy + 12.0), egui::pos2(kx(g), ky - 14.0)],
-            egui::Stroke::new(1.5, crate::style::series(g)),
-        );
-    }
-    let qs = ((w - 80.0) / h as f32 * 0.4).clamp(3.0, 12.0);
-    for k in 0..h {
-        let c = egui::pos2(qx(k), qy);
-        p.circle_filled(c, qs, crate::style::series(a.shape.kv_head_of(k)));
-    }
-    for g in 0..kvh {
-        let r = egui::Rect::from_center_size(
-            egui::pos2(kx(g), ky),
-            egui::vec2(((w - 80.0) / kvh as f32 * 0.6).clamp(10.0, 80.0), 26.0),
-        );
-        p.rect_filled(r, 3.0, crate::style::series(g));
-        p.text(
-            r.center(),
-            egui::Align2::CENTER_CENTER,
-            format!("K,V {g}"),
-            egui::FontId::proportional(size * 0.75),
-            crate::style::ink_on(crate::style::request(g)),
-        );
-    }
     kv_bytes(cx, ui, a);
 }
 
@@ -356,7 +420,8 @@ fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
     let rows: Vec<Vec<f32>> = (0..m.n_heads)
         .map(|h| (0..t).map(|j| m.probs[[h, q, j]]).collect())
         .collect();
-    let tok = m.ticks.get(q).cloned().unwrap_or_default();
+    // The byte as a quoted label: the ticks' marks (‿ for a space) exist only in the monospace font.
+    let tok = m.tokens.get(q).map_or(String::new(), |&b| crate::model::byte_label(b));
     ui.add(
         egui::Label::new(
             RichText::new(match lang {

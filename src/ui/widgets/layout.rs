@@ -2,6 +2,38 @@
 
 use eframe::egui::{self, Ui};
 
+/// A lesson's fixed layout around its hero view `anchor` (lessons 5 and 7: the pool): in every step that
+/// shows it, it takes the left half at full height, and the step's other views share the right half, one
+/// row each, in their order; a step without it uses [`grid`]. So the pool never moves or changes size
+/// from step to step.
+pub fn anchored(rect: egui::Rect, views: &[&str], anchor: &str) -> Vec<egui::Rect> {
+    let Some(a) = views.iter().position(|v| *v == anchor) else {
+        return grid(rect, views.len());
+    };
+    if views.len() == 1 {
+        return vec![rect];
+    }
+    let gap = 8.0;
+    let w = (rect.width() - gap) / 2.0;
+    let left = egui::Rect::from_min_size(rect.min, egui::vec2(w, rect.height()));
+    let right = egui::Rect::from_min_max(egui::pos2(rect.min.x + w + gap, rect.min.y), rect.max);
+    let n = views.len() - 1;
+    let h = (right.height() - gap * (n - 1) as f32) / n as f32;
+    let mut k = 0.0;
+    (0..views.len())
+        .map(|i| {
+            if i == a {
+                left
+            } else {
+                let r =
+                    egui::Rect::from_min_size(right.min + egui::vec2(0.0, k * (h + gap)), egui::vec2(right.width(), h));
+                k += 1.0;
+                r
+            }
+        })
+        .collect()
+}
+
 /// Split `rect` into `n` view rectangles.
 pub fn grid(rect: egui::Rect, n: usize) -> Vec<egui::Rect> {
     let n = n.max(1);
@@ -162,4 +194,36 @@ pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl F
         ui.ctx().request_repaint();
     }
     ui.ctx().data_mut(|d| d.insert_temp(state, fit));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool keeps one rectangle whatever the step shows beside it, and no two views overlap.
+    #[test]
+    fn the_anchor_view_keeps_its_place_and_size() {
+        let canvas = egui::Rect::from_min_size(egui::pos2(10.0, 20.0), egui::vec2(1000.0, 600.0));
+        let steps: [&[&str]; 4] = [
+            &["pool", "stats"],
+            &["occupancy", "pool"],
+            &["events", "pool", "tables"],
+            &["pool", "lists", "events"],
+        ];
+        let mut place = None;
+        for views in steps {
+            let rects = anchored(canvas, views, "pool");
+            assert_eq!(rects.len(), views.len());
+            let pool = rects[views.iter().position(|v| *v == "pool").unwrap()];
+            assert_eq!(*place.get_or_insert(pool), pool, "{views:?}");
+            for (i, a) in rects.iter().enumerate() {
+                assert!(canvas.expand(0.01).contains_rect(*a), "{views:?}: {a:?}");
+                for b in &rects[i + 1..] {
+                    assert!(!a.intersects(*b), "{views:?}: {a:?} and {b:?}");
+                }
+            }
+        }
+        // Without the anchor, the grid.
+        assert_eq!(anchored(canvas, &["check", "kernel"], "pool"), grid(canvas, 2));
+    }
 }

@@ -19,7 +19,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{fitted_height, fitted_table, grid, view_in};
+pub use layout::{anchored, fitted_height, fitted_table, grid, view_in};
 pub use lines::{LineHead, attention_lines};
 pub use tables::{
     BlockBox, Tables, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
@@ -286,5 +286,52 @@ pub fn timeline(
     });
     if c != *cx.cursor {
         *cx.cursor = c;
+    }
+}
+
+/// A quantity on a log10 axis, as printed at a tick: `v` is the exponent, the label its power of ten with
+/// an SI prefix (0.1, 1, 10, 1k, 1M, 1G, 1T, 1P), two significant digits between decades.
+pub fn pow10_label(v: f64) -> String {
+    let x = 10f64.powf(v);
+    let (div, suffix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(d, _)| x >= *d * 0.999)
+        .unwrap_or((1.0, ""));
+    let m = x / div;
+    let digits = if m >= 10.0 {
+        0
+    } else if m >= 1.0 {
+        1
+    } else {
+        2
+    };
+    let t = format!("{m:.digits$}");
+    let t = if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    };
+    format!("{t}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pow10_label;
+
+    #[test]
+    fn log_axis_ticks_print_as_powers_of_ten_with_si_prefixes() {
+        for (v, want) in [
+            (0.0, "1"),
+            (-1.0, "0.1"),
+            (2.0, "100"),
+            (3.0, "1k"),
+            (0.5, "3.2"),
+            (9.0, "1G"),
+            (12.0, "1T"),
+            (14.5, "316T"),
+            (15.0, "1P"),
+        ] {
+            assert_eq!(pow10_label(v), want, "10^{v}");
+        }
     }
 }

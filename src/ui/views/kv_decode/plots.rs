@@ -9,8 +9,9 @@ use crate::cache::kv_bytes_per_token;
 use crate::compute::Device;
 use crate::lessons::kv_decode::DecodeOut;
 use crate::lessons::kv_decode::sweep::SWEEP_REQUESTS;
-use crate::lessons::kv_decode::sweep::Sweep;
+use crate::lessons::kv_decode::sweep::{StoredSweep, Sweep};
 use crate::style;
+use crate::ui::text::Lang;
 use crate::ui::widgets::{ViewCtx, bytes};
 
 pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
@@ -46,42 +47,17 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         .strong()
         .size(size),
     );
-    let h = ((ui.available_height() - 3.0 * size) / 2.0).max(80.0);
-    let xs: Vec<usize> = (0..=14).map(|k| 1usize << k).collect();
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("intensity-ctx")
-        .height(h)
-        .legend(Legend::default())
-        .allow_scroll(false)
-        .x_axis_label(lang.t("context length (log2 axis)", "上下文长度（log2 坐标）"))
-        .y_axis_label(lang.t("log10 of the value", "数值的 log10"))
-        .x_axis_formatter(|m, _| format!("{}", 2f64.powf(m.value).round()))
-        .y_axis_formatter(|m, _| format!("1e{}", m.value))
-        .show(ui, |p| {
-            let pts = |g: &dyn Fn(usize) -> f64| -> PlotPoints {
-                xs.iter().map(|&n| [(n as f64).log2(), g(n).log10()]).collect()
-            };
-            p.line(Line::new(
-                lang.t("FLOPs per step", "每步 FLOPs"),
-                pts(&|n| flops(d.batch, d.heads, n)),
-            ));
-            p.line(Line::new(
-                lang.t("K/V bytes read per step", "每步读取的 K/V 字节"),
-                pts(&|n| kv_bytes(d.batch, d.kv_heads, n)),
-            ));
-            p.points(
-                Points::new(
-                    lang.t("this step", "本步"),
-                    vec![[(ctx as f64).log2(), fl.log10()], [(ctx as f64).log2(), by.log10()]],
-                )
-                .radius(5.0),
-            );
-        });
+    let h = ((ui.available_height() - 5.0 * size) * 0.6).max(80.0);
+    let sweep = cx.state::<Sweep>();
+    let (balance, live) = match sweep.balance {
+        Some(b) => (Some(b), true),
+        None => (StoredSweep::embedded().and_then(StoredSweep::balance), false),
+    };
+    roofline(lang, size, ui, d, h, balance, live);
     let kv_options: Vec<usize> = (1..=d.heads).filter(|k| d.heads.is_multiple_of(*k)).collect();
-    let balance = cx.state::<Sweep>().balance;
     crate::ui::widgets::plot_title_room(ui);
     Plot::new("intensity-batch")
-        .height(h)
+        .height(h * 2.0 / 3.0)
         .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("batch size", "批大小"))
@@ -104,7 +80,11 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
             if let Some((gflops, gbs)) = balance {
                 let name = format!(
                     "{} {:.0} FLOP/B",
-                    lang.t("balance point of this machine (measured)", "本机平衡点（实测）"),
+                    if live {
+                        lang.t("balance point of this machine (measured)", "本机平衡点（实测）")
+                    } else {
+                        lang.t("balance point (stored measurement)", "平衡点（存储的实测值）")
+                    },
                     gflops / gbs
                 );
                 p.line(Line::new(
@@ -117,7 +97,14 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         RichText::new(match balance {
             Some((gflops, gbs)) => format!(
                 "{}: {gflops:.0} GFLOP/s ÷ {gbs:.1} GB/s = {:.0} FLOP/byte; {} {:.0} FLOP/byte",
-                lang.t("balance point, measured on this machine", "本机实测平衡点"),
+                if live {
+                    lang.t("balance point, measured on this machine", "本机实测平衡点")
+                } else {
+                    lang.t(
+                        "balance point, stored measurement (the next step measures this machine)",
+                        "平衡点，存储的实测值（下一步实测本机）",
+                    )
+                },
                 gflops / gbs,
                 lang.t("decode attention reads K/V at", "解码注意力读取 K/V 的算术强度为"),
                 d.heads as f64 / d.kv_heads as f64
@@ -131,6 +118,132 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         })
         .size(size * 0.9),
     );
+}
+
+/// The roofline (Williams, Waterman and Patterson 2009): attainable FLOP/s = min(peak FLOP/s,
+/// bandwidth × arithmetic intensity), on log axes, for an H100 SXM and an H200 SXM from their datasheets
+/// (quoted facts: dense BF16 tensor-core peak and HBM bandwidth) and for this machine from its measured
+/// GEMM GFLOP/s and read bandwidth (live, or the stored measurement until the next step runs). Decode
+/// attention's intensity for MHA, GQA and MQA of the lesson's heads is marked: all sit left of every
+/// ridge.
+fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: Option<(f64, f64)>, live: bool) {
+    let fact = |id: &str| crate::facts::fact(id).number();
+    // (name, bytes/s, FLOP/s)
+    let mut roofs: Vec<(String, f64, f64)> = [
+        ("H100 SXM", "h100_sxm_hbm_bandwidth", "h100_sxm_bf16_dense"),
+        ("H200 SXM", "h200_sxm_hbm_bandwidth", "h200_sxm_bf16_dense"),
+    ]
+    .into_iter()
+    .map(|(name, bw, peak)| {
+        (
+            format!(
+                "{name} ({}: {} TB/s, {} TFLOP/s BF16)",
+                lang.t("datasheet", "数据手册"),
+                crate::facts::fact(bw).value,
+                crate::facts::fact(peak).value
+            ),
+            fact(bw) * 1e12,
+            fact(peak) * 1e12,
+        )
+    })
+    .collect();
+    if let Some((gflops, gbs)) = balance {
+        roofs.push((
+            format!(
+                "{} ({gbs:.1} GB/s, {gflops:.0} GFLOP/s)",
+                if live {
+                    lang.t("this machine, measured", "本机实测")
+                } else {
+                    lang.t("stored measurement, CPU", "存储的实测值，CPU")
+                }
+            ),
+            gbs * 1e9,
+            gflops * 1e9,
+        ));
+    }
+    let (x0, x1) = (0.25f64, 2000.0f64);
+    // The decode points: MHA, the lesson's GQA (when it is one) and MQA, at intensity H / KVH.
+    let mut marks = vec![("MHA".to_string(), 1.0)];
+    if d.kv_heads > 1 && d.kv_heads < d.heads {
+        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64));
+    }
+    if d.heads > 1 {
+        marks.push(("MQA".to_string(), d.heads as f64));
+    }
+    let h100 = roofs[0].clone();
+    crate::ui::widgets::plot_title_room(ui);
+    Plot::new("roofline")
+        .height(h)
+        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
+        .allow_scroll(false)
+        .allow_drag(false)
+        .include_x(x0.log10())
+        .include_x(x1.log10())
+        .include_y(16.5)
+        .x_axis_label(lang.t(
+            "arithmetic intensity, FLOP per byte read (log axis)",
+            "算术强度，每读一字节的 FLOP（对数坐标）",
+        ))
+        .y_axis_label(lang.t("attainable FLOP/s (log axis)", "可达到的 FLOP/s（对数坐标）"))
+        .x_axis_formatter(|m, _| crate::ui::widgets::pow10_label(m.value))
+        .y_axis_formatter(|m, _| crate::ui::widgets::pow10_label(m.value))
+        .show(ui, |p| {
+            for (k, (name, bw, peak)) in roofs.iter().enumerate() {
+                let ridge = peak / bw;
+                let mut pts = vec![[x0.log10(), (bw * x0).log10()]];
+                if ridge > x0 && ridge < x1 {
+                    pts.push([ridge.log10(), peak.log10()]);
+                }
+                pts.push([x1.log10(), (bw * x1).min(*peak).log10()]);
+                let mut line = Line::new(name.clone(), PlotPoints::new(pts))
+                    .color(style::series(k))
+                    .width(2.5);
+                if k == 2 && !live {
+                    line = line.style(egui_plot::LineStyle::dashed_loose());
+                }
+                p.line(line);
+            }
+            // The decode points are named in the line under the plot, in their colours, so the legend
+            // keeps to the three roofs and leaves the points uncovered.
+            for (k, (_, x)) in marks.iter().enumerate() {
+                let y = (h100.1 * x).min(h100.2);
+                p.points(
+                    Points::new("", vec![[x.log10(), y.log10()]])
+                        .radius(6.0)
+                        .color(style::series(3 + k)),
+                );
+            }
+        });
+    let mut job = egui::text::LayoutJob::default();
+    let font = egui::FontId::proportional(size * 0.85);
+    let text = ui.visuals().text_color();
+    job.append(
+        lang.t(
+            "decode attention, dots on the H100 roof: ",
+            "解码注意力（H100 屋顶上的圆点）：",
+        ),
+        0.0,
+        egui::TextFormat::simple(font.clone(), text),
+    );
+    for (k, (name, x)) in marks.iter().enumerate() {
+        let y = (h100.1 * x).min(h100.2);
+        job.append(
+            &format!(
+                "{}{name} {x:.0} FLOP/B → ≤ {:.1}%",
+                if k > 0 { " · " } else { "" },
+                100.0 * y / h100.2
+            ),
+            0.0,
+            egui::TextFormat::simple(font.clone(), style::request_text(ui.visuals(), 3 + k)),
+        );
+    }
+    job.append(
+        lang.t(" of its peak", " 的峰值"),
+        0.0,
+        egui::TextFormat::simple(font, text),
+    );
+    job.wrap.max_width = ui.available_width();
+    ui.label(job);
 }
 
 pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
@@ -150,10 +263,17 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
     ui.label(
         RichText::new(format!(
             "{} ({SWEEP_REQUESTS} {}, H32/KV8, hd128, block 16, f16)",
-            lang.t(
-                "measured now on this machine: paged decode kernel vs reading the same bytes",
-                "在本机实时测量：分页解码 kernel 与读取同样字节的对比"
-            ),
+            if sweep.points.is_empty() && StoredSweep::embedded().is_some() {
+                lang.t(
+                    "paged decode kernel vs reading the same bytes",
+                    "分页解码 kernel 与读取同样字节的对比",
+                )
+            } else {
+                lang.t(
+                    "measured now on this machine: paged decode kernel vs reading the same bytes",
+                    "在本机实时测量：分页解码 kernel 与读取同样字节的对比",
+                )
+            },
             lang.t("requests", "个请求")
         ))
         .strong()
@@ -174,16 +294,56 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
                 .color(style::fail(ui.visuals())),
         );
     }
-    if sw.points.is_empty() {
-        ui.label(RichText::new(if running {
-            lang.t("measuring the first context length…", "正在测量第一个上下文长度…")
-        } else {
-            lang.t("Nothing measured yet: press “Measure again”. (Measurements never run during tests or headless renders.)", "尚未测量：请按“重新测量”。（测试与无窗口出图时不会测量。）")
-        }).italics().size(size));
+    // Until a live point arrives (never, in tests and headless renders), the stored measurement is drawn,
+    // dashed and labelled with its machine and date.
+    let stored = StoredSweep::embedded().filter(|_| sw.points.is_empty());
+    let points = stored.map_or_else(|| sw.points.clone(), StoredSweep::sweep_points);
+    let balance = if stored.is_some() {
+        stored.and_then(StoredSweep::balance)
+    } else {
+        sw.balance
+    };
+    if let Some(st) = stored {
+        ui.add(
+            egui::Label::new(
+                RichText::new(format!(
+                    "{} {} · {} · {} {} · {}",
+                    lang.t("stored measurement, not this machine's:", "存储的实测值，不是本机的："),
+                    st.date,
+                    st.machine,
+                    st.backend,
+                    lang.t("backend", "后端"),
+                    if running {
+                        lang.t("measuring the first context length…", "正在测量第一个上下文长度…")
+                    } else {
+                        lang.t(
+                            "press “Measure again” to measure here (tests and headless renders never measure)",
+                            "按“重新测量”在本机测量（测试与无窗口出图时不会测量）",
+                        )
+                    }
+                ))
+                .italics()
+                .size(size),
+            )
+            .wrap(),
+        );
+    }
+    if points.is_empty() {
         return;
     }
-    let on = sw.backend.map_or("?", |b| b.name());
-    let (read_label, copy_label) = match sw.points[0].device {
+    let on = if stored.is_some() {
+        lang.t("stored", "存储")
+    } else {
+        sw.backend.map_or("?", |b| b.name())
+    };
+    let dash = |l: Line<'static>| {
+        if stored.is_some() {
+            l.style(egui_plot::LineStyle::dashed_loose())
+        } else {
+            l
+        }
+    };
+    let (read_label, copy_label) = match points[0].device {
         Device::Gpu => (
             lang.t("read-only stream kernel (roof)", "只读流 kernel（上限）"),
             lang.t("device copy, bytes read + written", "显存拷贝，读 + 写字节"),
@@ -203,31 +363,34 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
         .y_axis_label("GB/s")
         .x_axis_formatter(|m, _| format!("{}", 2f64.powf(m.value).round()))
         .show(ui, |p| {
-            let k: PlotPoints = sw
-                .points
-                .iter()
-                .map(|q| [(q.context as f64).log2(), q.kernel])
-                .collect();
-            let r: PlotPoints = sw.points.iter().map(|q| [(q.context as f64).log2(), q.read]).collect();
-            let c: PlotPoints = sw.points.iter().map(|q| [(q.context as f64).log2(), q.copy]).collect();
-            p.line(Line::new(
-                format!("{} ({on})", lang.t("decode kernel K/V read", "解码 kernel 读取 K/V")),
-                k,
-            ));
-            p.line(Line::new(read_label, r));
-            p.line(Line::new(copy_label, c));
+            let series = |f: fn(&crate::lessons::kv_decode::sweep::SweepPoint) -> f64| -> PlotPoints {
+                points.iter().map(|q| [(q.context as f64).log2(), f(q)]).collect()
+            };
+            p.line(
+                dash(Line::new(
+                    format!("{} ({on})", lang.t("decode kernel K/V read", "解码 kernel 读取 K/V")),
+                    series(|q| q.kernel),
+                ))
+                .color(style::series(0)),
+            );
+            p.line(dash(Line::new(read_label, series(|q| q.read))).color(style::series(1)));
+            p.line(dash(Line::new(copy_label, series(|q| q.copy))).color(style::series(2)));
         });
-    if let Some((gflops, gbs)) = sw.balance {
+    if let Some((gflops, gbs)) = balance {
         ui.label(
             RichText::new(format!(
                 "{}: GEMM {gflops:.0} GFLOP/s ÷ {gbs:.1} GB/s = {:.0} FLOP/byte",
-                lang.t("balance point of this machine", "本机平衡点"),
+                if stored.is_some() {
+                    lang.t("balance point, stored measurement", "平衡点，存储的实测值")
+                } else {
+                    lang.t("balance point of this machine", "本机平衡点")
+                },
                 gflops / gbs
             ))
             .size(size),
         );
     }
-    let last = sw.points[sw.points.len() - 1];
+    let last = points[points.len() - 1];
     ui.label(
         RichText::new(format!(
             "ctx {}: {:.1} GB/s {} {:.1} GB/s = {:.0}% {}",

@@ -32,6 +32,10 @@ impl LessonUi for PagedCache {
         true
     }
 
+    fn anchor_view(&self) -> Option<&'static str> {
+        Some("pool")
+    }
+
     fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
         let Some(p) = out.downcast_ref::<PagedOut>() else {
             return;

@@ -102,6 +102,9 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
         job.append(&flat(fresh), 0.0, hot);
         job.wrap.max_width = ui.available_width();
         ui.label(job);
+        if let Some((_, dist)) = st.next.iter().find(|(x, _)| *x == id) {
+            next_bytes(ui, dist, size, lang);
+        }
     }
     ui.add_space(size * 0.3);
     let line =
@@ -131,5 +134,61 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
             ))
             .size(size * 0.9),
         );
+    }
+}
+
+/// One request's next-byte distribution this step, as three small bars on one line: the byte, a bar as
+/// long as its probability under softmax(logits) (T = 1) and the probability; the greedy choice (the
+/// first) outlined as current.
+fn next_bytes(ui: &mut Ui, dist: &[(u8, f64)], size: f32, lang: crate::ui::text::Lang) {
+    let font = egui::FontId::monospace(size * 0.8);
+    let row_h = size * 1.1;
+    let width = (ui.clip_rect().right() - ui.cursor().left() - 2.0)
+        .min(ui.available_width())
+        .max(40.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(width, row_h), egui::Sense::hover());
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let head = painter.layout_no_wrap(
+        lang.t("    next byte:", "    下一字节：").to_string(),
+        font.clone(),
+        style::muted(ui.visuals()),
+    );
+    let mut x = rect.min.x + head.size().x + size * 0.4;
+    painter.galley(
+        egui::pos2(rect.min.x, rect.center().y - head.size().y / 2.0),
+        head,
+        text,
+    );
+    let seg = ((rect.max.x - x) / dist.len().max(1) as f32).max(1.0);
+    let gap = size * 0.25;
+    for (k, &(b, p)) in dist.iter().enumerate() {
+        let label = painter.layout_no_wrap(crate::model::byte_label(b), font.clone(), text);
+        let value = painter.layout_no_wrap(format!("{p:.2}"), font.clone(), text);
+        let (lw, vw) = (label.size().x, value.size().x);
+        painter.galley(egui::pos2(x, rect.center().y - label.size().y / 2.0), label, text);
+        // The bar takes what the label and the value leave of the segment; none when that is too little.
+        let track_w = seg - lw - vw - 4.0 * gap;
+        let mut vx = x + lw + gap;
+        if track_w >= size {
+            let track = egui::Rect::from_min_size(
+                egui::pos2(x + lw + gap, rect.min.y + row_h * 0.2),
+                egui::vec2(track_w, row_h * 0.6),
+            );
+            painter.rect_filled(track, 2.0, style::track(ui.visuals()));
+            let bar = egui::Rect::from_min_size(track.min, egui::vec2(track.width() * p as f32, track.height()));
+            painter.rect_filled(bar, 2.0, style::bar_fill(ui.visuals()));
+            if k == 0 {
+                painter.rect_stroke(
+                    track,
+                    2.0,
+                    egui::Stroke::new(2.0, style::CURRENT_32),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            vx = track.max.x + gap;
+        }
+        painter.galley(egui::pos2(vx, rect.center().y - value.size().y / 2.0), value, text);
+        x += seg;
     }
 }
