@@ -97,6 +97,14 @@ pub fn owner_fill(owner: i32) -> Rgba {
 /// Background of the GPU-drawn panels (heatmap, pool, strip).
 pub const CANVAS: Rgba = [24, 24, 28, 255];
 
+/// Background of the block pool in the light theme (a dark panel in a lit room reads as a hole).
+pub const CANVAS_LIGHT: Rgba = [232, 232, 236, 255];
+
+/// The pool's background in the current theme.
+pub fn canvas(dark: bool) -> Rgba {
+    if dark { CANVAS } else { CANVAS_LIGHT }
+}
+
 /// Text the renderers draw themselves (the demo PNGs' labels).
 pub const LABEL: Rgba = [230, 230, 230, 255];
 

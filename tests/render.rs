@@ -240,7 +240,7 @@ fn block_grid_shows_owners_fill_free_blocks_and_the_written_slot() {
         let (w, h) = (360u32, 240u32);
         let rect = [0.0, 0.0, w as f32, h as f32];
         r.upload(&gpu.device, &gpu.queue, 3, &data);
-        let lay = r.set_params(&gpu.queue, 3, rect);
+        let lay = r.set_params(&gpu.queue, 3, rect, blocks::BG_COLOR);
         let img = offscreen::render(
             &gpu,
             w,

@@ -102,7 +102,10 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
     app.set_light(light);
     app.choose_backend(backend);
     if app.active_backend() != backend {
-        eprintln!("kvscope: {}", app.fallback().unwrap_or("backend unavailable"));
+        eprintln!(
+            "kvscope: {}",
+            app.fallback().unwrap_or_else(|| "backend unavailable".into())
+        );
     }
     if measure {
         let b = app.running_backend();

@@ -228,7 +228,7 @@ impl BlockGridRenderer {
     }
 
     /// Write the per-frame uniforms of view `id` drawn into `rect`; returns the layout used.
-    pub fn set_params(&self, queue: &wgpu::Queue, id: u64, rect: PxRect) -> Option<BlockGridLayout> {
+    pub fn set_params(&self, queue: &wgpu::Queue, id: u64, rect: PxRect, bg: [u8; 4]) -> Option<BlockGridLayout> {
         let inst = self.instances.get(&id)?;
         let d = &inst.data;
         let n = d.owners.len().clamp(1, MAX_BLOCKS);
@@ -245,7 +245,7 @@ impl BlockGridRenderer {
             cell: [lay.cell.0, lay.cell.1, lay.gap, 0.0],
             highlight: [wb, ws, PALETTE.len() as i32, 0],
             free_color: rgba(FREE_COLOR),
-            bg_color: rgba(BG_COLOR),
+            bg_color: rgba(bg),
             hl_color: rgba(HL_COLOR),
         };
         queue.write_buffer(&inst.uniform, 0, bytemuck::bytes_of(&p));

@@ -194,7 +194,7 @@ pub fn write_views(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
     let mut br = BlockGridRenderer::new(&gpu.device, &gpu.queue, FORMAT);
     let rect = [8.0, 8.0, 624.0, 404.0];
     br.upload(&gpu.device, &gpu.queue, 1, &data);
-    let lay = br.set_params(&gpu.queue, 1, rect);
+    let lay = br.set_params(&gpu.queue, 1, rect, blocks::BG_COLOR);
     let mut img = offscreen::render(
         &gpu,
         640,

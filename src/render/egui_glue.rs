@@ -216,6 +216,7 @@ struct BlocksCallback {
     id: u64,
     data: BlockGridData,
     rect: egui::Rect,
+    bg: [u8; 4],
 }
 
 impl CallbackTrait for BlocksCallback {
@@ -230,7 +231,7 @@ impl CallbackTrait for BlocksCallback {
         if let Some(r) = res.get_mut::<Renderers>() {
             r.blocks.upload(device, queue, self.id, &self.data);
             r.blocks
-                .set_params(queue, self.id, px_rect(self.rect, sd.pixels_per_point));
+                .set_params(queue, self.id, px_rect(self.rect, sd.pixels_per_point), self.bg);
         }
         Vec::new()
     }
@@ -259,6 +260,7 @@ pub fn block_grid(
             id,
             data: data.clone(),
             rect,
+            bg: crate::style::canvas(ui.visuals().dark_mode),
         },
     ));
     let ppp = ui.ctx().pixels_per_point();

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{BackendSlot, KvscopeApp};
+use super::{BackendSlot, Fallback, KvscopeApp};
 use crate::compute::{Backend, BackendKind};
 
 impl KvscopeApp {
@@ -36,15 +36,15 @@ impl KvscopeApp {
                     self.fallback_note = None;
                 }
                 Err(why) => {
-                    self.fallback_note = Some(format!(
-                        "{} is unavailable ({why}); running on {}",
-                        kind.name(),
-                        self.active.name()
-                    ))
+                    self.fallback_note = Some(Fallback::Unavailable {
+                        chosen: kind,
+                        why: why.clone(),
+                        running: self.active,
+                    })
                 }
             },
             _ => {
-                self.fallback_note = Some(format!("{} is still being probed", kind.name()));
+                self.fallback_note = Some(Fallback::Probing(kind));
             }
         }
     }

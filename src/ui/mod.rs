@@ -97,7 +97,7 @@ pub struct KvscopeApp {
     backends: Vec<(BackendKind, BackendSlot)>,
     probe_rx: Option<Receiver<BackendStatus>>,
     active: BackendKind,
-    fallback_note: Option<String>,
+    fallback_note: Option<Fallback>,
     worker: Option<Worker>,
     sync: bool,
     generation: u64,
@@ -527,9 +527,14 @@ impl KvscopeApp {
         self.status.as_deref()
     }
 
-    /// Why the chosen backend is not the one running, if it is not.
-    pub fn fallback(&self) -> Option<&str> {
-        self.fallback_note.as_deref()
+    /// Why the chosen backend is not the one running, if it is not (English).
+    pub fn fallback(&self) -> Option<String> {
+        self.fallback_in(crate::ui::text::Lang::En)
+    }
+
+    /// The same in `lang`.
+    pub fn fallback_in(&self, lang: crate::ui::text::Lang) -> Option<String> {
+        self.fallback_note.as_ref().map(|f| f.text(lang))
     }
 
     /// Whether results are computed on the UI thread (tests, headless rendering).
@@ -614,5 +619,45 @@ impl KvscopeApp {
     /// Whether the app keeps its state in `light` theme.
     pub fn set_light(&mut self, light: bool) {
         self.light = light;
+    }
+}
+
+/// Why the chosen backend is not the one running.
+#[derive(Debug, Clone)]
+pub enum Fallback {
+    /// It is unavailable, for this reason; the app runs on `running`.
+    Unavailable {
+        /// The backend asked for.
+        chosen: BackendKind,
+        /// Why it cannot run (English, from the compute layer).
+        why: String,
+        /// The backend still in use.
+        running: BackendKind,
+    },
+    /// It is still being probed.
+    Probing(BackendKind),
+}
+
+impl Fallback {
+    /// In `lang`.
+    pub fn text(&self, lang: crate::ui::text::Lang) -> String {
+        use crate::ui::text::{Lang, backend_reason};
+        match (self, lang) {
+            (Fallback::Unavailable { chosen, why, running }, Lang::Zh) => format!(
+                "{} 不可用（{}）；改用 {} 运行",
+                chosen.name(),
+                backend_reason(lang, why),
+                running.name()
+            ),
+            (Fallback::Unavailable { chosen, why, running }, _) => {
+                format!(
+                    "{} is unavailable ({why}); running on {}",
+                    chosen.name(),
+                    running.name()
+                )
+            }
+            (Fallback::Probing(k), Lang::Zh) => format!("{} 仍在探测中", k.name()),
+            (Fallback::Probing(k), _) => format!("{} is still being probed", k.name()),
+        }
     }
 }

@@ -194,6 +194,7 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
             .into_iter()
             .find(|(k, _)| *k == app.active_backend())
             .and_then(|(_, s)| s.ok())
+            .map(|d| crate::ui::text::device_text(lang, &d))
             .unwrap_or_default();
         ui.label(format!(
             "{}: {} ({device})",
@@ -399,15 +400,19 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 app.choose_backend(kind);
             }
             let (txt, color) = match st {
-                Ok(dev) => (dev, style::muted(ui.visuals())),
+                Ok(dev) => (crate::ui::text::device_text(lang, &dev), style::muted(ui.visuals())),
                 Err(why) => (
-                    format!("{}: {why}", lang.t("unavailable", "不可用")),
+                    format!(
+                        "{}: {}",
+                        lang.t("unavailable", "不可用"),
+                        crate::ui::text::backend_reason(lang, &why)
+                    ),
                     style::warn(ui.visuals()),
                 ),
             };
             ui.label(RichText::new(txt).small().color(color));
         }
-        if let Some(n) = app.fallback() {
+        if let Some(n) = app.fallback_in(lang) {
             ui.label(RichText::new(n).small().color(style::warn(ui.visuals())));
         }
     });

@@ -364,8 +364,112 @@ pub(crate) fn ran_on(kind: BackendKind, device: &str, lang: Lang) -> String {
     }
 }
 
+/// A backend's reason for being unavailable (or its probing state), in `lang`. The reasons come from the
+/// compute layer in English; the known ones are translated here, keeping any library detail (an error
+/// code, an adapter's name) as it is; an unknown one is shown as it came.
+pub fn backend_reason(lang: Lang, en: &str) -> String {
+    if lang != Lang::Zh {
+        return en.to_string();
+    }
+    // Whole-message starts, in the order the probes can return them.
+    const STARTS: [(&str, &str); 7] = [
+        (
+            "libcuda not found (no NVIDIA driver on this machine)",
+            "找不到 libcuda（本机没有 NVIDIA 驱动）",
+        ),
+        (
+            "libcuda was found but could not be loaded",
+            "找到了 libcuda，但无法加载",
+        ),
+        (
+            "NVRTC not found (install the CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel and put its lib folder on LD_LIBRARY_PATH)",
+            "找不到 NVRTC（请安装 CUDA 工具包或 nvidia-cuda-nvrtc-cu12 wheel，并把它的 lib 目录加入 LD_LIBRARY_PATH）",
+        ),
+        ("NVRTC was found but could not be loaded", "找到了 NVRTC，但无法加载"),
+        (
+            "the CUDA driver is present but has no usable device",
+            "有 CUDA 驱动，但没有可用的设备",
+        ),
+        ("wgpu panicked while opening the device", "wgpu 打开设备时发生 panic"),
+        ("probing…", "探测中…"),
+    ];
+    for (e, z) in STARTS {
+        if let Some(rest) = en.strip_prefix(e) {
+            return format!("{z}{rest}");
+        }
+    }
+    if let Some(rest) = en.strip_prefix("no GPU adapter with compute shaders (")
+        && let Some((detail, _)) = rest.rsplit_once("); install a Vulkan driver")
+    {
+        return format!(
+            "没有支持计算着色器的 GPU 适配器（{detail}）；请安装 Vulkan 驱动（mesa-vulkan-drivers 提供 lavapipe）"
+        );
+    }
+    if let Some(name) = en.strip_suffix(" has no shader-f16 feature") {
+        return format!("{name} 不支持 shader-f16");
+    }
+    if let Some((file, rest)) = en.split_once(" does not compile on ")
+        && let Some((name, detail)) = rest.split_once(": ")
+    {
+        return format!("{file} 在 {name} 上无法编译：{detail}");
+    }
+    en.to_string()
+}
+
+/// A backend's device line (`Backend::device`) in `lang`: the words translated, the names (adapter, GPU,
+/// file patterns) kept.
+pub fn device_text(lang: Lang, en: &str) -> String {
+    if lang != Lang::Zh {
+        return en.to_string();
+    }
+    if let Some(n) = en.strip_prefix("CPU, ").and_then(|r| r.strip_suffix(" threads")) {
+        return format!("CPU，{n} 个线程");
+    }
+    if en == "kernels/*.cu on CPU threads (C++ shim)" {
+        return "kernels/*.cu 在 CPU 线程上运行（C++ shim）".to_string();
+    }
+    if let Some(a) = en.strip_suffix(", native f16") {
+        return format!("{a}，原生 f16");
+    }
+    if let Some(a) = en.strip_suffix(", f16 as u32 pairs") {
+        return format!("{a}，f16 以 u32 成对存放");
+    }
+    en.to_string()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn backend_reasons_are_translated_with_their_details_kept() {
+        let cases = [
+            (
+                "libcuda not found (no NVIDIA driver on this machine)",
+                "找不到 libcuda（本机没有 NVIDIA 驱动）",
+            ),
+            (
+                "the CUDA driver is present but has no usable device (CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)",
+                "有 CUDA 驱动，但没有可用的设备 (CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)",
+            ),
+            ("llvmpipe has no shader-f16 feature", "llvmpipe 不支持 shader-f16"),
+            (
+                "kernels/a.wgsl does not compile on X: bad",
+                "kernels/a.wgsl 在 X 上无法编译：bad",
+            ),
+            ("something new", "something new"),
+        ];
+        for (en, zh) in cases {
+            assert_eq!(backend_reason(Lang::Zh, en), zh);
+            assert_eq!(backend_reason(Lang::En, en), en);
+        }
+        assert_eq!(device_text(Lang::Zh, "CPU, 2 threads"), "CPU，2 个线程");
+        assert_eq!(
+            device_text(Lang::Zh, "llvmpipe (Vulkan), native f16"),
+            "llvmpipe (Vulkan)，原生 f16"
+        );
+        assert_eq!(device_text(Lang::Zh, "NVIDIA H200 (sm_90)"), "NVIDIA H200 (sm_90)");
+        assert_eq!(device_text(Lang::En, "CPU, 2 threads"), "CPU, 2 threads");
+    }
+
     use super::*;
 
     #[test]
