@@ -59,6 +59,18 @@ pub enum ShapeError {
     },
 }
 
+/// The name of a layout with `kv_heads` K/V heads for `heads` query heads: MHA (one per query head),
+/// MQA (one) or GQA (between).
+pub fn kv_family(heads: usize, kv_heads: usize) -> &'static str {
+    if kv_heads == heads {
+        "MHA"
+    } else if kv_heads == 1 {
+        "MQA"
+    } else {
+        "GQA"
+    }
+}
+
 impl AttnShape {
     /// Check the shape and return it.
     pub fn validated(self) -> Result<Self, ShapeError> {
@@ -121,6 +133,11 @@ impl AttnShape {
     /// Query heads per KV head (the GQA group size).
     pub fn group(&self) -> usize {
         self.n_heads / self.n_kv_heads
+    }
+
+    /// The layout's name: MHA, GQA or MQA ([`kv_family`]).
+    pub fn family(&self) -> &'static str {
+        kv_family(self.n_heads, self.n_kv_heads)
     }
 
     /// The KV head that query head `h` reads.

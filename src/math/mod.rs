@@ -9,8 +9,8 @@ mod scalar;
 
 pub use crate::simd::exp_f32;
 pub use attention::{
-    AttnCore, AttnShape, AttnWeights, Forward, Qkv, ShapeError, attention_core, decode_attention_f64, forward, matmul,
-    output_projection, project, softmax_row,
+    AttnCore, AttnShape, AttnWeights, Forward, Qkv, ShapeError, attention_core, decode_attention_f64, forward,
+    kv_family, matmul, output_projection, project, softmax_row,
 };
 pub use mask::{Mask, MaskParseError};
 pub use rng::Rng;

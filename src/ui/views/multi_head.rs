@@ -155,17 +155,6 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     );
 }
 
-/// The name of a layout with `kvh` KV heads for `h` query heads.
-fn family(h: usize, kvh: usize) -> &'static str {
-    if kvh == h {
-        "MHA"
-    } else if kvh == 1 {
-        "MQA"
-    } else {
-        "GQA"
-    }
-}
-
 /// MHA, GQA and MQA side by side for the layer's query heads: query heads on top, the cached K/V heads
 /// below, a line from each query head to the K/V head it reads (query head `q` reads `q / (H / KVH)`),
 /// coloured by group, with each layout's K/V bytes per token. The slider's layout is outlined as current.
@@ -176,7 +165,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     ui.label(
         RichText::new(format!(
             "{}: {h} {} · {kvh} {} · {} {}",
-            family(h, kvh),
+            a.shape.family(),
             lang.t("query heads", "个 query 头"),
             lang.t("KV heads", "个 KV 头"),
             lang.t("group size", "组大小"),
@@ -188,7 +177,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     // The three layouts: MHA, a GQA (the slider's, or the middle divisor of H), MQA; duplicates dropped
     // (one head has only MHA = MQA).
     let divisors: Vec<usize> = (2..h).filter(|k| h.is_multiple_of(*k)).collect();
-    let gqa = if family(h, kvh) == "GQA" {
+    let gqa = if crate::math::kv_family(h, kvh) == "GQA" {
         Some(kvh)
     } else {
         divisors.get(divisors.len() / 2).copied()
@@ -220,7 +209,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         p.rect_stroke(r.shrink(1.5), 4.0, stroke, egui::StrokeKind::Inside);
         let caption = format!(
             "{} · KV {k}{}",
-            family(h, k),
+            crate::math::kv_family(h, k),
             if current {
                 lang.t(" · this layer", " · 当前层")
             } else {

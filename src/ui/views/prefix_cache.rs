@@ -401,16 +401,9 @@ fn chain_boxes(
                     r.center_top(),
                 ]
             };
-            painter.add(egui::Shape::line(path.clone(), arrow));
             let (a, b) = (path[path.len() - 2], path[path.len() - 1]);
-            let d = (b - a).normalized();
-            let head = size * 0.35;
-            let n = egui::vec2(-d.y, d.x);
-            painter.add(egui::Shape::convex_polygon(
-                vec![b, b - d * head + n * head * 0.6, b - d * head - n * head * 0.6],
-                text,
-                egui::Stroke::NONE,
-            ));
+            painter.add(egui::Shape::line(path[..path.len() - 1].to_vec(), arrow));
+            crate::ui::widgets::arrow(&painter, a, b, arrow, size * 0.35);
         }
     }
 }

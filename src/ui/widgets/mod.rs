@@ -22,7 +22,7 @@ pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{anchored, fitted_height, fitted_table, grid, view_in};
 pub use lines::{LineHead, attention_lines};
 pub use tables::{
-    BlockBox, Tables, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
+    BlockBox, Tables, arrow, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
 };
 
 pub use crate::lessons::format_bytes as bytes;
@@ -215,6 +215,22 @@ pub fn legend_height<S: AsRef<str>>(ui: &Ui, entries: &[(crate::style::Rgba, S)]
         x += w + gap.x;
     }
     rows as f32 * row_h + (rows - 1) as f32 * gap.y
+}
+
+/// A probability `p` as a bar in its track (the next-byte bars of lessons 4 and 5), the track outlined in
+/// the grammar's "current" colour, `outline` points wide, when it is the byte chosen.
+pub fn prob_bar(painter: &egui::Painter, v: &egui::Visuals, track: egui::Rect, p: f64, outline: Option<f32>) {
+    painter.rect_filled(track, 2.0, crate::style::track(v));
+    let bar = egui::Rect::from_min_size(track.min, egui::vec2(track.width() * p as f32, track.height()));
+    painter.rect_filled(bar, 2.0, crate::style::bar_fill(v));
+    if let Some(w) = outline {
+        painter.rect_stroke(
+            track,
+            2.0,
+            egui::Stroke::new(w, crate::style::CURRENT_32),
+            egui::StrokeKind::Outside,
+        );
+    }
 }
 
 /// A labelled horizontal bar of `value` out of `max`.

@@ -153,7 +153,7 @@ pub fn pool_legend(
 }
 
 /// A line from `a` to `b` with a filled head of length `head` at `b`.
-fn arrow(p: &egui::Painter, a: egui::Pos2, b: egui::Pos2, stroke: egui::Stroke, head: f32) {
+pub fn arrow(p: &egui::Painter, a: egui::Pos2, b: egui::Pos2, stroke: egui::Stroke, head: f32) {
     let v = b - a;
     let len = v.length();
     if len < 1.0 {

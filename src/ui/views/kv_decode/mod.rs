@@ -591,17 +591,7 @@ fn next_byte_bars_at(
             egui::pos2(rect.min.x + label_w, rect.min.y + row_h * 0.15),
             egui::pos2(rect.max.x - value_w, rect.max.y - row_h * 0.15),
         );
-        painter.rect_filled(track, 2.0, style::track(ui.visuals()));
-        let bar = egui::Rect::from_min_size(track.min, egui::vec2(track.width() * p as f32, track.height()));
-        painter.rect_filled(bar, 2.0, style::bar_fill(ui.visuals()));
-        if Some(b) == emitted {
-            painter.rect_stroke(
-                track,
-                2.0,
-                egui::Stroke::new(2.5, style::CURRENT_32),
-                egui::StrokeKind::Outside,
-            );
-        }
+        crate::ui::widgets::prob_bar(&painter, ui.visuals(), track, p, (Some(b) == emitted).then_some(2.5));
         painter.text(
             egui::pos2(rect.max.x, rect.center().y),
             egui::Align2::RIGHT_CENTER,

@@ -65,13 +65,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         .include_y(0.0)
         .show(ui, |p| {
             for &kvh in kv_options.iter().rev().take(4) {
-                let name = if kvh == d.heads {
-                    format!("MHA (KVH {kvh})")
-                } else if kvh == 1 {
-                    "MQA (KVH 1)".to_string()
-                } else {
-                    format!("GQA (KVH {kvh})")
-                };
+                let name = format!("{} (KVH {kvh})", crate::math::kv_family(d.heads, kvh));
                 let pts: PlotPoints = (1..=16)
                     .map(|b| [b as f64, flops(b, d.heads, ctx) / kv_bytes(b, kvh, ctx)])
                     .collect();

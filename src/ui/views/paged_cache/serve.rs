@@ -175,17 +175,7 @@ fn next_bytes(ui: &mut Ui, dist: &[(u8, f64)], size: f32, lang: crate::ui::text:
                 egui::pos2(x + lw + gap, rect.min.y + row_h * 0.2),
                 egui::vec2(track_w, row_h * 0.6),
             );
-            painter.rect_filled(track, 2.0, style::track(ui.visuals()));
-            let bar = egui::Rect::from_min_size(track.min, egui::vec2(track.width() * p as f32, track.height()));
-            painter.rect_filled(bar, 2.0, style::bar_fill(ui.visuals()));
-            if k == 0 {
-                painter.rect_stroke(
-                    track,
-                    2.0,
-                    egui::Stroke::new(2.0, style::CURRENT_32),
-                    egui::StrokeKind::Outside,
-                );
-            }
+            crate::ui::widgets::prob_bar(&painter, ui.visuals(), track, p, (k == 0).then_some(2.0));
             vx = track.max.x + gap;
         }
         painter.galley(egui::pos2(vx, rect.center().y - value.size().y / 2.0), value, text);
