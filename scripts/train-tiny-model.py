@@ -192,15 +192,22 @@ def write_safetensors(path, arrays, metadata):
 
 
 @torch.no_grad()
-def bits_per_byte(model, data, context):
+def bits_per_byte(model, data, context, start_byte=None):
     """Non-overlapping windows of `context` inputs: window s predicts data[s+1 .. s+context+1] from
-    data[s .. s+context]; every byte after the first is predicted once. The Rust side does the same."""
+    data[s .. s+context]; every byte after the first is predicted once. The Rust side does the same.
+    With a start byte, each window is that byte followed by context - 1 bytes of the text, and the
+    predictions read from position 1 on: still every byte after the first, once."""
     model.eval()
     nll, n = 0.0, 0
-    for s in range(0, len(data) - 1, context):
-        y = data[s + 1 : s + context + 1]
+    step = context if start_byte is None else context - 1
+    for s in range(0, len(data) - 1, step):
+        y = data[s + 1 : s + step + 1]
         x = data[s : s + len(y)]
+        if start_byte is not None:
+            x = [start_byte] + x
         logits = model(torch.tensor(x, dtype=torch.long)[None])[0].double()
+        if start_byte is not None:
+            logits = logits[1:]
         nll += F.cross_entropy(logits, torch.tensor(y, dtype=torch.long), reduction="sum").item()
         n += len(y)
     model.train()
@@ -216,7 +223,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", default="assets/models")
     ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--start-byte", type=int, default=None,
+                    help="begin every training window with this byte (as real models see <s> at the start of "
+                         "every sequence), for lesson 8's attention-sink variant; writes kvscope-tiny-start.*")
     args = ap.parse_args()
+    name = NAME if args.start_byte is None else NAME + "-start"
+    sb = args.start_byte
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -255,8 +267,13 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         starts = rng.integers(0, len(train) - T - 1, size=args.batch)
-        xb = torch.tensor(np.stack([train[s : s + T] for s in starts]), dtype=torch.long)
-        yb = torch.tensor(np.stack([train[s + 1 : s + T + 1] for s in starts]), dtype=torch.long)
+        if sb is None:
+            xb = torch.tensor(np.stack([train[s : s + T] for s in starts]), dtype=torch.long)
+            yb = torch.tensor(np.stack([train[s + 1 : s + T + 1] for s in starts]), dtype=torch.long)
+        else:
+            # The start byte, then T - 1 bytes of text; the targets are the text from its first byte on.
+            xb = torch.tensor(np.stack([np.concatenate([[sb], train[s : s + T - 1]]) for s in starts]), dtype=torch.long)
+            yb = torch.tensor(np.stack([train[s : s + T] for s in starts]), dtype=torch.long)
         loss = F.cross_entropy(model(xb).view(-1, c["vocab"]), yb.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -267,23 +284,28 @@ def main():
             print(f"step {step:5d}  train loss {bpb:.4f} bits/byte  lr {lr:.2e}  {time.time() - t0:7.1f} s", flush=True)
             log.append({"step": step, "train_bpb": bpb, "seconds": round(time.time() - t0, 1)})
         if step % args.eval_every == 0 or step == args.steps:
-            hb, _ = bits_per_byte(model, held_eval, T)
+            hb, _ = bits_per_byte(model, held_eval, T, sb)
             print(f"step {step:5d}  held-out {hb:.4f} bits/byte", flush=True)
             log[-1]["heldout_bpb"] = hb
     seconds = time.time() - t0
 
     model.eval()
-    held_bpb, held_n = bits_per_byte(model, held_eval, T)
+    held_bpb, held_n = bits_per_byte(model, held_eval, T, sb)
     # Training bits per byte on a fixed sample of the training text, measured the same way.
-    train_bpb, _ = bits_per_byte(model, list(train[:EVAL_BYTES].tobytes()), T)
+    train_bpb, _ = bits_per_byte(model, list(train[:EVAL_BYTES].tobytes()), T, sb)
     os.makedirs(args.out, exist_ok=True)
     meta = {k: str(v) for k, v in c.items()}
-    meta.update({"name": NAME, "format": "kvscope tiny llama v1"})
+    meta.update({"name": name, "format": "kvscope tiny llama v1"})
+    if sb is not None:
+        meta["start_byte"] = str(sb)
     arrays = tensors(model)
-    write_safetensors(os.path.join(args.out, f"{NAME}.safetensors"), arrays, meta)
-    with open(os.path.join(args.out, f"{NAME}.heldout.txt"), "wb") as f:
-        f.write(bytes(held_eval))
+    write_safetensors(os.path.join(args.out, f"{name}.safetensors"), arrays, meta)
+    if sb is None:
+        with open(os.path.join(args.out, f"{NAME}.heldout.txt"), "wb") as f:
+            f.write(bytes(held_eval))
     prompt = list(CHECK_PROMPT.encode("utf-8"))
+    if sb is not None:
+        prompt = [sb] + prompt
     with torch.no_grad():
         logits = model(torch.tensor(prompt, dtype=torch.long)[None])[0]
     positions = [0, len(prompt) // 2, len(prompt) - 1]
@@ -300,15 +322,15 @@ def main():
         "training": {"steps": args.steps, "batch": args.batch, "context": T, "lr": args.lr, "warmup": warm,
                      "schedule": "linear warm-up, cosine to 0.1x", "optimizer": "AdamW(0.9, 0.95), wd 0.1 on matrices",
                      "grad_clip": 1.0, "seed": args.seed, "threads": args.threads, "seconds": round(seconds, 1),
-                     "torch": torch.__version__},
+                     "torch": torch.__version__, "start_byte": sb},
         "corpus": {"english": ENGLISH, "chinese": CHINESE, "train_documents": len(train_docs),
                    "train_bytes": int(len(train)), "heldout_documents": len(held_docs), "heldout_bytes": len(held)},
         "loss_curve": log,
     }
-    with open(os.path.join(args.out, f"{NAME}.check.json"), "w") as f:
+    with open(os.path.join(args.out, f"{name}.check.json"), "w") as f:
         json.dump(check, f, indent=1)
     print(f"done in {seconds:.0f} s: held-out {held_bpb:.4f} bits/byte ({held_n} bytes), training sample "
-          f"{train_bpb:.4f}; wrote {args.out}/{NAME}.safetensors", flush=True)
+          f"{train_bpb:.4f}; wrote {args.out}/{name}.safetensors", flush=True)
 
 
 if __name__ == "__main__":

@@ -505,6 +505,107 @@ void test_rope() {
 }
 
 // ---------------------------------------------------------------------------------------
+// stream_attention.cu: decode over a paged cache with keys turned on read at host-chosen
+// positions (StreamingLLM); key_pos < 0 masks a token. Checked in double, weights included.
+// ---------------------------------------------------------------------------------------
+void test_stream_decode() {
+    struct C { int H, KVH, hd, bs, P; std::vector<int> ctx; unsigned block; };
+    const C cases[] = {
+        {4, 2, 32, 16, 300, {70, 3}, 32},   // the lesson's model: GQA 2, hd 32
+        {1, 1, 2, 1, 8, {5}, 32},           // hd 2, block size 1
+        {6, 3, 64, 3, 1024, {300, 0, 9}, 64},  // an empty request, 64 threads
+        {8, 1, 16, 8, 64, {33}, 32},        // MQA
+    };
+    for (const auto& c : cases) {
+        const int R = (int)c.ctx.size(), G = c.H / c.KVH, half = c.hd / 2;
+        int max_blocks = 1, total = 2;
+        for (int x : c.ctx) {
+            max_blocks = std::max(max_blocks, (x + c.bs - 1) / c.bs);
+            total += (x + c.bs - 1) / c.bs;
+        }
+        std::vector<int> ids(total);
+        for (int i = 0; i < total; ++i) ids[i] = i;
+        std::shuffle(ids.begin(), ids.end(), rng);
+        std::vector<int> table((size_t)R * max_blocks, -1);
+        int next = 0;
+        for (int r = 0; r < R; ++r)
+            for (int b = 0; b < (c.ctx[r] + c.bs - 1) / c.bs; ++b) table[(size_t)r * max_blocks + b] = ids[next++];
+        const int T = max_blocks * c.bs;
+        const size_t pool_n = (size_t)total * c.KVH * c.bs * c.hd;
+        std::vector<uint16_t> kp(pool_n, 0x7e00), vp(pool_n, 0x7e00);  // NaN: never read
+        auto row_at = [&](int r, int t, int h) {
+            return (((size_t)table[(size_t)r * max_blocks + t / c.bs] * c.KVH + h) * c.bs + t % c.bs) * c.hd;
+        };
+        std::vector<int> key_pos((size_t)R * T, -1), q_pos(R);
+        for (int r = 0; r < R; ++r) {
+            q_pos[r] = (int)(rng() % c.P);
+            for (int t = 0; t < c.ctx[r]; ++t) {
+                if (rng() % 5 != 0) key_pos[(size_t)r * T + t] = (int)(rng() % c.P);
+                for (int h = 0; h < c.KVH; ++h)
+                    for (int d = 0; d < c.hd; ++d) {
+                        kp[row_at(r, t, h) + d] = f32_to_f16_bits(urand(-2.0f, 2.0f));
+                        vp[row_at(r, t, h) + d] = f32_to_f16_bits(urand());
+                    }
+            }
+        }
+        std::vector<float> cs((size_t)c.P * c.hd);
+        for (int p = 0; p < c.P; ++p)
+            for (int i = 0; i < half; ++i) {
+                const double a = p / std::pow(10000.0, 2.0 * i / c.hd);
+                cs[(size_t)p * c.hd + i] = (float)std::cos(a);
+                cs[(size_t)p * c.hd + half + i] = (float)std::sin(a);
+            }
+        const auto q = rand_vec((size_t)R * c.H * c.hd, -2.0f, 2.0f);
+        std::vector<float> out((size_t)R * c.H * c.hd, kNaNf), probs((size_t)R * c.H * T, kNaNf);
+        const float scale = 1.0f / std::sqrt((float)c.hd);
+        kvs_sim_stream_decode_f16(c.H, R, 1, c.block, 1, 1, out.data(), probs.data(), q.data(), q_pos.data(),
+                                  kp.data(), vp.data(), table.data(), c.ctx.data(), key_pos.data(), cs.data(),
+                                  max_blocks, c.H, c.KVH, c.bs, c.hd, scale);
+        auto rot = [&](std::vector<double> x, int pos) {
+            std::vector<double> y(c.hd);
+            for (int d = 0; d < half; ++d) {
+                const double co = cs[(size_t)pos * c.hd + d], si = cs[(size_t)pos * c.hd + half + d];
+                y[d] = x[d] * co - x[d + half] * si;
+                y[d + half] = x[d + half] * co + x[d] * si;
+            }
+            return y;
+        };
+        for (int r = 0; r < R; ++r)
+            for (int h = 0; h < c.H; ++h) {
+                const int kvh = h / G, n = c.ctx[r];
+                std::vector<double> qv(c.hd);
+                for (int d = 0; d < c.hd; ++d) qv[d] = q[((size_t)r * c.H + h) * c.hd + d];
+                qv = rot(qv, q_pos[r]);
+                std::vector<double> s(n, -kInf);
+                double m = -kInf;
+                for (int t = 0; t < n; ++t) {
+                    const int kpos = key_pos[(size_t)r * T + t];
+                    if (kpos < 0) continue;
+                    std::vector<double> kv(c.hd);
+                    for (int d = 0; d < c.hd; ++d) kv[d] = f16_bits_to_double(kp[row_at(r, t, kvh) + d]);
+                    kv = rot(kv, kpos);
+                    double dot = 0;
+                    for (int d = 0; d < c.hd; ++d) dot += qv[d] * kv[d];
+                    s[t] = dot * scale;
+                    m = std::max(m, s[t]);
+                }
+                double l = 0;
+                for (int t = 0; t < n; ++t) l += s[t] == -kInf ? 0.0 : std::exp(s[t] - m);
+                std::vector<double> acc(c.hd, 0.0);
+                char w[128];
+                std::snprintf(w, sizeof w, "H%d KVH%d hd%d bs%d r%d h%d", c.H, c.KVH, c.hd, c.bs, r, h);
+                for (int t = 0; t < T; ++t) {
+                    const double p = (t < n && s[t] != -kInf && l > 0) ? std::exp(s[t] - m) / l : 0.0;
+                    check("stream_decode weights", w, probs[((size_t)r * c.H + h) * T + t], p);
+                    if (p > 0)
+                        for (int d = 0; d < c.hd; ++d) acc[d] += p * f16_bits_to_double(vp[row_at(r, t, kvh) + d]);
+                }
+                for (int d = 0; d < c.hd; ++d) check("stream_decode", w, out[((size_t)r * c.H + h) * c.hd + d], acc[d]);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // mask_table.cu: the kernels' shared mask predicate (common.cuh) against this file's visible()
 // ---------------------------------------------------------------------------------------
 void test_mask_table() {
@@ -683,6 +784,7 @@ int main() {
     test_copy_blocks();
     test_flash_attention();
     test_rope();
+    test_stream_decode();
     test_mask_table();
     test_read_stream();
 

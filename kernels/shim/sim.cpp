@@ -34,6 +34,9 @@ namespace kvs_flash {
 namespace kvs_rope {
 #include "../rope.cu"
 }
+namespace kvs_stream_attention {
+#include "../stream_attention.cu"
+}
 namespace kvs_mask_table {
 #include "../mask_table.cu"
 }

@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export attention|paged-decode|logits|model-attention|streaming|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -105,6 +105,34 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The tiny model streaming the held-out file byte by byte past its 256-byte context through a
+    /// bounded paged cache (lesson 8): tokens.npy, nll.npy, blocks_in_use.npy, sink_mass.npy and a
+    /// manifest that defines each and gives the bits per byte.
+    Streaming {
+        /// dense | window | sinks | recompute
+        #[arg(long, value_parser = parse_policy)]
+        policy: kvscope::model::stream::StreamPolicy,
+        /// cache (positions by slot in the cache, StreamingLLM) | text (each byte keeps its own)
+        #[arg(long, value_parser = parse_positions, default_value = "cache")]
+        positions: kvscope::model::stream::Positions,
+        /// W: recent bytes each step attends to, the byte it reads included.
+        #[arg(long, default_value_t = 64)]
+        window: usize,
+        /// S: bytes from the start kept by the sinks policy; the sink mass is measured on them under every
+        /// policy.
+        #[arg(long, default_value_t = 4)]
+        sinks: usize,
+        /// Tokens per block of the paged cache.
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        /// Bytes of the held-out file to stream (default: all of it, 16384).
+        #[arg(long)]
+        bytes: Option<usize>,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
     /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
     /// the block tables.
@@ -189,6 +217,15 @@ fn model_export(
     Ok(())
 }
 
+fn parse_policy(s: &str) -> Result<kvscope::model::stream::StreamPolicy, String> {
+    kvscope::model::stream::StreamPolicy::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a policy: dense, window, sinks or recompute"))
+}
+
+fn parse_positions(s: &str) -> Result<kvscope::model::stream::Positions, String> {
+    kvscope::model::stream::Positions::parse(s).ok_or_else(|| format!("`{s}` is not a position scheme: cache or text"))
+}
+
 /// Run `kvscope export …`.
 pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
     match cmd {
@@ -220,6 +257,44 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .ok_or("a prefix-caching lesson")
             },
         )?,
+        ExportCmd::Streaming {
+            policy,
+            positions,
+            window,
+            sinks,
+            block_size,
+            bytes,
+            backend: kind,
+            out,
+        } => {
+            let cfg = kvscope::model::stream::StreamConfig {
+                policy,
+                positions,
+                window,
+                sinks,
+                block_size,
+            };
+            let b = backend(kind)?;
+            let bytes = bytes.unwrap_or(kvscope::model::HELDOUT.len());
+            let (arrays, extra) = export::streaming(b.as_ref(), cfg, bytes)?;
+            let params = serde_json::json!({
+                "policy": policy.name(), "positions": positions.name(), "window": window, "sinks": sinks,
+                "block_size": block_size, "bytes": bytes,
+            });
+            let s = extra["streaming"].clone();
+            export::write_export_with(&out, "streaming", params, 0, b.as_ref(), &[], &arrays, extra)?;
+            outln!(
+                "{} ({} positions), W = {window}, S = {sinks}, B = {block_size}: {:.4} bits per byte over {} bytes, \
+                 at most {} blocks in use, {:.1} s; wrote {}",
+                policy.name(),
+                positions.name(),
+                s["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
+                s["bytes"],
+                s["max_blocks_in_use"],
+                s["seconds"].as_f64().unwrap_or(0.0),
+                out.display()
+            );
+        }
         ExportCmd::Logits {
             prompt,
             backend: kind,

@@ -514,7 +514,7 @@ impl KvEngine {
             )));
         }
         let bs = self.shape().block_size;
-        let already: Vec<usize> = self.cache.dropped(req).collect();
+        let already: std::collections::BTreeSet<usize> = self.cache.dropped(req).collect();
         let mut blocks = Vec::new();
         for lb in 0..len.div_ceil(bs) {
             let full_not_last = (lb + 1) * bs < len;

@@ -233,10 +233,12 @@ impl Model {
         if prompt.is_empty() {
             return Err("the prompt is empty: give at least one byte".into());
         }
-        if total > c.context {
+        if total > super::MAX_POSITIONS {
             return Err(format!(
-                "{} prompt bytes + {n} new ones = {total}: more than the model's context of {}",
+                "{} prompt bytes + {n} new ones = {total}: more than the {} positions of the RoPE tables \
+                 (the model was trained on {})",
                 prompt.len(),
+                super::MAX_POSITIONS,
                 c.context
             ));
         }

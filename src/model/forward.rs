@@ -85,6 +85,16 @@ impl Model {
         (q, k, v)
     }
 
+    /// Q `[H,T,hd]`, K and V `[KVH,T,hd]` of the block's normalised input `h`, **without** RoPE: what a
+    /// cache that turns keys on read stores (StreamingLLM's positions by cache slot, [`super::stream`]).
+    pub fn qkv_unrotated(&self, b: &Block, h: &Array2<f32>) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
+        let c = &self.config;
+        let q = self.heads_with_rope(&matmul(h.view(), b.wq.view()), c.n_heads, 0, false);
+        let k = self.heads_with_rope(&matmul(h.view(), b.wk.view()), c.n_kv_heads, 0, false);
+        let v = self.heads_with_rope(&matmul(h.view(), b.wv.view()), c.n_kv_heads, 0, false);
+        (q, k, v)
+    }
+
     /// `x + Wo · concat(heads)` for attention output `o` `[H, T, hd]`.
     pub fn attn_residual(&self, b: &Block, x: &Array2<f32>, o: &Array3<f32>) -> Array2<f32> {
         let (h, t, hd) = o.dim();
@@ -166,7 +176,7 @@ impl Model {
     }
 }
 
-/// RoPE tables `[context, hd/2]`: angles `pos · θ^(−2i/hd)` in f64, cos and sin rounded to f32 (as the
+/// RoPE tables `[positions, hd/2]` (the model's context or [`super::MAX_POSITIONS`], the larger): angles `pos · θ^(−2i/hd)` in f64, cos and sin rounded to f32 (as the
 /// training script computes them).
 pub(super) fn rope_tables(context: usize, hd: usize, base: f64) -> (Array2<f32>, Array2<f32>) {
     let half = hd / 2;

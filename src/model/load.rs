@@ -169,7 +169,7 @@ impl Model {
                 msg: "not part of the architecture in the metadata".into(),
             });
         }
-        let rope = rope_tables(c.context, hd, c.rope_base);
+        let rope = rope_tables(c.context.max(super::MAX_POSITIONS), hd, c.rope_base);
         Ok(Model {
             config: c,
             embed,

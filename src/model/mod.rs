@@ -13,9 +13,14 @@ mod forward;
 pub mod heads;
 mod load;
 pub mod memo;
+pub mod stream;
 pub mod texts;
 
 use ndarray::{Array2, Array3};
+
+/// Positions the model's RoPE tables hold: far past its trained context of 256 bytes, so that generation
+/// and a streaming decode with text positions can go there and show what happens (issue #31).
+pub const MAX_POSITIONS: usize = 32768;
 
 /// Texts the lessons run the model on: English and Chinese, some seen in training and some not.
 pub const PROMPTS: [&str; 4] = [
@@ -212,7 +217,7 @@ pub struct Model {
     pub norm: Vec<f32>,
     /// Parameters in the file.
     pub parameters: usize,
-    /// RoPE cos/sin tables `[context, hd/2]`.
+    /// RoPE cos/sin tables `[MAX_POSITIONS, hd/2]`.
     rope: (Array2<f32>, Array2<f32>),
 }
 

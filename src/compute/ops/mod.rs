@@ -20,6 +20,7 @@ pub mod paged_append;
 pub mod paged_decode;
 pub mod rope;
 pub mod static_append;
+pub mod stream_decode;
 
 /// The op table. Calls `$callback! { [$args] rows… }` with every row, so each consumer (the enums,
 /// the `Backend` trait, the backends' dispatch, the suite) is a macro that reads the same rows.
@@ -149,6 +150,21 @@ macro_rules! op_table {
                 kernels: {
                     /// RoPE, "rotate half" layout, at a position per row.
                     Rope: ["rope_f32"],
+                }
+            }
+            /// Decode attention for a bounded streaming cache: keys stored before RoPE and turned on read
+            /// at positions the caller picks (−1 masks a token). Returns the output and each head's weights.
+            StreamDecode {
+                module: stream_decode,
+                method: stream_decode,
+                run: run_stream_decode,
+                input: &$crate::compute::ops::stream_decode::StreamDecodeInput,
+                output: $crate::compute::ops::stream_decode::StreamDecodeOut,
+                file: "stream_attention",
+                pools: Read,
+                kernels: {
+                    /// One query per request over the paged cache, RoPE on read, masked slots skipped.
+                    StreamDecode: ["stream_decode_f16"],
                 }
             }
         }
