@@ -30,6 +30,7 @@ macro_rules! lesson_table {
             paged_cache::PagedCache,
             flash_attention::FlashAttention,
             prefix_cache::PrefixCache,
+            streaming::Streaming,
         }
     };
 }

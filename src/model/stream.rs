@@ -153,9 +153,9 @@ pub struct StreamRun {
     pub heads: usize,
     /// Blocks in the pool (the bound the policy is held to).
     pub pool_blocks: usize,
-    /// Per step: the physical blocks of the request's table, in logical order (for the views; only the
-    /// steps in `tables_at`).
-    pub tables: Vec<(usize, Vec<u32>)>,
+    /// The steps in `tables_at`: the step and its block table as (logical block, physical block) pairs,
+    /// the live blocks in logical order (for the views).
+    pub tables: Vec<(usize, Vec<(usize, u32)>)>,
     /// Seconds the run took on the backend.
     pub seconds: f64,
     /// With [`Model::stream_verified`]: the kernel's output and weights checked against the f64 reference
@@ -393,8 +393,9 @@ impl Model {
             run.blocks_in_use
                 .push((shape.num_blocks - engine.cache().allocator().num_free()) as u32);
             if tables_at.contains(&t) {
+                let phys = engine.cache().table(REQ).unwrap_or_default();
                 run.tables
-                    .push((t, engine.cache().table(REQ).unwrap_or_default().to_vec()));
+                    .push((t, live_blocks.iter().copied().zip(phys.iter().copied()).collect()));
             }
             // The engine records every event for the views that replay them; a stream of 16 KiB would
             // keep millions of them, so each step's are dropped.

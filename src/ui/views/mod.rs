@@ -10,3 +10,4 @@ mod kv_decode;
 mod multi_head;
 mod paged_cache;
 mod prefix_cache;
+mod streaming;

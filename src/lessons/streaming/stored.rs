@@ -1,0 +1,96 @@
+//! The 16 KiB measurements lesson 8 draws beside its live runs: `assets/measurements/streaming.json`,
+//! written by `scripts/streaming-summary.py` from the folders of `kvscope export streaming` runs over the
+//! whole held-out file (the command and backend are recorded in it). The views label them as stored.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// One stored run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredRun {
+    /// `dense`, `window`, `sinks` or `recompute`.
+    pub policy: String,
+    /// `cache` or `text`.
+    pub positions: String,
+    /// W.
+    pub window: usize,
+    /// S.
+    pub sinks: usize,
+    /// B.
+    pub block_size: usize,
+    /// Bits per byte over the file.
+    pub bits_per_byte: f64,
+    /// The most blocks in use at once.
+    pub max_blocks_in_use: usize,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Bits per byte per bucket of `curve_bucket` predictions.
+    pub curve: Vec<f64>,
+}
+
+/// The stored measurements of one model.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredModel {
+    /// The model file.
+    pub model: String,
+    /// Bytes streamed.
+    pub bytes: usize,
+    /// The backend they ran on.
+    pub backend: String,
+    /// Predictions per curve bucket.
+    pub curve_bucket: usize,
+    /// The runs.
+    pub runs: Vec<StoredRun>,
+    /// `[layer][head]`: mean attention mass on bytes 0…S−1 (S = `sink_mass_sinks`) in dense steps 16…255.
+    pub dense_sink_mass: Vec<Vec<f64>>,
+    /// S of `dense_sink_mass`.
+    pub sink_mass_sinks: usize,
+}
+
+impl StoredModel {
+    /// The run of these settings (dense runs match any W).
+    pub fn find(&self, policy: &str, positions: &str, window: usize, sinks: usize) -> Option<&StoredRun> {
+        self.runs.iter().find(|r| {
+            r.policy == policy
+                && (r.positions == positions || policy == "recompute" || policy == "dense")
+                && (policy == "dense" || (r.window == window && (r.sinks == sinks || policy != "sinks")))
+        })
+    }
+}
+
+/// The file: the committed model and, when measured, the variant trained with a start byte.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredFile {
+    /// The command that produced the runs.
+    pub command: String,
+    /// The committed model.
+    pub base: StoredModel,
+    /// The variant trained with a start byte at the head of every window (lesson 8's sink experiment).
+    #[serde(default)]
+    pub start: Option<StoredModel>,
+}
+
+/// The embedded measurements (`None` if the file does not parse; a test checks that it does).
+pub fn file() -> Option<&'static StoredFile> {
+    static F: OnceLock<Option<StoredFile>> = OnceLock::new();
+    F.get_or_init(|| serde_json::from_str(include_str!("../../../assets/measurements/streaming.json")).ok())
+        .as_ref()
+}
+
+/// The committed model's stored runs.
+pub fn embedded() -> Option<&'static StoredModel> {
+    file().map(|f| &f.base)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_stored_measurements_parse_and_cover_the_default_settings() {
+        let f = super::file().expect("assets/measurements/streaming.json parses");
+        for p in ["dense", "window", "sinks", "recompute"] {
+            assert!(f.base.find(p, "cache", 64, 4).is_some(), "{p}");
+        }
+        assert_eq!(f.base.bytes, crate::model::HELDOUT.len());
+    }
+}

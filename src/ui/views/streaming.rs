@@ -1,0 +1,667 @@
+//! Lesson 8's views: KV memory and bits per byte against stream position for the four policies, the ring
+//! buffer of the bounded paged cache slot by slot, the measured attention mass on the first bytes, the
+//! positions the model sees under either scheme, and the cost-and-quality table.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
+
+use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
+use crate::lessons::{LessonKind, Output};
+use crate::model::stream::{Positions, StreamPolicy, StreamRun};
+use crate::style;
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::text::Lang;
+use crate::ui::widgets::{ViewCtx, check_line, kernel_panel, legend, plot_title_room, timeline};
+
+impl LessonUi for Streaming {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(o), Some(view)) = (out.downcast_ref::<StreamOut>(), View::from_name(view)) else {
+            return;
+        };
+        match view {
+            View::Kernel => kernel_panel(cx, ui, self.ops(), out),
+            View::Growth => growth(cx, ui, o),
+            View::Ring => ring(cx, ui, o),
+            View::Quality => quality(cx, ui, o),
+            View::Sinks => sinks(cx, ui, o),
+            View::Positions => positions(cx, ui, o),
+            View::Costs => costs(cx, ui, o),
+        }
+    }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(o) = out.downcast_ref::<StreamOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        let n = o.stream();
+        timeline(
+            cx,
+            ui,
+            n,
+            |ui, c, n| {
+                if ui.button(lang.t("< byte", "< 上一字节")).clicked() {
+                    *c = c.saturating_sub(1);
+                }
+                if ui.button(lang.t("next byte >", "下一字节 >")).clicked() {
+                    *c = (*c + 1).min(n - 1);
+                }
+                if ui.button(lang.t("+64 >>", "+64 >>")).clicked() {
+                    *c = (*c + 64).min(n - 1);
+                }
+            },
+            |c| {
+                format!(
+                    "{} {c} / {} · {} {}",
+                    lang.t("reading byte", "读取字节"),
+                    n - 1,
+                    lang.t("trained context", "训练上下文"),
+                    o.trained_context
+                )
+            },
+        );
+    }
+}
+
+/// Each policy's name and colour (the same in every view).
+fn policy_name(lang: Lang, p: StreamPolicy, pos: Positions) -> String {
+    let base = match p {
+        StreamPolicy::Dense => lang.t("dense", "全量"),
+        StreamPolicy::Window => lang.t("window", "滑动窗口"),
+        StreamPolicy::Sinks => lang.t("sinks + window", "sink + 窗口"),
+        StreamPolicy::Recompute => lang.t("window, recomputed", "窗口重算"),
+    };
+    match pos {
+        Positions::Cache => base.to_string(),
+        Positions::Text => format!("{base} ({})", lang.t("text positions", "文本位置")),
+    }
+}
+
+fn policy_color(i: usize) -> Color32 {
+    style::series(i)
+}
+
+fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+}
+
+fn capped(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    if let Some(asked) = o.capped_from {
+        note(
+            ui,
+            cx.size,
+            format!(
+                "{} {} {} {asked}.",
+                cx.t(
+                    "A simulated GPU runs every thread as an OS thread: it streamed",
+                    "模拟 GPU 把每个线程作为一个系统线程运行：只流式读取了"
+                ),
+                o.stream(),
+                cx.t("bytes of", "字节，而不是")
+            ),
+        );
+    }
+}
+
+fn context_line(lang: Lang, ctx: usize) -> VLine {
+    VLine::new(lang.t("the model's trained context", "模型训练时的上下文"), ctx as f64)
+        .color(style::c32(style::CURRENT))
+}
+
+fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    capped(cx, ui, o);
+    let h = (ui.available_height() - 3.0 * size).max(120.0);
+    plot_title_room(ui);
+    let mib = |blocks: u32| f64::from(blocks) * (o.block_size * o.kv_per_byte) as f64 / (1024.0 * 1024.0);
+    Plot::new("streaming-growth")
+        .height(h)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t("bytes read", "已读字节"))
+        .y_axis_label(lang.t("KV cache allocated (MiB, all layers)", "已分配 KV 缓存（MiB，所有层）"))
+        .include_y(0.0)
+        .show(ui, |p| {
+            for (i, r) in o.runs.iter().enumerate().take(3) {
+                let pts: PlotPoints = r
+                    .blocks_in_use
+                    .iter()
+                    .enumerate()
+                    .map(|(t, &b)| [(t + 1) as f64, mib(b)])
+                    .collect();
+                p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), pts).color(policy_color(i)));
+            }
+            p.vline(context_line(lang, o.trained_context));
+        });
+    let dense = &o.runs[0];
+    note(
+        ui,
+        size,
+        format!(
+            "{}: {} {} {} B {} → {:.2} MiB {} {} {}",
+            lang.t("dense", "全量"),
+            dense.blocks_in_use.last().copied().unwrap_or(0),
+            lang.t("blocks of", "个块，每块"),
+            o.block_size * o.kv_per_byte,
+            lang.t("", ""),
+            mib(dense.blocks_in_use.last().copied().unwrap_or(0)),
+            lang.t("after", "，读完"),
+            o.stream(),
+            lang.t("bytes; the bounded policies stay flat.", "字节；有界策略保持不变。")
+        ),
+    );
+}
+
+/// The state of one slot in the ring view.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Sink,
+    Window,
+    Current,
+    Masked,
+    Empty,
+}
+
+fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let r = o.ring_run();
+    let n = o.stream();
+    let t = (*cx.cursor).min(n - 1);
+    let Some((_, table)) = r.tables.iter().find(|(s, _)| *s == t) else {
+        return;
+    };
+    let c = r.config;
+    let bs = c.block_size;
+    ui.label(
+        RichText::new(format!(
+            "{} · {} {t}: {} {} / {} {} · {} {} · {} {}",
+            policy_name(lang, c.policy, c.positions),
+            lang.t("reading byte", "读取字节"),
+            r.blocks_in_use[t],
+            lang.t("blocks in use", "个块在用"),
+            r.pool_blocks,
+            lang.t("in the pool", "个（池容量）"),
+            lang.t("the cache stores", "缓存存放"),
+            r.stored[t],
+            lang.t("the model sees", "模型看到"),
+            r.attended[t]
+        ))
+        .strong()
+        .size(size),
+    );
+    let entries = [
+        (style::SINK, lang.t("sink (pinned)", "sink（固定）")),
+        (style::READ, lang.t("in the window: read", "窗口内：被读取")),
+        (style::CURRENT, lang.t("the byte read now", "当前读取的字节")),
+        (
+            style::MASKED,
+            lang.t("stored, masked (left the window)", "已存放但被掩码（离开窗口）"),
+        ),
+        (style::FREE, lang.t("empty / free", "空 / 空闲")),
+    ];
+    let rect = ui.available_rect_before_wrap();
+    let leg_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, rect.width() * 0.9) + size * 1.5;
+    let area = egui::Rect::from_min_max(
+        rect.min,
+        egui::pos2(rect.max.x, (rect.max.y - leg_h).max(rect.min.y + 40.0)),
+    );
+    // One row per pool block (physical id order), its slots left to right.
+    let pool = r.pool_blocks.max(1);
+    let row_h = (area.height() / pool as f32).min(size * 2.6);
+    let label_w = size * 7.5;
+    let slot_w = ((area.width() - label_w) / bs as f32).clamp(2.0, size * 2.5);
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(size * 0.8);
+    for phys in 0..pool {
+        let y = area.min.y + phys as f32 * row_h;
+        let owner = table.iter().find(|&&(_, p)| p as usize == phys).map(|&(l, _)| l);
+        let label = match owner {
+            Some(l) => format!("#{phys} ← {} {l}", lang.t("logical", "逻辑块")),
+            None => format!("#{phys} {}", lang.t("free", "空闲")),
+        };
+        painter.text(
+            egui::pos2(area.min.x, y + row_h * 0.45),
+            egui::Align2::LEFT_CENTER,
+            label,
+            font.clone(),
+            text,
+        );
+        for o_ in 0..bs {
+            let state = match owner {
+                None => Slot::Empty,
+                Some(l) => {
+                    let i = l * bs + o_;
+                    if i > t {
+                        Slot::Empty
+                    } else if i == t {
+                        Slot::Current
+                    } else if !c.keeps(i, t) {
+                        Slot::Masked
+                    } else if i < c.sinks && c.policy == StreamPolicy::Sinks {
+                        Slot::Sink
+                    } else {
+                        Slot::Window
+                    }
+                }
+            };
+            let fill = match state {
+                Slot::Sink => style::SINK,
+                Slot::Window => style::READ,
+                Slot::Current => style::CURRENT,
+                Slot::Masked => style::MASKED,
+                Slot::Empty => style::FREE,
+            };
+            let x = area.min.x + label_w + o_ as f32 * slot_w;
+            let cell = egui::Rect::from_min_size(egui::pos2(x, y), egui::vec2(slot_w - 1.0, row_h * 0.85));
+            painter.rect_filled(cell, 1.0, style::c32(fill));
+            if state == Slot::Masked {
+                painter.line_segment(
+                    [cell.left_bottom(), cell.right_top()],
+                    egui::Stroke::new(1.0, style::c32(style::MASKED_HATCH)),
+                );
+            }
+        }
+    }
+    ui.allocate_rect(area, egui::Sense::hover());
+    legend(ui, &entries, size * 0.85);
+}
+
+fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    capped(cx, ui, o);
+    let h = (ui.available_height() - 3.5 * size).max(120.0);
+    // A rolling mean over 64 predictions (fewer at the start), in bits.
+    let smooth = |r: &StreamRun| -> PlotPoints {
+        let k = 64usize;
+        let mut acc = 0f64;
+        let mut pts = Vec::with_capacity(r.nll.len());
+        for (i, &x) in r.nll.iter().enumerate() {
+            acc += f64::from(x);
+            if i >= k {
+                acc -= f64::from(r.nll[i - k]);
+            }
+            let m = (i + 1).min(k) as f64;
+            pts.push([(i + 1) as f64, acc / m / std::f64::consts::LN_2]);
+        }
+        PlotPoints::new(pts)
+    };
+    plot_title_room(ui);
+    Plot::new("streaming-quality")
+        .height(h)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t("byte predicted (position in the stream)", "被预测的字节（流中位置）"))
+        .y_axis_label(lang.t(
+            "bits per byte (mean of the last 64)",
+            "每字节比特数（最近 64 个的均值）",
+        ))
+        .include_y(0.0)
+        .show(ui, |p| {
+            for (i, r) in o.runs.iter().enumerate().take(4) {
+                p.line(
+                    Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r)).color(policy_color(i)),
+                );
+            }
+            p.vline(context_line(lang, o.trained_context));
+        });
+    let mut line = String::new();
+    for r in o.runs.iter().take(4) {
+        line.push_str(&format!(
+            "{} {:.3} · ",
+            policy_name(lang, r.config.policy, r.config.positions),
+            r.bits_per_byte()
+        ));
+    }
+    note(
+        ui,
+        size,
+        format!(
+            "{} {} {}: {}",
+            lang.t("bits per byte over", "在"),
+            o.stream(),
+            lang.t("bytes", "字节上的每字节比特数"),
+            line.trim_end_matches(" · ")
+        ),
+    );
+}
+
+fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let r = &o.runs[0];
+    let steps_end = o.trained_context.min(o.stream());
+    let last_sink = o.sinks.saturating_sub(1);
+    let title = match lang {
+        Lang::En => format!(
+            "mean attention mass on bytes 0…{last_sink}, dense steps 16…{} (measured on this text)",
+            steps_end - 1
+        ),
+        Lang::Zh => format!(
+            "全量解码第 16…{} 步放在字节 0…{last_sink} 上的平均注意力质量（在这段文本上实测）",
+            steps_end - 1
+        ),
+    };
+    ui.add(egui::Label::new(RichText::new(title).strong().size(size)).wrap());
+    let rect = ui.available_rect_before_wrap();
+    let grid_h = (rect.height() * 0.45).max(size * 6.0);
+    let cols = r.heads + 1;
+    let cw = (rect.width() / cols as f32).min(size * 6.0);
+    let ch = (grid_h / (r.layers + 1) as f32).min(size * 2.4);
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(size * 0.85);
+    for h in 0..r.heads {
+        painter.text(
+            egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {h}", lang.t("head", "头")),
+            font.clone(),
+            text,
+        );
+    }
+    for l in 0..r.layers {
+        let y = rect.min.y + ch * (l as f32 + 1.0);
+        painter.text(
+            egui::pos2(rect.min.x + cw * 0.5, y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {l}", lang.t("layer", "层")),
+            font.clone(),
+            text,
+        );
+        for h in 0..r.heads {
+            let m = o.dense_sink_mass(l, h);
+            let cell = egui::Rect::from_min_size(
+                egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
+                egui::vec2(cw - 4.0, ch - 4.0),
+            );
+            let v = (m * 255.0 / 0.5).clamp(0.0, 255.0) as u8;
+            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+            painter.rect_filled(cell, 2.0, style::c32(fill));
+            if l == o.layer && h == o.head {
+                painter.rect_stroke(
+                    cell,
+                    2.0,
+                    egui::Stroke::new(2.5, style::c32(style::CURRENT)),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            painter.text(
+                cell.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("{:.1}%", 100.0 * m),
+                font.clone(),
+                style::ink_on(fill),
+            );
+        }
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (r.layers + 1) as f32)),
+        egui::Sense::hover(),
+    );
+    let (l, h) = (o.layer, o.head);
+    let h_plot = (ui.available_height() - 2.5 * size).max(80.0);
+    plot_title_room(ui);
+    Plot::new("streaming-sinks")
+        .height(h_plot)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t("byte read", "读取的字节"))
+        .y_axis_label(lang.t("mass on the first S bytes", "前 S 个字节上的质量"))
+        .include_y(0.0)
+        .show(ui, |p| {
+            for (i, run) in o.runs.iter().enumerate().take(3) {
+                let pts: PlotPoints = (0..o.stream())
+                    .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
+                    .collect();
+                p.line(
+                    Line::new(
+                        format!(
+                            "{} · L{l} H{h}",
+                            policy_name(lang, run.config.policy, run.config.positions)
+                        ),
+                        pts,
+                    )
+                    .color(policy_color(i)),
+                );
+            }
+            p.vline(context_line(lang, o.trained_context));
+        });
+    if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
+        let best = s.dense_sink_mass.iter().flatten().copied().fold(0f64, f64::max);
+        note(
+            ui,
+            size,
+            format!(
+                "{} ({}): {} {:.1}%",
+                lang.t("The variant trained with a start byte", "用起始字节训练的变体"),
+                lang.t("stored, 16 KiB", "存储的 16 KiB 实测"),
+                lang.t("its strongest head puts", "最强的头放在前 S 个字节上的质量为"),
+                100.0 * best
+            ),
+        );
+    }
+}
+
+fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let scheme = if o.text_positions {
+        Positions::Text
+    } else {
+        Positions::Cache
+    };
+    let r = o.run(StreamPolicy::Sinks, scheme);
+    let n = o.stream();
+    let t = (*cx.cursor).min(n - 1);
+    let c = r.config;
+    let kept: Vec<usize> = (0..=t).filter(|&i| c.keeps(i, t)).collect();
+    ui.label(
+        RichText::new(format!(
+            "{} · {} {t}: {} {}",
+            policy_name(lang, c.policy, c.positions),
+            lang.t("reading byte", "读取字节"),
+            kept.len(),
+            lang.t(
+                "bytes attended, with the positions their keys are turned to",
+                "个被关注的字节，及其键旋转到的位置"
+            )
+        ))
+        .strong()
+        .size(size),
+    );
+    // Text positions and cache positions of the kept bytes, in two rows; the sinks and the newest few.
+    // The sinks (at most four) and the newest three: the columns must fit half the window.
+    let show: Vec<Option<usize>> = if kept.len() <= 9 {
+        kept.iter().copied().map(Some).collect()
+    } else {
+        let s = c.sinks.min(4).min(kept.len());
+        let mut v: Vec<Option<usize>> = kept[..s].iter().copied().map(Some).collect();
+        v.push(None);
+        v.extend(kept[kept.len() - 3..].iter().copied().map(Some));
+        v
+    };
+    egui::Grid::new("streaming-positions").striped(true).show(ui, |ui| {
+        let cell = |ui: &mut Ui, s: String, strong: bool| {
+            let t = RichText::new(s).monospace().size(size * 0.9);
+            ui.label(if strong { t.strong() } else { t });
+        };
+        let rank = |i: usize| kept.iter().position(|&k| k == i).unwrap_or(0);
+        cell(ui, lang.t("byte", "字节").into(), true);
+        cell(ui, lang.t("text position", "文本位置").into(), true);
+        cell(ui, lang.t("cache position", "缓存位置").into(), true);
+        ui.end_row();
+        for i in &show {
+            match *i {
+                None => {
+                    for _ in 0..3 {
+                        cell(ui, "…".into(), false);
+                    }
+                }
+                Some(i) => {
+                    cell(ui, crate::model::byte_label(r.tokens[i]), false);
+                    cell(ui, i.to_string(), scheme == Positions::Text);
+                    cell(ui, rank(i).to_string(), scheme == Positions::Cache);
+                }
+            }
+            ui.end_row();
+        }
+    });
+    let q = r.max_position.get(t).copied().unwrap_or(0);
+    note(
+        ui,
+        size,
+        format!(
+            "{} {q}, {} {q}; {} {}.",
+            lang.t("The query is turned to", "查询旋转到位置"),
+            lang.t("so its distance to the first sink is", "它与第一个 sink 的距离为"),
+            lang.t("training saw distances below", "训练时见过的距离都小于"),
+            o.trained_context
+        ),
+    );
+    ui.add_space(size * 0.5);
+    egui::Grid::new("streaming-positions-bpb").striped(true).show(ui, |ui| {
+        let head = |ui: &mut Ui, s: &str| {
+            ui.label(RichText::new(s).strong().size(size * 0.9));
+        };
+        head(ui, lang.t("bits per byte", "每字节比特数"));
+        head(ui, lang.t("cache positions", "缓存位置"));
+        head(ui, lang.t("text positions", "文本位置"));
+        ui.end_row();
+        for p in [StreamPolicy::Window, StreamPolicy::Sinks] {
+            ui.label(RichText::new(policy_name(lang, p, Positions::Cache)).size(size * 0.9));
+            for pos in [Positions::Cache, Positions::Text] {
+                let run = o.run(p, pos);
+                ui.label(
+                    RichText::new(format!("{:.3}", run.bits_per_byte()))
+                        .monospace()
+                        .size(size * 0.9),
+                );
+            }
+            ui.end_row();
+        }
+    });
+}
+
+fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let st = stored::embedded();
+    egui::Grid::new("streaming-costs").striped(true).show(ui, |ui| {
+        let head = |ui: &mut Ui, s: String| {
+            ui.label(RichText::new(s).strong().size(size * 0.9));
+        };
+        head(ui, lang.t("policy", "策略").into());
+        head(ui, format!("{} ({} B)", lang.t("bits/byte", "比特/字节"), o.stream()));
+        if let Some(s) = st {
+            head(
+                ui,
+                format!(
+                    "{} ({} B, {})",
+                    lang.t("bits/byte", "比特/字节"),
+                    s.bytes,
+                    lang.t("stored", "存储")
+                ),
+            );
+        }
+        head(ui, lang.t("most blocks", "最多块数").into());
+        head(ui, lang.t("KV memory", "KV 内存").into());
+        head(
+            ui,
+            lang.t("tokens through the layers per byte", "每字节过模型的 token 数")
+                .into(),
+        );
+        head(ui, lang.t("attention pairs per byte", "每字节注意力对数").into());
+        head(ui, lang.t("ms per byte here", "本机每字节毫秒").into());
+        ui.end_row();
+        for (i, (p, pos)) in RUNS.iter().enumerate().take(4) {
+            let r = &o.runs[i];
+            let cell = |ui: &mut Ui, s: String| {
+                ui.label(RichText::new(s).monospace().size(size * 0.95));
+            };
+            ui.label(
+                RichText::new(policy_name(lang, *p, *pos))
+                    .color(policy_color(i))
+                    .size(size * 0.95),
+            );
+            cell(ui, format!("{:.3}", r.bits_per_byte()));
+            if let Some(s) = st {
+                cell(
+                    ui,
+                    s.find(p.name(), "cache", o.window, o.sinks)
+                        .map_or("—".into(), |x| format!("{:.3}", x.bits_per_byte)),
+                );
+            }
+            let most = r.blocks_in_use.iter().max().copied().unwrap_or(0);
+            cell(ui, most.to_string());
+            cell(
+                ui,
+                crate::ui::widgets::bytes((most as usize * o.block_size * o.kv_per_byte) as f64),
+            );
+            let through = if *p == StreamPolicy::Recompute {
+                r.attended.iter().map(|&k| f64::from(k)).sum::<f64>() / r.attended.len().max(1) as f64
+            } else {
+                1.0
+            };
+            cell(ui, format!("{through:.1}"));
+            cell(ui, format!("{:.0}", o.pairs_per_byte(r)));
+            cell(ui, format!("{:.2}", 1e3 * r.seconds / r.tokens.len().max(1) as f64));
+            ui.end_row();
+        }
+    });
+    if let Some(r) = o.checks.first() {
+        check_line(
+            cx,
+            ui,
+            Some(r),
+            cx.t("stream_decode, every 16th step", "stream_decode（每 16 步抽查）"),
+        );
+    }
+    ui.add_space(size * 0.6);
+    let facts = [
+        (
+            "mistral_window",
+            lang.t(
+                "Mistral 7B: every layer attends to a window of",
+                "Mistral 7B：每层只看最近的",
+            ),
+        ),
+        (
+            "gemma2_local_window",
+            lang.t(
+                "Gemma 2: local layers (every other layer) of",
+                "Gemma 2：隔层的局部层窗口",
+            ),
+        ),
+        (
+            "gemma2_global_span",
+            lang.t("Gemma 2: global layers span", "Gemma 2：全局层跨度"),
+        ),
+        (
+            "gemma3_ratio",
+            lang.t("Gemma 3: local to global layers", "Gemma 3：局部层与全局层之比"),
+        ),
+        (
+            "gemma3_local_window",
+            lang.t("Gemma 3: local layers span", "Gemma 3：局部层跨度"),
+        ),
+        ("streamingllm_sinks", lang.t("StreamingLLM keeps", "StreamingLLM 保留")),
+    ];
+    for (id, what) in facts {
+        if let Some(f) = crate::facts::get(id) {
+            ui.label(
+                RichText::new(format!("{what} {}", f.shown()))
+                    .italics()
+                    .color(style::quote(ui.visuals()))
+                    .size(size * 0.95),
+            );
+        }
+    }
+}
