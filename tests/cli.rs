@@ -759,3 +759,53 @@ fn a_closed_pipe_ends_a_command_quietly() {
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `kvscope export streaming` writes the four arrays with the shapes the manifest gives, defines every
+/// term, and its bits per byte is the sum of `nll` over ln 2 times its length; the window policy's pool
+/// stays within its bound. A bad policy is a clear error.
+#[test]
+fn export_streaming_writes_the_arrays_and_defines_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stream");
+    let o = kvscope(&[
+        "export",
+        "streaming",
+        "--policy",
+        "sinks",
+        "--window",
+        "24",
+        "--sinks",
+        "3",
+        "--block-size",
+        "8",
+        "--bytes",
+        "300",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let man: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let s = &man["streaming"];
+    assert_eq!(s["policy"], "sinks");
+    assert_eq!(s["positions"], "cache");
+    assert_eq!(s["window"], 24);
+    assert_eq!(s["bytes"], 300);
+    assert!(man["definitions"]["nll"].as_str().unwrap().contains("byte i+1"));
+    let (shape, nll) = kvscope::lessons::export::read_npy(&out.join("nll.npy")).unwrap();
+    assert_eq!(shape, [299]);
+    let bpb = nll.iter().sum::<f64>() / (std::f64::consts::LN_2 * nll.len() as f64);
+    assert!((bpb - s["bits_per_byte"].as_f64().unwrap()).abs() < 1e-6);
+    let (shape, blocks) = kvscope::lessons::export::read_npy(&out.join("blocks_in_use.npy")).unwrap();
+    assert_eq!(shape, [300]);
+    // ⌈3/8⌉ + ⌈(24 + 7)/8⌉ = 1 + 4.
+    assert!(blocks.iter().all(|&b| b <= 5.0) && blocks.contains(&5.0));
+    let (shape, _) = kvscope::lessons::export::read_npy(&out.join("sink_mass.npy")).unwrap();
+    assert_eq!(shape, [4, 4, 300]);
+    let (shape, tokens) = kvscope::lessons::export::read_npy(&out.join("tokens.npy")).unwrap();
+    assert_eq!(shape, [300]);
+    assert_eq!(tokens[0] as u8, kvscope::model::HELDOUT[0]);
+    let o = kvscope(&["export", "streaming", "--policy", "h2o", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a policy"));
+}

@@ -457,7 +457,11 @@ fn lessons_read_only_the_parameters_their_files_declare() {
         }
         // Every lesson with random inputs reads its seed; lesson 8 streams the held-out text through the
         // trained model greedily and draws no random number.
-        assert!(read.contains("seed") || l.kind.name() == "streaming", "{}: {read:?}", l.id());
+        assert!(
+            read.contains("seed") || l.kind.name() == "streaming",
+            "{}: {read:?}",
+            l.id()
+        );
     }
 }
 

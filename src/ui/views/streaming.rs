@@ -116,7 +116,7 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
     capped(cx, ui, o);
-    let h = (ui.available_height() - 3.0 * size).max(120.0);
+    let h = (ui.available_height() - 5.0 * size).max(120.0);
     plot_title_room(ui);
     let mib = |blocks: u32| f64::from(blocks) * (o.block_size * o.kv_per_byte) as f64 / (1024.0 * 1024.0);
     Plot::new("streaming-growth")
@@ -559,27 +559,22 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             ui.label(RichText::new(s).strong().size(size * 0.9));
         };
         head(ui, lang.t("policy", "策略").into());
-        head(ui, format!("{} ({} B)", lang.t("bits/byte", "比特/字节"), o.stream()));
+        head(ui, format!("{}\n({} B)", lang.t("bits/byte", "比特/字节"), o.stream()));
         if let Some(s) = st {
             head(
                 ui,
                 format!(
-                    "{} ({} B, {})",
+                    "{}\n({} B, {})",
                     lang.t("bits/byte", "比特/字节"),
                     s.bytes,
                     lang.t("stored", "存储")
                 ),
             );
         }
-        head(ui, lang.t("most blocks", "最多块数").into());
-        head(ui, lang.t("KV memory", "KV 内存").into());
-        head(
-            ui,
-            lang.t("tokens through the layers per byte", "每字节过模型的 token 数")
-                .into(),
-        );
-        head(ui, lang.t("attention pairs per byte", "每字节注意力对数").into());
-        head(ui, lang.t("ms per byte here", "本机每字节毫秒").into());
+        head(ui, lang.t("most\nblocks", "最多\n块数").into());
+        head(ui, lang.t("KV\nmemory", "KV\n内存").into());
+        head(ui, lang.t("tokens\n/ byte", "token\n/ 字节").into());
+        head(ui, lang.t("pairs\n/ byte", "注意力对\n/ 字节").into());
         ui.end_row();
         for (i, (p, pos)) in RUNS.iter().enumerate().take(4) {
             let r = &o.runs[i];
@@ -612,10 +607,17 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             };
             cell(ui, format!("{through:.1}"));
             cell(ui, format!("{:.0}", o.pairs_per_byte(r)));
-            cell(ui, format!("{:.2}", 1e3 * r.seconds / r.tokens.len().max(1) as f64));
             ui.end_row();
         }
     });
+    note(
+        ui,
+        size,
+        lang.t(
+            "tokens / byte: bytes run through every layer for each byte read; pairs / byte: query–key pairs attended per byte read (summed over the window's rows for recompute).",
+            "token / 字节：每读一个字节要过一遍所有层的字节数；注意力对 / 字节：每读一个字节计算的查询–键对数（重算时为窗口所有行之和）。",
+        ),
+    );
     if let Some(r) = o.checks.first() {
         check_line(
             cx,
