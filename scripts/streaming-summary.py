@@ -5,7 +5,8 @@ Usage: python3 scripts/streaming-summary.py BASE_DIR [START_DIR] > assets/measur
 Each DIR holds one folder per run (tokens.npy, nll.npy, blocks_in_use.npy, sink_mass.npy,
 manifest.json), as written by, for example:
     kvscope export streaming --policy sinks --window 64 --sinks 4 --out DIR/sinks-64-4
-The dense run's sink mass gives the per-head mean over steps 16..255. Needs numpy.
+The dense run's sink mass gives the per-head mean over steps 16..255; `bytes` is each run's stream
+length (the model's is the longest). Needs numpy.
 """
 import json
 import math
@@ -27,11 +28,12 @@ def model(d):
         st = man["streaming"]
         nll = np.load(os.path.join(d, name, "nll.npy")).astype(np.float64)
         curve = [float(nll[i:i + BUCKET].mean() / math.log(2)) for i in range(0, len(nll), BUCKET)]
-        runs.append({"policy": st["policy"], "positions": st["positions"], "window": st["window"],
+        runs.append({"policy": st["policy"], "positions": st["positions"], "window": st["window"], "bytes": st["bytes"],
                      "sinks": st["sinks"], "block_size": st["block_size"], "bits_per_byte": st["bits_per_byte"],
                      "max_blocks_in_use": st["max_blocks_in_use"], "seconds": round(st["seconds"], 1),
                      "curve": [round(c, 4) for c in curve]})
-        model_file, backend, nbytes = st["model"], man["backend"], st["bytes"]
+        model_file, backend = st["model"], man["backend"]
+        nbytes = max(nbytes or 0, st["bytes"])
         if st["policy"] == "dense":
             mass = np.load(os.path.join(d, name, "sink_mass.npy"))
             sink = [[round(float(x), 5) for x in row] for row in mass[:, :, 16:256].mean(axis=2)]

@@ -128,6 +128,10 @@ pub enum ExportCmd {
         /// Bytes of the held-out file to stream (default: all of it, 16384).
         #[arg(long)]
         bytes: Option<usize>,
+        /// A model file instead of the embedded one (`scripts/train-tiny-model.py --start-byte 2` writes
+        /// lesson 8's variant; a model trained with a start byte reads it first).
+        #[arg(long)]
+        model: Option<PathBuf>,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -264,6 +268,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             sinks,
             block_size,
             bytes,
+            model,
             backend: kind,
             out,
         } => {
@@ -276,7 +281,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             };
             let b = backend(kind)?;
             let bytes = bytes.unwrap_or(kvscope::model::HELDOUT.len());
-            let (arrays, extra) = export::streaming(b.as_ref(), cfg, bytes)?;
+            let (arrays, extra) = export::streaming(b.as_ref(), cfg, bytes, model.as_deref())?;
             let params = serde_json::json!({
                 "policy": policy.name(), "positions": positions.name(), "window": window, "sinks": sinks,
                 "block_size": block_size, "bytes": bytes,

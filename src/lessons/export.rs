@@ -449,9 +449,20 @@ pub fn streaming(
     backend: &dyn Backend,
     cfg: crate::model::stream::StreamConfig,
     bytes: usize,
+    model: Option<&std::path::Path>,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let m = crate::model::shared()?;
-    let text = &crate::model::HELDOUT[..bytes.min(crate::model::HELDOUT.len())];
+    let loaded;
+    let m = match model {
+        Some(p) => {
+            loaded = crate::model::Model::load(p)?;
+            &loaded
+        }
+        None => crate::model::shared()?,
+    };
+    // A model trained with a start byte reads it first, as it saw it at the head of every window.
+    let held = &crate::model::HELDOUT[..bytes.min(crate::model::HELDOUT.len())];
+    let owned: Vec<u8> = m.config.start_byte.into_iter().chain(held.iter().copied()).collect();
+    let text = &owned[..];
     let run = m.stream(text, cfg, backend, &[]).map_err(|e| anyhow::anyhow!(e))?;
     let n = text.len();
     let arrays = vec![
@@ -474,7 +485,7 @@ pub fn streaming(
     ];
     let mut extra = model_manifest(m);
     let defs = serde_json::json!({
-        "tokens": "the bytes streamed, the first N of kvscope-tiny.heldout.txt",
+        "tokens": "the bytes streamed: the first N of kvscope-tiny.heldout.txt, after the model's start byte when it was trained with one (start_byte)",
         "nll": "nll[i] = -ln p(byte i+1 | the step that reads byte i); N-1 values",
         "blocks_in_use": "blocks of the paged pool in use after step t's evictions and append (0 for recompute: no cache)",
         "sink_mass": "[layer, query head, step t]: the attention weight the head puts on text bytes 0..S-1 at step t (0 where they are not kept)",
@@ -497,9 +508,11 @@ pub fn streaming(
         serde_json::json!({
             "policy": cfg.policy.name(),
             "positions": cfg.positions.name(),
-            "model": "assets/models/kvscope-tiny.safetensors",
+            "model": model.map_or("assets/models/kvscope-tiny.safetensors".to_string(), |p| p.display().to_string()),
+            "start_byte": m.config.start_byte,
             "text": "assets/models/kvscope-tiny.heldout.txt",
             "bytes": n,
+            "heldout_bytes": held.len(),
             "window": cfg.window,
             "sinks": cfg.sinks,
             "block_size": cfg.block_size,

@@ -75,6 +75,10 @@ impl Model {
             context: parse(m, path, "context")?,
             rope_base: parse(m, path, "rope_base")?,
             norm_eps: parse(m, path, "norm_eps")?,
+            start_byte: match m.get("start_byte") {
+                None => None,
+                Some(_) => Some(parse(m, path, "start_byte")?),
+            },
         };
         let bad = |key: &str, msg: &str| ModelError::Config {
             path: path.into(),

@@ -179,6 +179,9 @@ pub struct Config {
     pub rope_base: f64,
     /// RMSNorm ε (added in f32, as PyTorch adds it to an f32 tensor).
     pub norm_eps: f64,
+    /// The byte every training window began with, when the model was trained with one (metadata
+    /// `start_byte`; lesson 8's attention-sink variant): a stream then begins with it.
+    pub start_byte: Option<u8>,
 }
 
 /// One transformer block's weights, stored as `[in, out]` so that `x · W` applies them.

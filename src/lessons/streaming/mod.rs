@@ -76,7 +76,7 @@ pub const PLACEHOLDERS: &[&str] = &[
 ];
 
 /// A simulated GPU runs every thread as an OS thread: it streams this many bytes at most.
-pub const SIM_BYTES: usize = 300;
+pub const SIM_BYTES: usize = 128;
 
 /// The runs of one computation, in [`RUNS`] order.
 pub const RUNS: [(StreamPolicy, Positions); 6] = [

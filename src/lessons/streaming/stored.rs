@@ -19,6 +19,8 @@ pub struct StoredRun {
     pub sinks: usize,
     /// B.
     pub block_size: usize,
+    /// Bytes streamed (the start byte included for a model trained with one).
+    pub bytes: usize,
     /// Bits per byte over the file.
     pub bits_per_byte: f64,
     /// The most blocks in use at once.
@@ -34,7 +36,7 @@ pub struct StoredRun {
 pub struct StoredModel {
     /// The model file.
     pub model: String,
-    /// Bytes streamed.
+    /// Bytes streamed by its longest run.
     pub bytes: usize,
     /// The backend they ran on.
     pub backend: String,

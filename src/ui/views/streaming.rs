@@ -435,17 +435,45 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             p.vline(context_line(lang, o.trained_context));
         });
     if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
-        let best = s.dense_sink_mass.iter().flatten().copied().fold(0f64, f64::max);
+        let mut best = (0, 0, 0f64);
+        for (l, row) in s.dense_sink_mass.iter().enumerate() {
+            for (h, &m) in row.iter().enumerate() {
+                if m > best.2 {
+                    best = (l, h, m);
+                }
+            }
+        }
+        let w_at = s
+            .runs
+            .iter()
+            .find(|r| r.policy == "sinks" && r.positions == "cache" && r.sinks == s.sink_mass_sinks)
+            .map_or(0, |r| r.window);
+        let bpb = |p: &str| {
+            s.find(p, "cache", w_at, s.sink_mass_sinks)
+                .map_or(f64::NAN, |r| r.bits_per_byte)
+        };
+        let (w, k) = (bpb("window"), bpb("sinks"));
         note(
             ui,
             size,
-            format!(
-                "{} ({}): {} {:.1}%",
-                lang.t("The variant trained with a start byte", "用起始字节训练的变体"),
-                lang.t("stored, 16 KiB", "存储的 16 KiB 实测"),
-                lang.t("its strongest head puts", "最强的头放在前 S 个字节上的质量为"),
-                100.0 * best
-            ),
+            match lang {
+                Lang::En => format!(
+                    "Stored, the variant trained with a start byte at the head of every window: its strongest head (L{} H{}) puts {:.1}% of its mass on bytes 0…{}; over {} bytes sinks + window scores {k:.3} bits per byte against {w:.3} for the window.",
+                    best.0,
+                    best.1,
+                    100.0 * best.2,
+                    s.sink_mass_sinks.saturating_sub(1),
+                    s.bytes
+                ),
+                Lang::Zh => format!(
+                    "存储的实测：每个训练窗口以起始字节开头的变体，最强的头（L{} H{}）把 {:.1}% 的质量放在字节 0…{} 上；在 {} 字节上 sink + 窗口每字节 {k:.3} 比特，单纯窗口 {w:.3}。",
+                    best.0,
+                    best.1,
+                    100.0 * best.2,
+                    s.sink_mass_sinks.saturating_sub(1),
+                    s.bytes
+                ),
+            },
         );
     }
 }
