@@ -406,7 +406,13 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         egui::Sense::hover(),
     );
     let (l, h) = (o.layer, o.head);
-    let h_plot = (ui.available_height() - 2.5 * size).max(80.0);
+    // Room under the plot for the stored variant's line (up to four lines on a projector).
+    let below = if stored::file().is_some_and(|f| f.start.is_some()) {
+        6.0
+    } else {
+        2.5
+    };
+    let h_plot = (ui.available_height() - below * size).max(80.0);
     plot_title_room(ui);
     Plot::new("streaming-sinks")
         .height(h_plot)
