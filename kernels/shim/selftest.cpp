@@ -606,6 +606,93 @@ void test_stream_decode() {
 }
 
 // ---------------------------------------------------------------------------------------
+// score_attention.cu: decode over a paged cache that returns the weights and their sums per
+// KV head over its query group, with a validity mask per (KV head, slot). Checked in double.
+// ---------------------------------------------------------------------------------------
+void test_score_decode() {
+    struct C { int H, KVH, hd, bs; std::vector<int> ctx; unsigned block; };
+    const C cases[] = {
+        {4, 2, 32, 16, {70, 3}, 32},       // the lesson's model: GQA 2, hd 32
+        {1, 1, 2, 1, {5}, 32},             // hd 2, block size 1
+        {6, 3, 64, 3, {300, 0, 9}, 64},    // an empty request, 64 threads
+        {8, 1, 16, 8, {33}, 32},           // MQA: one group of 8
+    };
+    for (const auto& c : cases) {
+        const int R = (int)c.ctx.size(), G = c.H / c.KVH;
+        int max_blocks = 1, total = 2;
+        for (int x : c.ctx) {
+            max_blocks = std::max(max_blocks, (x + c.bs - 1) / c.bs);
+            total += (x + c.bs - 1) / c.bs;
+        }
+        std::vector<int> ids(total);
+        for (int i = 0; i < total; ++i) ids[i] = i;
+        std::shuffle(ids.begin(), ids.end(), rng);
+        std::vector<int> table((size_t)R * max_blocks, -1);
+        int next = 0;
+        for (int r = 0; r < R; ++r)
+            for (int b = 0; b < (c.ctx[r] + c.bs - 1) / c.bs; ++b) table[(size_t)r * max_blocks + b] = ids[next++];
+        const int T = max_blocks * c.bs;
+        const size_t pool_n = (size_t)total * c.KVH * c.bs * c.hd;
+        std::vector<uint16_t> kp(pool_n, 0x7e00), vp(pool_n, 0x7e00);  // NaN: never read
+        std::vector<int> valid((size_t)total * c.KVH * c.bs);
+        for (auto& v : valid) v = rng() % 4 != 0;
+        auto slot_at = [&](int r, int t, int h) {
+            return ((size_t)table[(size_t)r * max_blocks + t / c.bs] * c.KVH + h) * c.bs + t % c.bs;
+        };
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < c.ctx[r]; ++t)
+                for (int h = 0; h < c.KVH; ++h)
+                    for (int d = 0; d < c.hd; ++d) {
+                        kp[slot_at(r, t, h) * c.hd + d] = f32_to_f16_bits(urand(-2.0f, 2.0f));
+                        vp[slot_at(r, t, h) * c.hd + d] = f32_to_f16_bits(urand());
+                    }
+        const auto q = rand_vec((size_t)R * c.H * c.hd, -2.0f, 2.0f);
+        std::vector<float> out((size_t)R * c.H * c.hd, kNaNf), probs((size_t)R * c.H * T, kNaNf),
+            scores((size_t)R * c.KVH * T, kNaNf);
+        const float scale = 1.0f / std::sqrt((float)c.hd);
+        kvs_sim_score_decode_f16(c.KVH, R, 1, c.block, 1, 1, out.data(), probs.data(), scores.data(), q.data(),
+                                 kp.data(), vp.data(), table.data(), c.ctx.data(), valid.data(), max_blocks, c.H,
+                                 c.KVH, c.bs, c.hd, scale);
+        for (int r = 0; r < R; ++r) {
+            std::vector<double> want_scores((size_t)c.KVH * T, 0.0);
+            for (int h = 0; h < c.H; ++h) {
+                const int kvh = h / G, n = c.ctx[r];
+                std::vector<double> s(n, -kInf);
+                double m = -kInf;
+                for (int t = 0; t < n; ++t) {
+                    if (!valid[slot_at(r, t, kvh)]) continue;
+                    double dot = 0;
+                    for (int d = 0; d < c.hd; ++d)
+                        dot += (double)q[((size_t)r * c.H + h) * c.hd + d] *
+                               f16_bits_to_double(kp[slot_at(r, t, kvh) * c.hd + d]);
+                    s[t] = dot * scale;
+                    m = std::max(m, s[t]);
+                }
+                double l = 0;
+                for (int t = 0; t < n; ++t) l += s[t] == -kInf ? 0.0 : std::exp(s[t] - m);
+                std::vector<double> acc(c.hd, 0.0);
+                char w[128];
+                std::snprintf(w, sizeof w, "H%d KVH%d hd%d bs%d r%d h%d", c.H, c.KVH, c.hd, c.bs, r, h);
+                for (int t = 0; t < T; ++t) {
+                    const double p = (t < n && s[t] != -kInf && l > 0) ? std::exp(s[t] - m) / l : 0.0;
+                    check("score_decode weights", w, probs[((size_t)r * c.H + h) * T + t], p);
+                    want_scores[(size_t)kvh * T + t] += p;
+                    if (p > 0)
+                        for (int d = 0; d < c.hd; ++d) acc[d] += p * f16_bits_to_double(vp[slot_at(r, t, kvh) * c.hd + d]);
+                }
+                for (int d = 0; d < c.hd; ++d) check("score_decode", w, out[((size_t)r * c.H + h) * c.hd + d], acc[d]);
+            }
+            for (int k = 0; k < c.KVH; ++k)
+                for (int t = 0; t < T; ++t) {
+                    char w[96];
+                    std::snprintf(w, sizeof w, "H%d KVH%d r%d kvh%d t%d", c.H, c.KVH, r, k, t);
+                    check("score_decode scores", w, scores[((size_t)r * c.KVH + k) * T + t], want_scores[(size_t)k * T + t]);
+                }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // mask_table.cu: the kernels' shared mask predicate (common.cuh) against this file's visible()
 // ---------------------------------------------------------------------------------------
 void test_mask_table() {
@@ -785,6 +872,7 @@ int main() {
     test_flash_attention();
     test_rope();
     test_stream_decode();
+    test_score_decode();
     test_mask_table();
     test_read_stream();
 

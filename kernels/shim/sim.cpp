@@ -37,6 +37,9 @@ namespace kvs_rope {
 namespace kvs_stream_attention {
 #include "../stream_attention.cu"
 }
+namespace kvs_score_attention {
+#include "../score_attention.cu"
+}
 namespace kvs_mask_table {
 #include "../mask_table.cu"
 }

@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|logits|model-attention|streaming|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -137,6 +137,46 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Eviction by importance (lesson 9): the tiny model reads a text one decode step per byte while a
+    /// policy keeps at most K tokens per KV head per layer: tokens.npy, kept.npy `[step, layer, kv_head,
+    /// width]`, scores.npy `[step, layer, kv_head, T]`, nll.npy and a manifest that defines each.
+    Eviction {
+        /// full | window | sinks | h2o | snapkv | random
+        #[arg(long, value_parser = parse_evict_policy)]
+        policy: kvscope::model::evict::EvictPolicy,
+        /// K: tokens kept per KV head per layer (the one a step reads included).
+        #[arg(long)]
+        budget: usize,
+        /// R: recent tokens H2O and random never evict (default K/2).
+        #[arg(long)]
+        recent: Option<usize>,
+        /// w: SnapKV's observation window (default min(32, K/2)).
+        #[arg(long)]
+        obs_window: Option<usize>,
+        /// k: SnapKV's average-pooling kernel (odd).
+        #[arg(long, default_value_t = 5)]
+        pool_kernel: usize,
+        /// The random policy's seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Tokens per block of the paged cache.
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        /// The text to read (its bytes; at most the model's context of 256).
+        #[arg(long, conflicts_with = "heldout", required_unless_present = "heldout")]
+        prompt: Option<String>,
+        /// Read the held-out file's first 256 bytes instead: a 128-byte prompt, then 128 bytes decoded.
+        #[arg(long)]
+        heldout: bool,
+        /// Bytes of `--prompt` that are the prompt (SnapKV compresses after them; default: all but the
+        /// last quarter).
+        #[arg(long)]
+        prompt_len: Option<usize>,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
     /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
     /// the block tables.
@@ -226,6 +266,11 @@ fn parse_policy(s: &str) -> Result<kvscope::model::stream::StreamPolicy, String>
         .ok_or_else(|| format!("`{s}` is not a policy: dense, window, sinks or recompute"))
 }
 
+fn parse_evict_policy(s: &str) -> Result<kvscope::model::evict::EvictPolicy, String> {
+    kvscope::model::evict::EvictPolicy::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a policy: full, window, sinks, h2o, snapkv or random"))
+}
+
 fn parse_positions(s: &str) -> Result<kvscope::model::stream::Positions, String> {
     kvscope::model::stream::Positions::parse(s).ok_or_else(|| format!("`{s}` is not a position scheme: cache or text"))
 }
@@ -261,6 +306,59 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .ok_or("a prefix-caching lesson")
             },
         )?,
+        ExportCmd::Eviction {
+            policy,
+            budget,
+            recent,
+            obs_window,
+            pool_kernel,
+            seed,
+            block_size,
+            prompt,
+            heldout,
+            prompt_len,
+            backend: kind,
+            out,
+        } => {
+            let cfg = kvscope::model::evict::EvictConfig {
+                policy,
+                budget,
+                recent,
+                obs_window,
+                pool_kernel,
+                seed,
+                block_size,
+            };
+            let (text, source, plen) = match prompt {
+                Some(p) if !heldout => {
+                    let t = p.into_bytes();
+                    let plen = prompt_len.unwrap_or(t.len() - t.len() / 4);
+                    (t, "--prompt".to_string(), plen)
+                }
+                _ => (
+                    kvscope::model::HELDOUT[..256].to_vec(),
+                    "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
+                    prompt_len.unwrap_or(128),
+                ),
+            };
+            let b = backend(kind)?;
+            let (arrays, extra) = export::eviction(b.as_ref(), cfg, &text, plen, &source)?;
+            let params = serde_json::json!({
+                "policy": policy.name(), "budget": budget, "recent": cfg.recent_tokens(),
+                "obs_window": cfg.window_tokens(), "pool_kernel": pool_kernel, "seed": seed,
+                "block_size": block_size, "prompt_length": plen, "bytes": text.len(),
+            });
+            let e = extra["eviction"].clone();
+            export::write_export_with(&out, "eviction", params, 0, b.as_ref(), &[], &arrays, extra)?;
+            outln!(
+                "{} at K = {budget} tokens per KV head per layer: {:.4} bits per byte after the {plen}-byte prompt, \
+                 dead fraction {:.3}; wrote {}",
+                policy.name(),
+                e["bits_per_byte_after_prompt"].as_f64().unwrap_or(f64::NAN),
+                e["dead_fraction"].as_f64().unwrap_or(f64::NAN),
+                out.display()
+            );
+        }
         ExportCmd::Streaming {
             policy,
             positions,

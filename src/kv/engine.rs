@@ -539,6 +539,77 @@ impl KvEngine {
         Ok(blocks)
     }
 
+    /// Apply keep sets that differ per layer and KV head (H2O, SnapKV): `keep[l · kv_heads + h][pos]` for
+    /// every position of `req`. Drops every full block (but the last) that no layer and KV head keeps a
+    /// token of, and masks each dropped token in its own (layer, KV head) only: the holes token-level
+    /// eviction leaves inside blocks, which `copy_blocks` (whole blocks of every KV head) cannot compact.
+    /// Returns the logical blocks dropped.
+    pub fn evict_heads(
+        &mut self,
+        req: RequestId,
+        policy: &'static str,
+        keep: &[Vec<bool>],
+    ) -> Result<Vec<usize>, EngineError> {
+        let s = self.shape();
+        let len = self.cache.len(req);
+        let rows = self.layers() * s.kv_heads;
+        if keep.len() != rows || keep.iter().any(|k| k.len() != len) {
+            return Err(EngineError::Layout(format!(
+                "{policy} must give {rows} keep sets (layers × KV heads) of {len} flags"
+            )));
+        }
+        let bs = s.block_size;
+        let already: std::collections::BTreeSet<usize> = self.cache.dropped(req).collect();
+        let mut blocks = Vec::new();
+        for lb in 0..len.div_ceil(bs) {
+            let full_not_last = (lb + 1) * bs < len;
+            if full_not_last
+                && !already.contains(&lb)
+                && keep.iter().all(|k| k[lb * bs..(lb + 1) * bs].iter().all(|x| !x))
+            {
+                self.cache.drop_block(req, lb)?;
+                blocks.push(lb);
+            }
+        }
+        let n = self.layers();
+        let valid = self
+            .valid
+            .get_or_insert_with(|| vec![vec![true; s.num_blocks * s.kv_heads * s.block_size]; n]);
+        let mut masked = std::collections::BTreeSet::new();
+        for pos in 0..len {
+            let Some(slot) = self.cache.slot(req, pos) else {
+                continue;
+            };
+            let (b, o) = (slot / bs, slot % bs);
+            for (row, k) in keep.iter().enumerate() {
+                let (l, h) = (row / s.kv_heads, row % s.kv_heads);
+                let i = valid_index(s, b, h, o);
+                valid[l][i] = k[pos];
+                if !k[pos] {
+                    masked.insert(pos);
+                }
+            }
+        }
+        self.events.push(KvEvent::Evicted {
+            req,
+            policy,
+            blocks: blocks.clone(),
+            masked: masked.into_iter().collect(),
+        });
+        Ok(blocks)
+    }
+
+    /// Layer `l`'s validity mask as the kernels read it: `[num_blocks, kv_heads, block_size]`, 1 where the
+    /// slot takes part in attention.
+    pub fn valid_mask(&self, l: usize) -> Vec<i32> {
+        let s = self.shape();
+        let n = s.num_blocks * s.kv_heads * s.block_size;
+        match self.valid.as_ref().and_then(|v| v.get(l)) {
+            Some(v) => v.iter().map(|&x| i32::from(x)).collect(),
+            None => vec![1; n],
+        }
+    }
+
     /// Mark `slot` invalid in every layer and KV head.
     fn mask(&mut self, slot: usize) {
         let s = self.shape();

@@ -9,6 +9,7 @@
 //! static and the paged KV cache with the backends' append and paged-decode kernels.
 
 pub mod decode;
+pub mod evict;
 mod forward;
 pub mod heads;
 mod load;

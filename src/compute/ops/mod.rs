@@ -19,6 +19,7 @@ pub mod flash;
 pub mod paged_append;
 pub mod paged_decode;
 pub mod rope;
+pub mod score_decode;
 pub mod static_append;
 pub mod stream_decode;
 
@@ -165,6 +166,22 @@ macro_rules! op_table {
                 kernels: {
                     /// One query per request over the paged cache, RoPE on read, masked slots skipped.
                     StreamDecode: ["stream_decode_f16"],
+                }
+            }
+            /// Paged decode that also returns the attention weights, summed per KV head over its query group,
+            /// with a validity mask per (KV head, slot) (token-level eviction: H2O, SnapKV).
+            ScoreDecode {
+                module: score_decode,
+                method: score_decode,
+                run: run_score_decode,
+                input: &$crate::compute::ops::score_decode::ScoreDecodeInput,
+                output: $crate::compute::ops::score_decode::ScoreDecodeOut,
+                file: "score_attention",
+                pools: Read,
+                kernels: {
+                    /// One query per request over the paged cache, evicted slots skipped per KV head; writes
+                    /// the weights and their group sums.
+                    ScoreDecode: ["score_decode_f16"],
                 }
             }
         }

@@ -1,0 +1,115 @@
+//! `Backend::score_decode`: paged decode attention that also **returns the attention weights**, summed
+//! over each KV head's query group (what H2O accumulates and SnapKV's observation window votes with),
+//! and reads a **validity mask per (KV head, slot)**, so that token-level eviction can differ per KV head
+//! and leave holes inside blocks. Keys are stored rotated (text positions), as for `paged_decode`. The
+//! input, its validation, its suite cases and its probe.
+
+pub(crate) mod cpu;
+#[allow(unsafe_code)]
+pub(crate) mod cuda;
+pub mod launch;
+pub mod reference;
+#[allow(unsafe_code)]
+pub(crate) mod sim;
+pub mod suite;
+pub(crate) mod wgpu;
+
+use crate::cache::{KvDtype, PagedShape, PoolRef};
+use crate::compute::{BackendError, Limits, OpInput, PagedDecodeInput, invalid};
+
+/// Inputs of a score-returning decode step: one query token per request.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreDecodeInput<'a> {
+    /// Queries `[R, H, hd]`, rotated.
+    pub q: &'a [f32],
+    /// Query heads H.
+    pub n_heads: usize,
+    /// Pool shape (f16 pools).
+    pub shape: PagedShape,
+    /// K pool `[num_blocks, KVH, block_size, hd]`, keys rotated.
+    pub k_pool: PoolRef<'a>,
+    /// V pool, same shape.
+    pub v_pool: PoolRef<'a>,
+    /// `[R, max_blocks]` physical block ids, −1 padded.
+    pub block_tables: &'a [i32],
+    /// Columns of `block_tables`.
+    pub max_blocks: usize,
+    /// Tokens of each request `[R]` (evicted ones included).
+    pub context_lens: &'a [i32],
+    /// `[num_blocks, KVH, block_size]`: 1 where the slot takes part in attention for that KV head, 0
+    /// where it was evicted (the engine's validity mask of one layer).
+    pub valid: &'a [i32],
+}
+
+/// What a score-returning decode step returns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScoreDecodeOut {
+    /// The attention output `[R, H, hd]`.
+    pub out: Vec<f32>,
+    /// Each query head's weight on each token `[R, H, max_blocks · block_size]` (0 for evicted tokens
+    /// and past the request's length).
+    pub probs: Vec<f32>,
+    /// Each KV head's group mass on each token `[R, KVH, max_blocks · block_size]`: the sum of its query
+    /// heads' rows of `probs`.
+    pub scores: Vec<f32>,
+}
+
+impl ScoreDecodeInput<'_> {
+    /// Number of requests.
+    pub fn requests(&self) -> usize {
+        self.context_lens.len()
+    }
+
+    /// Token columns of `probs` and `scores`: `max_blocks · block_size`.
+    pub fn columns(&self) -> usize {
+        self.max_blocks * self.shape.block_size
+    }
+
+    /// The same problem without the mask (the checks it shares with `paged_decode`).
+    pub fn paged(&self) -> PagedDecodeInput<'_> {
+        PagedDecodeInput {
+            q: self.q,
+            n_heads: self.n_heads,
+            shape: self.shape,
+            k_pool: self.k_pool,
+            v_pool: self.v_pool,
+            block_tables: self.block_tables,
+            max_blocks: self.max_blocks,
+            context_lens: self.context_lens,
+        }
+    }
+
+    /// Bytes the step writes beyond a plain decode's output: the group scores `R · KVH · T · 4`, and the
+    /// per-head map `R · H · T · 4` this kernel also writes (its scratch, which the lesson reads).
+    pub fn extra_bytes(&self) -> (usize, usize) {
+        let t = self.columns() * 4 * self.requests();
+        (t * self.shape.kv_heads, t * self.n_heads)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), BackendError> {
+        let s = self.shape;
+        if s.dtype != KvDtype::F16 {
+            return Err(invalid(format!("score_decode reads f16 pools; these hold {}", s.dtype)));
+        }
+        self.paged().validate()?;
+        let n = s.num_blocks * s.kv_heads * s.block_size;
+        if self.valid.len() != n {
+            return Err(invalid(format!(
+                "the validity mask has {} entries, expected num_blocks·KVH·block_size = {n}",
+                self.valid.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl OpInput for ScoreDecodeInput<'_> {
+    fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
+        self.validate()
+    }
+    fn nothing_to_do(&self) -> bool {
+        self.requests() == 0
+    }
+}
+
+pub use suite::{TWIN_TOLERANCE, probe, suite};
