@@ -809,3 +809,91 @@ fn export_streaming_writes_the_arrays_and_defines_them() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a policy"));
 }
+
+/// `kvscope export eviction` writes the keep sets, the accumulated scores and the losses, and a manifest
+/// that states the budget per KV head per layer. Re-checked here from the files alone: each step's scores
+/// grow by exactly the group mass of the tokens that step kept (its query group of two heads: 2 per step),
+/// nothing kept is over the budget, and H2O's evicted token is the lowest-scored outside the recent R.
+#[test]
+fn export_eviction_writes_keep_sets_and_scores_that_recheck() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ev");
+    let o = kvscope(&[
+        "export",
+        "eviction",
+        "--policy",
+        "h2o",
+        "--budget",
+        "24",
+        "--recent",
+        "8",
+        "--heldout",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let man: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let e = &man["eviction"];
+    assert_eq!(e["budget"], 24);
+    assert_eq!(e["budget_unit"], "tokens kept per KV head per layer");
+    assert_eq!(e["recent"], 8);
+    assert_eq!(e["prompt_length"], 128);
+    assert!(man["definitions"]["kept"].as_str().unwrap().contains("padded with -1"));
+    let read = |f: &str| kvscope::lessons::export::read_npy(&out.join(f)).unwrap();
+    let (ks, kept) = read("kept.npy");
+    let (ss, scores) = read("scores.npy");
+    let (_, nll) = read("nll.npy");
+    assert_eq!(nll.len(), 255);
+    let (n, rows, width) = (ks[0], ks[1] * ks[2], ks[3]);
+    assert_eq!((n, width), (256, 24));
+    assert_eq!(ss, [256, ks[1], ks[2], 256]);
+    let set = |t: usize, row: usize| -> Vec<usize> {
+        kept[(t * rows + row) * width..][..width]
+            .iter()
+            .filter(|&&x| x >= 0.0)
+            .map(|&x| x as usize)
+            .collect()
+    };
+    let score = |t: usize, row: usize, i: usize| scores[(t * rows + row) * n + i];
+    for t in 0..n {
+        for row in 0..rows {
+            let s = set(t, row);
+            assert!(s.len() <= 24 && s.contains(&t));
+            let mut mass = 0.0;
+            for i in 0..n {
+                let d = score(t, row, i) - if t > 0 { score(t - 1, row, i) } else { 0.0 };
+                if !s.contains(&i) {
+                    assert!(d.abs() < 1e-6, "step {t} row {row}: byte {i} not kept but scored {d}");
+                }
+                mass += d;
+            }
+            assert!((mass - 2.0).abs() < 1e-3, "step {t} row {row}: mass {mass}");
+            if t > 0 {
+                let before = set(t - 1, row);
+                if let Some(&gone) = before.iter().find(|i| !s.contains(i)) {
+                    let lowest = before
+                        .iter()
+                        .copied()
+                        .filter(|&i| i + 8 <= t)
+                        .min_by(|&a, &b| score(t - 1, row, a).total_cmp(&score(t - 1, row, b)).then(a.cmp(&b)))
+                        .unwrap();
+                    assert_eq!(gone, lowest, "step {t} row {row}");
+                }
+            }
+        }
+    }
+    let o = kvscope(&[
+        "export",
+        "eviction",
+        "--policy",
+        "lru",
+        "--budget",
+        "8",
+        "--heldout",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a policy"));
+}

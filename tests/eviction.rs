@@ -113,7 +113,7 @@ fn h2o_scores_are_the_reference_sums_and_it_evicts_the_lowest() {
         EvictOptions {
             record: true,
             every: 1,
-            probs_at: None,
+            probs: false,
         },
     );
     let c = r.check.as_ref().unwrap();

@@ -93,7 +93,8 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
             "paged-cache",
             "flash-attention",
             "prefix-cache",
-            "streaming"
+            "streaming",
+            "eviction"
         ]
     );
     let l3 = &lessons[2];
@@ -230,7 +231,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("8 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("9 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();

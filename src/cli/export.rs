@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -177,6 +177,22 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Lesson 9's quality table: every eviction policy at budgets 16, 32, 64 and 128 tokens per KV head
+    /// per layer, bits per byte over the held-out windows (128-byte prompt, 128 bytes scored), the
+    /// recall of a repeated 12-byte needle, the dead-slot fractions and the concentration of attention,
+    /// as `eviction.json` (the lesson's stored copy is `assets/measurements/eviction.json`).
+    EvictionTable {
+        /// Held-out 256-byte windows (at most 64).
+        #[arg(long, default_value_t = 64)]
+        windows: usize,
+        /// Recall trials.
+        #[arg(long, default_value_t = 100)]
+        trials: usize,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
     /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
     /// the block tables.
@@ -306,6 +322,48 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .ok_or("a prefix-caching lesson")
             },
         )?,
+        ExportCmd::EvictionTable {
+            windows,
+            trials,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let m = kvscope::model::shared()?;
+            let t0 = std::time::Instant::now();
+            let table = m
+                .eviction_table(b.as_ref(), windows, trials)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            std::fs::create_dir_all(&out)?;
+            let path = out.join("eviction.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n")?;
+            outln!(
+                "{:<8} {:>4} {:>8} {:>7} {:>6}",
+                "policy",
+                "K",
+                "bits/B",
+                "recall",
+                "dead"
+            );
+            for c in &table.cells {
+                outln!(
+                    "{:<8} {:>4} {:>8.4} {:>7.3} {:>6.3}",
+                    c.policy,
+                    c.budget,
+                    c.bits_per_byte,
+                    c.recall,
+                    c.dead_fraction
+                );
+            }
+            outln!(
+                "{} windows, {} trials on {}, {:.0} s; wrote {}",
+                table.windows,
+                table.trials,
+                table.backend,
+                t0.elapsed().as_secs_f64(),
+                path.display()
+            );
+        }
         ExportCmd::Eviction {
             policy,
             budget,

@@ -31,6 +31,7 @@ macro_rules! lesson_table {
             flash_attention::FlashAttention,
             prefix_cache::PrefixCache,
             streaming::Streaming,
+            eviction::Eviction,
         }
     };
 }

@@ -201,8 +201,8 @@ pub struct EvictRun {
     /// `[layer, query head]`: the mean, over the steps that attend to at least 10 tokens, of the share of
     /// the head's mass on its top 10% of tokens.
     pub top10_share: Vec<f64>,
-    /// The step `probs_at` chose, and `[layer, query head, T]` each head's weights at it by text index.
-    pub probs_at: Option<(usize, Vec<f32>)>,
+    /// Per step `[layer, query head, T]`: each head's weights by text index (runs that record them).
+    pub probs: Vec<Vec<f32>>,
     /// SnapKV: `[layer, KV head, prompt − w]` the pooled votes it selected by (empty otherwise).
     pub pooled_votes: Vec<f64>,
     /// Bytes the score output adds per step per layer (group scores, R·KVH·T·4) and bytes the decode
@@ -248,8 +248,8 @@ pub struct EvictOptions {
     /// Check every `every`-th step's kernel launches against the f64 reference (0: none; 1 also sums the
     /// reference's scores).
     pub every: usize,
-    /// Keep each head's weights at this step.
-    pub probs_at: Option<usize>,
+    /// Keep each head's weights at every step.
+    pub probs: bool,
 }
 
 const REQ: RequestId = 0;
@@ -349,7 +349,7 @@ impl Model {
             allocated_slots: Vec::with_capacity(n),
             blocks_in_use: Vec::with_capacity(n),
             top10_share: vec![0.0; l_n * h],
-            probs_at: None,
+            probs: Vec::new(),
             pooled_votes: Vec::new(),
             score_bytes: 0,
             read_bytes: 0,
@@ -446,7 +446,7 @@ impl Model {
                         .collect(),
                 );
             }
-            let mut probs_here = (opt.probs_at == Some(t)).then(|| vec![0f32; l_n * h * n]);
+            let mut probs_here = opt.probs.then(|| vec![0f32; l_n * h * n]);
             let mut x = self.embed_tokens(&text[t..=t]);
             let mut counted_top10 = false;
             for (l, b) in self.blocks.iter().enumerate() {
@@ -555,7 +555,7 @@ impl Model {
                 top10_steps += 1;
             }
             if let Some(ph) = probs_here {
-                run.probs_at = Some((t, ph));
+                run.probs.push(ph);
             }
             if opt.record {
                 run.scores.push(acc.iter().map(|&x| x as f32).collect());
@@ -574,5 +574,139 @@ impl Model {
         run.reference_scores = ref_acc;
         run.seconds = t0.elapsed().as_secs_f64();
         Ok(run)
+    }
+}
+
+/// The budgets the lesson measures (tokens kept per KV head per layer).
+pub const BUDGETS: [usize; 4] = [16, 32, 64, 128];
+
+/// One policy at one budget, measured over the held-out windows and the recall trials.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QualityCell {
+    /// The policy's name.
+    pub policy: String,
+    /// K (for full: the budget column it is repeated under; full keeps everything).
+    pub budget: usize,
+    /// Bits per byte of the 128 decoded bytes of every window, together.
+    pub bits_per_byte: f64,
+    /// Dead slots over slots of allocated blocks, over every step of every window.
+    pub dead_fraction: f64,
+    /// Top-1 accuracy on bytes 2–12 of the repeated needle, over the trials.
+    pub recall: f64,
+}
+
+/// What `kvscope export eviction-table` measures (stored in `assets/measurements/eviction.json`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QualityTable {
+    /// Held-out windows of 256 bytes (128 prompt + 128 decoded).
+    pub windows: usize,
+    /// Recall trials.
+    pub trials: usize,
+    /// The backend that ran.
+    pub backend: String,
+    /// Every (policy, budget).
+    pub cells: Vec<QualityCell>,
+    /// `[layer, query head]`: the share of attention mass on the top 10% of the attended tokens under
+    /// full, the mean over every step attending to at least 10 tokens of every window.
+    pub top10_share: Vec<f64>,
+    /// Layers and query heads of `top10_share`.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: usize,
+}
+
+/// Where the recall test puts the needle and its repeat, and how long it is.
+pub const NEEDLE_AT: usize = 16;
+/// The repeat's offset.
+pub const REPEAT_AT: usize = 200;
+/// Needle bytes.
+pub const NEEDLE_LEN: usize = 12;
+
+/// Recall trial `i` (seeded): held-out filler from a seeded offset, 12 random bytes from a–z at offset
+/// 16, repeated at offset 200 (the text ends after the repeat).
+pub fn recall_text(seed: u64, i: usize) -> Vec<u8> {
+    let mut rng = Rng::stream(seed, 0x2EC0 + i as u64);
+    let n = REPEAT_AT + NEEDLE_LEN;
+    let held = super::HELDOUT;
+    let o = rng.below(held.len() - n);
+    let mut t = held[o..o + n].to_vec();
+    let needle: Vec<u8> = (0..NEEDLE_LEN).map(|_| b'a' + rng.below(26) as u8).collect();
+    t[NEEDLE_AT..NEEDLE_AT + NEEDLE_LEN].copy_from_slice(&needle);
+    t[REPEAT_AT..].copy_from_slice(&needle);
+    t
+}
+
+/// The recall score of a run on a [`recall_text`]: top-1 hits on bytes 2–12 of the repeat (predicted by
+/// the steps that read bytes 1–11 of it).
+pub fn recall_hits(run: &EvictRun) -> usize {
+    run.top1[REPEAT_AT..REPEAT_AT + NEEDLE_LEN - 1]
+        .iter()
+        .filter(|&&h| h)
+        .count()
+}
+
+impl Model {
+    /// The lesson's quality table: every policy at every budget over the first `windows` 256-byte windows
+    /// of the held-out file (a 128-byte prompt, then 128 bytes scored), and `trials` recall trials (the
+    /// prompt is everything before the repeat).
+    pub fn eviction_table(&self, backend: &dyn Backend, windows: usize, trials: usize) -> Result<QualityTable, String> {
+        let held = super::HELDOUT;
+        let windows = windows.min(held.len() / 256);
+        let (l_n, h) = (self.config.n_layers, self.config.n_heads);
+        let mut top10 = vec![0f64; l_n * h];
+        let mut cells = Vec::new();
+        let mut full_cell: Option<QualityCell> = None;
+        for policy in EvictPolicy::ALL {
+            for k in BUDGETS {
+                if let (EvictPolicy::Full, Some(c)) = (policy, &full_cell) {
+                    cells.push(QualityCell { budget: k, ..c.clone() });
+                    continue;
+                }
+                let (mut nll, mut scored, mut dead, mut alloc) = (0f64, 0usize, 0u64, 0u64);
+                for wi in 0..windows {
+                    let text = &held[wi * 256..(wi + 1) * 256];
+                    let mut cfg = EvictConfig::new(policy, k);
+                    cfg.seed = wi as u64;
+                    let r = self.evict_run(text, 128, cfg, backend, EvictOptions::default())?;
+                    nll += r.nll[127..].iter().map(|&x| f64::from(x)).sum::<f64>();
+                    scored += r.nll.len() - 127;
+                    dead += r.dead_slots.iter().map(|&x| u64::from(x)).sum::<u64>();
+                    alloc += r.allocated_slots.iter().map(|&x| u64::from(x)).sum::<u64>();
+                    if policy == EvictPolicy::Full {
+                        for (a, b) in top10.iter_mut().zip(&r.top10_share) {
+                            *a += b / windows as f64;
+                        }
+                    }
+                }
+                let mut hits = 0usize;
+                for i in 0..trials {
+                    let text = recall_text(0, i);
+                    let mut cfg = EvictConfig::new(policy, k);
+                    cfg.seed = i as u64;
+                    let r = self.evict_run(&text, REPEAT_AT, cfg, backend, EvictOptions::default())?;
+                    hits += recall_hits(&r);
+                }
+                let cell = QualityCell {
+                    policy: policy.name().to_string(),
+                    budget: k,
+                    bits_per_byte: nll / (std::f64::consts::LN_2 * scored.max(1) as f64),
+                    dead_fraction: dead as f64 / alloc.max(1) as f64,
+                    recall: hits as f64 / (trials * (NEEDLE_LEN - 1)).max(1) as f64,
+                };
+                if policy == EvictPolicy::Full {
+                    full_cell = Some(cell.clone());
+                }
+                cells.push(cell);
+            }
+        }
+        Ok(QualityTable {
+            windows,
+            trials,
+            backend: backend.kind().name().to_string(),
+            cells,
+            top10_share: top10,
+            layers: l_n,
+            heads: h,
+        })
     }
 }

@@ -5,6 +5,7 @@
 pub mod attention_layer;
 mod attention_matrix;
 mod causal_mask;
+mod eviction;
 mod flash_attention;
 mod kv_decode;
 mod multi_head;

@@ -1,0 +1,547 @@
+//! Lesson 9, which tokens to keep (kind `eviction`): the trained model reads a 256-byte window of the
+//! held-out text (a 128-byte prompt, then 128 bytes decoded), one decode step per byte through the paged
+//! cache, under six policies with one budget, **tokens kept per KV head per layer**: full, window,
+//! sinks + window, H2O, SnapKV and random ([`crate::model::evict`]). Attention runs through the backend's
+//! `score_decode`, which returns the weights the policies score by. Everything the views draw is measured
+//! here, on the active backend; the quality table over the whole held-out file and the recall trials
+//! (stored, [`stored`]) is drawn labelled as stored.
+
+pub mod stored;
+
+use super::{LessonKind, Output, Params, get};
+use crate::compute::{Backend, CheckReport, Kernel};
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, Schema};
+use crate::model::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS};
+use crate::model::{HELDOUT, shared};
+
+crate::views! {
+    /// The views of lesson 9.
+    pub enum View {
+        /// One head's attention weights over the text at the timeline's step, and how concentrated each
+        /// head's attention is.
+        Attention = "attention",
+        /// H2O's accumulated score per token, with the kept set and the line that separates it.
+        Scores = "scores",
+        /// The keep sets of every (layer, KV head) along the text at the timeline's step.
+        Keep = "keep",
+        /// SnapKV's observation-window votes, pooled, and the tokens chosen once at the prompt's end.
+        Snapkv = "snapkv",
+        /// The cache's growth under each policy.
+        Growth = "growth",
+        /// Holes in the paged blocks: dead slots per block and the dead fraction per policy.
+        Holes = "holes",
+        /// Bits per byte and recall against the budget for all six policies (stored table).
+        Quality = "quality",
+        /// The kernels that ran, and the bytes the score output adds.
+        Kernel = "kernel",
+    }
+}
+
+/// Lesson 9.
+pub struct Eviction;
+
+/// The placeholders the narration may use.
+pub const PLACEHOLDERS: &[&str] = &[
+    "budget",
+    "recent",
+    "heavy",
+    "obs_window",
+    "pool_kernel",
+    "prompt",
+    "decoded",
+    "text_from",
+    "top10_max",
+    "top10_max_head",
+    "top10_min",
+    "top10_min_head",
+    "step",
+    "evicted",
+    "evicted_score",
+    "snap_selected",
+    "snap_grown",
+    "bpb_full",
+    "bpb_window",
+    "bpb_sinks",
+    "bpb_h2o",
+    "bpb_snapkv",
+    "bpb_random",
+    "dead_h2o",
+    "dead_window",
+    "dead_random",
+    "dead_snapkv",
+    "score_bytes",
+    "read_bytes",
+    "score_share",
+    "stored_windows",
+    "stored_trials",
+    "stored_recall_full",
+    "stored_bpb_full",
+    "stored_best",
+    "stored_best_bpb",
+    "stored_h2o_small",
+    "stored_window_small",
+    "copy_verdict",
+    "copy_verdict_zh",
+    "copy_consequence",
+    "copy_consequence_zh",
+    "h2o_verdict",
+    "h2o_verdict_zh",
+    "stored_random_small",
+    "stored_best_zh",
+];
+
+/// Bytes of the held-out text a window takes, and its prompt.
+pub const TEXT: usize = 256;
+/// The prompt of a window (SnapKV compresses after it).
+pub const PROMPT: usize = 128;
+/// A simulated GPU runs every thread as an OS thread: it reads this many bytes at most (half prompt).
+pub const SIM_BYTES: usize = 96;
+
+/// What lesson 9 computed.
+#[derive(Debug, Clone)]
+pub struct EvictOut {
+    /// One run per policy, in [`EvictPolicy::ALL`] order.
+    pub runs: Vec<EvictRun>,
+    /// The settings the budgeted runs share.
+    pub config: EvictConfig,
+    /// Which window of the held-out text.
+    pub text_index: usize,
+    /// The layer and KV head the views show, and the query head of the attention view.
+    pub layer: usize,
+    /// The KV head.
+    pub kv_head: usize,
+    /// The query head of the attention view.
+    pub head: usize,
+    /// The policy the holes view shows.
+    pub policy: EvictPolicy,
+    /// Bytes asked for, when a simulated backend read fewer.
+    pub capped_from: Option<usize>,
+    /// Each run's kernel checked against the f64 reference (every few steps).
+    pub checks: Vec<CheckReport>,
+    numbers: Vec<(&'static str, String)>,
+}
+
+impl EvictOut {
+    /// The run of `policy`.
+    pub fn run(&self, policy: EvictPolicy) -> &EvictRun {
+        let i = EvictPolicy::ALL.iter().position(|&p| p == policy).unwrap_or(0);
+        &self.runs[i]
+    }
+
+    /// Bytes read.
+    pub fn len(&self) -> usize {
+        self.runs[0].tokens.len()
+    }
+
+    /// Whether nothing was read (never: a run reads at least two bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The prompt length.
+    pub fn prompt(&self) -> usize {
+        self.runs[0].prompt_len
+    }
+
+    /// The row of (layer, KV head) in the keep sets.
+    pub fn row(&self) -> usize {
+        self.layer * self.runs[0].kv_heads + self.kv_head
+    }
+
+    /// The token H2O evicted for the shown (layer, KV head) at step `t`, if one left.
+    pub fn evicted_at(&self, t: usize) -> Option<usize> {
+        let r = self.run(EvictPolicy::H2o);
+        let (before, now) = (r.kept.get(t.checked_sub(1)?)?, r.kept.get(t)?);
+        let row = self.row();
+        before[row].iter().find(|i| !now[row].contains(i)).map(|&i| i as usize)
+    }
+
+    /// The last step at or before `t` where H2O evicted a token outside the recent set for the shown
+    /// (layer, KV head).
+    pub fn last_eviction(&self, t: usize) -> Option<usize> {
+        (1..=t.min(self.len() - 1)).rev().find(|&s| self.evicted_at(s).is_some())
+    }
+}
+
+fn fmt_bpb(x: f64) -> String {
+    format!("{x:.3}")
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", 100.0 * x)
+}
+
+impl Schema for Eviction {
+    fn name(&self) -> &'static str {
+        "eviction"
+    }
+
+    fn view_names(&self) -> &'static [&'static str] {
+        View::NAMES
+    }
+
+    fn params(&self) -> &'static [&'static str] {
+        &[
+            "budget",
+            "recent",
+            "obs_window",
+            "pool_kernel",
+            "policy",
+            "layer",
+            "kv_head",
+            "head",
+            "text",
+            "seed",
+        ]
+    }
+
+    fn placeholders(&self) -> &'static [&'static str] {
+        PLACEHOLDERS
+    }
+
+    fn timeline_points(&self) -> &'static [&'static str] {
+        &["last", "prompt_end", "eviction"]
+    }
+}
+
+impl LessonKind for Eviction {
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::PagedAppend, Kernel::ScoreDecode]
+    }
+
+    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let m = shared().map_err(|e| e.to_string())?;
+        let c = m.config;
+        let budget = get(p, "budget", 32).max(2) as usize;
+        // R and w at 0 take the defaults (K/2, min(32, K/2)); past the budget they are held inside it.
+        let recent = match get(p, "recent", 0).max(0) as usize {
+            0 => None,
+            r => Some(r.min(budget)),
+        };
+        let obs_window = match get(p, "obs_window", 0).max(0) as usize {
+            0 => None,
+            w => Some(w.min(budget - 1)),
+        };
+        let mut pool_kernel = get(p, "pool_kernel", 5).max(1) as usize;
+        if pool_kernel.is_multiple_of(2) {
+            pool_kernel += 1;
+        }
+        let policy = EvictPolicy::ALL[(get(p, "policy", 3).max(0) as usize).min(EvictPolicy::ALL.len() - 1)];
+        let layer = (get(p, "layer", 0).max(0) as usize).min(c.n_layers - 1);
+        let kv_head = (get(p, "kv_head", 0).max(0) as usize).min(c.n_kv_heads - 1);
+        let head = (get(p, "head", 0).max(0) as usize).min(c.n_heads - 1);
+        let windows = HELDOUT.len() / TEXT;
+        let text_index = (get(p, "text", 0).max(0) as usize).min(windows - 1);
+        let seed = get(p, "seed", 0).max(0) as u64;
+        let simulated = backend.kind().info().simulated;
+        let n = if simulated { SIM_BYTES } else { TEXT };
+        let prompt = if simulated { SIM_BYTES / 2 } else { PROMPT };
+        let text = &HELDOUT[text_index * TEXT..][..n];
+        let cfg = EvictConfig {
+            policy,
+            budget,
+            recent,
+            obs_window,
+            pool_kernel,
+            seed,
+            block_size: 16,
+        };
+        // The runs depend on the budget's settings, the text and the backend: the view switches (policy,
+        // layer, heads) reuse the last computation, and report its launches again for the kernel panel.
+        type Key = (EvictConfig, usize, usize, String);
+        type Memo = Option<(Key, Vec<EvictRun>, Vec<CheckReport>, Vec<crate::compute::launch::Launch>)>;
+        static MEMO: std::sync::Mutex<Memo> = std::sync::Mutex::new(None);
+        let key_cfg = EvictConfig {
+            policy: EvictPolicy::Full,
+            ..cfg
+        };
+        let key = (key_cfg, text_index, n, format!("{:?} {}", backend.kind(), backend.device()));
+        let cached = MEMO.lock().ok().and_then(|m| {
+            m.as_ref()
+                .filter(|(k, ..)| *k == key)
+                .map(|(_, r, c, l)| (r.clone(), c.clone(), l.clone()))
+        });
+        let (runs, checks) = match cached {
+            Some((r, c, l)) => {
+                crate::compute::launch::report(l);
+                (r, c)
+            }
+            None => {
+                let (rc, launches) = crate::compute::launch::capture(|| -> Result<_, String> {
+                    let (mut runs, mut checks) = (Vec::new(), Vec::new());
+                    for pol in EvictPolicy::ALL {
+                        let mut c = EvictConfig { policy: pol, ..cfg };
+                        if pol == EvictPolicy::Sinks && c.budget <= SINKS {
+                            c.budget = SINKS + 1;
+                        }
+                        let opt = EvictOptions {
+                            record: true,
+                            every: 16,
+                            probs: pol == EvictPolicy::Full,
+                        };
+                        let r = m.evict_run(text, prompt, c, backend, opt)?;
+                        if let Some(ch) = &r.check {
+                            checks.push(ch.clone());
+                        }
+                        runs.push(r);
+                    }
+                    Ok((runs, checks))
+                });
+                let rc = rc?;
+                if let Ok(mut m) = MEMO.lock() {
+                    *m = Some((key, rc.0.clone(), rc.1.clone(), launches));
+                }
+                rc
+            }
+        };
+        let mut out = EvictOut {
+            runs,
+            config: cfg,
+            text_index,
+            layer,
+            kv_head,
+            head,
+            policy,
+            capped_from: simulated.then_some(TEXT),
+            checks,
+            numbers: Vec::new(),
+        };
+        out.numbers = numbers(&out);
+        Ok(Box::new(out))
+    }
+}
+
+fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
+    let full = o.run(EvictPolicy::Full);
+    let h2o = o.run(EvictPolicy::H2o);
+    let snap = o.run(EvictPolicy::SnapKv);
+    let (n, prompt) = (o.len(), o.prompt());
+    let k = o.config.budget;
+    let heads = full.heads;
+    let shares = &full.top10_share;
+    let arg = |better: fn(f64, f64) -> bool| {
+        let mut best = 0;
+        for (i, &s) in shares.iter().enumerate() {
+            if better(s, shares[best]) {
+                best = i;
+            }
+        }
+        best
+    };
+    let (hi, lo) = (arg(|a, b| a > b), arg(|a, b| a < b));
+    let head_name = |i: usize| format!("L{} H{}", i / heads, i % heads);
+    let bpb = |p: EvictPolicy| fmt_bpb(o.run(p).bits_per_byte_in(prompt.saturating_sub(1)..n));
+    let last_ev = o.last_eviction(n - 1);
+    let mut v = vec![
+        ("budget", k.to_string()),
+        ("recent", o.config.recent_tokens().min(k).to_string()),
+        ("heavy", (k - o.config.recent_tokens().min(k)).to_string()),
+        ("obs_window", o.config.window_tokens().to_string()),
+        ("pool_kernel", o.config.pool_kernel.to_string()),
+        ("prompt", prompt.to_string()),
+        ("decoded", (n - prompt).to_string()),
+        ("text_from", (o.text_index * TEXT).to_string()),
+        ("top10_max", pct(shares.get(hi).copied().unwrap_or(0.0))),
+        ("top10_max_head", head_name(hi)),
+        ("top10_min", pct(shares.get(lo).copied().unwrap_or(0.0))),
+        ("top10_min_head", head_name(lo)),
+        ("bpb_full", bpb(EvictPolicy::Full)),
+        ("bpb_window", bpb(EvictPolicy::Window)),
+        ("bpb_sinks", bpb(EvictPolicy::Sinks)),
+        ("bpb_h2o", bpb(EvictPolicy::H2o)),
+        ("bpb_snapkv", bpb(EvictPolicy::SnapKv)),
+        ("bpb_random", bpb(EvictPolicy::Random)),
+        ("dead_h2o", pct(h2o.dead_fraction())),
+        ("dead_window", pct(o.run(EvictPolicy::Window).dead_fraction())),
+        ("dead_random", pct(o.run(EvictPolicy::Random).dead_fraction())),
+        ("dead_snapkv", pct(snap.dead_fraction())),
+        ("snap_selected", (k - o.config.window_tokens()).to_string()),
+        ("snap_grown", snap.attended.last().copied().unwrap_or(0).to_string()),
+        ("score_bytes", super::format_bytes(h2o.score_bytes as f64 / n as f64)),
+        ("read_bytes", super::format_bytes(h2o.read_bytes as f64 / n as f64)),
+        (
+            "score_share",
+            format!("{:.1}%", 100.0 * h2o.score_bytes as f64 / h2o.read_bytes.max(1) as f64),
+        ),
+    ];
+    let step = last_ev.unwrap_or(n - 1);
+    v.push(("step", step.to_string()));
+    if let Some(e) = last_ev.and_then(|s| o.evicted_at(s)) {
+        v.push(("evicted", e.to_string()));
+        let s = h2o.scores.get(step - 1).map_or(0.0, |sc| sc[o.row() * n + e]);
+        v.push(("evicted_score", format!("{s:.3}")));
+    }
+    if let Some(s) = stored::embedded() {
+        v.push(("stored_windows", s.windows.to_string()));
+        v.push(("stored_trials", s.trials.to_string()));
+        if let Some(c) = s.cell("full", 32) {
+            // Copying: top-1 on the repeat at least twice chance (1 in 26).
+            let copies = c.recall >= 2.0 / 26.0;
+            v.push((
+                "copy_verdict",
+                if copies { "copies" } else { "does not copy at this distance" }.into(),
+            ));
+            v.push((
+                "copy_verdict_zh",
+                if copies { "会复制" } else { "在这个距离上不会复制" }.into(),
+            ));
+            v.push((
+                "copy_consequence",
+                if copies {
+                    "Below full budget, the recall chart shows which policies kept the letters."
+                } else {
+                    "So the recall chart measures nothing about eviction here: it would take a model with induction \
+                     heads, and this one, trained briefly on short windows, has none that reach this far."
+                }
+                .into(),
+            ));
+            v.push((
+                "copy_consequence_zh",
+                if copies {
+                    "低于全量预算时，回忆图显示哪些策略保留了这些字母。"
+                } else {
+                    "所以回忆图在这里测不出驱逐的影响：需要一个有归纳头（induction head）的模型，而这个只在短窗口上\
+                     短暂训练过的模型没有能看这么远的归纳头。"
+                }
+                .into(),
+            ));
+            v.push(("stored_recall_full", pct(c.recall)));
+            v.push(("stored_bpb_full", fmt_bpb(c.bits_per_byte)));
+        }
+        if let Some(best) = s
+            .cells
+            .iter()
+            .filter(|c| c.budget == 32 && c.policy != "full")
+            .min_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte))
+        {
+            let (en, zh) = match EvictPolicy::parse(&best.policy) {
+                Some(EvictPolicy::Window) => ("the sliding window", "滑动窗口"),
+                Some(EvictPolicy::Sinks) => ("sinks + window", " sink + 窗口"),
+                Some(EvictPolicy::H2o) => ("H2O", " H2O"),
+                Some(EvictPolicy::SnapKv) => ("SnapKV", " SnapKV"),
+                Some(EvictPolicy::Random) => ("random eviction", "随机驱逐"),
+                _ => ("full", "全量"),
+            };
+            v.push(("stored_best", en.into()));
+            v.push(("stored_best_zh", zh.into()));
+            v.push(("stored_best_bpb", fmt_bpb(best.bits_per_byte)));
+        }
+        if let Some(c) = s.cell("h2o", 16) {
+            v.push(("stored_h2o_small", fmt_bpb(c.bits_per_byte)));
+        }
+        if let Some(c) = s.cell("window", 16) {
+            v.push(("stored_window_small", fmt_bpb(c.bits_per_byte)));
+        }
+        if let Some(c) = s.cell("random", 16) {
+            v.push(("stored_random_small", fmt_bpb(c.bits_per_byte)));
+        }
+        // How H2O fares against the plain window at the same budget, over the stored budgets.
+        let bpb_at = |p: &str, k: usize| s.cell(p, k).map_or(f64::NAN, |c| c.bits_per_byte);
+        let loses = crate::model::evict::BUDGETS
+            .iter()
+            .filter(|&&k| bpb_at("h2o", k) > bpb_at("window", k))
+            .count();
+        let all = crate::model::evict::BUDGETS.len();
+        let (en, zh) = if loses == all {
+            (
+                "H2O scores worse than the plain window at every budget measured",
+                "H2O 在测量的每个预算下都比单纯的窗口差",
+            )
+        } else if loses == 0 {
+            (
+                "H2O scores better than the plain window at every budget measured",
+                "H2O 在测量的每个预算下都比单纯的窗口好",
+            )
+        } else {
+            (
+                "H2O beats the plain window at some budgets and loses at others",
+                "H2O 在一些预算下胜过单纯的窗口，在另一些预算下落后",
+            )
+        };
+        v.push(("h2o_verdict", en.into()));
+        v.push(("h2o_verdict_zh", zh.into()));
+    }
+    v
+}
+
+impl Output for EvictOut {
+    fn reports(&self) -> Vec<&CheckReport> {
+        self.checks.iter().collect()
+    }
+
+    fn has_nan(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|r| r.nll.iter().any(|x| x.is_nan()) || r.final_scores.iter().any(|x| x.is_nan()))
+    }
+
+    fn export_arrays(&self, cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
+        let n = self.len();
+        let t = cursor.min(n - 1);
+        let mut v = vec![NamedArray::new(
+            "tokens",
+            &[n],
+            ArrayData::I32(self.runs[0].tokens.iter().map(|&b| i32::from(b)).collect()),
+        )];
+        for r in &self.runs {
+            let tag = r.config.policy.name();
+            let rows = r.layers * r.kv_heads;
+            v.push(NamedArray::new(&format!("nll_{tag}"), &[n - 1], ArrayData::F32(r.nll.clone())));
+            let mut kept = vec![0i32; rows * n];
+            for (row, set) in r.kept[t].iter().enumerate() {
+                for &i in set {
+                    kept[row * n + i as usize] = 1;
+                }
+            }
+            v.push(NamedArray::new(
+                &format!("kept_at_step_{tag}"),
+                &[r.layers, r.kv_heads, n],
+                ArrayData::I32(kept),
+            ));
+            v.push(NamedArray::new(
+                &format!("scores_at_step_{tag}"),
+                &[r.layers, r.kv_heads, n],
+                ArrayData::F32(r.scores[t].clone()),
+            ));
+        }
+        (v, self.checks.clone())
+    }
+
+    fn frames(&self) -> usize {
+        self.len()
+    }
+
+    fn values(&self) -> Vec<(&'static str, String)> {
+        self.numbers.clone()
+    }
+
+    fn point(&self, name: &str) -> Option<usize> {
+        match name {
+            "last" => Some(self.len() - 1),
+            "prompt_end" => Some(self.prompt().min(self.len() - 1)),
+            "eviction" => self.last_eviction(self.len() - 1).or(Some(self.len() - 1)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_filled_at_the_defaults() {
+        let lessons = crate::lessons::load_embedded().unwrap();
+        let l = lessons.iter().find(|l| l.kind.name() == "eviction").unwrap();
+        let mut p = Params::new();
+        crate::lessons::normalize(l, &mut p);
+        let out = l.kind.compute(l, &p, &crate::compute::CpuBackend).unwrap();
+        let vals = out.values();
+        for name in PLACEHOLDERS {
+            assert!(vals.iter().any(|(n, _)| n == name), "{name} is not filled");
+        }
+        assert!(!out.has_nan());
+        assert!(out.reports().iter().all(|r| r.passed()));
+    }
+}

@@ -1,0 +1,37 @@
+//! The quality table lesson 9 draws: `assets/measurements/eviction.json`, written by `kvscope export
+//! eviction-table` (every policy at budgets 16–128 over the held-out file's 256-byte windows, and the
+//! recall trials; the backend is recorded in it). The views label it as stored.
+
+use std::sync::OnceLock;
+
+use crate::model::evict::{QualityCell, QualityTable};
+
+impl QualityTable {
+    /// The cell of `policy` at budget `k`.
+    pub fn cell(&self, policy: &str, k: usize) -> Option<&QualityCell> {
+        self.cells.iter().find(|c| c.policy == policy && c.budget == k)
+    }
+}
+
+/// The embedded table (`None` if the file does not parse; a test checks that it does).
+pub fn embedded() -> Option<&'static QualityTable> {
+    static F: OnceLock<Option<QualityTable>> = OnceLock::new();
+    F.get_or_init(|| serde_json::from_str(include_str!("../../../assets/measurements/eviction.json")).ok())
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::evict::{BUDGETS, EvictPolicy};
+
+    #[test]
+    fn the_stored_table_parses_and_covers_every_policy_and_budget() {
+        let t = super::embedded().expect("assets/measurements/eviction.json parses");
+        for p in EvictPolicy::ALL {
+            for k in BUDGETS {
+                assert!(t.cell(p.name(), k).is_some(), "{} {k}", p.name());
+            }
+        }
+        assert_eq!(t.windows, crate::model::HELDOUT.len() / 256);
+    }
+}

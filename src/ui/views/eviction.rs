@@ -1,0 +1,799 @@
+//! Lesson 9's views: one head's attention over the text, H2O's accumulated scores with the kept set, the
+//! keep sets of every layer and KV head, SnapKV's pooled votes, the cache's growth, the holes eviction
+//! leaves in paged blocks, and the stored quality table against the budget.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+use egui_plot::{Bar, BarChart, HLine, Legend, Line, Plot, PlotPoints, Points, VLine};
+
+use crate::lessons::eviction::{EvictOut, Eviction, View, stored};
+use crate::lessons::{LessonKind, Output};
+use crate::model::evict::{BUDGETS, EvictPolicy, EvictRun};
+use crate::style;
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::text::Lang;
+use crate::ui::widgets::{ViewCtx, kernel_panel, legend, plot_title_room, timeline};
+
+impl LessonUi for Eviction {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(o), Some(view)) = (out.downcast_ref::<EvictOut>(), View::from_name(view)) else {
+            return;
+        };
+        match view {
+            View::Kernel => {
+                costs(cx, ui, o);
+                kernel_panel(cx, ui, self.ops(), out);
+            }
+            View::Attention => attention(cx, ui, o),
+            View::Scores => scores(cx, ui, o),
+            View::Keep => keep(cx, ui, o),
+            View::Snapkv => snapkv(cx, ui, o),
+            View::Growth => growth(cx, ui, o),
+            View::Holes => holes(cx, ui, o),
+            View::Quality => quality(cx, ui),
+        }
+    }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(o) = out.downcast_ref::<EvictOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        let (n, prompt) = (o.len(), o.prompt());
+        timeline(
+            cx,
+            ui,
+            n,
+            |ui, c, n| {
+                if ui.button(lang.t("< byte", "< 上一字节")).clicked() {
+                    *c = c.saturating_sub(1);
+                }
+                if ui.button(lang.t("next byte >", "下一字节 >")).clicked() {
+                    *c = (*c + 1).min(n - 1);
+                }
+                if ui.button(lang.t("+16 >>", "+16 >>")).clicked() {
+                    *c = (*c + 16).min(n - 1);
+                }
+            },
+            |c| {
+                format!(
+                    "{} {c} / {} · {} {prompt}",
+                    lang.t("reading byte", "读取字节"),
+                    n - 1,
+                    lang.t("prompt ends at", "提示词结束于"),
+                )
+            },
+        );
+    }
+}
+
+/// Each policy's name (the same in every view); its colour is `style::series` of its index.
+pub fn policy_name(lang: Lang, p: EvictPolicy) -> &'static str {
+    match p {
+        EvictPolicy::Full => lang.t("full", "全量"),
+        EvictPolicy::Window => lang.t("window", "滑动窗口"),
+        EvictPolicy::Sinks => lang.t("sinks + window", "sink + 窗口"),
+        EvictPolicy::H2o => lang.t("H2O", "H2O"),
+        EvictPolicy::SnapKv => lang.t("SnapKV", "SnapKV"),
+        EvictPolicy::Random => lang.t("random", "随机"),
+    }
+}
+
+fn policy_color(p: EvictPolicy) -> Color32 {
+    style::series(EvictPolicy::ALL.iter().position(|&q| q == p).unwrap_or(0))
+}
+
+fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+}
+
+fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
+}
+
+fn capped(cx: &ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    if let Some(asked) = o.capped_from {
+        note(
+            ui,
+            cx.size,
+            format!(
+                "{} {} {} {asked}.",
+                cx.t(
+                    "A simulated GPU runs every thread as an OS thread: it read",
+                    "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
+                ),
+                o.len(),
+                cx.t("bytes of", "字节，而不是")
+            ),
+        );
+    }
+}
+
+fn step(cx: &ViewCtx, o: &EvictOut) -> usize {
+    (*cx.cursor).min(o.len() - 1)
+}
+
+fn budget_label(lang: Lang, k: usize) -> String {
+    match lang {
+        Lang::En => format!("budget K = {k} tokens per KV head per layer"),
+        Lang::Zh => format!("预算 K = 每层每个 KV 头保留 {k} 个 token"),
+    }
+}
+
+/// The share of mass on the top 10% of tokens, per layer and query head, as a grid of cells.
+fn share_grid(cx: &ViewCtx, ui: &mut Ui, o: &EvictOut, height: f32) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let r = o.run(EvictPolicy::Full);
+    let rect = ui.available_rect_before_wrap();
+    let cols = r.heads + 1;
+    let cw = (rect.width() / cols as f32).min(size * 6.0);
+    let ch = (height / (r.layers + 1) as f32).min(size * 2.2);
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(size * 0.8);
+    for h in 0..r.heads {
+        painter.text(
+            egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {h}", lang.t("head", "头")),
+            font.clone(),
+            text,
+        );
+    }
+    for l in 0..r.layers {
+        let y = rect.min.y + ch * (l as f32 + 1.0);
+        painter.text(
+            egui::pos2(rect.min.x + cw * 0.5, y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {l}", lang.t("layer", "层")),
+            font.clone(),
+            text,
+        );
+        for h in 0..r.heads {
+            let m = r.top10_share[l * r.heads + h];
+            let cell = egui::Rect::from_min_size(
+                egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
+                egui::vec2(cw - 4.0, ch - 4.0),
+            );
+            let v = (m * 255.0).clamp(0.0, 255.0) as u8;
+            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+            painter.rect_filled(cell, 2.0, style::c32(fill));
+            if l == o.layer && h == o.head {
+                painter.rect_stroke(
+                    cell,
+                    2.0,
+                    egui::Stroke::new(2.5, style::c32(style::CURRENT)),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            painter.text(
+                cell.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("{:.0}%", 100.0 * m),
+                font.clone(),
+                style::ink_on(fill),
+            );
+        }
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (r.layers + 1) as f32)),
+        egui::Sense::hover(),
+    );
+}
+
+fn attention(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let t = step(cx, o);
+    let r = o.run(EvictPolicy::Full);
+    let (n, hn) = (o.len(), r.heads);
+    let (l, h) = (o.layer, o.head);
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => "share of each head's mass on its top 10% of tokens (full cache, mean over steps)".to_string(),
+            Lang::Zh => "每个头放在前 10% token 上的注意力质量占比（全量缓存，各步平均）".to_string(),
+        },
+    );
+    share_grid(cx, ui, o, size * 9.0);
+    let Some(p) = r.probs.get(t) else {
+        return;
+    };
+    let bars: Vec<Bar> = (0..=t)
+        .map(|i| {
+            let v = f64::from(p[(l * hn + h) * n + i]);
+            let fill = if i == t { style::CURRENT } else { style::READ };
+            Bar::new(i as f64, v).width(0.9).fill(style::c32(fill))
+        })
+        .collect();
+    let hp = (ui.available_height() - 2.5 * size).max(100.0);
+    plot_title_room(ui);
+    let name = match lang {
+        Lang::En => format!("L{l} H{h}: weights of the query at byte {t}"),
+        Lang::Zh => format!("L{l} H{h}：第 {t} 字节的查询的注意力权重"),
+    };
+    Plot::new("eviction-attention")
+        .height(hp)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t("byte of the text (key)", "文本字节（键）"))
+        .y_axis_label(lang.t("attention weight", "注意力权重"))
+        .include_y(0.0)
+        .include_x(0.0)
+        .include_x(n as f64)
+        .show(ui, |pl| {
+            pl.bar_chart(BarChart::new(name, bars).color(style::c32(style::READ)));
+        });
+}
+
+/// H2O's recent set at step `t`: the first text index inside it.
+fn first_recent(o: &EvictOut, t: usize) -> usize {
+    (t + 1).saturating_sub(o.config.recent_tokens().min(o.config.budget))
+}
+
+fn scores(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let t = step(cx, o);
+    let r = o.run(EvictPolicy::H2o);
+    let (n, row) = (o.len(), o.row());
+    let kept = &r.kept[t][row];
+    let sc = &r.scores[t];
+    let recent0 = first_recent(o, t);
+    title(
+        ui,
+        size,
+        format!(
+            "H2O · L{} KV{} · {} · {} {t}",
+            o.layer,
+            o.kv_head,
+            budget_label(lang, o.config.budget),
+            lang.t("after step", "第")
+        ) + lang.t("", " 步之后"),
+    );
+    let entries = [
+        (
+            style::READ,
+            lang.t("kept: heavy hitter", "保留：重要 token（heavy hitter）"),
+        ),
+        (style::SINK, lang.t("kept: recent R", "保留：最近 R 个")),
+        (style::CURRENT, lang.t("the byte read now", "当前读取的字节")),
+        (
+            style::EVICTED,
+            lang.t("evicted (its score froze)", "已驱逐（分数不再增长）"),
+        ),
+    ];
+    let bars: Vec<Bar> = (0..=t)
+        .map(|i| {
+            let is_kept = kept.binary_search(&(i as u32)).is_ok();
+            let fill = if i == t {
+                style::CURRENT
+            } else if !is_kept {
+                style::EVICTED
+            } else if i >= recent0 {
+                style::SINK
+            } else {
+                style::READ
+            };
+            Bar::new(i as f64, f64::from(sc[row * n + i]))
+                .width(0.9)
+                .fill(style::c32(fill))
+        })
+        .collect();
+    // The line: the lowest score still kept outside the recent set (what a newcomer must beat).
+    let line = kept
+        .iter()
+        .map(|&i| i as usize)
+        .filter(|&i| i < recent0)
+        .map(|i| f64::from(sc[row * n + i]))
+        .fold(f64::INFINITY, f64::min);
+    let hp = (ui.available_height() - 5.0 * size).max(100.0);
+    plot_title_room(ui);
+    Plot::new("eviction-scores")
+        .height(hp)
+        .allow_scroll(false)
+        .legend(Legend::default())
+        .x_axis_label(lang.t("byte of the text", "文本字节"))
+        .y_axis_label(lang.t("accumulated attention score", "累计注意力分数"))
+        .include_y(0.0)
+        .include_x(0.0)
+        .include_x(n as f64)
+        .show(ui, |pl| {
+            pl.bar_chart(BarChart::new(lang.t("score", "分数"), bars).color(style::c32(style::READ)));
+            if line.is_finite() {
+                pl.hline(
+                    HLine::new(lang.t("lowest kept heavy hitter", "保留的最低分重要 token"), line)
+                        .color(style::c32(style::CURRENT)),
+                );
+            }
+            pl.vline(
+                VLine::new(lang.t("recent R starts", "最近 R 个的起点"), recent0 as f64 - 0.5)
+                    .color(style::c32(style::SINK)),
+            );
+        });
+    legend(ui, &entries, size * 0.85);
+}
+
+/// The state of one (row, token) cell of a keep set at step `t`.
+fn cell_fill(kept: &[u32], i: usize, t: usize) -> style::Rgba {
+    if i > t {
+        style::FREE
+    } else if i == t {
+        style::CURRENT
+    } else if kept.binary_search(&(i as u32)).is_ok() {
+        style::READ
+    } else {
+        style::EVICTED
+    }
+}
+
+fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let t = step(cx, o);
+    let policy = if o.policy == EvictPolicy::Full {
+        EvictPolicy::H2o
+    } else {
+        o.policy
+    };
+    let r = o.run(policy);
+    let n = o.len();
+    title(
+        ui,
+        size,
+        format!(
+            "{} · {} · {} {t}",
+            policy_name(lang, policy),
+            budget_label(lang, o.config.budget),
+            lang.t("step", "步")
+        ),
+    );
+    // Which token left this step, in each row.
+    let mut left = Vec::new();
+    if t > 0 {
+        for (row, (a, b)) in r.kept[t - 1].iter().zip(&r.kept[t]).enumerate() {
+            for i in a.iter().filter(|i| !b.contains(i)) {
+                left.push((row, *i as usize));
+            }
+        }
+    }
+    let entries = [
+        (style::READ, lang.t("kept", "保留")),
+        (style::CURRENT, lang.t("the byte read now", "当前读取的字节")),
+        (style::EVICTED, lang.t("evicted", "已驱逐")),
+        (style::FREE, lang.t("not read yet", "尚未读取")),
+    ];
+    let rect = ui.available_rect_before_wrap();
+    let leg_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, rect.width() * 0.9) + size * 4.0;
+    let rows = r.layers * r.kv_heads;
+    let label_w = size * 5.0;
+    let area_h = (rect.height() - leg_h).max(size * 4.0);
+    let row_h = (area_h / rows as f32).min(size * 3.5);
+    let cw = (rect.width() - label_w) / n as f32;
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(size * 0.8);
+    for row in 0..rows {
+        let y = rect.min.y + row as f32 * row_h;
+        painter.text(
+            egui::pos2(rect.min.x, y + row_h * 0.45),
+            egui::Align2::LEFT_CENTER,
+            format!("L{} KV{}", row / r.kv_heads, row % r.kv_heads),
+            font.clone(),
+            text,
+        );
+        let kept = &r.kept[t][row];
+        for i in 0..n {
+            let x = rect.min.x + label_w + i as f32 * cw;
+            let cell = egui::Rect::from_min_size(egui::pos2(x, y), egui::vec2(cw.max(1.0), row_h * 0.8));
+            painter.rect_filled(cell, 0.0, style::c32(cell_fill(kept, i, t)));
+        }
+        if row == o.row() {
+            painter.rect_stroke(
+                egui::Rect::from_min_size(
+                    egui::pos2(rect.min.x + label_w, y),
+                    egui::vec2(cw * n as f32, row_h * 0.8),
+                ),
+                0.0,
+                egui::Stroke::new(1.5, text),
+                egui::StrokeKind::Outside,
+            );
+        }
+    }
+    for &(row, i) in &left {
+        let y = rect.min.y + row as f32 * row_h;
+        let x = rect.min.x + label_w + i as f32 * cw;
+        let cell = egui::Rect::from_min_size(
+            egui::pos2(x - 2.0, y - 2.0),
+            egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8 + 4.0),
+        );
+        painter.rect_stroke(
+            cell,
+            0.0,
+            egui::Stroke::new(2.5, style::c32(style::CURRENT)),
+            egui::StrokeKind::Outside,
+        );
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), row_h * rows as f32 + size * 0.5)),
+        egui::Sense::hover(),
+    );
+    let row = o.row();
+    let msg = match left.iter().find(|(r_, _)| *r_ == row) {
+        Some(&(_, i)) if policy == EvictPolicy::H2o => {
+            let s = r.scores[t - 1][row * n + i];
+            match lang {
+                Lang::En => format!(
+                    "L{} KV{}: byte {i} left, score {s:.3}, the lowest outside the recent R (outlined). The other rows chose by their own scores.",
+                    o.layer, o.kv_head
+                ),
+                Lang::Zh => format!(
+                    "L{} KV{}：字节 {i} 被驱逐，分数 {s:.3}，是最近 R 个之外最低的（加框）。其他行按各自的分数选择。",
+                    o.layer, o.kv_head
+                ),
+            }
+        }
+        Some(&(_, i)) => match lang {
+            Lang::En => format!("L{} KV{}: byte {i} left this step (outlined).", o.layer, o.kv_head),
+            Lang::Zh => format!("L{} KV{}：本步驱逐字节 {i}（加框）。", o.layer, o.kv_head),
+        },
+        None => lang
+            .t(
+                "Nothing left the outlined row this step (step with → to the next eviction).",
+                "本步加框的行没有驱逐（用 → 前进到下一次驱逐）。",
+            )
+            .to_string(),
+    };
+    note(ui, size, msg);
+    legend(ui, &entries, size * 0.85);
+}
+
+fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let r = o.run(EvictPolicy::SnapKv);
+    let (n, prompt, row) = (o.len(), o.prompt(), o.row());
+    let w = o.config.window_tokens();
+    let k = o.config.budget;
+    title(
+        ui,
+        size,
+        format!(
+            "SnapKV · L{} KV{} · {} · w = {w}, k = {}",
+            o.layer,
+            o.kv_head,
+            budget_label(lang, k),
+            o.config.pool_kernel
+        ),
+    );
+    if prompt <= k || prompt < w + 1 {
+        note(
+            ui,
+            size,
+            lang.t(
+                "The prompt fits in the budget: SnapKV keeps all of it.",
+                "提示词不超过预算：SnapKV 全部保留。",
+            ),
+        );
+        return;
+    }
+    let prefix = prompt - w;
+    // The raw votes: the group mass the last w prompt steps put on each earlier token (the difference of
+    // the accumulated scores across those steps).
+    let at = |s: usize, i: usize| r.scores.get(s).map_or(0.0, |sc| f64::from(sc[row * n + i]));
+    let votes: Vec<f64> = (0..prefix).map(|i| at(prompt - 1, i) - at(prompt - w - 1, i)).collect();
+    let pooled = r.pooled_votes.get(row * prefix..(row + 1) * prefix).unwrap_or(&[]);
+    let kept = r.kept.get(prompt).map(|s| &s[row]);
+    let chosen = |i: usize| kept.is_some_and(|s| s.binary_search(&(i as u32)).is_ok());
+    let bars: Vec<Bar> = pooled
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let fill = if chosen(i) { style::READ } else { style::EVICTED };
+            Bar::new(i as f64, v).width(0.9).fill(style::c32(fill))
+        })
+        .collect();
+    let win: Vec<Bar> = (prefix..prompt)
+        .map(|i| Bar::new(i as f64, 0.0).width(0.9).fill(style::c32(style::SINK)))
+        .collect();
+    let entries = [
+        (style::READ, lang.t("kept: top by pooled vote", "保留：池化投票最高")),
+        (
+            style::EVICTED,
+            lang.t("evicted at the prompt's end", "提示词结束时驱逐"),
+        ),
+        (style::SINK, lang.t("the observation window (kept)", "观察窗口（保留）")),
+    ];
+    let hp = (ui.available_height() - 4.5 * size).max(100.0);
+    plot_title_room(ui);
+    Plot::new("eviction-snapkv")
+        .height(hp)
+        .allow_scroll(false)
+        .legend(Legend::default())
+        .x_axis_label(lang.t("prompt byte", "提示词字节"))
+        .y_axis_label(lang.t("votes of the last w queries", "最后 w 个查询的投票"))
+        .include_y(0.0)
+        .include_x(prompt as f64)
+        .show(ui, |pl| {
+            pl.bar_chart(BarChart::new(lang.t("pooled vote", "池化后的投票"), bars).color(style::c32(style::READ)));
+            pl.bar_chart(BarChart::new(lang.t("window", "窗口"), win).color(style::c32(style::SINK)));
+            let raw: PlotPoints = votes.iter().enumerate().map(|(i, &v)| [i as f64, v]).collect();
+            pl.points(
+                Points::new(lang.t("raw vote", "原始投票"), raw)
+                    .radius(2.0)
+                    .color(style::c32(style::CURRENT)),
+            );
+        });
+    legend(ui, &entries, size * 0.85);
+}
+
+fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    capped(cx, ui, o);
+    let hp = (ui.available_height() - 5.5 * size).max(100.0);
+    plot_title_room(ui);
+    Plot::new("eviction-growth")
+        .height(hp)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t("byte read (step)", "读取的字节（步）"))
+        .y_axis_label(lang.t("tokens attended per KV head per layer", "每层每个 KV 头关注的 token 数"))
+        .include_y(0.0)
+        .show(ui, |pl| {
+            for p in EvictPolicy::ALL {
+                let r = o.run(p);
+                let pts: PlotPoints = r
+                    .attended
+                    .iter()
+                    .enumerate()
+                    .map(|(t, &a)| [t as f64, f64::from(a)])
+                    .collect();
+                pl.line(Line::new(policy_name(lang, p), pts).color(policy_color(p)));
+            }
+            pl.vline(
+                VLine::new(lang.t("the prompt ends", "提示词结束"), o.prompt() as f64)
+                    .color(style::c32(style::CURRENT)),
+            );
+        });
+    note(
+        ui,
+        size,
+        budget_label(lang, o.config.budget)
+            + lang.t(
+                ". Lines of policies that keep the same count lie on top of each other.",
+                "。保留数量相同的策略的线相互重叠。",
+            ),
+    );
+}
+
+/// Logical blocks of `r` at step `t`, each with whether the engine dropped it (no row keeps any of its
+/// tokens, and it is full and not the last), as `KvEngine::evict_heads` decides.
+fn blocks_at(r: &EvictRun, t: usize, bs: usize) -> Vec<bool> {
+    let len = t + 1;
+    (0..len.div_ceil(bs))
+        .map(|lb| {
+            let full_not_last = (lb + 1) * bs < len;
+            // A block once dropped stays dropped: dropped at some step s <= t.
+            full_not_last
+                && (lb * bs..(lb + 1) * bs).all(|i| r.kept[t].iter().all(|set| set.binary_search(&(i as u32)).is_err()))
+        })
+        .collect()
+}
+
+fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let t = step(cx, o);
+    let policy = if o.policy == EvictPolicy::Full {
+        EvictPolicy::H2o
+    } else {
+        o.policy
+    };
+    let r = o.run(policy);
+    let bs = r.config.block_size;
+    let rows = r.layers * r.kv_heads;
+    let dropped = blocks_at(r, t, bs);
+    title(
+        ui,
+        size,
+        format!(
+            "{} · {} {t} · {} {} · {} {:.0}%",
+            policy_name(lang, policy),
+            lang.t("step", "步"),
+            lang.t("blocks in use", "在用块"),
+            r.blocks_in_use[t],
+            lang.t("dead slots", "死槽位"),
+            100.0 * f64::from(r.dead_slots[t]) / f64::from(r.allocated_slots[t].max(1))
+        ),
+    );
+    let entries = [
+        (style::READ, lang.t("slot attended", "被关注的槽位")),
+        (
+            style::EVICTED,
+            lang.t("dead slot: evicted, still allocated", "死槽位：已驱逐但仍占用"),
+        ),
+        (style::FREE, lang.t("empty (not written yet)", "空（尚未写入）")),
+        (
+            style::MASKED,
+            lang.t("block freed: no head keeps a token", "块已释放：没有头保留其中的 token"),
+        ),
+    ];
+    let rect = ui.available_rect_before_wrap();
+    let table_h = size * 1.6 * (EvictPolicy::ALL.len() as f32 + 1.5);
+    let leg_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, rect.width() * 0.9) + size;
+    let area_h = (rect.height() - table_h - leg_h).max(size * 5.0);
+    let nb = o.len().div_ceil(bs).max(1);
+    let per_row = nb.min(8);
+    let grid_rows = nb.div_ceil(per_row);
+    let bw = rect.width() / per_row as f32;
+    let bh = (area_h / grid_rows as f32).min(size * 12.0);
+    let label_h = size * 1.0;
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(size * 0.75);
+    for lb in 0..nb {
+        let x = rect.min.x + (lb % per_row) as f32 * bw;
+        let y = rect.min.y + (lb / per_row) as f32 * bh;
+        painter.text(
+            egui::pos2(x + 2.0, y),
+            egui::Align2::LEFT_TOP,
+            format!("{} {lb}", lang.t("block", "块")),
+            font.clone(),
+            text,
+        );
+        let inner = egui::Rect::from_min_size(
+            egui::pos2(x + 2.0, y + label_h),
+            egui::vec2(bw - 8.0, bh - label_h - 6.0),
+        );
+        let (sw, sh) = (inner.width() / bs as f32, inner.height() / rows as f32);
+        let gone = dropped.get(lb).copied().unwrap_or(false);
+        for row in 0..rows {
+            for off in 0..bs {
+                let i = lb * bs + off;
+                let fill = if lb * bs > t {
+                    style::FREE
+                } else if gone {
+                    style::MASKED
+                } else if i > t {
+                    style::FREE
+                } else if r.kept[t][row].binary_search(&(i as u32)).is_ok() {
+                    style::READ
+                } else {
+                    style::EVICTED
+                };
+                let c = egui::Rect::from_min_size(
+                    egui::pos2(inner.min.x + off as f32 * sw, inner.min.y + row as f32 * sh),
+                    egui::vec2((sw - 0.5).max(0.5), (sh - 0.5).max(0.5)),
+                );
+                painter.rect_filled(c, 0.0, style::c32(fill));
+            }
+        }
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), bh * grid_rows as f32)),
+        egui::Sense::hover(),
+    );
+    note(
+        ui,
+        size,
+        lang.t(
+            "Each block: one row per (layer, KV head), one column per slot. Dead fraction over the whole run (dead slots over slots of allocated blocks):",
+            "每个块：每行一个（层，KV 头），每列一个槽位。整个运行的死槽位比例（死槽位 / 已分配块的槽位）：",
+        ),
+    );
+    let mut line = String::new();
+    for p in EvictPolicy::ALL {
+        line.push_str(&format!(
+            "{} {:.0}% · ",
+            policy_name(lang, p),
+            100.0 * o.run(p).dead_fraction()
+        ));
+    }
+    note(ui, size, line.trim_end_matches(" · ").to_string());
+    legend(ui, &entries, size * 0.85);
+}
+
+fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let Some(s) = stored::embedded() else {
+        note(ui, size, lang.t("The stored table is missing.", "缺少存储的表。"));
+        return;
+    };
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "stored: kvscope export eviction-table on {}, {} held-out windows, {} recall trials",
+                s.backend, s.windows, s.trials
+            ),
+            Lang::Zh => format!(
+                "存储的结果：kvscope export eviction-table，在 {} 上，{} 个留出窗口，{} 次回忆试验",
+                s.backend, s.windows, s.trials
+            ),
+        },
+    );
+    let hp = ((ui.available_height() - 2.0 * size) / 2.0 - size).max(90.0);
+    let series = |f: fn(&crate::model::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
+        BUDGETS
+            .iter()
+            .filter_map(|&k| s.cell(p.name(), k).map(|c| [(k as f64).log2(), f(c)]))
+            .collect()
+    };
+    let x_fmt = |m: egui_plot::GridMark, _r: &std::ops::RangeInclusive<f64>| format!("{:.0}", 2f64.powf(m.value));
+    plot_title_room(ui);
+    Plot::new("eviction-quality-bpb")
+        .height(hp)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t(
+            "budget K (tokens per KV head per layer)",
+            "预算 K（每层每个 KV 头的 token 数）",
+        ))
+        .y_axis_label(lang.t("bits per byte", "每字节比特数"))
+        .x_axis_formatter(x_fmt)
+        .show(ui, |pl| {
+            for p in EvictPolicy::ALL {
+                pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)));
+                pl.points(
+                    Points::new("", series(|c| c.bits_per_byte, p))
+                        .radius(3.0)
+                        .color(policy_color(p)),
+                );
+            }
+        });
+    plot_title_room(ui);
+    Plot::new("eviction-quality-recall")
+        .height(hp)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .x_axis_label(lang.t(
+            "budget K (tokens per KV head per layer)",
+            "预算 K（每层每个 KV 头的 token 数）",
+        ))
+        .y_axis_label(lang.t("recall: top-1 on the repeat", "回忆：重复部分的 top-1"))
+        .x_axis_formatter(x_fmt)
+        .include_y(0.0)
+        .show(ui, |pl| {
+            for p in EvictPolicy::ALL {
+                pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
+            }
+            pl.hline(
+                HLine::new(lang.t("chance: 1 in 26", "随机猜测：1/26"), 1.0 / 26.0).color(style::c32(style::MASKED)),
+            );
+        });
+}
+
+fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let r = o.run(EvictPolicy::H2o);
+    let n = o.len() as f64;
+    let fmt = |b: f64| crate::lessons::format_bytes(b);
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "Per step (H2O, all layers): the score output writes {} more, against {} of K and V the decode reads ({:.1}%). \
+                 A fused decode kernel writes neither the weights nor the scores.",
+                fmt(r.score_bytes as f64 / n),
+                fmt(r.read_bytes as f64 / n),
+                100.0 * r.score_bytes as f64 / r.read_bytes.max(1) as f64
+            ),
+            Lang::Zh => format!(
+                "每步（H2O，所有层）：分数输出多写 {}，而解码读取的 K 和 V 为 {}（{:.1}%）。融合的解码 kernel 既不写权重也不写分数。",
+                fmt(r.score_bytes as f64 / n),
+                fmt(r.read_bytes as f64 / n),
+                100.0 * r.score_bytes as f64 / r.read_bytes.max(1) as f64
+            ),
+        },
+    );
+}
