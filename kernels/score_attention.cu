@@ -113,7 +113,8 @@ extern "C" __global__ void score_decode_f16(float* __restrict__ out, float* __re
             }
             o[d] = acc;
         }
-        __syncthreads();  // BARRIER: P.V has read s_q and probs before the next head rewrites s_q
+        __syncthreads();  // BARRIER: every thread has left this head's loops before the next head
+                          // rewrites s_q (its scores read it) and its probs row
     }
 
     // The group's mass per token, heads in order (every probs row of the group is complete:

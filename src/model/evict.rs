@@ -205,11 +205,14 @@ pub struct EvictRun {
     pub probs: Vec<Vec<f32>>,
     /// SnapKV: `[layer, KV head, prompt − w]` the pooled votes it selected by (empty otherwise).
     pub pooled_votes: Vec<f64>,
-    /// Bytes the score output adds per step per layer (group scores, R·KVH·T·4) and bytes the decode
-    /// reads (K and V of the attended tokens, f16), summed over the run.
+    /// Bytes the kernel writes beyond a plain decode's output, summed over the run: the group scores
+    /// (R·KVH·T·4 per layer) and the per-head weights (R·H·T·4 per layer).
     pub score_bytes: u64,
-    /// K/V bytes read, summed over the run.
+    /// Bytes the decode reads, summed over the run: K and V of the attended tokens (f16) and the
+    /// validity mask of every live column (4 bytes per KV head).
     pub read_bytes: u64,
+    /// Per step: the logical blocks dropped so far (recorded runs).
+    pub dropped: Vec<Vec<usize>>,
     /// Seconds the run took.
     pub seconds: f64,
     /// With checks: the worst kernel report (or the first that failed).
@@ -352,6 +355,7 @@ impl Model {
             probs: Vec::new(),
             pooled_votes: Vec::new(),
             score_bytes: 0,
+            dropped: Vec::new(),
             read_bytes: 0,
             seconds: 0.0,
             check: None,
@@ -416,24 +420,21 @@ impl Model {
             let tables = engine.tables(&[REQ]);
             let cols = tables.max_blocks * bs;
             let dropped: std::collections::BTreeSet<usize> = engine.cache().dropped(REQ).collect();
-            let mut text_of = vec![usize::MAX; cols];
+            // (column, text index) of every live token, in table order.
+            let mut live: Vec<(usize, usize)> = Vec::with_capacity(t + 1);
             let mut j = 0;
             for lb in (0..(t + 1).div_ceil(bs)).filter(|lb| !dropped.contains(lb)) {
                 for (o, i) in (lb * bs..((lb + 1) * bs).min(t + 1)).enumerate() {
-                    text_of[j * bs + o] = i;
+                    live.push((j * bs + o, i));
                 }
                 j += 1;
             }
+            if opt.record {
+                run.dropped.push(dropped.iter().copied().collect());
+            }
             // Dead slots: tokens in live blocks that a (layer, KV head) evicted.
             let live_blocks = j;
-            let dead: usize = keep
-                .iter()
-                .map(|k| {
-                    (0..cols)
-                        .filter(|&c| text_of[c] != usize::MAX && !k[text_of[c]])
-                        .count()
-                })
-                .sum();
+            let dead: usize = keep.iter().map(|k| live.iter().filter(|&&(_, i)| !k[i]).count()).sum();
             run.dead_slots.push(dead as u32);
             run.allocated_slots.push((live_blocks * bs * rows) as u32);
             run.blocks_in_use
@@ -472,8 +473,9 @@ impl Model {
                     .score_decode(&inp)
                     .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
                 let attended: usize = (0..kvh_n).map(|kv| count[l * kvh_n + kv]).sum();
-                run.read_bytes += (attended * hd * 2 * 2) as u64;
-                run.score_bytes += inp.extra_bytes().0 as u64;
+                run.read_bytes += (attended * hd * 2 * 2 + live.len() * kvh_n * 4) as u64;
+                let (scores_b, weights_b) = inp.extra_bytes();
+                run.score_bytes += (scores_b + weights_b) as u64;
                 if opt.every > 0 && t % opt.every == 0 {
                     let (want_out, want_p, want_s) = reference::score_decode(&inp);
                     let label = format!("score_decode step {t} layer {l}");
@@ -513,7 +515,7 @@ impl Model {
                     }
                     if let Some(ra) = ref_acc.as_mut() {
                         for kv in 0..kvh_n {
-                            for (c, &i) in text_of.iter().enumerate().filter(|(_, i)| **i != usize::MAX) {
+                            for &(c, i) in &live {
                                 ra[(l * kvh_n + kv) * n + i] += want_s[kv * cols + c];
                             }
                         }
@@ -521,7 +523,7 @@ impl Model {
                 }
                 for kv in 0..kvh_n {
                     let row = l * kvh_n + kv;
-                    for (c, &i) in text_of.iter().enumerate().filter(|(_, i)| **i != usize::MAX) {
+                    for &(c, i) in &live {
                         let s = f64::from(got.scores[kv * cols + c]);
                         acc[row * n + i] += s;
                         if cfg.policy == EvictPolicy::SnapKv && t < prompt_len && t + w >= prompt_len {
@@ -542,7 +544,7 @@ impl Model {
                 }
                 if let Some(ph) = probs_here.as_mut() {
                     for head in 0..h {
-                        for (c, &i) in text_of.iter().enumerate().filter(|(_, i)| **i != usize::MAX) {
+                        for &(c, i) in &live {
                             ph[(l * h + head) * n + i] = got.probs[head * cols + c];
                         }
                     }

@@ -55,10 +55,10 @@ pub const PLACEHOLDERS: &[&str] = &[
     "top10_max_head",
     "top10_min",
     "top10_min_head",
-    "step",
-    "evicted",
-    "evicted_score",
-    "snap_selected",
+    "last_eviction",
+    "last_eviction_zh",
+    "snap_selection",
+    "snap_selection_zh",
     "snap_grown",
     "bpb_full",
     "bpb_window",
@@ -89,6 +89,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "h2o_verdict_zh",
     "stored_random_small",
     "stored_best_zh",
+    "h2o_comment",
+    "h2o_comment_zh",
 ];
 
 /// Bytes of the held-out text a window takes, and its prompt.
@@ -247,54 +249,53 @@ impl LessonKind for Eviction {
             seed,
             block_size: 16,
         };
-        // The runs depend on the budget's settings, the text and the backend: the view switches (policy,
-        // layer, heads) reuse the last computation, and report its launches again for the kernel panel.
+        // Each policy's run depends only on the settings that policy reads, the text and the backend: a
+        // slider that one policy reads (the seed, R, w, k) recomputes that run alone, and the view switches
+        // (policy, layer, heads) recompute nothing. A reused run reports the launches that computed it
+        // again, for the kernel panel.
         type Key = (EvictConfig, usize, usize, String);
-        type Memo = Option<(Key, Vec<EvictRun>, Vec<CheckReport>, Vec<crate::compute::launch::Launch>)>;
-        static MEMO: std::sync::Mutex<Memo> = std::sync::Mutex::new(None);
-        let key_cfg = EvictConfig {
-            policy: EvictPolicy::Full,
-            ..cfg
-        };
-        let key = (key_cfg, text_index, n, format!("{:?} {}", backend.kind(), backend.device()));
-        let cached = MEMO.lock().ok().and_then(|m| {
-            m.as_ref()
-                .filter(|(k, ..)| *k == key)
-                .map(|(_, r, c, l)| (r.clone(), c.clone(), l.clone()))
-        });
-        let (runs, checks) = match cached {
-            Some((r, c, l)) => {
-                crate::compute::launch::report(l);
-                (r, c)
+        type Memo = Vec<(Key, EvictRun, Vec<crate::compute::launch::Launch>)>;
+        static MEMO: std::sync::Mutex<Memo> = std::sync::Mutex::new(Vec::new());
+        let device = format!("{:?} {}", backend.kind(), backend.device());
+        let (mut runs, mut checks) = (Vec::new(), Vec::new());
+        for pol in EvictPolicy::ALL {
+            let mut c = EvictConfig { policy: pol, ..cfg };
+            if pol == EvictPolicy::Sinks && c.budget <= SINKS {
+                c.budget = SINKS + 1;
             }
-            None => {
-                let (rc, launches) = crate::compute::launch::capture(|| -> Result<_, String> {
-                    let (mut runs, mut checks) = (Vec::new(), Vec::new());
-                    for pol in EvictPolicy::ALL {
-                        let mut c = EvictConfig { policy: pol, ..cfg };
-                        if pol == EvictPolicy::Sinks && c.budget <= SINKS {
-                            c.budget = SINKS + 1;
-                        }
-                        let opt = EvictOptions {
-                            record: true,
-                            every: 16,
-                            probs: pol == EvictPolicy::Full,
-                        };
-                        let r = m.evict_run(text, prompt, c, backend, opt)?;
-                        if let Some(ch) = &r.check {
-                            checks.push(ch.clone());
-                        }
-                        runs.push(r);
-                    }
-                    Ok((runs, checks))
-                });
-                let rc = rc?;
-                if let Ok(mut m) = MEMO.lock() {
-                    *m = Some((key, rc.0.clone(), rc.1.clone(), launches));
+            let key = (relevant(c), text_index, n, device.clone());
+            let cached = MEMO
+                .lock()
+                .ok()
+                .and_then(|m| m.iter().find(|(k, ..)| *k == key).map(|(_, r, l)| (r.clone(), l.clone())));
+            let run = match cached {
+                Some((r, l)) => {
+                    crate::compute::launch::report(l);
+                    r
                 }
-                rc
+                None => {
+                    let opt = EvictOptions {
+                        record: true,
+                        every: 16,
+                        probs: pol == EvictPolicy::Full,
+                    };
+                    let (r, launches) = crate::compute::launch::capture(|| m.evict_run(text, prompt, c, backend, opt));
+                    let r = r?;
+                    if let Ok(mut memo) = MEMO.lock() {
+                        // A few settings per policy are enough to move sliders back and forth.
+                        if memo.len() >= 24 {
+                            memo.remove(0);
+                        }
+                        memo.push((key, r.clone(), launches));
+                    }
+                    r
+                }
+            };
+            if let Some(ch) = &run.check {
+                checks.push(ch.clone());
             }
-        };
+            runs.push(run);
+        }
         let mut out = EvictOut {
             runs,
             config: cfg,
@@ -309,6 +310,40 @@ impl LessonKind for Eviction {
         };
         out.numbers = numbers(&out);
         Ok(Box::new(out))
+    }
+}
+
+/// The settings a policy's run reads (the others set to fixed values), so that runs can be shared.
+fn relevant(c: EvictConfig) -> EvictConfig {
+    let base = EvictConfig {
+        policy: c.policy,
+        budget: 0,
+        recent: None,
+        obs_window: None,
+        pool_kernel: 0,
+        seed: 0,
+        block_size: c.block_size,
+    };
+    match c.policy {
+        EvictPolicy::Full => base,
+        EvictPolicy::Window | EvictPolicy::Sinks => EvictConfig { budget: c.budget, ..base },
+        EvictPolicy::H2o => EvictConfig {
+            budget: c.budget,
+            recent: Some(c.recent_tokens()),
+            ..base
+        },
+        EvictPolicy::SnapKv => EvictConfig {
+            budget: c.budget,
+            obs_window: Some(c.window_tokens()),
+            pool_kernel: c.pool_kernel,
+            ..base
+        },
+        EvictPolicy::Random => EvictConfig {
+            budget: c.budget,
+            recent: Some(c.recent_tokens()),
+            seed: c.seed,
+            ..base
+        },
     }
 }
 
@@ -356,7 +391,22 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
         ("dead_window", pct(o.run(EvictPolicy::Window).dead_fraction())),
         ("dead_random", pct(o.run(EvictPolicy::Random).dead_fraction())),
         ("dead_snapkv", pct(snap.dead_fraction())),
-        ("snap_selected", (k - o.config.window_tokens()).to_string()),
+        {
+            let (w, kept) = (o.config.window_tokens(), k - o.config.window_tokens());
+            if prompt > k {
+                ("snap_selection", format!("the top {kept} are kept together with the window"))
+            } else {
+                (
+                    "snap_selection",
+                    format!("nothing is selected here: the prompt of {prompt} bytes fits in the budget (the window is {w})"),
+                )
+            }
+        },
+        if prompt > k {
+            ("snap_selection_zh", format!("保留得票最高的 {} 个，再加上窗口本身", k - o.config.window_tokens()))
+        } else {
+            ("snap_selection_zh", format!("这里什么也不选：{prompt} 字节的提示词放得进预算"))
+        },
         ("snap_grown", snap.attended.last().copied().unwrap_or(0).to_string()),
         ("score_bytes", super::format_bytes(h2o.score_bytes as f64 / n as f64)),
         ("read_bytes", super::format_bytes(h2o.read_bytes as f64 / n as f64)),
@@ -365,12 +415,22 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
             format!("{:.1}%", 100.0 * h2o.score_bytes as f64 / h2o.read_bytes.max(1) as f64),
         ),
     ];
-    let step = last_ev.unwrap_or(n - 1);
-    v.push(("step", step.to_string()));
-    if let Some(e) = last_ev.and_then(|s| o.evicted_at(s)) {
-        v.push(("evicted", e.to_string()));
-        let s = h2o.scores.get(step - 1).map_or(0.0, |sc| sc[o.row() * n + e]);
-        v.push(("evicted_score", format!("{s:.3}")));
+    match last_ev.and_then(|s| Some((s, o.evicted_at(s)?))) {
+        Some((step, e)) => {
+            let s = h2o.scores.get(step - 1).map_or(0.0, |sc| sc[o.row() * n + e]);
+            v.push((
+                "last_eviction",
+                format!("At step {step} byte {e} left with a score of {s:.3}."),
+            ));
+            v.push(("last_eviction_zh", format!("第 {step} 步，字节 {e} 以 {s:.3} 的分数被驱逐。")));
+        }
+        None => {
+            v.push((
+                "last_eviction",
+                "At this budget the text never outgrows the cache: nothing is evicted.".into(),
+            ));
+            v.push(("last_eviction_zh", "在这个预算下文本从未超出缓存：没有任何驱逐。".into()));
+        }
     }
     if let Some(s) = stored::embedded() {
         v.push(("stored_windows", s.windows.to_string()));
@@ -443,24 +503,35 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
             .filter(|&&k| bpb_at("h2o", k) > bpb_at("window", k))
             .count();
         let all = crate::model::evict::BUDGETS.len();
-        let (en, zh) = if loses == all {
+        let (en, zh, c_en, c_zh) = if loses == all {
             (
                 "H2O scores worse than the plain window at every budget measured",
                 "H2O 在测量的每个预算下都比单纯的窗口差",
+                "That contradicts the H2O paper's finding on large models. A likely reason, not tested here: \
+                 this model's heads read mostly the last few bytes, while an accumulated score favours old \
+                 tokens, which have simply been read by more queries.",
+                "这与 H2O 论文在大模型上的发现相反。一个可能的原因（这里没有检验）：这个模型的头主要读取最近的几个字节，\
+                 而累计分数偏爱较早的 token：它们只是被更多的查询读过而已。",
             )
         } else if loses == 0 {
             (
                 "H2O scores better than the plain window at every budget measured",
                 "H2O 在测量的每个预算下都比单纯的窗口好",
+                "That agrees with the H2O paper's finding on large models.",
+                "这与 H2O 论文在大模型上的发现一致。",
             )
         } else {
             (
                 "H2O beats the plain window at some budgets and loses at others",
                 "H2O 在一些预算下胜过单纯的窗口，在另一些预算下落后",
+                "The H2O paper finds it close to the full cache on large models; here the gain depends on the budget.",
+                "H2O 论文发现它在大模型上接近全量缓存；在这里收益取决于预算。",
             )
         };
         v.push(("h2o_verdict", en.into()));
         v.push(("h2o_verdict_zh", zh.into()));
+        v.push(("h2o_comment", c_en.into()));
+        v.push(("h2o_comment_zh", c_zh.into()));
     }
     v
 }

@@ -270,7 +270,7 @@ fn scores(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     ];
     let bars: Vec<Bar> = (0..=t)
         .map(|i| {
-            let is_kept = kept.binary_search(&(i as u32)).is_ok();
+            let is_kept = has(kept, i);
             let fill = if i == t {
                 style::CURRENT
             } else if !is_kept {
@@ -325,7 +325,7 @@ fn cell_fill(kept: &[u32], i: usize, t: usize) -> style::Rgba {
         style::FREE
     } else if i == t {
         style::CURRENT
-    } else if kept.binary_search(&(i as u32)).is_ok() {
+    } else if has(kept, i) {
         style::READ
     } else {
         style::EVICTED
@@ -336,11 +336,7 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     let t = step(cx, o);
-    let policy = if o.policy == EvictPolicy::Full {
-        EvictPolicy::H2o
-    } else {
-        o.policy
-    };
+    let policy = shown_policy(o);
     let r = o.run(policy);
     let n = o.len();
     title(
@@ -489,7 +485,7 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let votes: Vec<f64> = (0..prefix).map(|i| at(prompt - 1, i) - at(prompt - w - 1, i)).collect();
     let pooled = r.pooled_votes.get(row * prefix..(row + 1) * prefix).unwrap_or(&[]);
     let kept = r.kept.get(prompt).map(|s| &s[row]);
-    let chosen = |i: usize| kept.is_some_and(|s| s.binary_search(&(i as u32)).is_ok());
+    let chosen = |i: usize| kept.is_some_and(|s| has(s, i));
     let bars: Vec<Bar> = pooled
         .iter()
         .enumerate()
@@ -572,29 +568,31 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     );
 }
 
-/// Logical blocks of `r` at step `t`, each with whether the engine dropped it (no row keeps any of its
-/// tokens, and it is full and not the last), as `KvEngine::evict_heads` decides.
+/// Logical blocks of `r` at step `t`, each with whether the engine had dropped it (as recorded).
 fn blocks_at(r: &EvictRun, t: usize, bs: usize) -> Vec<bool> {
-    let len = t + 1;
-    (0..len.div_ceil(bs))
-        .map(|lb| {
-            let full_not_last = (lb + 1) * bs < len;
-            // A block once dropped stays dropped: dropped at some step s <= t.
-            full_not_last
-                && (lb * bs..(lb + 1) * bs).all(|i| r.kept[t].iter().all(|set| set.binary_search(&(i as u32)).is_err()))
-        })
-        .collect()
+    let dropped = r.dropped.get(t).map_or(&[][..], Vec::as_slice);
+    (0..(t + 1).div_ceil(bs)).map(|lb| dropped.contains(&lb)).collect()
+}
+
+/// Whether keep set `set` (ascending text indices) holds byte `i`.
+fn has(set: &[u32], i: usize) -> bool {
+    set.binary_search(&(i as u32)).is_ok()
+}
+
+/// The policy the keep and holes views show (full has nothing to show there: H2O instead).
+fn shown_policy(o: &EvictOut) -> EvictPolicy {
+    if o.policy == EvictPolicy::Full {
+        EvictPolicy::H2o
+    } else {
+        o.policy
+    }
 }
 
 fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     let t = step(cx, o);
-    let policy = if o.policy == EvictPolicy::Full {
-        EvictPolicy::H2o
-    } else {
-        o.policy
-    };
+    let policy = shown_policy(o);
     let r = o.run(policy);
     let bs = r.config.block_size;
     let rows = r.layers * r.kv_heads;
@@ -662,7 +660,7 @@ fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
                     style::MASKED
                 } else if i > t {
                     style::FREE
-                } else if r.kept[t][row].binary_search(&(i as u32)).is_ok() {
+                } else if has(&r.kept[t][row], i) {
                     style::READ
                 } else {
                     style::EVICTED
@@ -782,14 +780,14 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         size,
         match lang {
             Lang::En => format!(
-                "Per step (H2O, all layers): the score output writes {} more, against {} of K and V the decode reads ({:.1}%). \
-                 A fused decode kernel writes neither the weights nor the scores.",
+                "Per step (H2O, all layers): the weights and scores write {} more, against the {} the decode reads \
+                 (K, V and the mask; {:.1}%). A fused decode kernel writes neither.",
                 fmt(r.score_bytes as f64 / n),
                 fmt(r.read_bytes as f64 / n),
                 100.0 * r.score_bytes as f64 / r.read_bytes.max(1) as f64
             ),
             Lang::Zh => format!(
-                "每步（H2O，所有层）：分数输出多写 {}，而解码读取的 K 和 V 为 {}（{:.1}%）。融合的解码 kernel 既不写权重也不写分数。",
+                "每步（H2O，所有层）：权重和分数多写 {}，而解码读取 {}（K、V 和掩码；{:.1}%）。融合的解码 kernel 两者都不写。",
                 fmt(r.score_bytes as f64 / n),
                 fmt(r.read_bytes as f64 / n),
                 100.0 * r.score_bytes as f64 / r.read_bytes.max(1) as f64
