@@ -11,7 +11,7 @@ use crate::model::evict::{BUDGETS, EvictPolicy, EvictRun};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, kernel_panel, legend, plot_title_room, timeline};
+use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, kernel_panel, legend, plot_title_room, timeline};
 
 impl LessonUi for Eviction {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -125,64 +125,20 @@ fn budget_label(lang: Lang, k: usize) -> String {
 
 /// The share of mass on the top 10% of tokens, per layer and query head, as a grid of cells.
 fn share_grid(cx: &ViewCtx, ui: &mut Ui, o: &EvictOut, height: f32) {
-    let lang = cx.lang;
-    let size = cx.size;
     let r = o.run(EvictPolicy::Full);
-    let rect = ui.available_rect_before_wrap();
-    let cols = r.heads + 1;
-    let cw = (rect.width() / cols as f32).min(size * 6.0);
-    let ch = (height / (r.layers + 1) as f32).min(size * 2.2);
-    let painter = ui.painter_at(rect);
-    let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(size * 0.8);
-    for h in 0..r.heads {
-        painter.text(
-            egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
-            egui::Align2::CENTER_CENTER,
-            format!("{} {h}", lang.t("head", "头")),
-            font.clone(),
-            text,
-        );
-    }
-    for l in 0..r.layers {
-        let y = rect.min.y + ch * (l as f32 + 1.0);
-        painter.text(
-            egui::pos2(rect.min.x + cw * 0.5, y + ch * 0.5),
-            egui::Align2::CENTER_CENTER,
-            format!("{} {l}", lang.t("layer", "层")),
-            font.clone(),
-            text,
-        );
-        for h in 0..r.heads {
-            let m = r.top10_share[l * r.heads + h];
-            let cell = egui::Rect::from_min_size(
-                egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
-                egui::vec2(cw - 4.0, ch - 4.0),
-            );
-            let v = (m * 255.0).clamp(0.0, 255.0) as u8;
-            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
-            painter.rect_filled(cell, 2.0, style::c32(fill));
-            if l == o.layer && h == o.head {
-                painter.rect_stroke(
-                    cell,
-                    2.0,
-                    egui::Stroke::new(2.5, style::c32(style::CURRENT)),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            painter.text(
-                cell.center(),
-                egui::Align2::CENTER_CENTER,
-                format!("{:.0}%", 100.0 * m),
-                font.clone(),
-                style::ink_on(fill),
-            );
-        }
-    }
-    ui.allocate_rect(
-        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (r.layers + 1) as f32)),
-        egui::Sense::hover(),
-    );
+    let value = |l: usize, h: usize| r.top10_share[l * r.heads + h];
+    let grid = HeadGrid {
+        layers: r.layers,
+        heads: r.heads,
+        value: &value,
+        full_at: 1.0,
+        decimals: 0,
+        height,
+        row_cap: cx.size * 2.2,
+        font: cx.size * 0.8,
+        selected: (o.layer, o.head),
+    };
+    head_grid(ui, cx.lang, cx.size, &grid);
 }
 
 fn attention(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {

@@ -11,7 +11,7 @@ use crate::model::stream::{Positions, StreamPolicy, StreamRun};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, check_line, kernel_panel, legend, plot_title_room, timeline};
+use crate::ui::widgets::{HeadGrid, ViewCtx, check_line, head_grid, kernel_panel, legend, plot_title_room, timeline};
 
 impl LessonUi for Streaming {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -349,62 +349,20 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         ),
     };
     ui.add(egui::Label::new(RichText::new(title).strong().size(size)).wrap());
-    let rect = ui.available_rect_before_wrap();
-    let grid_h = (rect.height() * 0.45).max(size * 6.0);
-    let cols = r.heads + 1;
-    let cw = (rect.width() / cols as f32).min(size * 6.0);
-    let ch = (grid_h / (r.layers + 1) as f32).min(size * 2.4);
-    let painter = ui.painter_at(rect);
-    let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(size * 0.85);
-    for h in 0..r.heads {
-        painter.text(
-            egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
-            egui::Align2::CENTER_CENTER,
-            format!("{} {h}", lang.t("head", "头")),
-            font.clone(),
-            text,
-        );
-    }
-    for l in 0..r.layers {
-        let y = rect.min.y + ch * (l as f32 + 1.0);
-        painter.text(
-            egui::pos2(rect.min.x + cw * 0.5, y + ch * 0.5),
-            egui::Align2::CENTER_CENTER,
-            format!("{} {l}", lang.t("layer", "层")),
-            font.clone(),
-            text,
-        );
-        for h in 0..r.heads {
-            let m = o.dense_sink_mass(l, h);
-            let cell = egui::Rect::from_min_size(
-                egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
-                egui::vec2(cw - 4.0, ch - 4.0),
-            );
-            let v = (m * 255.0 / 0.5).clamp(0.0, 255.0) as u8;
-            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
-            painter.rect_filled(cell, 2.0, style::c32(fill));
-            if l == o.layer && h == o.head {
-                painter.rect_stroke(
-                    cell,
-                    2.0,
-                    egui::Stroke::new(2.5, style::c32(style::CURRENT)),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            painter.text(
-                cell.center(),
-                egui::Align2::CENTER_CENTER,
-                format!("{:.1}%", 100.0 * m),
-                font.clone(),
-                style::ink_on(fill),
-            );
-        }
-    }
-    ui.allocate_rect(
-        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (r.layers + 1) as f32)),
-        egui::Sense::hover(),
-    );
+    let grid_h = (ui.available_rect_before_wrap().height() * 0.45).max(size * 6.0);
+    let value = |l: usize, h: usize| o.dense_sink_mass(l, h);
+    let grid = HeadGrid {
+        layers: r.layers,
+        heads: r.heads,
+        value: &value,
+        full_at: 0.5,
+        decimals: 1,
+        height: grid_h,
+        row_cap: size * 2.4,
+        font: size * 0.85,
+        selected: (o.layer, o.head),
+    };
+    head_grid(ui, lang, size, &grid);
     let (l, h) = (o.layer, o.head);
     // Room under the plot for the stored variant's line (up to four lines on a projector).
     let below = if stored::file().is_some_and(|f| f.start.is_some()) {

@@ -330,6 +330,87 @@ pub fn pow10_label(v: f64) -> String {
     format!("{t}{suffix}")
 }
 
+/// A (layer × head) grid of percentages, one cell per head, the selected one outlined (lesson 8's sink
+/// mass, lesson 9's attention concentration).
+pub struct HeadGrid<'a> {
+    /// Layers and heads.
+    pub layers: usize,
+    /// Heads per layer.
+    pub heads: usize,
+    /// The value of (layer, head), a fraction.
+    pub value: &'a dyn Fn(usize, usize) -> f64,
+    /// The value drawn at full colour.
+    pub full_at: f64,
+    /// Decimals of the percentage.
+    pub decimals: usize,
+    /// The grid's height (before the row cap), the row cap and the font, in text sizes.
+    pub height: f32,
+    /// The tallest row.
+    pub row_cap: f32,
+    /// The font size.
+    pub font: f32,
+    /// The outlined cell.
+    pub selected: (usize, usize),
+}
+
+/// Draw `g` at the top of the available space and take its height.
+pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGrid) {
+    let rect = ui.available_rect_before_wrap();
+    let cw = (rect.width() / (g.heads + 1) as f32).min(size * 6.0);
+    let ch = (g.height / (g.layers + 1) as f32).min(g.row_cap);
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(g.font);
+    for h in 0..g.heads {
+        painter.text(
+            egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {h}", lang.t("head", "头")),
+            font.clone(),
+            text,
+        );
+    }
+    for l in 0..g.layers {
+        let y = rect.min.y + ch * (l as f32 + 1.0);
+        painter.text(
+            egui::pos2(rect.min.x + cw * 0.5, y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            format!("{} {l}", lang.t("layer", "层")),
+            font.clone(),
+            text,
+        );
+        for h in 0..g.heads {
+            let m = (g.value)(l, h);
+            let cell = egui::Rect::from_min_size(
+                egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
+                egui::vec2(cw - 4.0, ch - 4.0),
+            );
+            let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
+            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+            painter.rect_filled(cell, 2.0, crate::style::c32(fill));
+            if (l, h) == g.selected {
+                painter.rect_stroke(
+                    cell,
+                    2.0,
+                    egui::Stroke::new(2.5, crate::style::c32(crate::style::CURRENT)),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            painter.text(
+                cell.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("{:.*}%", g.decimals, 100.0 * m),
+                font.clone(),
+                crate::style::ink_on(fill),
+            );
+        }
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (g.layers + 1) as f32)),
+        egui::Sense::hover(),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::pow10_label;
