@@ -37,6 +37,8 @@ fn rust_type(c: &str) -> &'static str {
         "int*" => "*mut i32",
         "const uint16_t*" => "*const u16",
         "uint16_t*" => "*mut u16",
+        "const uint8_t*" => "*const u8",
+        "uint8_t*" => "*mut u8",
         "const uint32_t*" => "*const u32",
         "uint32_t*" => "*mut u32",
         "const uint4*" => "*const [u32; 4]",

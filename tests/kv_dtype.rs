@@ -24,6 +24,8 @@ static F32: KvFormat = KvFormat {
     name: "f32-test",
     bits: 32,
     scales: ScaleLayout::None,
+    scale_init: 0.0,
+    quant: None,
     write,
     read,
     kernels: None,

@@ -849,6 +849,134 @@ void test_paged_attention(const PagedCase& c) {
 
 }  // namespace
 
+
+// ---- quant_kv.cu: the quantising append and the dequantising decode ---------------------
+// Independent of the kernel's bit tricks: FP8 values from the formula in double, the code chosen by
+// searching all 256 codes for the nearest (ties to the even code), INT8's scale from __float2half
+// (round to nearest) stepped up to the next f16 when it fell below absmax / 127.
+double fp8_value(unsigned c, int fmt) {
+    const int mb = fmt == 2 ? 3 : 2, eb = fmt == 2 ? 4 : 5, bias = fmt == 2 ? 7 : 15;
+    const unsigned e = (c >> mb) & ((1u << eb) - 1u), m = c & ((1u << mb) - 1u);
+    const double sign = (c & 0x80u) ? -1.0 : 1.0;
+    if (e == (1u << eb) - 1u) {
+        if (fmt == 3) return m == 0 ? sign * kInf : std::nan("");
+        if (m == (1u << mb) - 1u) return std::nan("");
+    }
+    if (e == 0) return sign * std::ldexp((double)m, 1 - bias - mb);
+    return sign * std::ldexp((double)((1u << mb) + m), (int)e - bias - mb);
+}
+unsigned fp8_nearest(float x, int fmt) {
+    if (std::isnan(x)) return 0x7Fu;
+    const double maxv = fmt == 2 ? 448.0 : 57344.0;
+    const unsigned maxc = fmt == 2 ? 0x7Eu : 0x7Bu;
+    if (x >= maxv) return maxc;
+    if (x <= -maxv) return 0x80u | maxc;
+    unsigned best = 0;
+    double bd = kInf;
+    for (unsigned c = 0; c < 256; ++c) {
+        const double v = fp8_value(c, fmt);
+        if (!std::isfinite(v) || (v == 0.0 && ((c & 0x80u) != 0) != std::signbit(x))) continue;
+        const double d = std::fabs(v - (double)x);
+        if (d < bd || (d == bd && (c & 1u) == 0 && (best & 1u) == 1)) { best = c; bd = d; }
+    }
+    return best;
+}
+float int8_scale_ref(const float* row, int n) {
+    float amax = 0.0f;
+    for (int d = 0; d < n; ++d) amax = std::max(amax, std::fabs(row[d]));
+    const float s = amax / 127.0f;
+    if (s == 0.0f) return 0.0f;
+    uint16_t h = f32_to_f16_bits(s);
+    if (f16_bits_to_double(h) < (double)s) ++h;
+    return (float)f16_bits_to_double(h);
+}
+
+void test_quant_kv() {
+    const int N = 5, KVH = 2, B = 3, hd = 7;  // odd hd
+    const std::vector<int> slots = {13, 0, -1, 5, 9, 14, 3};
+    const int T = (int)slots.size();
+    for (int fmt = 1; fmt <= 3; ++fmt) {
+        const int mode = fmt == 1 ? 0 : 1;  // INT8 per row; FP8 per KV head
+        const size_t pool_n = (size_t)N * KVH * B * hd, rows = (size_t)N * KVH * B;
+        std::vector<uint8_t> kp(pool_n, 0), vp(pool_n, 0);
+        std::vector<float> ks(fmt == 1 ? rows : KVH, 0.0f), vs(ks.size(), 0.0f);
+        if (fmt != 1) { ks = {0.01f, 0.5f}; vs = {0.2f, 0.003f}; }
+        auto k = rand_vec((size_t)T * KVH * hd, -2.0f, 2.0f), v = rand_vec(k.size(), -0.5f, 0.5f);
+        if (fmt != 1) { k[3] = 1e9f; k[4] = -std::numeric_limits<float>::infinity(); k[5] = kNaNf; v[8] = 1e-12f; }
+        kvs_sim_quant_append_u8(T, 1, 1, 32, 1, 1, kp.data(), vp.data(), ks.data(), vs.data(), k.data(), v.data(),
+                                slots.data(), T, KVH, B, hd, fmt, mode);
+        for (int t = 0; t < T; ++t) {
+            if (slots[t] < 0) continue;
+            for (int h = 0; h < KVH; ++h) {
+                const size_t row = ((size_t)(slots[t] / B) * KVH + h) * B + slots[t] % B;
+                const size_t si = mode == 0 ? row : (size_t)h;
+                for (int w = 0; w < 2; ++w) {
+                    const float* src = (w ? v : k).data() + ((size_t)t * KVH + h) * hd;
+                    const auto& pool = w ? vp : kp;
+                    const float sc = (w ? vs : ks)[si];
+                    char where[64];
+                    std::snprintf(where, sizeof where, "fmt%d t%d h%d %c", fmt, t, h, w ? 'v' : 'k');
+                    if (fmt == 1) check("quant_append scales", where, sc, int8_scale_ref(src, hd), 0, 0);
+                    for (int d = 0; d < hd; ++d) {
+                        unsigned want;
+                        if (fmt == 1) {
+                            double r = sc > 0 ? std::nearbyint((double)(src[d] / sc)) : 0.0;
+                            want = (unsigned)(int)std::clamp(r, -127.0, 127.0) & 0xffu;
+                        } else {
+                            want = fp8_nearest(src[d] / sc, fmt);
+                        }
+                        check("quant_append codes", where, pool[row * hd + d], want, 0, 0);
+                    }
+                }
+            }
+        }
+        // Decode over what was written: two requests through shuffled blocks.
+        const int H = 4, max_blocks = 3;
+        const std::vector<int> table = {4, 0, 3, 1, 2, -1}, ctx = {8, 5};
+        // Fill every slot of the used blocks (the append above wrote only some).
+        for (size_t i = 0; i < pool_n; ++i) {
+            kp[i] = (uint8_t)(fmt == 1 ? (rng() % 255) : (rng() % 0x70));
+            vp[i] = (uint8_t)(fmt == 1 ? (rng() % 255) : ((rng() % 0x70) | (rng() % 2 ? 0x80 : 0)));
+        }
+        if (fmt == 1) for (size_t i = 0; i < rows; ++i) { ks[i] = urand(0.001f, 0.02f); vs[i] = urand(0.001f, 0.02f); }
+        const auto q = rand_vec((size_t)2 * H * hd, -2.0f, 2.0f);
+        std::vector<float> out((size_t)2 * H * hd, kNaNf), probs((size_t)2 * H * max_blocks * B, kNaNf);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        kvs_sim_quant_decode_u8(KVH, 2, 1, 32, 1, 1, out.data(), probs.data(), q.data(), kp.data(), vp.data(),
+                                ks.data(), vs.data(), table.data(), ctx.data(), max_blocks, H, KVH, B, hd, scale,
+                                fmt, mode);
+        auto val = [&](const std::vector<uint8_t>& pool, const std::vector<float>& sc, size_t row, int h, int d) {
+            const unsigned c = pool[row * hd + d];
+            const double x = fmt == 1 ? (double)(int8_t)c : fp8_value(c, fmt);
+            return x * sc[mode == 0 ? row : (size_t)h];
+        };
+        for (int r = 0; r < 2; ++r)
+            for (int h = 0; h < H; ++h) {
+                const int kvh = h / (H / KVH);
+                std::vector<double> s(ctx[r]);
+                double m = -kInf, l = 0;
+                for (int t = 0; t < ctx[r]; ++t) {
+                    const size_t row = ((size_t)table[r * max_blocks + t / B] * KVH + kvh) * B + t % B;
+                    double dot = 0;
+                    for (int d = 0; d < hd; ++d) dot += (double)q[((size_t)r * H + h) * hd + d] * val(kp, ks, row, kvh, d);
+                    s[t] = dot * scale;
+                    m = std::max(m, s[t]);
+                }
+                for (double x : s) l += std::exp(x - m);
+                for (int d = 0; d < hd; ++d) {
+                    double acc = 0;
+                    for (int t = 0; t < ctx[r]; ++t) {
+                        const size_t row = ((size_t)table[r * max_blocks + t / B] * KVH + kvh) * B + t % B;
+                        acc += std::exp(s[t] - m) / l * val(vp, vs, row, kvh, d);
+                    }
+                    char where[64];
+                    std::snprintf(where, sizeof where, "fmt%d r%d h%d d%d", fmt, r, h, d);
+                    check("quant_decode", where, out[((size_t)r * H + h) * hd + d], acc);
+                }
+            }
+    }
+}
+
 int main() {
     std::printf("kvscope kernel selftest (CUDA source on the CPU shim)\n");
 
@@ -873,6 +1001,7 @@ int main() {
     test_rope();
     test_stream_decode();
     test_score_decode();
+    test_quant_kv();
     test_mask_table();
     test_read_stream();
 

@@ -40,6 +40,9 @@ namespace kvs_stream_attention {
 namespace kvs_score_attention {
 #include "../score_attention.cu"
 }
+namespace kvs_quant_kv {
+#include "../quant_kv.cu"
+}
 namespace kvs_mask_table {
 #include "../mask_table.cu"
 }

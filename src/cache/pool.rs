@@ -45,7 +45,7 @@ impl Pool {
     /// scattered block tables, but the same values).
     pub fn new(dtype: KvDtype, len: usize, scales: usize) -> Self {
         let bytes = dtype.format().bytes_for(len);
-        let scales = vec![0.0; scales];
+        let scales = vec![dtype.format().scale_init; scales];
         if Self::maps(bytes)
             && let Ok(map) = memmap2::MmapMut::map_anon(bytes)
         {

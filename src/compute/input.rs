@@ -129,6 +129,11 @@ impl<T> Valid<T> {
     pub(crate) fn into_inner(self) -> T {
         self.0
     }
+
+    /// A part of the checked input that the check covered (the quantised ops' inner paged input).
+    pub(crate) fn project<U>(self, f: impl FnOnce(T) -> U) -> Valid<U> {
+        Valid(f(self.0))
+    }
 }
 
 impl<T> std::ops::Deref for Valid<T> {

@@ -280,7 +280,8 @@ impl KvEngine {
     }
 
     /// Write rows `k`, `v` (`[slots, kv_heads, head_dim]`, f32) of layer `l` at `slots` through the
-    /// backend's `paged_append` (negative slots are skipped): the one place K/V enter the pools.
+    /// backend's `paged_append` (`quant_append` for 8-bit pools; negative slots are skipped): the one
+    /// place K/V enter the pools.
     pub fn write(
         &mut self,
         backend: &dyn Backend,
@@ -292,14 +293,20 @@ impl KvEngine {
         self.key_value("paged_append")?;
         let shape = self.shape();
         let (k_pool, v_pool) = self.pools_mut(l)?;
-        backend.paged_append(PagedAppendInput {
+        let inp = PagedAppendInput {
             shape,
             k_pool,
             v_pool,
             slot_mapping: slots,
             k,
             v,
-        })?;
+        };
+        // 8-bit pools take the quantising append (codes and scales); every other dtype the paged one.
+        if shape.dtype.format().quant.is_some() {
+            backend.quant_append(crate::compute::ops::quant_append::QuantAppendInput(inp))?;
+        } else {
+            backend.paged_append(inp)?;
+        }
         self.mark_valid(l, slots);
         self.events.push(KvEvent::Wrote {
             layer: l,
@@ -687,7 +694,35 @@ impl KvEngine {
         q: &[f32],
         n_heads: usize,
     ) -> Result<Vec<f32>, EngineError> {
-        Ok(backend.paged_decode(&self.input(l, tables, q, n_heads)?)?)
+        let inp = self.input(l, tables, q, n_heads)?;
+        // 8-bit pools take the dequantising decode; every other dtype the paged one.
+        if inp.shape.dtype.format().quant.is_some() {
+            return Ok(backend.quant_decode(&crate::compute::ops::quant_decode::QuantDecodeInput(inp))?);
+        }
+        Ok(backend.paged_decode(&inp)?)
+    }
+
+    /// Set every FP8 scale of layer `l`'s pools: `k_scale` and `v_scale`, one per tensor or one per KV
+    /// head (the prompt's absolute maximum over the format's largest value, or 1.0 uncalibrated, as vLLM).
+    /// Pools of other dtypes keep their scales (INT8 per token computes its own at each write).
+    pub fn set_fp8_scales(&mut self, l: usize, k_scales: &[f32], v_scales: &[f32]) -> Result<(), EngineError> {
+        let f = self.shape().dtype.format();
+        if !matches!(f.quant, Some(crate::cache::dtype::quant::Quant::Fp8(_))) {
+            return Ok(());
+        }
+        let (k, v) = self.pools_mut(l)?;
+        for (dst, src) in [(k.scales, k_scales), (v.scales, v_scales)] {
+            if dst.len() != src.len() {
+                return Err(EngineError::Layout(format!(
+                    "{} holds {} scales per pool, {} given",
+                    f.name,
+                    dst.len(),
+                    src.len()
+                )));
+            }
+            dst.copy_from_slice(src);
+        }
+        Ok(())
     }
 
     /// [`Self::decode`], checked against the f64 reference (contiguous attention over each request's own

@@ -13,6 +13,8 @@ pub static FORMAT: KvFormat = KvFormat {
     name: "f16",
     bits: 16,
     scales: ScaleLayout::None,
+    scale_init: 0.0,
+    quant: None,
     write,
     read,
     kernels: Some(KernelReads {

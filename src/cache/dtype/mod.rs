@@ -2,10 +2,10 @@
 //! [`KvFormat`], the one place a dtype's code lives: its bits per value, its scale layout, the Rust
 //! row write and read every pool access goes through, and the names of its CUDA and WGSL read paths.
 //!
-//! Only f16 is built ([`f16`]). The formats to come plug in here, each as one file with one
-//! `KvFormat`: INT8 per token (one scale per slot and KV head) and per channel (one scale per block,
-//! KV head and channel, final when the block fills), FP8 (per tensor or per head), KIVI (2- or 4-bit
-//! codes packed, a scale and zero point per group). Code outside a format never matches on the dtype:
+//! Built: f16 ([`f16`]); INT8 per token (one scale per slot and KV head) and FP8 E4M3/E5M2 (one scale
+//! per tensor or per KV head), in [`quant`]. Still to come, each as a `KvFormat`: INT8 per channel (one
+//! scale per block, KV head and channel, final when the block fills) and KIVI (2- or 4-bit codes
+//! packed, a scale and zero point per group). Code outside a format never matches on the dtype:
 //! it asks the format ([`KvFormat::bytes_for`], [`ScaleLayout::count`], `write`, `read`), and a backend
 //! without a read path for a dtype says so with a typed error.
 //!
@@ -14,6 +14,7 @@
 
 pub mod f16;
 mod format;
+pub mod quant;
 
 pub use format::{KernelReads, KvFormat, PoolGeometry, ScaleLayout, WgslReads};
 
@@ -25,8 +26,26 @@ impl KvDtype {
     /// IEEE half precision, two bytes a value: what every lesson stores today.
     pub const F16: Self = Self(&f16::FORMAT);
 
+    /// INT8, symmetric, one f16 scale per token row.
+    pub const INT8_TOKEN: Self = Self(&quant::INT8_TOKEN);
+    /// FP8 E4M3 with one scale per tensor.
+    pub const FP8_E4M3: Self = Self(&quant::FP8_E4M3);
+    /// FP8 E5M2 with one scale per tensor.
+    pub const FP8_E5M2: Self = Self(&quant::FP8_E5M2);
+    /// FP8 E4M3 with one scale per KV head.
+    pub const FP8_E4M3_HEAD: Self = Self(&quant::FP8_E4M3_HEAD);
+    /// FP8 E5M2 with one scale per KV head.
+    pub const FP8_E5M2_HEAD: Self = Self(&quant::FP8_E5M2_HEAD);
+
     /// The dtypes a lesson file or an export may name.
-    pub const BUILTIN: [Self; 1] = [Self::F16];
+    pub const BUILTIN: [Self; 6] = [
+        Self::F16,
+        Self::INT8_TOKEN,
+        Self::FP8_E4M3,
+        Self::FP8_E5M2,
+        Self::FP8_E4M3_HEAD,
+        Self::FP8_E5M2_HEAD,
+    ];
 
     /// A dtype of `format`: the built-in ones are constants; a test or a lesson adds its own this way.
     pub const fn new(format: &'static KvFormat) -> Self {

@@ -18,6 +18,8 @@ pub mod copy_blocks;
 pub mod flash;
 pub mod paged_append;
 pub mod paged_decode;
+pub mod quant_append;
+pub mod quant_decode;
 pub mod rope;
 pub mod score_decode;
 pub mod static_append;
@@ -182,6 +184,36 @@ macro_rules! op_table {
                     /// One query per request over the paged cache, evicted slots skipped per KV head; writes
                     /// the weights and their group sums.
                     ScoreDecode: ["score_decode_f16"],
+                }
+            }
+            /// Write tokens into 8-bit pools (INT8 per token, FP8 E4M3/E5M2) through their slot mapping:
+            /// codes and scales.
+            QuantAppend {
+                module: quant_append,
+                method: quant_append,
+                run: run_quant_append,
+                input: $crate::compute::ops::quant_append::QuantAppendInput,
+                output: (),
+                file: "quant_kv",
+                pools: None,
+                kernels: {
+                    /// Quantise tokens' K/V rows into 8-bit codes (and INT8's scales) at their slots.
+                    QuantAppend: ["quant_append_u8"],
+                }
+            }
+            /// Paged decode over 8-bit pools: codes and scales read through the block tables, dequantised
+            /// in registers. Returns `[R, H, hd]`.
+            QuantDecode {
+                module: quant_decode,
+                method: quant_decode,
+                run: run_quant_decode,
+                input: &$crate::compute::ops::quant_decode::QuantDecodeInput,
+                output: Vec<f32>,
+                file: "quant_kv",
+                pools: None,
+                kernels: {
+                    /// One query per request over 8-bit K/V codes and their scales.
+                    QuantDecode: ["quant_decode_u8"],
                 }
             }
         }

@@ -3,7 +3,14 @@
 
 use crate::compute::{BackendError, CpuBackend, PagedAppendInput, Valid};
 
-pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
+pub(crate) fn run(b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
+    crate::compute::launch::would_run_cuda(&[super::launch::cuda(inp.slot_mapping.len())]);
+    write_rows(b, inp);
+    Ok(())
+}
+
+/// Each token's rows written at its slot through the pools' dtype (shared with `quant_append`).
+pub(crate) fn write_rows(_b: &CpuBackend, inp: Valid<PagedAppendInput>) {
     let PagedAppendInput {
         shape: s,
         k_pool,
@@ -12,7 +19,6 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         k,
         v,
     } = inp.into_inner();
-    crate::compute::launch::would_run_cuda(&[super::launch::cuda(slot_mapping.len())]);
     let f = s.dtype.format();
     let row = s.kv_heads * s.head_dim;
     for (t, &slot) in slot_mapping.iter().enumerate() {
@@ -29,5 +35,4 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
             (f.write)(&v[src], &mut v_pool.bytes[a..b], &mut v_pool.scales[sc]);
         }
     }
-    Ok(())
 }

@@ -214,15 +214,20 @@ fn decode_request_read(
     groups.finish();
 }
 
-pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
+pub(crate) fn run(b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<f32>, BackendError> {
+    let parts = super::launch::cuda_num_partitions(inp.max_context());
+    crate::compute::launch::would_run_cuda(&[
+        super::launch::cuda_decode(inp.shape.kv_heads, inp.requests(), parts),
+        super::launch::cuda_reduce(inp.n_heads, inp.requests()),
+    ]);
+    Ok(decode(b, inp))
+}
+
+/// The decode itself (shared with `quant_decode`, which reports its own launch).
+pub(crate) fn decode(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Vec<f32> {
     let s = inp.shape;
     let (h, hd, kvh, r) = (inp.n_heads, s.head_dim, s.kv_heads, inp.requests());
     let group = h / kvh;
-    let parts = super::launch::cuda_num_partitions(inp.max_context());
-    crate::compute::launch::would_run_cuda(&[
-        super::launch::cuda_decode(kvh, r, parts),
-        super::launch::cuda_reduce(h, r),
-    ]);
     let scale = 1.0 / (hd as f32).sqrt();
     // Tasks are (request, run of KV heads): whole requests when there are enough of them to keep
     // every thread busy, otherwise fewer heads per task.
@@ -255,5 +260,5 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Result<Vec<
             _ => decode_request_read(s, kv0, &q, inp.k_pool, inp.v_pool, table, len, o, rows / group),
         }
     });
-    Ok(out)
+    out
 }
