@@ -60,6 +60,20 @@ log "cargo test --release"
 export KVSCOPE_MONKEY_EVENTS="${KVSCOPE_MONKEY_EVENTS:-3000}"
 cargo test --release "$@"
 
+# The FP8 encoder and decoder against an independent implementation: ml_dtypes (pinned pip wheels, with
+# numpy, into an ignored cache folder) checks every code's value and the code chosen for every f16 input.
+PYML="$PWD/.cache/pyml"
+if [ ! -e "$PYML/ml_dtypes/__init__.py" ]; then
+  log "installing ml_dtypes and numpy into $PYML"
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$PYML" "ml_dtypes==0.5.1" "numpy==2.4.6"
+fi
+log "FP8 tables against ml_dtypes (scripts/check-fp8.py)"
+FP8_DIR="$(mktemp -d)"
+./target/release/kvscope export fp8-table --format e4m3 --out "$FP8_DIR/e4m3"
+./target/release/kvscope export fp8-table --format e5m2 --out "$FP8_DIR/e5m2"
+PYTHONPATH="$PYML" python3 -W ignore::RuntimeWarning scripts/check-fp8.py "$FP8_DIR/e4m3" "$FP8_DIR/e5m2"
+rm -rf "$FP8_DIR"
+
 # The CUDA kernels on the CPU shim under ThreadSanitizer (races between a block's threads: a missing
 # __syncthreads) and AddressSanitizer + UBSan (out-of-bounds accesses, undefined behaviour). Any report
 # fails the run; tests/kernels.rs makes sure the selftest runs every kernel entry point.

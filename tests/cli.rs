@@ -897,3 +897,88 @@ fn export_eviction_writes_keep_sets_and_scores_that_recheck() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a policy"));
 }
+
+/// `export quant` writes codes, scales and the dequantised values consistently (deq = int8(code) · scale
+/// for INT8 per token; FP8's values times its scale); `export fp8-table` writes every f16 pattern's code.
+#[test]
+fn export_quant_and_the_fp8_table_are_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, fp8) in [
+        ("int8-token", None),
+        ("fp8-e4m3", Some(kvscope::cache::dtype::quant::E4M3)),
+    ] {
+        let out = dir.path().join(format);
+        let o = kvscope(&[
+            "export",
+            "quant",
+            "--format",
+            format,
+            "--prompt",
+            "A cache is a place where things are kept.",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let man: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(man["quant"]["format"], format);
+        assert_eq!(man["quant"]["kernel"], true);
+        let read = |f: &str| kvscope::lessons::export::read_npy(&out.join(f)).unwrap();
+        let (shape, codes) = read("k_codes.npy");
+        let (_, scales) = read("k_scales.npy");
+        let (_, deq) = read("k_deq.npy");
+        let (_, k) = read("k.npy");
+        assert_eq!(shape.len(), 4);
+        assert_eq!(codes.len(), k.len());
+        for i in 0..codes.len() {
+            let c = codes[i] as u8;
+            let want = match fp8 {
+                None => f64::from(c as i8) * scales[i],
+                Some(f) => f64::from(f.decode(c)) * scales[i],
+            };
+            assert!(
+                (deq[i] - want).abs() <= 1e-6 * want.abs().max(1e-3),
+                "{format} {i}: {} vs {want}",
+                deq[i]
+            );
+            // The round trip of each value is within the format's step.
+            let tol = match fp8 {
+                None => scales[i] / 2.0 + 1e-7,
+                Some(_) => k[i].abs() / 16.0 + scales[i] * 2f64.powi(-9),
+            };
+            assert!(
+                (deq[i] - k[i]).abs() <= tol * (1.0 + 1e-6),
+                "{format} {i}: {} vs {}",
+                deq[i],
+                k[i]
+            );
+        }
+    }
+    let out = dir.path().join("e5m2");
+    let o = kvscope(&[
+        "export",
+        "fp8-table",
+        "--format",
+        "e5m2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, codes) = kvscope::lessons::export::read_npy(&out.join("codes.npy")).unwrap();
+    let (_, values) = kvscope::lessons::export::read_npy(&out.join("values.npy")).unwrap();
+    assert_eq!((codes.len(), values.len()), (65536, 256));
+    // E5M2 is f16's top byte: every finite f16 that is a multiple of E5M2's step maps to its high byte.
+    assert_eq!(codes[0x3C00], f64::from(0x3Cu8));
+    assert_eq!(values[0x3C], 1.0);
+    assert_eq!(values[0x7B], 57344.0);
+    let bad = kvscope(&[
+        "export",
+        "fp8-table",
+        "--format",
+        "e3m4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("e4m3, e5m2"));
+}

@@ -94,7 +94,8 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
             "flash-attention",
             "prefix-cache",
             "streaming",
-            "eviction"
+            "eviction",
+            "quantization"
         ]
     );
     let l3 = &lessons[2];
@@ -231,7 +232,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("9 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("10 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();
@@ -456,10 +457,10 @@ fn lessons_read_only_the_parameters_their_files_declare() {
                 read.insert(id);
             }
         }
-        // Every lesson with random inputs reads its seed; lesson 8 streams the held-out text through the
-        // trained model greedily and draws no random number.
+        // Every lesson with random inputs reads its seed; lessons 8 and 10 read the held-out text through
+        // the trained model greedily and draw no random number.
         assert!(
-            read.contains("seed") || l.kind.name() == "streaming",
+            read.contains("seed") || ["streaming", "quant"].contains(&l.kind.name()),
             "{}: {read:?}",
             l.id()
         );

@@ -95,6 +95,33 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
             lines.push(bench::p3(b.as_ref(), req, ctx, bs)?);
         }
     }
+    // Lesson 10's lines: the same decode over 8-bit pools, against f16 in this run.
+    use kvscope::cache::KvDtype;
+    let quant: Vec<KvDtype> = [KvDtype::INT8_TOKEN, KvDtype::FP8_E4M3, KvDtype::FP8_E5M2]
+        .into_iter()
+        .filter(|d| !args.only.is_empty() && want(&format!("p3-{d}")))
+        .collect();
+    let unbuilt: Vec<&String> = args
+        .only
+        .iter()
+        .filter(|o| ["p3-int8-channel", "p3-kivi2", "p3-kivi4"].contains(&o.to_ascii_lowercase().as_str()))
+        .collect();
+    for u in unbuilt {
+        outln!(
+            "{u}: not measured: INT8 per channel and KIVI run as a host simulation in lesson 10, with no kernel yet"
+        );
+    }
+    if !quant.is_empty() {
+        let ql = bench::p3_quant(b.as_ref(), req, ctx, &quant, 9)?;
+        if args.json {
+            outln!("{}", serde_json::to_string_pretty(&ql).context("json")?);
+        } else {
+            print_quant(&ql, b.as_ref());
+        }
+        if lines.is_empty() {
+            return Ok(true);
+        }
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&lines).context("json")?);
     } else {
@@ -104,6 +131,74 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Lesson 10's P3 lines: tokens per second, bytes read, GB/s against each pool's own read roof (on the
+/// host) and the speed-up over f16, with which limit binds.
+fn print_quant(lines: &[bench::QuantLine], b: &dyn kvscope::compute::Backend) {
+    outln!(
+        "{:<18} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>8}",
+        "id",
+        "tok/s",
+        "MB/step",
+        "GB/s",
+        "roof",
+        "of roof",
+        "FLOP/B",
+        "vs f16"
+    );
+    for l in lines {
+        let roof = l.read_roof.map_or("—".to_string(), |r| format!("{r:.1}"));
+        let of = l.read_roof.map_or("—".to_string(), |r| format!("{:.2}", l.gbs / r));
+        outln!(
+            "{:<18} {:>10.0} {:>10.1} {:>8.1} {:>9} {:>8} {:>9.1} {:>7.2}×",
+            l.id,
+            l.tokens_per_s,
+            l.bytes_read / 1e6,
+            l.gbs,
+            roof,
+            of,
+            l.flop_per_byte,
+            l.speedup
+        );
+    }
+    let (gemm, _, which) = bench::best_gemm_gflops(512);
+    outln!(
+        "on {} ({}); best GEMM here {gemm:.0} GFLOP/s ({which}); 8 requests, H32/KV8 (GQA 4), hd 128, block 16",
+        b.kind().name(),
+        b.device()
+    );
+    for l in lines.iter().filter(|l| l.convert_ms.is_some()) {
+        outln!(
+            "  {:<16} {:.1} ms per step, of which the codes' conversion to f16 alone takes {:.1} ms (both pools, all threads)",
+            l.id,
+            l.ms,
+            l.convert_ms.unwrap_or(0.0)
+        );
+    }
+    for l in lines {
+        let compute = gemm / l.flop_per_byte;
+        match l.read_roof {
+            Some(r) => {
+                let (lim, what) = if compute < r {
+                    (compute, "compute")
+                } else {
+                    (r, "the read roof")
+                };
+                outln!(
+                    "  {:<16} binding limit {lim:.1} GB/s ({what}: read roof {r:.1} GB/s, best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s); reached {:.2} of it",
+                    l.id,
+                    l.flop_per_byte,
+                    l.gbs / lim
+                );
+            }
+            None => outln!(
+                "  {:<16} compute limit at the host's best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s; the device's read roof is not measured by these lines (upload included in the time)",
+                l.id,
+                l.flop_per_byte
+            ),
+        }
+    }
 }
 
 /// The CPU's physical limits as far as they can be derived here, and which one binds each line: the

@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|quant|fp8-table|quant-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -193,6 +193,57 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// KV-cache quantisation (lesson 10): the tiny model reads a text byte by byte from an empty cache in
+    /// one format: k.npy, v.npy (f32), k_codes.npy, v_codes.npy (uint8, unpacked), k_scales.npy,
+    /// v_scales.npy (and k_zeros.npy, v_zeros.npy for KIVI), k_deq.npy, v_deq.npy, out.npy, nll.npy and a
+    /// manifest that defines each.
+    Quant {
+        /// f16 | int8-token | int8-channel | fp8-e4m3 | fp8-e5m2 | fp8-e4m3-head | fp8-e5m2-head |
+        /// fp8-e4m3-scale1 | fp8-e5m2-scale1 | kivi2 | kivi4
+        #[arg(long)]
+        format: String,
+        /// KIVI's group size G.
+        #[arg(long, default_value_t = 32)]
+        group: usize,
+        /// KIVI's residual R (a multiple of G).
+        #[arg(long, default_value_t = 32)]
+        residual: usize,
+        /// The text to read (its bytes; at most the model's context of 256). Default: the held-out file's
+        /// first 256 bytes.
+        #[arg(long)]
+        prompt: Option<String>,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Every FP8 code: codes.npy (65,536 uint8: the code the encoder chooses for each f16 bit pattern,
+    /// scale 1) and values.npy (256 f32: each code's value).
+    Fp8Table {
+        /// e4m3 | e5m2
+        #[arg(long)]
+        format: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Lesson 10's quality table: held-out bits per byte with the cache in each format (every 256-byte
+    /// window decoded byte by byte from an empty cache), as `quant.json` (the lesson's stored copy is
+    /// `assets/measurements/quant.json`).
+    QuantTable {
+        /// Held-out 256-byte windows (at most 64).
+        #[arg(long, default_value_t = 64)]
+        windows: usize,
+        /// KIVI's group size G.
+        #[arg(long, default_value_t = 32)]
+        group: usize,
+        /// KIVI's residual R.
+        #[arg(long, default_value_t = 32)]
+        residual: usize,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paged-cache lesson's scheduler replay as `schedule.json`: the pool, then per step who was
     /// admitted, decoded, preempted, recomputed and finished, who runs and waits, the free blocks and
     /// the block tables.
@@ -322,6 +373,132 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .ok_or("a prefix-caching lesson")
             },
         )?,
+        ExportCmd::Quant {
+            format,
+            group,
+            residual,
+            prompt,
+            backend: kind,
+            out,
+        } => {
+            use kvscope::model::quant::CacheFormat;
+            let fmt = CacheFormat::parse(&format, group, residual).ok_or_else(|| {
+                let known: Vec<String> = CacheFormat::all(group, residual)
+                    .iter()
+                    .map(CacheFormat::name)
+                    .collect();
+                anyhow::anyhow!("unknown format `{format}` (known: {})", known.join(", "))
+            })?;
+            let (text, source) = match prompt {
+                Some(p) => (p.into_bytes(), "--prompt".to_string()),
+                None => (
+                    kvscope::model::HELDOUT[..256].to_vec(),
+                    "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
+                ),
+            };
+            let b = backend(kind)?;
+            let (arrays, extra) = export::quant(b.as_ref(), fmt, &text, &source)?;
+            let q = extra["quant"].clone();
+            let params =
+                serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len()});
+            export::write_export_with(&out, "quant", params, 0, b.as_ref(), &[], &arrays, extra)?;
+            outln!(
+                "{format}: {:.4} bits per byte over {} bytes; attention output error (RMS over RMS) {}; wrote {}",
+                q["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
+                text.len(),
+                q["out_rel_rms_per_layer"],
+                out.display()
+            );
+        }
+        ExportCmd::Fp8Table { format, out } => {
+            use kvscope::cache::dtype::quant::{E4M3, E5M2};
+            let f = match format.as_str() {
+                "e4m3" => E4M3,
+                "e5m2" => E5M2,
+                other => bail!("unknown FP8 format `{other}` (known: e4m3, e5m2)"),
+            };
+            let arrays = export::fp8_table(f);
+            let mut extra = serde_json::Map::new();
+            extra.insert(
+                "fp8".into(),
+                serde_json::json!({
+                    "format": f.name, "exponent_bits": f.ebits, "mantissa_bits": f.mbits, "bias": f.bias,
+                    "max": f.max(), "max_code": f.max_code, "nan_code": kvscope::cache::dtype::quant::FP8_NAN,
+                    "infinities": f.ieee,
+                    "codes": "codes[b] = the code chosen for the f16 value with bit pattern b, scale 1: round to nearest, ties to even (subnormals included), finite values beyond +-max and +-Inf saturate to +-max, NaN -> nan_code",
+                    "values": "values[c] = the value of code c (NaN where c is a NaN code; +-Inf for E5M2's 0x7C/0xFC)",
+                }),
+            );
+            export::write_export_with(
+                &out,
+                "fp8-table",
+                serde_json::json!({"format": format}),
+                0,
+                &kvscope::compute::CpuBackend,
+                &[],
+                &arrays,
+                extra,
+            )?;
+            outln!("{}: 65536 codes and 256 values; wrote {}", f.name, out.display());
+        }
+        ExportCmd::QuantTable {
+            windows,
+            group,
+            residual,
+            backend: kind,
+            out,
+        } => {
+            let b = backend(kind)?;
+            let m = kvscope::model::shared()?;
+            let t0 = std::time::Instant::now();
+            let mut table = m
+                .quant_table(b.as_ref(), windows, group, residual)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            // The decode speed per 8-bit format against f16, in one run (kvscope bench's p3-* lines).
+            use kvscope::cache::KvDtype;
+            let lines = kvscope::compute::bench::p3_quant(
+                b.as_ref(),
+                8,
+                8192,
+                &[KvDtype::INT8_TOKEN, KvDtype::FP8_E4M3, KvDtype::FP8_E5M2],
+                9,
+            )?;
+            table.bench = Some(kvscope::model::quant::QuantBench {
+                backend: b.kind().name().to_string(),
+                machine: b.device(),
+                requests: 8,
+                context: 8192,
+                lines: lines
+                    .iter()
+                    .map(|l| kvscope::model::quant::QuantBenchLine {
+                        format: l.format.clone(),
+                        tokens_per_s: l.tokens_per_s,
+                        bytes_read: l.bytes_read,
+                        speedup: l.speedup,
+                    })
+                    .collect(),
+            });
+            std::fs::create_dir_all(&out)?;
+            let path = out.join("quant.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n")?;
+            outln!("{:<16} {:>8} {:>10} {:>7}", "format", "bits/B", "out err", "kernel");
+            for c in &table.cells {
+                outln!(
+                    "{:<16} {:>8.4} {:>10.5} {:>7}",
+                    c.format,
+                    c.bits_per_byte,
+                    c.out_rel_rms,
+                    c.kernel
+                );
+            }
+            outln!(
+                "{} windows on {}, {:.0} s; wrote {}",
+                table.windows,
+                table.backend,
+                t0.elapsed().as_secs_f64(),
+                path.display()
+            );
+        }
         ExportCmd::EvictionTable {
             windows,
             trials,

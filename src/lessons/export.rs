@@ -25,6 +25,8 @@ pub enum ArrayData {
     F16(Vec<f16>),
     /// int32.
     I32(Vec<i32>),
+    /// uint8 (codes).
+    U8(Vec<u8>),
 }
 
 impl ArrayData {
@@ -33,6 +35,7 @@ impl ArrayData {
             ArrayData::F32(_) => "float32",
             ArrayData::F16(_) => "float16",
             ArrayData::I32(_) => "int32",
+            ArrayData::U8(_) => "uint8",
         }
     }
     fn len(&self) -> usize {
@@ -40,6 +43,7 @@ impl ArrayData {
             ArrayData::F32(v) => v.len(),
             ArrayData::F16(v) => v.len(),
             ArrayData::I32(v) => v.len(),
+            ArrayData::U8(v) => v.len(),
         }
     }
 }
@@ -115,6 +119,7 @@ fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
         ArrayData::F32(v) => put!(v, f32),
         ArrayData::F16(v) => put!(v, f16),
         ArrayData::I32(v) => put!(v, i32),
+        ArrayData::U8(v) => put!(v, u8),
     }
     Ok(())
 }
@@ -189,6 +194,7 @@ pub fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
         "<f4" => npy.into_vec::<f32>()?.into_iter().map(f64::from).collect(),
         "<f2" => npy.into_vec::<f16>()?.into_iter().map(f64::from).collect(),
         "<i4" => npy.into_vec::<i32>()?.into_iter().map(f64::from).collect(),
+        "|u1" => npy.into_vec::<u8>()?.into_iter().map(f64::from).collect(),
         other => bail!("{}: unsupported dtype {other}", path.display()),
     };
     Ok((shape, values))
@@ -606,4 +612,103 @@ pub fn eviction(
         }),
     );
     Ok((arrays, extra))
+}
+
+/// Lesson 10's export: the tiny model reads `text` byte by byte from an empty cache held in `fmt`. Per
+/// layer (`[L, T, KVH, hd]`): the f32 K and V written, the codes as stored, each value's scale (and
+/// KIVI's zero point), what the cache held (dequantised), and the last step's attention output through
+/// the cache (`[L, H, hd]`).
+pub fn quant(
+    backend: &dyn Backend,
+    fmt: crate::model::quant::CacheFormat,
+    text: &[u8],
+    source: &str,
+) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
+    let m = crate::model::shared()?;
+    let run = m.quant_run(text, fmt, backend).map_err(|e| anyhow::anyhow!(e))?;
+    let c = m.config;
+    let (l, n, kvh, hd) = (c.n_layers, text.len(), c.n_kv_heads, c.head_dim);
+    let dims = [l, n, kvh, hd];
+    let flat = |v: &[Vec<f32>]| v.iter().flatten().copied().collect::<Vec<f32>>();
+    let mut arrays = vec![
+        NamedArray::new(
+            "tokens",
+            &[n],
+            ArrayData::I32(text.iter().map(|&b| i32::from(b)).collect()),
+        ),
+        NamedArray::new("k", &dims, ArrayData::F32(flat(&run.k))),
+        NamedArray::new("v", &dims, ArrayData::F32(flat(&run.v))),
+        NamedArray::new("k_deq", &dims, ArrayData::F32(flat(&run.k_deq))),
+        NamedArray::new("v_deq", &dims, ArrayData::F32(flat(&run.v_deq))),
+        NamedArray::new("out", &[l, c.n_heads, hd], ArrayData::F32(flat(&run.last_out))),
+        NamedArray::new("nll", &[n - 1], ArrayData::F32(run.nll.clone())),
+    ];
+    if !run.k_codes.iter().all(Vec::is_empty) {
+        let codes = |v: &[Vec<u8>]| v.iter().flatten().copied().collect::<Vec<u8>>();
+        arrays.push(NamedArray::new("k_codes", &dims, ArrayData::U8(codes(&run.k_codes))));
+        arrays.push(NamedArray::new("v_codes", &dims, ArrayData::U8(codes(&run.v_codes))));
+        arrays.push(NamedArray::new("k_scales", &dims, ArrayData::F32(flat(&run.k_scales))));
+        arrays.push(NamedArray::new("v_scales", &dims, ArrayData::F32(flat(&run.v_scales))));
+    }
+    if !run.k_zeros.iter().all(Vec::is_empty) && matches!(fmt, crate::model::quant::CacheFormat::Kivi { .. }) {
+        arrays.push(NamedArray::new("k_zeros", &dims, ArrayData::F32(flat(&run.k_zeros))));
+        arrays.push(NamedArray::new("v_zeros", &dims, ArrayData::F32(flat(&run.v_zeros))));
+    }
+    let mut extra = model_manifest(m);
+    let decode = match fmt {
+        crate::model::quant::CacheFormat::Kivi { .. } => {
+            "deq = code * scale + zero (asymmetric; code unsigned); 0 scale and zero: the value is still f16 (deq = the f16 rounding of k)"
+        }
+        crate::model::quant::CacheFormat::Int8Channel => {
+            "deq = int8(code) * scale (code two's complement); 0 scale: the value is still f16 (its block is filling)"
+        }
+        crate::model::quant::CacheFormat::Pool { dtype, .. } => match dtype.format().quant {
+            Some(crate::cache::dtype::quant::Quant::Int8Token) => {
+                "deq = int8(code) * scale (two's complement; the scale is the row's absmax / 127 rounded up to an f16 value)"
+            }
+            Some(crate::cache::dtype::quant::Quant::Fp8(_)) => {
+                "deq = fp8_value(code) * scale (see fp8; scale per tensor or per KV head, broadcast)"
+            }
+            None => "f16: no codes; deq is the f16 rounding of k",
+        },
+    };
+    extra.insert(
+        "definitions".into(),
+        serde_json::json!({
+            "tokens": "the bytes read, one decode step each from an empty cache (step t reads byte t at position t)",
+            "k": "[layer, t, kv_head, d]: the f32 key rows written (RoPE applied), before the cache stores them; v likewise",
+            "k_codes": "[layer, t, kv_head, d] uint8: each value's code as stored, one code per element, unpacked",
+            "k_scales": "[layer, t, kv_head, d] f32: the scale each value was quantised with (its f16 or f32 value), broadcast to the values' shape",
+            "k_zeros": "KIVI only: each value's zero point (the group's minimum, as f16), broadcast",
+            "k_deq": "what the cache held for each value at the end, read back through the format's decoder",
+            "decode": decode,
+            "out": "[layer, head, d]: the last step's attention output, read from the cache",
+            "nll": "nll[i] = -ln p(byte i+1 | the step that reads byte i); T-1 values",
+            "fp8": {"e4m3": "OCP E4M3FN: bias 7, 3 mantissa bits, no infinities, max 448 (0x7E), NaN 0x7F/0xFF", "e5m2": "OCP E5M2: bias 15, 2 mantissa bits, Inf 0x7C/0xFC, max 57344 (0x7B)", "nan_code": "0x7F (written for NaN in both formats)", "saturation": "finite values beyond max and +-Inf encode as +-max"},
+        }),
+    );
+    extra.insert(
+        "quant".into(),
+        serde_json::json!({
+            "format": run.format,
+            "kernel": run.kernel,
+            "bits_per_byte": run.bits_per_byte(),
+            "out_rel_rms_per_layer": run.out_rel_rms,
+            "out_max_abs_err_per_layer": run.out_max_err,
+            "fp8_scales_per_layer": run.scales,
+            "bytes_per_token_per_layer_at_256": fmt.bytes_per_token(kvh, hd, 256),
+            "text": source,
+        }),
+    );
+    Ok((arrays, extra))
+}
+
+/// `kvscope export fp8-table`: the code chosen for every f16 bit pattern (scale 1) and every code's value.
+pub fn fp8_table(f: crate::cache::dtype::quant::Fp8) -> Vec<NamedArray> {
+    let codes: Vec<u8> = (0..=u16::MAX).map(|b| f.encode(f16::from_bits(b).to_f32())).collect();
+    let values: Vec<f32> = (0..=255u8).map(|c| f.decode(c)).collect();
+    vec![
+        NamedArray::new("codes", &[65536], ArrayData::U8(codes)),
+        NamedArray::new("values", &[256], ArrayData::F32(values)),
+    ]
 }

@@ -32,6 +32,7 @@ macro_rules! lesson_table {
             prefix_cache::PrefixCache,
             streaming::Streaming,
             eviction::Eviction,
+            quant::Quant,
         }
     };
 }

@@ -14,6 +14,7 @@ mod forward;
 pub mod heads;
 mod load;
 pub mod memo;
+pub mod quant;
 pub mod stream;
 pub mod texts;
 

@@ -3,12 +3,89 @@
 
 use super::*;
 
-/// Buffers one task reuses across blocks: K and V of one block as f32, and the group's scores.
+/// Buffers one task reuses across blocks: K and V of one block as f32, and the group's scores; and, for
+/// 8-bit pools, the run's per-token K and V scales ([`Scratch::set_token_scales`]).
 #[derive(Default)]
 pub struct Scratch {
     kf: Vec<f32>,
     vf: Vec<f32>,
     p: Vec<f32>,
+    kscale: Vec<f32>,
+    vscale: Vec<f32>,
+}
+
+impl Scratch {
+    /// Scales for the next [`attend_blocks`] call's tokens, in order (empty: none, the f16 path): each
+    /// token's score is multiplied by its K scale before the softmax, and its weight by its V scale
+    /// before P·V (the weights' sum is taken before, so the softmax is unchanged). This is how 8-bit
+    /// codes, converted exactly to f16, are attended with their scales outside the inner loops.
+    pub fn set_token_scales(&mut self, k: impl IntoIterator<Item = f32>, v: impl IntoIterator<Item = f32>) {
+        self.kscale.clear();
+        self.kscale.extend(k);
+        self.vscale.clear();
+        self.vscale.extend(v);
+    }
+}
+
+/// How [`codes_to_f16`] reads 8-bit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codes {
+    /// INT8, two's complement: each code as the f16 of its integer (exact).
+    Int8,
+    /// FP8 E4M3: the f16 whose bits are `S | (code & 0x7F) << 7`, which is the code's value / 256 for
+    /// every finite code, subnormals included (the caller multiplies its scale by 256). The NaN code
+    /// reads as a finite value here: the encoders write it only for a NaN input.
+    E4m3,
+    /// FP8 E5M2: the f16 whose high byte is the code (its value exactly, infinities and NaN included).
+    E5m2,
+}
+
+/// `src`'s 8-bit codes as f16, exactly ([`Codes`]), into `dst`: F16C where the CPU has it.
+pub fn codes_to_f16(kind: Codes, src: &[u8], dst: &mut [f16]) {
+    let n = src.len().min(dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if kind == Codes::Int8 && accelerated() {
+        // SAFETY: `accelerated()` just checked for AVX2 and F16C, the features `int8_to_f16_f16c` is
+        // compiled for; it takes only safe references.
+        unsafe { int8_to_f16_f16c(&src[..n], &mut dst[..n]) };
+        return;
+    }
+    match kind {
+        Codes::Int8 => {
+            for (d, &c) in dst[..n].iter_mut().zip(&src[..n]) {
+                *d = f16::from_f32(f32::from(c as i8));
+            }
+        }
+        Codes::E4m3 => {
+            for (d, &c) in dst[..n].iter_mut().zip(&src[..n]) {
+                *d = f16::from_bits((u16::from(c & 0x80) << 8) | (u16::from(c & 0x7f) << 7));
+            }
+        }
+        Codes::E5m2 => {
+            for (d, &c) in dst[..n].iter_mut().zip(&src[..n]) {
+                *d = f16::from_bits(u16::from(c) << 8);
+            }
+        }
+    }
+}
+
+/// INT8 codes → f16, 8 at a time: sign-extend to i32, convert to f32, round to f16 (exact: |code| ≤ 128).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+fn int8_to_f16_f16c(src: &[u8], dst: &mut [f16]) {
+    use std::arch::x86_64::*;
+    let whole = src.len() / 8 * 8;
+    for (s, d) in src[..whole].chunks_exact(8).zip(dst[..whole].chunks_exact_mut(8)) {
+        // SAFETY: `s` holds 8 bytes and `d` 8 f16 (16 bytes), in bounds; unaligned loads and stores.
+        unsafe {
+            let b = _mm_loadl_epi64(s.as_ptr().cast::<__m128i>());
+            let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+            _mm_storeu_si128(d.as_mut_ptr().cast::<__m128i>(), _mm256_cvtps_ph::<0>(f));
+        }
+    }
+    for (d, &c) in dst[whole..].iter_mut().zip(&src[whole..]) {
+        *d = f16::from_f32(f32::from(c as i8));
+    }
 }
 
 /// One query group's online-softmax state over a KV head: queries `[group, hd]` (already scaled by
@@ -549,7 +626,13 @@ pub(super) fn body<T: Copy + Default>(
     if ntot == 0 {
         return;
     }
-    let Scratch { kf, vf, p } = scratch;
+    let Scratch {
+        kf,
+        vf,
+        p,
+        kscale,
+        vscale,
+    } = scratch;
     p.resize(group * ntot, 0.0);
     let mut scored = false;
     if ks.len() > 1 && ntot <= MAX_ROWS && ks.iter().any(|k| k.len() < 4 * hd) {
@@ -582,6 +665,11 @@ pub(super) fn body<T: Copy + Default>(
         }
         off += ntok;
     }
+    if kscale.len() == ntot {
+        for pg in p.chunks_exact_mut(ntot) {
+            pg.iter_mut().zip(kscale.iter()).for_each(|(x, s)| *x *= s);
+        }
+    }
     for (g, pg) in p.chunks_exact_mut(ntot).enumerate() {
         let m_new = st.m[g].max(max_f32_body(pg));
         let corr = exp_f32(st.m[g] - m_new); // 0 on the first run (m = −∞)
@@ -589,6 +677,11 @@ pub(super) fn body<T: Copy + Default>(
         st.m[g] = m_new;
         if corr != 1.0 {
             st.acc[g * hd..(g + 1) * hd].iter_mut().for_each(|a| *a *= corr);
+        }
+    }
+    if vscale.len() == ntot {
+        for pg in p.chunks_exact_mut(ntot) {
+            pg.iter_mut().zip(vscale.iter()).for_each(|(x, s)| *x *= s);
         }
     }
     if !pv(p, ntot, vs, hd, st.acc, next.v) {

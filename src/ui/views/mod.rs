@@ -11,4 +11,5 @@ mod kv_decode;
 mod multi_head;
 mod paged_cache;
 mod prefix_cache;
+mod quant;
 mod streaming;

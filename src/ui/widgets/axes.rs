@@ -30,6 +30,8 @@ pub enum Axes {
     ResultDim,
     /// One row per (layer, KV head), columns dimensions (lesson 4's K/V rows written by a step).
     LayerHeadDim,
+    /// One row per dimension (channel), columns the tokens of a text (lesson 10's error along the text).
+    DimToken,
 }
 
 impl Axes {
@@ -43,6 +45,7 @@ impl Axes {
             Axes::HeadKey => (lang.t("head", "头"), lang.t("key j", "键 j")),
             Axes::ResultDim => (lang.t("result", "结果"), lang.t("dim", "维度")),
             Axes::LayerHeadDim => (lang.t("layer·KV head", "层·KV 头"), lang.t("dim", "维度")),
+            Axes::DimToken => (lang.t("dim", "维度"), lang.t("token", "token")),
         }
     }
 }

@@ -171,6 +171,85 @@ impl<'a> Groups<'a> {
     }
 }
 
+/// [`decode_request`] for 8-bit pools (INT8 per token, FP8): each run of RUN_TOKENS tokens of a KV head has
+/// its codes converted exactly to f16 (`simd::codes_to_f16`: INT8 as integers, E5M2 as the high byte, E4M3
+/// as its value / 256), and the f16 SIMD step attends them with each token's K scale applied to its score
+/// and its V scale to its weight (`simd::Scratch::set_token_scales`), the codes read once from memory at
+/// one byte a value.
+#[allow(clippy::too_many_arguments)]
+fn decode_request_q8(
+    s: PagedShape,
+    quant: crate::cache::dtype::quant::Quant,
+    kv0: usize,
+    q: &[f32],
+    k_pool: PoolRef,
+    v_pool: PoolRef,
+    table: &[i32],
+    len: usize,
+    out: &mut [f32],
+    heads: usize,
+) {
+    use crate::cache::dtype::quant::Quant;
+    let (hd, bs) = (s.head_dim, s.block_size);
+    let (codes, factor) = match quant {
+        Quant::Int8Token => (simd::Codes::Int8, 1.0),
+        Quant::Fp8(f) if f.ieee => (simd::Codes::E5m2, 1.0),
+        Quant::Fp8(_) => (simd::Codes::E4m3, 256.0),
+    };
+    let mut groups = Groups::new(q, hd, heads, out);
+    let nblocks = len.div_ceil(bs);
+    let per_run = (RUN_TOKENS / bs).max(1);
+    let (mut kh, mut vh) = (Vec::<f16>::new(), Vec::<f16>::new());
+    let (mut ksc, mut vsc) = (Vec::new(), Vec::new());
+    for i in 0..heads {
+        for run in (0..nblocks).step_by(per_run) {
+            let last = (run + per_run).min(nblocks);
+            let ntok: usize = (run..last).map(|lb| bs.min(len - lb * bs)).sum();
+            kh.resize(ntok * hd, f16::ZERO);
+            vh.resize(ntok * hd, f16::ZERO);
+            ksc.clear();
+            vsc.clear();
+            // The next run's blocks of this KV head, toward the core while this run converts and attends
+            // (block tables scatter blocks; hardware prefetchers stop at 4 KiB pages).
+            for &b in table.iter().take((last + per_run).min(nblocks)).skip(last) {
+                let start = s.index(b as usize, kv0 + i, 0, 0);
+                for p in [k_pool.bytes, v_pool.bytes] {
+                    if let Ok(h) = bytemuck::try_cast_slice::<u8, f16>(&p[start..start + bs * hd]) {
+                        simd::prefetch(h);
+                    }
+                }
+            }
+            let mut at = 0;
+            for (lb, &b) in table.iter().enumerate().take(last).skip(run) {
+                let (b, n) = (b as usize, bs.min(len - lb * bs));
+                // A block's rows of one KV head are contiguous: n·hd codes.
+                let start = s.index(b, kv0 + i, 0, 0);
+                simd::codes_to_f16(
+                    codes,
+                    &k_pool.bytes[start..start + n * hd],
+                    &mut kh[at * hd..(at + n) * hd],
+                );
+                simd::codes_to_f16(
+                    codes,
+                    &v_pool.bytes[start..start + n * hd],
+                    &mut vh[at * hd..(at + n) * hd],
+                );
+                for o in 0..n {
+                    let sc = s.row_scales(b, kv0 + i, o).start;
+                    ksc.push(k_pool.scales[sc] * factor);
+                    vsc.push(v_pool.scales[sc] * factor);
+                }
+                at += n;
+            }
+            let (mut st, scratch) = groups.state(i);
+            scratch.set_token_scales(ksc.iter().copied(), vsc.iter().copied());
+            simd::attend_blocks(&mut st, &[&kh], &[&vh], hd, simd::Next::default(), scratch);
+            scratch.set_token_scales([], []);
+        }
+    }
+    groups.finish();
+}
+
 /// [`decode_request`] for pools of any dtype: each run of RUN_TOKENS tokens of a KV head is read into
 /// f32 through the dtype's `read` (its rows with their scales), then attended on the portable step.
 /// Every dtype without its own SIMD path (all but f16) decodes here.
@@ -255,8 +334,11 @@ pub(crate) fn decode(_b: &CpuBackend, inp: Valid<&PagedDecodeInput>) -> Vec<f32>
         let table = &inp.block_tables[req * inp.max_blocks..(req + 1) * inp.max_blocks];
         let len = inp.context_lens[req] as usize;
         // f16 pools take the SIMD path that converts in registers; any other dtype reads through its format.
-        match (inp.k_pool.as_f16(), inp.v_pool.as_f16()) {
-            (Some(k), Some(v)) => decode_request(s, kv0, &q, k, v, table, len, o, rows / group),
+        match (inp.k_pool.as_f16(), inp.v_pool.as_f16(), s.dtype.format().quant) {
+            (Some(k), Some(v), _) => decode_request(s, kv0, &q, k, v, table, len, o, rows / group),
+            (_, _, Some(quant)) => {
+                decode_request_q8(s, quant, kv0, &q, inp.k_pool, inp.v_pool, table, len, o, rows / group)
+            }
             _ => decode_request_read(s, kv0, &q, inp.k_pool, inp.v_pool, table, len, o, rows / group),
         }
     });

@@ -1,0 +1,35 @@
+//! The quality table lesson 10 draws: `assets/measurements/quant.json`, written by `kvscope export
+//! quant-table` (held-out bits per byte with the cache in each format, every 256-byte window decoded byte
+//! by byte from an empty cache; the backend is recorded in it). The views label it as stored.
+
+use std::sync::OnceLock;
+
+use crate::model::quant::{QuantCell, QuantTable};
+
+impl QuantTable {
+    /// The cell of `format`.
+    pub fn cell(&self, format: &str) -> Option<&QuantCell> {
+        self.cells.iter().find(|c| c.format == format)
+    }
+}
+
+/// The embedded table (`None` if the file does not parse; a test checks that it does).
+pub fn embedded() -> Option<&'static QuantTable> {
+    static F: OnceLock<Option<QuantTable>> = OnceLock::new();
+    F.get_or_init(|| serde_json::from_str(include_str!("../../../assets/measurements/quant.json")).ok())
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::quant::CacheFormat;
+
+    #[test]
+    fn the_stored_table_parses_and_covers_every_format() {
+        let t = super::embedded().expect("assets/measurements/quant.json parses");
+        for f in CacheFormat::all(t.group, t.residual) {
+            assert!(t.cell(&f.name()).is_some(), "{}", f.name());
+        }
+        assert_eq!(t.windows, crate::model::HELDOUT.len() / 256);
+    }
+}

@@ -1,0 +1,671 @@
+//! Lesson 10's measurements: the trained model decoding byte by byte from an empty KV cache held in a
+//! quantised format, every attention read from that cache.
+//!
+//! - **8-bit pools** (`f16` as the baseline, `int8-token`, `fp8-e4m3`, `fp8-e5m2` and their per-head
+//!   variants): a [`KvEngine`] of the dtype, so every K/V row goes through the quantising append and
+//!   every attention through the dequantising decode (`quant_append`, `quant_decode`) on the chosen
+//!   backend. FP8 scales are calibrated from the window's f32 prefill (its absolute maximum of K, or V,
+//!   over the format's largest value: fixed before the first byte), or left at vLLM's 1.0.
+//! - **Formats with deferred quantisation** (`int8-channel`, `kivi2`, `kivi4`): simulated on the host,
+//!   exactly as their rules say, on the same rows (K per channel in groups of G tokens once R have
+//!   gathered; V per token, the last R kept in f16; INT8 per channel quantises a block of B tokens when
+//!   it fills). Their attention is the f64 reference over the values the cache holds. No kernel runs
+//!   them yet; the lesson says so.
+//!
+//! Every run also measures the attention output's error against attention over the unquantised f32
+//! K/V, per layer.
+
+use ndarray::Array3;
+
+use crate::cache::dtype::quant::{Quant, f16_ceil};
+use crate::cache::{KvDtype, PagedShape, RequestId};
+use crate::compute::Backend;
+use crate::kv::KvEngine;
+
+use super::Model;
+
+/// Block size of the runs' pools (and of INT8 per channel's blocks).
+pub const BLOCK: usize = 16;
+
+/// A cache format the lesson compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CacheFormat {
+    /// A pool of a built-in dtype; `calibrated` sets FP8 scales from the prefill (else 1.0).
+    Pool {
+        /// The pool's dtype.
+        dtype: KvDtype,
+        /// FP8: scales from the prefill's absolute maximum (else vLLM's uncalibrated 1.0).
+        calibrated: bool,
+    },
+    /// INT8 per channel: a scale per (block, KV head, channel), the filling block in f16.
+    Int8Channel,
+    /// KIVI: K per channel and V per token, `bits` bits, groups of `group`, the last `residual` in f16.
+    Kivi {
+        /// 2 or 4.
+        bits: u32,
+        /// Values per group (tokens for K, channels for V).
+        group: usize,
+        /// Tokens kept in f16 (a multiple of `group`).
+        residual: usize,
+    },
+}
+
+impl CacheFormat {
+    /// The formats of the lesson's table, in order.
+    pub fn all(group: usize, residual: usize) -> Vec<CacheFormat> {
+        let pool = |dtype, calibrated| CacheFormat::Pool { dtype, calibrated };
+        vec![
+            pool(KvDtype::F16, true),
+            pool(KvDtype::INT8_TOKEN, true),
+            CacheFormat::Int8Channel,
+            pool(KvDtype::FP8_E4M3, true),
+            pool(KvDtype::FP8_E5M2, true),
+            pool(KvDtype::FP8_E4M3_HEAD, true),
+            pool(KvDtype::FP8_E5M2_HEAD, true),
+            pool(KvDtype::FP8_E4M3, false),
+            pool(KvDtype::FP8_E5M2, false),
+            CacheFormat::Kivi {
+                bits: 4,
+                group,
+                residual,
+            },
+            CacheFormat::Kivi {
+                bits: 2,
+                group,
+                residual,
+            },
+        ]
+    }
+
+    /// Its name: the dtype's (`fp8-e4m3`, with `-scale1` when uncalibrated), `int8-channel`, `kivi2`.
+    pub fn name(&self) -> String {
+        match *self {
+            CacheFormat::Pool { dtype, calibrated } => {
+                let fp8 = matches!(dtype.format().quant, Some(Quant::Fp8(_)));
+                if fp8 && !calibrated {
+                    format!("{dtype}-scale1")
+                } else {
+                    dtype.to_string()
+                }
+            }
+            CacheFormat::Int8Channel => "int8-channel".into(),
+            CacheFormat::Kivi { bits, .. } => format!("kivi{bits}"),
+        }
+    }
+
+    /// The format called `name` (the export's `--format`), with KIVI's group and residual.
+    pub fn parse(name: &str, group: usize, residual: usize) -> Option<CacheFormat> {
+        Self::all(group, residual).into_iter().find(|f| f.name() == name)
+    }
+
+    /// Bytes one token's K and V take in one layer with `kv_heads` heads of `hd`, scales, zero points
+    /// and (averaged over a context of `ctx` tokens) the f16 residual included.
+    pub fn bytes_per_token(&self, kv_heads: usize, hd: usize, ctx: usize) -> f64 {
+        let row = (kv_heads * hd) as f64; // values per token per tensor
+        let ctx = ctx.max(1) as f64;
+        match *self {
+            CacheFormat::Pool { dtype, .. } => {
+                let f = dtype.format();
+                let codes = 2.0 * row * f.bits as f64 / 8.0;
+                let scales = match f.scales {
+                    crate::cache::ScaleLayout::PerToken { per } => 2.0 * (kv_heads * per) as f64 * 2.0, // f16
+                    crate::cache::ScaleLayout::PerHead => 2.0 * kv_heads as f64 * 4.0 / ctx,
+                    crate::cache::ScaleLayout::PerTensor => 2.0 * 4.0 / ctx,
+                    _ => 0.0,
+                };
+                codes + scales
+            }
+            CacheFormat::Int8Channel => {
+                // Full blocks: a byte a value and one f16 scale per channel per block; the filling block
+                // (half a block on average) in f16.
+                let filling = (BLOCK as f64 / 2.0).min(ctx);
+                let q = (ctx - filling) / ctx;
+                2.0 * row * (q * (1.0 + 2.0 / BLOCK as f64) + (1.0 - q) * 2.0)
+            }
+            CacheFormat::Kivi { bits, group, residual } => {
+                let g = group.max(1) as f64;
+                let coded = bits as f64 / 8.0 + 4.0 / g; // codes + f16 scale and zero per group
+                // K: up to R tokens in f16 (R/2 on average); V: the last R in f16.
+                let kf = (residual as f64 / 2.0).min(ctx) / ctx;
+                let vf = (residual as f64).min(ctx) / ctx;
+                row * ((1.0 - kf) * coded + kf * 2.0) + row * ((1.0 - vf) * coded + vf * 2.0)
+            }
+        }
+    }
+}
+
+/// One window decoded through one format.
+#[derive(Debug, Clone)]
+pub struct QuantRun {
+    /// The format's name.
+    pub format: String,
+    /// Natural-log loss of each next byte (`text.len() − 1`).
+    pub nll: Vec<f32>,
+    /// Per layer, the rows written: `[T, KVH, hd]` f32, K and V.
+    pub k: Vec<Vec<f32>>,
+    /// V rows, as `k`.
+    pub v: Vec<Vec<f32>>,
+    /// Per layer, what the cache held for each row at the end (read back from the pool, dequantised).
+    pub k_deq: Vec<Vec<f32>>,
+    /// V, as `k_deq`.
+    pub v_deq: Vec<Vec<f32>>,
+    /// Per layer, each value's code as stored (`[T, KVH, hd]`; INT8 as two's complement; empty for f16).
+    pub k_codes: Vec<Vec<u8>>,
+    /// V, as `k_codes`.
+    pub v_codes: Vec<Vec<u8>>,
+    /// Per layer, the scale each value was quantised with (`[T, KVH, hd]`; 0 while it is still f16).
+    pub k_scales: Vec<Vec<f32>>,
+    /// V, as `k_scales`.
+    pub v_scales: Vec<Vec<f32>>,
+    /// Per layer, each value's zero point (KIVI; 0 elsewhere), as `k_scales`.
+    pub k_zeros: Vec<Vec<f32>>,
+    /// V, as `k_zeros`.
+    pub v_zeros: Vec<Vec<f32>>,
+    /// Per layer, the last step's attention output through the cache (`[H, hd]`).
+    pub last_out: Vec<Vec<f32>>,
+    /// Per layer: the attention output's largest |error| over every step and head, against attention
+    /// over the unquantised f32 rows.
+    pub out_max_err: Vec<f64>,
+    /// Per layer: the output error's RMS over the output's RMS.
+    pub out_rel_rms: Vec<f64>,
+    /// Per layer, the FP8 scales the pools held (K's then V's), empty for other formats.
+    pub scales: Vec<Vec<f32>>,
+    /// Whether attention ran through a kernel of the backend (false: the host simulation).
+    pub kernel: bool,
+    /// The kernel's last step, every layer, against the f64 reference on the same codes (pool formats).
+    pub check: Option<crate::compute::CheckReport>,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+impl QuantRun {
+    /// Bits per byte over the predictions.
+    pub fn bits_per_byte(&self) -> f64 {
+        self.nll.iter().map(|&x| f64::from(x)).sum::<f64>() / (std::f64::consts::LN_2 * self.nll.len().max(1) as f64)
+    }
+}
+
+const REQ: RequestId = 0;
+
+/// Exact attention (f64) of `q` (`[H, hd]`, not scaled) over `t` rows of `k`, `v` (`[T, KVH, hd]`).
+fn attend_f64(q: &[f32], k: &[f32], v: &[f32], t: usize, h: usize, kvh: usize, hd: usize) -> Vec<f64> {
+    let g = h / kvh;
+    let scale = 1.0 / (hd as f64).sqrt();
+    let mut out = vec![0f64; h * hd];
+    for head in 0..h {
+        let kv = head / g;
+        let qh = &q[head * hd..(head + 1) * hd];
+        let s: Vec<f64> = (0..t)
+            .map(|i| {
+                let kr = &k[(i * kvh + kv) * hd..][..hd];
+                qh.iter()
+                    .zip(kr)
+                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+        for (i, x) in s.iter().enumerate() {
+            let p = (x - m).exp() / z;
+            let vr = &v[(i * kvh + kv) * hd..][..hd];
+            for (o, &b) in out[head * hd..(head + 1) * hd].iter_mut().zip(vr) {
+                *o += p * f64::from(b);
+            }
+        }
+    }
+    out
+}
+
+/// Asymmetric `bits`-bit quantisation of `x` in place as KIVI's reference does it: the group's min and
+/// max, scale = (max − min) / (2^bits − 1) and the min kept as f16, code = round((x − min) / scale)
+/// clamped. Writes the codes; returns (scale, zero point).
+fn kivi_group(x: &mut [f32], codes: &mut [u8], bits: u32) -> (f32, f32) {
+    let lo = x.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lo = half::f16::from_f32(lo).to_f32();
+    let levels = ((1u32 << bits) - 1) as f32;
+    let scale = half::f16::from_f32((hi - lo) / levels).to_f32();
+    for (v, c) in x.iter_mut().zip(codes.iter_mut()) {
+        let q = if scale > 0.0 {
+            ((*v - lo) / scale).round_ties_even().clamp(0.0, levels)
+        } else {
+            0.0
+        };
+        *c = q as u8;
+        *v = q * scale + lo;
+    }
+    (scale, lo)
+}
+
+/// Symmetric INT8 of `x` in place with one scale (absmax / 127 rounded up to f16). Writes the codes
+/// (two's complement); returns (scale, 0).
+fn int8_group(x: &mut [f32], codes: &mut [u8]) -> (f32, f32) {
+    let s = f16_ceil(x.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0);
+    for (v, c) in x.iter_mut().zip(codes.iter_mut()) {
+        *c = crate::cache::dtype::quant::int8_encode(*v, s);
+        *v = crate::cache::dtype::quant::int8_decode(*c, s);
+    }
+    (s, 0.0)
+}
+
+/// A group quantiser: quantises values in place, writes their codes, returns (scale, zero point).
+type GroupQuant<'a> = &'a dyn Fn(&mut [f32], &mut [u8]) -> (f32, f32);
+
+/// One tensor (K or V) of the host simulation's cache of one layer, every array `[T, KVH, hd]`: the
+/// values it holds, and for each value its code, scale and zero point (0 while it is still f16).
+#[derive(Default)]
+struct SimTensor {
+    x: Vec<f32>,
+    codes: Vec<u8>,
+    scales: Vec<f32>,
+    zeros: Vec<f32>,
+}
+
+impl SimTensor {
+    fn new(n: usize) -> Self {
+        Self {
+            x: vec![0.0; n],
+            codes: vec![0; n],
+            scales: vec![0.0; n],
+            zeros: vec![0.0; n],
+        }
+    }
+
+    /// Quantise the values at `idx` as one group with `q`.
+    fn group(&mut self, idx: &[usize], q: GroupQuant) {
+        let mut x: Vec<f32> = idx.iter().map(|&i| self.x[i]).collect();
+        let mut c = vec![0u8; idx.len()];
+        let (scale, zero) = q(&mut x, &mut c);
+        for (j, &i) in idx.iter().enumerate() {
+            self.x[i] = x[j];
+            self.codes[i] = c[j];
+            self.scales[i] = scale;
+            self.zeros[i] = zero;
+        }
+    }
+
+    /// Quantise tokens `a..b` per channel (each of the row's `row` channels one group).
+    fn per_channel(&mut self, a: usize, b: usize, row: usize, q: GroupQuant) {
+        for ch in 0..row {
+            let idx: Vec<usize> = (a..b).map(|i| i * row + ch).collect();
+            self.group(&idx, q);
+        }
+    }
+}
+
+/// The host simulation's cache of one layer.
+struct SimCache {
+    k: SimTensor,
+    v: SimTensor,
+}
+
+impl SimCache {
+    /// Rows `0..=t` present: apply the format's rule for the step that appended row `t`.
+    fn step(&mut self, fmt: CacheFormat, t: usize, kvh: usize, hd: usize) {
+        let row = kvh * hd;
+        // A new row starts as f16.
+        for s in [&mut self.k, &mut self.v] {
+            s.x[t * row..(t + 1) * row]
+                .iter_mut()
+                .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+        }
+        match fmt {
+            CacheFormat::Int8Channel => {
+                if (t + 1).is_multiple_of(BLOCK) {
+                    let a = t + 1 - BLOCK;
+                    self.k.per_channel(a, t + 1, row, &int8_group);
+                    self.v.per_channel(a, t + 1, row, &int8_group);
+                }
+            }
+            CacheFormat::Kivi { bits, group, residual } => {
+                let (g, r) = (group.max(1), residual.max(group.max(1)));
+                let q = |x: &mut [f32], c: &mut [u8]| kivi_group(x, c, bits);
+                // K: when R unquantised tokens have gathered, all R are quantised, per channel in groups of G.
+                if (t + 1).is_multiple_of(r) {
+                    for s in (t + 1 - r..t + 1).step_by(g) {
+                        self.k.per_channel(s, (s + g).min(t + 1), row, &q);
+                    }
+                }
+                // V: the last R stay f16; each step quantises the one that leaves (per token, groups of G
+                // channels within each KV head's row).
+                if t >= r {
+                    let old = t - r;
+                    for h in 0..kvh {
+                        let base = (old * kvh + h) * hd;
+                        for c0 in (0..hd).step_by(g) {
+                            let idx: Vec<usize> = (base + c0..base + (c0 + g).min(hd)).collect();
+                            self.v.group(&idx, &q);
+                        }
+                    }
+                }
+            }
+            CacheFormat::Pool { .. } => {}
+        }
+    }
+}
+
+impl Model {
+    /// Decode `text` byte by byte from an empty cache held in `fmt`, on `backend` (8-bit pools: the
+    /// quantising append and dequantising decode; f16: the paged ones). The loss of each next byte, the
+    /// rows and what the cache held for them, and the attention output's error.
+    pub fn quant_run(&self, text: &[u8], fmt: CacheFormat, backend: &dyn Backend) -> Result<QuantRun, String> {
+        let c = self.config;
+        let n = text.len();
+        if n < 2 || n > c.context {
+            return Err(format!("a run takes 2 to {} bytes, not {n}", c.context));
+        }
+        if let CacheFormat::Kivi { bits, group, residual } = fmt
+            && (!(bits == 2 || bits == 4) || group == 0 || residual == 0 || !residual.is_multiple_of(group))
+        {
+            return Err(format!(
+                "KIVI takes 2 or 4 bits, a group G ≥ 1 and a residual R that is a multiple of G (got {bits} bits, G {group}, R {residual})"
+            ));
+        }
+        let (l_n, kvh, h, hd) = (c.n_layers, c.n_kv_heads, c.n_heads, c.head_dim);
+        let row = kvh * hd;
+        let t0 = std::time::Instant::now();
+        let mut run = QuantRun {
+            format: fmt.name(),
+            nll: Vec::with_capacity(n - 1),
+            k: vec![Vec::with_capacity(n * row); l_n],
+            v: vec![Vec::with_capacity(n * row); l_n],
+            k_deq: Vec::new(),
+            v_deq: Vec::new(),
+            k_codes: Vec::new(),
+            v_codes: Vec::new(),
+            k_scales: Vec::new(),
+            v_scales: Vec::new(),
+            k_zeros: Vec::new(),
+            v_zeros: Vec::new(),
+            last_out: vec![Vec::new(); l_n],
+            out_max_err: vec![0.0; l_n],
+            out_rel_rms: vec![0.0; l_n],
+            scales: vec![Vec::new(); l_n],
+            kernel: matches!(fmt, CacheFormat::Pool { .. }),
+            check: None,
+            seconds: 0.0,
+        };
+        let (mut got_last, mut want_last) = (Vec::new(), Vec::new());
+        let (mut err2, mut ref2) = (vec![0f64; l_n], vec![0f64; l_n]);
+        let mut engine = None;
+        let mut sim: Vec<SimCache> = Vec::new();
+        match fmt {
+            CacheFormat::Pool { dtype, calibrated } => {
+                let shape = PagedShape {
+                    num_blocks: n.div_ceil(BLOCK),
+                    block_size: BLOCK,
+                    kv_heads: kvh,
+                    head_dim: hd,
+                    dtype,
+                };
+                let mut e = KvEngine::new(shape, l_n);
+                if let Some(Quant::Fp8(f8)) = dtype.format().quant {
+                    let pre = if calibrated {
+                        Some(self.prefill(text, backend, false)?)
+                    } else {
+                        None
+                    };
+                    let per_head = dtype.format().scales == crate::cache::ScaleLayout::PerHead;
+                    for l in 0..l_n {
+                        // One scale per tensor, or per KV head: absmax / max over the prompt (the window).
+                        let scale_of = |a: &Array3<f32>, head: Option<usize>| -> f32 {
+                            let amax = a
+                                .indexed_iter()
+                                .filter(|((hh, _, _), _)| head.is_none_or(|x| x == *hh))
+                                .fold(0f32, |m, (_, v)| m.max(v.abs()));
+                            if amax > 0.0 { amax / f8.max() } else { 1.0 }
+                        };
+                        let (ks, vs): (Vec<f32>, Vec<f32>) = match &pre {
+                            Some(p) => {
+                                let (k, v) = &p.kv[l];
+                                if per_head {
+                                    (0..kvh).map(|x| (scale_of(k, Some(x)), scale_of(v, Some(x)))).unzip()
+                                } else {
+                                    (vec![scale_of(k, None)], vec![scale_of(v, None)])
+                                }
+                            }
+                            None => {
+                                let m = if per_head { kvh } else { 1 };
+                                (vec![1.0; m], vec![1.0; m])
+                            }
+                        };
+                        e.set_fp8_scales(l, &ks, &vs).map_err(|e| e.to_string())?;
+                        run.scales[l] = ks.iter().chain(&vs).copied().collect();
+                    }
+                }
+                engine = Some(e);
+            }
+            _ => {
+                sim = (0..l_n)
+                    .map(|_| SimCache {
+                        k: SimTensor::new(n * row),
+                        v: SimTensor::new(n * row),
+                    })
+                    .collect();
+            }
+        }
+        for t in 0..n {
+            let slot = match engine.as_mut() {
+                Some(e) => e.reserve(REQ, 1).map_err(|e| format!("step {t}: {e}"))?[0],
+                None => -1,
+            };
+            let mut x = self.embed_tokens(&text[t..=t]);
+            for (l, b) in self.blocks.iter().enumerate() {
+                let (q, k, v) = self.qkv(b, &x, t);
+                let (kf, vf): (Vec<f32>, Vec<f32>) = (k.iter().copied().collect(), v.iter().copied().collect());
+                run.k[l].extend_from_slice(&kf);
+                run.v[l].extend_from_slice(&vf);
+                let qs = q.as_slice().unwrap_or_default();
+                let got: Vec<f32> = match engine.as_mut() {
+                    Some(e) => {
+                        e.write(backend, l, &[slot], &kf, &vf).map_err(|e| e.to_string())?;
+                        let tables = e.tables(&[REQ]);
+                        let got = e
+                            .decode(backend, l, &tables, qs, h)
+                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                        if t + 1 == n {
+                            let inp = e.input(l, &tables, qs, h).map_err(|e| e.to_string())?;
+                            want_last.extend(crate::compute::reference::paged_decode(&inp));
+                            got_last.extend_from_slice(&got);
+                        }
+                        got
+                    }
+                    None => {
+                        let s = &mut sim[l];
+                        s.k.x[t * row..(t + 1) * row].copy_from_slice(&kf);
+                        s.v.x[t * row..(t + 1) * row].copy_from_slice(&vf);
+                        s.step(fmt, t, kvh, hd);
+                        attend_f64(qs, &s.k.x, &s.v.x, t + 1, h, kvh, hd)
+                            .into_iter()
+                            .map(|x| x as f32)
+                            .collect()
+                    }
+                };
+                let exact = attend_f64(qs, &run.k[l], &run.v[l], t + 1, h, kvh, hd);
+                for (&g, &w) in got.iter().zip(&exact) {
+                    let d = (f64::from(g) - w).abs();
+                    run.out_max_err[l] = run.out_max_err[l].max(d);
+                    err2[l] += d * d;
+                    ref2[l] += w * w;
+                }
+                if t + 1 == n {
+                    run.last_out[l] = got.clone();
+                }
+                let o = Array3::from_shape_vec((h, 1, hd), got).map_err(|e| e.to_string())?;
+                x = self.attn_residual(b, &x, &o);
+                x = self.mlp(b, &x);
+            }
+            if t + 1 < n {
+                let logits = self.logits(&x).row(0).to_vec();
+                let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let z: f64 = logits.iter().map(|&v| f64::from(v - m).exp()).sum();
+                run.nll
+                    .push((f64::from(m) + z.ln() - f64::from(logits[text[t + 1] as usize])) as f32);
+            }
+        }
+        for l in 0..l_n {
+            run.out_rel_rms[l] = (err2[l] / ref2[l].max(f64::MIN_POSITIVE)).sqrt();
+        }
+        if !got_last.is_empty() {
+            run.check = Some(crate::compute::check(
+                &format!("{} decode, last step, every layer", run.format),
+                &[l_n, h, hd],
+                &got_last,
+                &want_last,
+                crate::compute::Tolerance::F32,
+            ));
+        }
+        // What the cache holds for each row, read back.
+        match engine {
+            Some(e) => {
+                for l in 0..l_n {
+                    let (kp, vp) = e.pools(l).map_err(|e| e.to_string())?;
+                    let s = e.shape();
+                    let quant = s.dtype.format().quant.is_some();
+                    let mut out: [Vec<f32>; 4] = std::array::from_fn(|_| vec![0f32; n * row]);
+                    let mut codes = [
+                        vec![0u8; if quant { n * row } else { 0 }],
+                        vec![0u8; if quant { n * row } else { 0 }],
+                    ];
+                    for t in 0..n {
+                        let slot = e.cache().slot(REQ, t).ok_or("a row lost its slot")?;
+                        let (blk, off) = (slot / BLOCK, slot % BLOCK);
+                        for hh in 0..kvh {
+                            let at = s.index(blk, hh, off, 0);
+                            let sc = s.row_scales(blk, hh, off);
+                            let dst = (t * kvh + hh) * hd..(t * kvh + hh + 1) * hd;
+                            for (i, p) in [kp, vp].into_iter().enumerate() {
+                                p.read(at, hd, &p.scales[sc.clone()], &mut out[i][dst.clone()]);
+                                if quant {
+                                    codes[i][dst.clone()].copy_from_slice(&p.bytes[at..at + hd]);
+                                    out[2 + i][dst.clone()].fill(p.scales[sc.start]);
+                                }
+                            }
+                        }
+                    }
+                    let [kd, vd, ks, vs] = out;
+                    let [kc, vc] = codes;
+                    run.k_deq.push(kd);
+                    run.v_deq.push(vd);
+                    run.k_codes.push(kc);
+                    run.v_codes.push(vc);
+                    run.k_scales.push(if quant { ks } else { Vec::new() });
+                    run.v_scales.push(if quant { vs } else { Vec::new() });
+                }
+            }
+            None => {
+                for s in sim {
+                    run.k_deq.push(s.k.x);
+                    run.v_deq.push(s.v.x);
+                    run.k_codes.push(s.k.codes);
+                    run.v_codes.push(s.v.codes);
+                    run.k_scales.push(s.k.scales);
+                    run.v_scales.push(s.v.scales);
+                    run.k_zeros.push(s.k.zeros);
+                    run.v_zeros.push(s.v.zeros);
+                }
+            }
+        }
+        run.seconds = t0.elapsed().as_secs_f64();
+        Ok(run)
+    }
+}
+
+/// One format's row of the lesson's table.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct QuantCell {
+    /// The format's name.
+    pub format: String,
+    /// Held-out bits per byte, every window decoded byte by byte from an empty cache of the format.
+    pub bits_per_byte: f64,
+    /// The attention output's error RMS over its RMS, averaged over windows and layers.
+    pub out_rel_rms: f64,
+    /// Whether attention ran through a kernel (false: the host simulation).
+    pub kernel: bool,
+}
+
+/// The lesson's stored quality table (`kvscope export quant-table`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct QuantTable {
+    /// Held-out windows of 256 bytes.
+    pub windows: usize,
+    /// KIVI's group size and residual.
+    pub group: usize,
+    /// KIVI's residual length.
+    pub residual: usize,
+    /// The backend that ran it.
+    pub backend: String,
+    /// One cell per format, in [`CacheFormat::all`]'s order.
+    pub cells: Vec<QuantCell>,
+    /// The decode benchmark run with it (`kvscope bench`'s P3 lines per format), if one ran.
+    #[serde(default)]
+    pub bench: Option<QuantBench>,
+}
+
+/// Decode speed per 8-bit format against f16, measured in one run.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct QuantBench {
+    /// The backend.
+    pub backend: String,
+    /// The machine (CPU model or adapter).
+    pub machine: String,
+    /// Requests × context of the paged decode.
+    pub requests: usize,
+    /// Context per request.
+    pub context: usize,
+    /// One line per format.
+    pub lines: Vec<QuantBenchLine>,
+}
+
+/// One format's decode speed.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct QuantBenchLine {
+    /// The dtype's name.
+    pub format: String,
+    /// Decoded tokens per second (one token per request per step).
+    pub tokens_per_s: f64,
+    /// K and V bytes one step reads.
+    pub bytes_read: f64,
+    /// Tokens per second over f16's in the same run.
+    pub speedup: f64,
+}
+
+impl Model {
+    /// Every format over the first `windows` 256-byte windows of the held-out file.
+    pub fn quant_table(
+        &self,
+        backend: &dyn Backend,
+        windows: usize,
+        group: usize,
+        residual: usize,
+    ) -> Result<QuantTable, String> {
+        let held = super::HELDOUT;
+        let windows = windows.clamp(1, held.len() / 256);
+        let mut cells = Vec::new();
+        for fmt in CacheFormat::all(group, residual) {
+            let (mut nll, mut count, mut rel) = (0f64, 0usize, 0f64);
+            for wi in 0..windows {
+                let r = self.quant_run(&held[wi * 256..(wi + 1) * 256], fmt, backend)?;
+                nll += r.nll.iter().map(|&x| f64::from(x)).sum::<f64>();
+                count += r.nll.len();
+                rel += r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
+            }
+            cells.push(QuantCell {
+                format: fmt.name(),
+                bits_per_byte: nll / (std::f64::consts::LN_2 * count.max(1) as f64),
+                out_rel_rms: rel / windows as f64,
+                kernel: matches!(fmt, CacheFormat::Pool { .. }),
+            });
+        }
+        Ok(QuantTable {
+            windows,
+            group,
+            residual,
+            backend: backend.kind().name().to_string(),
+            cells,
+            bench: None,
+        })
+    }
+}

@@ -1,0 +1,662 @@
+//! Lesson 10's views: bytes per token, the interactive FP8/INT8 encoder, the trained model's channel
+//! maxima, the quantisation error maps, KIVI's groups and residual, the table of quality, memory and
+//! speed, and the kernels.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+use egui_plot::{Bar, BarChart, Plot};
+
+use crate::cache::KvDtype;
+use crate::cache::dtype::quant::{E4M3, E5M2, Fp8};
+use crate::lessons::quant::{CONTEXTS, Quant, QuantOut, View, format_label, show_value, stored, tokens_per_pool};
+use crate::lessons::{LessonKind, Output};
+use crate::model::quant::CacheFormat;
+use crate::render::colormap::Colormap;
+use crate::render::heatmap::Highlight;
+use crate::style;
+use crate::ui::lesson_ui::LessonUi;
+use crate::ui::text::Lang;
+use crate::ui::widgets::{Axes, ViewCtx, bar, heat_panel, kernel_panel, legend, view_id, view_in};
+
+impl LessonUi for Quant {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(o), Some(view)) = (out.downcast_ref::<QuantOut>(), View::from_name(view)) else {
+            return;
+        };
+        match view {
+            View::Bytes => bytes(cx, ui, o),
+            View::Encoder => encoder(cx, ui, o),
+            View::Outliers => outliers(cx, ui, o),
+            View::Error => error(cx, ui, o),
+            View::Kivi => kivi(cx, ui, o),
+            View::Table => table(cx, ui, o),
+            View::Kernel => {
+                costs(cx, ui, o);
+                kernel_panel(cx, ui, self.ops(), out);
+            }
+        }
+    }
+}
+
+/// White or black text, whichever reads on `bg`.
+fn text_on(bg: style::Rgba) -> Color32 {
+    let l = 0.299 * bg[0] as f32 + 0.587 * bg[1] as f32 + 0.114 * bg[2] as f32;
+    if l > 140.0 { Color32::BLACK } else { Color32::WHITE }
+}
+
+fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+}
+
+fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
+}
+
+/// The formats the memory views compare, at KIVI's G and R.
+fn memory_formats(o: &QuantOut) -> Vec<CacheFormat> {
+    let pool = |dtype| CacheFormat::Pool {
+        dtype,
+        calibrated: true,
+    };
+    vec![
+        pool(KvDtype::F16),
+        pool(KvDtype::INT8_TOKEN),
+        CacheFormat::Int8Channel,
+        pool(KvDtype::FP8_E4M3),
+        CacheFormat::Kivi {
+            bits: 4,
+            group: o.group,
+            residual: o.residual,
+        },
+        CacheFormat::Kivi {
+            bits: 2,
+            group: o.group,
+            residual: o.residual,
+        },
+    ]
+}
+
+/// Two rectangles, one above the other, each the full width of `r`.
+fn stacked(r: egui::Rect) -> [egui::Rect; 2] {
+    let gap = 8.0;
+    let h = (r.height() - gap) / 2.0;
+    [
+        egui::Rect::from_min_size(r.min, egui::vec2(r.width(), h)),
+        egui::Rect::from_min_size(r.min + egui::vec2(0.0, h + gap), egui::vec2(r.width(), h)),
+    ]
+}
+
+fn capped(cx: &ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    if let Some(asked) = o.capped_from {
+        note(
+            ui,
+            cx.size,
+            format!(
+                "{} {} {} {asked}.",
+                cx.t(
+                    "A simulated GPU runs every thread as an OS thread: it read",
+                    "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
+                ),
+                o.bytes,
+                cx.t("bytes of", "字节，而不是")
+            ),
+        );
+    }
+}
+
+fn bytes(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let (l, kvh, hd) = o.dims;
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!("bytes per token, all {l} layers ({kvh} KV heads × {hd}), K and V, scales included"),
+            Lang::Zh => format!("每个 token 的字节数，全部 {l} 层（{kvh} 个 KV 头 × {hd}），K 与 V，含缩放因子"),
+        },
+    );
+    let formats = memory_formats(o);
+    let max = o.bytes_per_token(&formats[0], CONTEXTS[0]).ceil() as usize;
+    for &ctx in CONTEXTS.iter() {
+        ui.add_space(size * 0.3);
+        ui.label(
+            RichText::new(match lang {
+                Lang::En => format!("context {ctx} tokens"),
+                Lang::Zh => format!("上下文 {ctx} 个 token"),
+            })
+            .size(size * 0.95),
+        );
+        for (i, f) in formats.iter().enumerate() {
+            let b = o.bytes_per_token(f, ctx);
+            bar(ui, &format_label(f), b.round() as usize, max, style::series(i), size);
+        }
+    }
+    ui.add_space(size * 0.3);
+    let long = CONTEXTS[1];
+    let line: Vec<String> = formats
+        .iter()
+        .map(|f| format!("{} {}", format_label(f), tokens_per_pool(o.bytes_per_token(f, long))))
+        .collect();
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!("tokens in a 1 GiB pool at context {long}: {}", line.join(" · ")),
+            Lang::Zh => format!("1 GiB 块池在上下文 {long} 时能放的 token：{}", line.join(" · ")),
+        },
+    );
+}
+
+/// The fields of an FP8 code, as coloured bit boxes, with the code, its value and the error.
+fn bit_row(ui: &mut Ui, size: f32, code: u8, fields: &[(usize, style::Rgba, &str)]) {
+    let cell = size * 1.6;
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * 8.0 + 4.0, cell + size * 0.9), egui::Sense::hover());
+    let p = ui.painter();
+    let mut bit = 0usize;
+    for (n, color, name) in fields {
+        let x0 = rect.min.x + bit as f32 * cell;
+        for k in 0..*n {
+            let b = 7 - (bit + k);
+            let r = egui::Rect::from_min_size(
+                egui::pos2(x0 + k as f32 * cell, rect.min.y),
+                egui::vec2(cell - 2.0, cell - 2.0),
+            );
+            p.rect_filled(r, 2.0, style::c32(*color));
+            let on = (code >> b) & 1;
+            p.text(
+                r.center(),
+                egui::Align2::CENTER_CENTER,
+                on.to_string(),
+                egui::FontId::monospace(size),
+                text_on(*color),
+            );
+        }
+        p.text(
+            egui::pos2(x0 + *n as f32 * cell / 2.0, rect.min.y + cell + size * 0.4),
+            egui::Align2::CENTER_CENTER,
+            *name,
+            egui::FontId::proportional(size * 0.7),
+            ui.visuals().text_color(),
+        );
+        bit += n;
+    }
+}
+
+fn encoder(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let x = o.value;
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!("x = {}", show_value(x)),
+            Lang::Zh => format!("x = {}", show_value(x)),
+        },
+    );
+    let sign = style::request(3);
+    let expo = style::request(0);
+    let mant = style::request(1);
+    type Fields<'a> = Vec<(usize, style::Rgba, &'a str)>;
+    let rows: [(&str, u8, f32, Fields); 3] = [
+        (
+            "INT8",
+            o.int8.code,
+            o.int8.value,
+            vec![(8, style::request(2), lang.t("two's complement", "二进制补码"))],
+        ),
+        (
+            "FP8 E4M3",
+            o.e4m3.code,
+            o.e4m3.value,
+            vec![
+                (1, sign, lang.t("S", "符号")),
+                (4, expo, lang.t("exponent", "指数")),
+                (3, mant, lang.t("mantissa", "尾数")),
+            ],
+        ),
+        (
+            "FP8 E5M2",
+            o.e5m2.code,
+            o.e5m2.value,
+            vec![
+                (1, sign, lang.t("S", "符号")),
+                (5, expo, lang.t("exponent", "指数")),
+                (2, mant, lang.t("mantissa", "尾数")),
+            ],
+        ),
+    ];
+    for (name, code, value, fields) in rows {
+        ui.add_space(size * 0.2);
+        let err = (value - x).abs();
+        let rel = if x != 0.0 {
+            format!(" ({:.2}%)", 100.0 * err / x.abs())
+        } else {
+            String::new()
+        };
+        let scale = if name == "INT8" {
+            match lang {
+                Lang::En => format!(", scale {:.3e} (row max {})", o.row.1, show_value(o.row.0)),
+                Lang::Zh => format!("，缩放 {:.3e}（行最大 {}）", o.row.1, show_value(o.row.0)),
+            }
+        } else {
+            match lang {
+                Lang::En => ", scale 1".to_string(),
+                Lang::Zh => "，缩放 1".to_string(),
+            }
+        };
+        ui.label(
+            RichText::new(format!(
+                "{name}: {} 0x{code:02X} → {}{scale}; {} {}{rel}",
+                lang.t("code", "编码"),
+                show_value(value),
+                lang.t("error", "误差"),
+                show_value(err)
+            ))
+            .size(size),
+        );
+        bit_row(ui, size, code, &fields);
+    }
+    ui.add_space(size * 0.3);
+    range_table(cx, ui);
+}
+
+fn range_table(cx: &mut ViewCtx, ui: &mut Ui) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let fp = |f: Fp8| {
+        let mb = f.mbits as i32;
+        let min_normal = 2f64.powi(f.emin());
+        let min_sub = 2f64.powi(f.emin() - mb);
+        let nans = (0..=255u8).filter(|&c| f.decode(c).is_nan()).count();
+        [
+            show_value(f.max()),
+            format!("{min_normal:.3e}"),
+            format!("{min_sub:.3e}"),
+            format!("{}", f.mbits),
+            format!("{:.1}%", 100.0 * 2f64.powi(-mb)),
+            if f.ieee {
+                lang.t("yes", "有")
+            } else {
+                lang.t("no", "无")
+            }
+            .to_string(),
+            nans.to_string(),
+        ]
+    };
+    let (a, b) = (fp(E4M3), fp(E5M2));
+    let names = [
+        lang.t("largest", "最大值"),
+        lang.t("smallest normal", "最小正规数"),
+        lang.t("smallest subnormal", "最小次正规数"),
+        lang.t("mantissa bits", "尾数位数"),
+        lang.t("relative step", "相对步长"),
+        lang.t("infinities", "无穷大"),
+        lang.t("NaN codes", "NaN 编码数"),
+    ];
+    crate::ui::widgets::fitted_table(ui, "fp8-range", size, |ui, size| {
+        egui::Grid::new("fp8-range")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                ui.label("");
+                ui.label(RichText::new("E4M3").strong().size(size));
+                ui.label(RichText::new("E5M2").strong().size(size));
+                ui.end_row();
+                for (i, n) in names.iter().enumerate() {
+                    ui.label(RichText::new(*n).size(size));
+                    ui.label(RichText::new(&a[i]).monospace().size(size));
+                    ui.label(RichText::new(&b[i]).monospace().size(size));
+                    ui.end_row();
+                }
+            })
+    });
+}
+
+fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let lang = cx.lang;
+    let (_, kvh, _) = o.dims;
+    let rects = stacked(ui.available_rect_before_wrap());
+    for (i, (name, data)) in [("K", &o.k_channel_max), ("V", &o.v_channel_max)]
+        .into_iter()
+        .enumerate()
+    {
+        view_in(ui, rects[i], |ui| {
+            let t = match lang {
+                Lang::En => format!("{name}: largest |value| per channel over the text (rows: layer·KV head)"),
+                Lang::Zh => format!("{name}：每个通道在整段文本上的最大绝对值（行：层·KV 头）"),
+            };
+            heat_panel(
+                cx,
+                ui,
+                view_id("quant-outliers", i),
+                &t,
+                data,
+                Colormap::Sequential,
+                None,
+                Highlight::Row(o.layer * kvh + o.kv_head),
+                Axes::LayerHeadDim,
+                &|(r, c)| format!("L{} KV{} ch {c}", r / kvh, r % kvh),
+            );
+        });
+    }
+}
+
+fn error(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let (f, r) = o.chosen();
+    let full = ui.available_rect_before_wrap();
+    let plot_h = (full.height() * 0.3).max(8.0 * size);
+    let top = egui::Rect::from_min_max(full.min, egui::pos2(full.max.x, full.max.y - plot_h));
+    let rects = stacked(top);
+    let max = o
+        .k_err
+        .values
+        .iter()
+        .chain(&o.v_err.values)
+        .copied()
+        .fold(0f32, f32::max)
+        .max(1e-9);
+    for (i, (name, data)) in [("K", &o.k_err), ("V", &o.v_err)].into_iter().enumerate() {
+        view_in(ui, rects[i], |ui| {
+            let t = match lang {
+                Lang::En => format!(
+                    "|{name} − dequant({name})|, {}, layer {} KV head {}",
+                    format_label(f),
+                    o.layer,
+                    o.kv_head
+                ),
+                Lang::Zh => format!(
+                    "|{name} − dequant({name})|，{}，第 {} 层 KV 头 {}",
+                    format_label(f),
+                    o.layer,
+                    o.kv_head
+                ),
+            };
+            heat_panel(
+                cx,
+                ui,
+                view_id("quant-error", i),
+                &t,
+                data,
+                Colormap::Sequential,
+                Some((0.0, max)),
+                Highlight::None,
+                Axes::DimToken,
+                &|(d, t)| format!("byte {t} ch {d}"),
+            );
+        });
+    }
+    let bottom = egui::Rect::from_min_max(egui::pos2(full.min.x, full.max.y - plot_h + 4.0), full.max);
+    view_in(ui, bottom, |ui| {
+        capped(cx, ui, o);
+        ui.label(
+            RichText::new(lang.t(
+                "attention output through the cache: error RMS over output RMS, per layer",
+                "经由缓存的注意力输出：误差均方根 / 输出均方根，按层",
+            ))
+            .strong()
+            .size(size),
+        );
+        let bars: Vec<Bar> = r
+            .out_rel_rms
+            .iter()
+            .enumerate()
+            .map(|(l, &e)| Bar::new(l as f64, 100.0 * e).width(0.6))
+            .collect();
+        Plot::new("quant-out-err")
+            .height(ui.available_height())
+            .allow_scroll(false)
+            .allow_drag(false)
+            .x_axis_label(lang.t("layer", "层"))
+            .y_axis_formatter(|m, _| format!("{}%", m.value))
+            .include_y(0.0)
+            .show(ui, |pl| {
+                pl.bar_chart(BarChart::new("", bars).color(style::c32(style::WRITTEN)));
+            });
+    });
+}
+
+fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let (g, r) = (o.group, o.residual);
+    let n = o.bytes;
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!("KIVI after {n} bytes: G = {g}, R = {r}"),
+            Lang::Zh => format!("读完 {n} 字节后的 KIVI：G = {g}，R = {r}"),
+        },
+    );
+    // Which tokens are quantised now: K, the first floor(n / R)·R (whole groups of G); V, all but the last R.
+    let k_done = n / r * r;
+    let v_done = n.saturating_sub(r);
+    let quant_c = style::request(0);
+    let f16_c = style::RESIDUAL;
+    let w = ui.available_width() - size * 3.0;
+    let cell = (w / n as f32).max(0.5);
+    for (name, done, groups) in [("K", k_done, true), ("V", v_done, false)] {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(name).strong().size(size));
+            let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.4), egui::Sense::hover());
+            let p = ui.painter();
+            for t in 0..n {
+                let c = if t < done { quant_c } else { f16_c };
+                let x = rect.min.x + t as f32 * cell;
+                p.rect_filled(
+                    egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(cell, rect.height())),
+                    0.0,
+                    style::c32(c),
+                );
+                if groups && t % g == 0 && t > 0 && t <= done {
+                    p.line_segment(
+                        [egui::pos2(x, rect.min.y), egui::pos2(x, rect.max.y)],
+                        egui::Stroke::new(2.0, Color32::BLACK),
+                    );
+                }
+            }
+        });
+    }
+    legend(
+        ui,
+        &[
+            (
+                quant_c,
+                lang.t(
+                    "quantised (K: per channel, groups of G tokens; V: per token)",
+                    "已量化（K：按通道，每组 G 个 token；V：按 token）",
+                ),
+            ),
+            (f16_c, lang.t("f16 residual", "f16 残差")),
+        ],
+        size,
+    );
+    ui.add_space(size * 0.4);
+    let pool = CacheFormat::Pool {
+        dtype: KvDtype::F16,
+        calibrated: true,
+    };
+    crate::ui::widgets::fitted_table(ui, "kivi-ratio", size, |ui, size| {
+        egui::Grid::new("kivi-ratio")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                for h in [
+                    "",
+                    lang.t("nominal", "名义"),
+                    lang.t("bits per value", "每值比特"),
+                    lang.t("with scale + zero", "含缩放与零点"),
+                ] {
+                    ui.label(RichText::new(h).strong().size(size));
+                }
+                for ctx in CONTEXTS {
+                    ui.label(
+                        RichText::new(match lang {
+                            Lang::En => format!("+ residual, ctx {ctx}"),
+                            Lang::Zh => format!("含残差，上下文 {ctx}"),
+                        })
+                        .strong()
+                        .size(size),
+                    );
+                }
+                ui.end_row();
+                for bits in [4u32, 2] {
+                    let f = CacheFormat::Kivi {
+                        bits,
+                        group: g,
+                        residual: r,
+                    };
+                    let cost = bits as f64 + 32.0 / g as f64;
+                    ui.label(RichText::new(format!("KIVI {bits}-bit")).size(size));
+                    ui.label(
+                        RichText::new(format!("{:.0}×", 16.0 / bits as f64))
+                            .monospace()
+                            .size(size),
+                    );
+                    ui.label(RichText::new(format!("{cost:.2}")).monospace().size(size));
+                    ui.label(RichText::new(format!("{:.2}×", 16.0 / cost)).monospace().size(size));
+                    for ctx in CONTEXTS {
+                        let ratio = o.bytes_per_token(&pool, ctx) / o.bytes_per_token(&f, ctx);
+                        ui.label(RichText::new(format!("{ratio:.2}×")).monospace().size(size));
+                    }
+                    ui.end_row();
+                }
+            })
+    });
+}
+
+fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let s = stored::embedded();
+    title(
+        ui,
+        size,
+        match (lang, s) {
+            (Lang::En, Some(s)) => format!(
+                "bits per byte: this text (measured now) and stored (kvscope export quant-table on {}, {} windows)",
+                s.backend, s.windows
+            ),
+            (Lang::Zh, Some(s)) => format!(
+                "每字节比特数：这段文本（现在测得）与存储的结果（kvscope export quant-table，在 {} 上，{} 个窗口）",
+                s.backend, s.windows
+            ),
+            _ => lang
+                .t(
+                    "bits per byte: this text (the stored table is missing)",
+                    "每字节比特数：这段文本（缺少存储的表）",
+                )
+                .to_string(),
+        },
+    );
+    let long = CONTEXTS[1];
+    let bench = s.and_then(|s| s.bench.as_ref());
+    crate::ui::widgets::fitted_table(ui, "quant-table", size, |ui, size| {
+        egui::Grid::new("quant-table")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                let heads = [
+                    lang.t("format", "格式"),
+                    lang.t("bits/byte here", "本文本 比特/字节"),
+                    lang.t("stored", "存储"),
+                    lang.t("output error", "输出误差"),
+                    lang.t("bytes/token", "字节/token"),
+                    lang.t("tokens / 1 GiB", "token / 1 GiB"),
+                    lang.t("decode vs f16", "解码 vs f16"),
+                ];
+                for h in heads {
+                    ui.label(RichText::new(h).strong().size(size));
+                }
+                ui.end_row();
+                for (i, (f, r)) in o.runs.iter().enumerate() {
+                    let mark = if i == o.selected { "> " } else { "" };
+                    let stored_bpb = s
+                        .and_then(|s| s.cell(&r.format))
+                        .map_or("—".to_string(), |c| format!("{:.3}", c.bits_per_byte));
+                    let err = r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
+                    let b = o.bytes_per_token(f, long);
+                    let speed = bench
+                        .and_then(|b| b.lines.iter().find(|l| l.format == r.format))
+                        .map_or("—".to_string(), |l| format!("{:.2}×", l.speedup));
+                    let host = if r.kernel {
+                        ""
+                    } else {
+                        lang.t(" (host)", "（主机）")
+                    };
+                    ui.label(RichText::new(format!("{mark}{}{host}", format_label(f))).size(size));
+                    ui.label(
+                        RichText::new(format!("{:.3}", r.bits_per_byte()))
+                            .monospace()
+                            .size(size),
+                    );
+                    ui.label(RichText::new(stored_bpb).monospace().size(size));
+                    ui.label(RichText::new(format!("{:.2}%", 100.0 * err)).monospace().size(size));
+                    ui.label(RichText::new(crate::lessons::format_bytes(b)).monospace().size(size));
+                    ui.label(RichText::new(tokens_per_pool(b)).monospace().size(size));
+                    ui.label(RichText::new(speed).monospace().size(size));
+                    ui.end_row();
+                }
+            })
+    });
+    capped(cx, ui, o);
+    if let Some(b) = bench {
+        note(
+            ui,
+            size,
+            match lang {
+                Lang::En => format!(
+                    "decode: {} requests × {} context on {} ({}), stored; memory at context {long}",
+                    b.requests, b.context, b.backend, b.machine
+                ),
+                Lang::Zh => format!(
+                    "解码：{} 个请求 × {} 上下文，在 {}（{}）上，存储的结果；显存按上下文 {long} 计",
+                    b.requests, b.context, b.backend, b.machine
+                ),
+            },
+        );
+    }
+}
+
+fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let (f, _) = o.chosen();
+    let (_, kvh, hd) = o.dims;
+    let f16 = CacheFormat::Pool {
+        dtype: KvDtype::F16,
+        calibrated: true,
+    };
+    let per = |f: &CacheFormat| f.bytes_per_token(kvh, hd, CONTEXTS[0]);
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "Per token and layer the decode reads {} in {} against {} in f16 (codes and scales).{}",
+                crate::lessons::format_bytes(per(f)),
+                format_label(f),
+                crate::lessons::format_bytes(per(&f16)),
+                if matches!(f, CacheFormat::Pool { .. }) {
+                    ""
+                } else {
+                    " This format runs on the host: the kernels below ran for the 8-bit formats."
+                }
+            ),
+            Lang::Zh => format!(
+                "每个 token 每层，解码在 {} 下读取 {}，f16 下读取 {}（编码与缩放因子）。{}",
+                format_label(f),
+                crate::lessons::format_bytes(per(f)),
+                crate::lessons::format_bytes(per(&f16)),
+                if matches!(f, CacheFormat::Pool { .. }) {
+                    ""
+                } else {
+                    "这个格式在主机上运行：下面的内核是为 8 位格式运行的。"
+                }
+            ),
+        },
+    );
+}
