@@ -82,7 +82,7 @@ pub struct KvFormat {
     /// What a fresh pool's scales hold: 1.0 for FP8 (vLLM's uncalibrated `k_scale`), 0 otherwise.
     pub scale_init: f32,
     /// The 8-bit format the quantising kernels (`kernels/quant_kv.*`) write and read, if it is one.
-    pub quant: Option<super::quant::Quant>,
+    pub quant: Option<super::codes::Quant>,
     /// Encode one row of f32 values into its bytes and its scales (the row's range of the pool's
     /// scales, [`ScaleLayout::row`]).
     pub write: fn(src: &[f32], dst: &mut [u8], scales: &mut [f32]),

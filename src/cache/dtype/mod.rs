@@ -12,6 +12,7 @@
 //! The anchor is candle: the dtype sits on the storage, and a quantised block keeps its codes and its
 //! scales together (a [`super::Pool`] holds both).
 
+mod codes;
 pub mod f16;
 mod format;
 pub mod quant;

@@ -2,7 +2,7 @@
 //! maxima, the quantisation error maps, KIVI's groups and residual, the table of quality, memory and
 //! speed, and the kernels.
 
-use eframe::egui::{self, Color32, RichText, Ui};
+use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Bar, BarChart, Plot};
 
 use crate::cache::KvDtype;
@@ -35,12 +35,6 @@ impl LessonUi for Quant {
             }
         }
     }
-}
-
-/// White or black text, whichever reads on `bg`.
-fn text_on(bg: style::Rgba) -> Color32 {
-    let l = 0.299 * bg[0] as f32 + 0.587 * bg[1] as f32 + 0.114 * bg[2] as f32;
-    if l > 140.0 { Color32::BLACK } else { Color32::WHITE }
 }
 
 fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
@@ -168,7 +162,7 @@ fn bit_row(ui: &mut Ui, size: f32, code: u8, fields: &[(usize, style::Rgba, &str
                 egui::Align2::CENTER_CENTER,
                 on.to_string(),
                 egui::FontId::monospace(size),
-                text_on(*color),
+                style::ink_on(*color),
             );
         }
         p.text(
@@ -454,7 +448,7 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 if groups && t % g == 0 && t > 0 && t <= done {
                     p.line_segment(
                         [egui::pos2(x, rect.min.y), egui::pos2(x, rect.max.y)],
-                        egui::Stroke::new(2.0, Color32::BLACK),
+                        egui::Stroke::new(2.0, style::c32(style::CANVAS)),
                     );
                 }
             }
