@@ -187,35 +187,15 @@ impl QuantRun {
 
 const REQ: RequestId = 0;
 
-/// Exact attention (f64) of `q` (`[H, hd]`, not scaled) over `t` rows of `k`, `v` (`[T, KVH, hd]`).
+/// Exact attention (f64) of `q` (`[H, hd]`, not scaled) over `t` rows of `k`, `v` (`[T, KVH, hd]`):
+/// `math::decode_attention_f64` on the rows laid out `[KVH, T, hd]`.
 fn attend_f64(q: &[f32], k: &[f32], v: &[f32], t: usize, h: usize, kvh: usize, hd: usize) -> Vec<f64> {
-    let g = h / kvh;
-    let scale = 1.0 / (hd as f64).sqrt();
-    let mut out = vec![0f64; h * hd];
-    for head in 0..h {
-        let kv = head / g;
-        let qh = &q[head * hd..(head + 1) * hd];
-        let s: Vec<f64> = (0..t)
-            .map(|i| {
-                let kr = &k[(i * kvh + kv) * hd..][..hd];
-                qh.iter()
-                    .zip(kr)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum::<f64>()
-                    * scale
-            })
-            .collect();
-        let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
-        for (i, x) in s.iter().enumerate() {
-            let p = (x - m).exp() / z;
-            let vr = &v[(i * kvh + kv) * hd..][..hd];
-            for (o, &b) in out[head * hd..(head + 1) * hd].iter_mut().zip(vr) {
-                *o += p * f64::from(b);
-            }
-        }
-    }
-    out
+    let heads =
+        |x: &[f32]| ndarray::Array3::from_shape_fn((kvh, t, hd), |(kv, i, d)| f64::from(x[(i * kvh + kv) * hd + d]));
+    let q = ndarray::Array2::from_shape_fn((h, hd), |(head, d)| f64::from(q[head * hd + d]));
+    crate::math::decode_attention_f64(&q, &heads(k), &heads(v))
+        .into_iter()
+        .collect()
 }
 
 /// Asymmetric `bits`-bit quantisation of `x` in place as KIVI's reference does it: the group's min and

@@ -443,8 +443,7 @@ impl LessonKind for Quant {
         let amax = krow.iter().fold(0f32, |a, x| a.max(x.abs()));
         let s = int8_scale(krow);
         let code = int8_encode(value, s);
-        let (sel_f, sel) = &runs[selected];
-        let _ = sel_f;
+        let sel = &runs[selected].1;
         let mut out = QuantOut {
             selected,
             text_index,
@@ -520,9 +519,10 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
         ("residual", o.residual.to_string()),
     ];
     // Outliers: max over median channel, K against V.
-    let km: Vec<f32> = channel_max(&f16.k, kvh, hd);
-    let vm: Vec<f32> = channel_max(&f16.v, kvh, hd);
-    let (kr, vr) = (outlier_ratio(&km, hd), outlier_ratio(&vm, hd));
+    let (kr, vr) = (
+        outlier_ratio(&o.k_channel_max.values, hd),
+        outlier_ratio(&o.v_channel_max.values, hd),
+    );
     v.push(("k_ratio", format!("{kr:.2}×")));
     v.push(("v_ratio", format!("{vr:.2}×")));
     let (en, zh) = if kr > 2.0 * vr {

@@ -11,7 +11,7 @@ use crate::model::evict::{BUDGETS, EvictPolicy, EvictRun};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, kernel_panel, legend, plot_title_room, timeline};
+use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, kernel_panel, legend, plot_title_room, sim_capped, timeline};
 
 impl LessonUi for Eviction {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -92,24 +92,6 @@ fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
 
 fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
     ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
-}
-
-fn capped(cx: &ViewCtx, ui: &mut Ui, o: &EvictOut) {
-    if let Some(asked) = o.capped_from {
-        note(
-            ui,
-            cx.size,
-            format!(
-                "{} {} {} {asked}.",
-                cx.t(
-                    "A simulated GPU runs every thread as an OS thread: it read",
-                    "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
-                ),
-                o.len(),
-                cx.t("bytes of", "字节，而不是")
-            ),
-        );
-    }
 }
 
 fn step(cx: &ViewCtx, o: &EvictOut) -> usize {
@@ -487,7 +469,7 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
 fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
-    capped(cx, ui, o);
+    sim_capped(cx, ui, o.len(), o.capped_from);
     let hp = (ui.available_height() - 5.5 * size).max(100.0);
     plot_title_room(ui);
     Plot::new("eviction-growth")

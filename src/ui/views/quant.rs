@@ -15,7 +15,7 @@ use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Axes, ViewCtx, bar, heat_panel, kernel_panel, legend, view_id, view_in};
+use crate::ui::widgets::{Axes, ViewCtx, bar, heat_panel, kernel_panel, legend, sim_capped, view_id, view_in};
 
 impl LessonUi for Quant {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -77,24 +77,6 @@ fn stacked(r: egui::Rect) -> [egui::Rect; 2] {
         egui::Rect::from_min_size(r.min, egui::vec2(r.width(), h)),
         egui::Rect::from_min_size(r.min + egui::vec2(0.0, h + gap), egui::vec2(r.width(), h)),
     ]
-}
-
-fn capped(cx: &ViewCtx, ui: &mut Ui, o: &QuantOut) {
-    if let Some(asked) = o.capped_from {
-        note(
-            ui,
-            cx.size,
-            format!(
-                "{} {} {} {asked}.",
-                cx.t(
-                    "A simulated GPU runs every thread as an OS thread: it read",
-                    "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
-                ),
-                o.bytes,
-                cx.t("bytes of", "字节，而不是")
-            ),
-        );
-    }
 }
 
 fn bytes(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
@@ -384,7 +366,7 @@ fn error(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     }
     let bottom = egui::Rect::from_min_max(egui::pos2(full.min.x, full.max.y - plot_h + 4.0), full.max);
     view_in(ui, bottom, |ui| {
-        capped(cx, ui, o);
+        sim_capped(cx, ui, o.bytes, o.capped_from);
         ui.label(
             RichText::new(lang.t(
                 "attention output through the cache: error RMS over output RMS, per layer",
@@ -596,7 +578,7 @@ fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 }
             })
     });
-    capped(cx, ui, o);
+    sim_capped(cx, ui, o.bytes, o.capped_from);
     if let Some(b) = bench {
         note(
             ui,

@@ -161,6 +161,27 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
     };
 }
 
+/// The line a lesson on a simulated GPU shows when it read `read` bytes of the `asked` it was asked for
+/// (the CPU shim runs every GPU thread as an OS thread, so lessons 9 and 10 read fewer there).
+pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) {
+    if let Some(asked) = asked {
+        ui.add(
+            egui::Label::new(
+                RichText::new(format!(
+                    "{} {read} {} {asked}.",
+                    cx.t(
+                        "A simulated GPU runs every thread as an OS thread: it read",
+                        "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
+                    ),
+                    cx.t("bytes of", "字节，而不是")
+                ))
+                .size(cx.size * 0.9),
+            )
+            .wrap(),
+        );
+    }
+}
+
 /// A colour chip with its meaning.
 ///
 /// One unit (chip and text laid out together), so that a wrapping row moves the whole entry to the next
