@@ -17,14 +17,11 @@
 
 #include <stdint.h>
 
-/* KVS_MAP(f, a, b, ...) expands to f(a), f(b), ... for up to 20 arguments. */
+/* KVS_MAP(f, a, b, ...) expands to f(a), f(b), ... for up to 32 arguments. */
 #define KVS_CAT_(a, b) a##b
 #define KVS_CAT(a, b) KVS_CAT_(a, b)
-#define KVS_COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, \
-                   _19, _20, N, ...)                                                                 \
-    N
-#define KVS_COUNT(...) \
-    KVS_COUNT_(__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define KVS_COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, N, ...) N
+#define KVS_COUNT(...) KVS_COUNT_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
 #define KVS_MAP_1(f, a) f(a)
 #define KVS_MAP_2(f, a, ...) f(a), KVS_MAP_1(f, __VA_ARGS__)
 #define KVS_MAP_3(f, a, ...) f(a), KVS_MAP_2(f, __VA_ARGS__)
@@ -45,6 +42,18 @@
 #define KVS_MAP_18(f, a, ...) f(a), KVS_MAP_17(f, __VA_ARGS__)
 #define KVS_MAP_19(f, a, ...) f(a), KVS_MAP_18(f, __VA_ARGS__)
 #define KVS_MAP_20(f, a, ...) f(a), KVS_MAP_19(f, __VA_ARGS__)
+#define KVS_MAP_21(f, a, ...) f(a), KVS_MAP_20(f, __VA_ARGS__)
+#define KVS_MAP_22(f, a, ...) f(a), KVS_MAP_21(f, __VA_ARGS__)
+#define KVS_MAP_23(f, a, ...) f(a), KVS_MAP_22(f, __VA_ARGS__)
+#define KVS_MAP_24(f, a, ...) f(a), KVS_MAP_23(f, __VA_ARGS__)
+#define KVS_MAP_25(f, a, ...) f(a), KVS_MAP_24(f, __VA_ARGS__)
+#define KVS_MAP_26(f, a, ...) f(a), KVS_MAP_25(f, __VA_ARGS__)
+#define KVS_MAP_27(f, a, ...) f(a), KVS_MAP_26(f, __VA_ARGS__)
+#define KVS_MAP_28(f, a, ...) f(a), KVS_MAP_27(f, __VA_ARGS__)
+#define KVS_MAP_29(f, a, ...) f(a), KVS_MAP_28(f, __VA_ARGS__)
+#define KVS_MAP_30(f, a, ...) f(a), KVS_MAP_29(f, __VA_ARGS__)
+#define KVS_MAP_31(f, a, ...) f(a), KVS_MAP_30(f, __VA_ARGS__)
+#define KVS_MAP_32(f, a, ...) f(a), KVS_MAP_31(f, __VA_ARGS__)
 #define KVS_MAP(f, ...) KVS_CAT(KVS_MAP_, KVS_COUNT(__VA_ARGS__))(f, __VA_ARGS__)
 
 /* A (type, name) pair of entries.def as a parameter, and as the name alone. */

@@ -43,6 +43,9 @@ namespace kvs_score_attention {
 namespace kvs_quant_kv {
 #include "../quant_kv.cu"
 }
+namespace kvs_group_kv {
+#include "../group_kv.cu"
+}
 namespace kvs_mask_table {
 #include "../mask_table.cu"
 }

@@ -16,6 +16,8 @@ pub mod attention;
 pub mod attention_fused;
 pub mod copy_blocks;
 pub mod flash;
+pub mod group_append;
+pub mod group_decode;
 pub mod paged_append;
 pub mod paged_decode;
 pub mod quant_append;
@@ -214,6 +216,39 @@ macro_rules! op_table {
                 kernels: {
                     /// One query per request over 8-bit K/V codes and their scales.
                     QuantDecode: ["quant_decode_u8"],
+                }
+            }
+            /// Store new rows in a group-quantised cache's f16 rings, then quantise the groups that completed
+            /// (INT8 per channel, KIVI): codes, scales and zero points.
+            GroupAppend {
+                module: group_append,
+                method: group_append,
+                run: run_group_append,
+                input: $crate::compute::ops::group_append::GroupAppendInput,
+                output: (),
+                file: "group_kv",
+                pools: None,
+                kernels: {
+                    /// New K/V rows into the requests' f16 rings (the residual).
+                    GroupStore: ["group_store_f16"],
+                    /// Quantise completed groups: K per channel, V per channel or per token.
+                    GroupQuant: ["group_quant"],
+                }
+            }
+            /// Paged decode over a group-quantised cache: packed 2/4/8-bit codes with scales and zero
+            /// points through the block tables, and the f16 ring for the tokens not yet quantised. Returns
+            /// `[R, H, hd]`.
+            GroupDecode {
+                module: group_decode,
+                method: group_decode,
+                run: run_group_decode,
+                input: &$crate::compute::ops::group_decode::GroupDecodeInput,
+                output: Vec<f32>,
+                file: "group_kv",
+                pools: None,
+                kernels: {
+                    /// One query per request over grouped codes and the f16 residual.
+                    GroupDecode: ["group_decode"],
                 }
             }
         }
