@@ -977,6 +977,126 @@ void test_quant_kv() {
     }
 }
 
+// ---- group_kv.cu: the f16 residual rings, group quantisation and the grouped decode --------
+// One request appends 13 tokens one at a time; the rule (K per channel in groups of G once R have
+// gathered; KIVI's V per token as it leaves the last R, INT8 per channel's V with K) is written here
+// again. Codes are checked against a scalar re-encoding of the ring's f16 values (conversions from
+// the bit-level helpers above), the decode against double attention over the dequantised values.
+float f16r_ref(float x) { return (float)f16_bits_to_double(f32_to_f16_bits(x)); }
+
+void test_group_kv() {
+    const int KVH = 2, hd = 16, T = 13, H = 4;
+    struct Fmt { int bits, sym, vpt, G, R; };
+    for (const Fmt f : {Fmt{8, 1, 0, 4, 4}, Fmt{2, 0, 1, 4, 8}, Fmt{4, 0, 1, 2, 4}}) {
+        const int cap = f.R + 1, rb = hd * f.bits / 8, nb = (T + f.G - 1) / f.G + 1;
+        const int vg = f.vpt ? (hd + f.G - 1) / f.G : 0;
+        const size_t row = (size_t)KVH * hd;
+        std::vector<uint8_t> kc((size_t)nb * KVH * f.G * rb, 0), vc(kc.size(), 0);
+        std::vector<float> ks((size_t)nb * KVH * hd, 0), kz(ks.size(), 0);
+        std::vector<float> vs(f.vpt ? (size_t)nb * KVH * f.G * vg : ks.size(), 0), vz(vs.size(), 0);
+        std::vector<uint16_t> kr((size_t)cap * row, 0), vr(kr.size(), 0);
+        std::vector<float> K((size_t)T * row), V(K.size());
+        // Block of token i: reversed, so the table is not the identity.
+        std::vector<int> table(nb);
+        for (int b = 0; b < nb; ++b) table[b] = nb - 1 - b;
+        for (int t = 0; t < T; ++t) {
+            auto k = rand_vec(row, -2.0f, 2.0f), v = rand_vec(row, -0.5f, 0.5f);
+            for (int h = 0; h < KVH; ++h) k[h * hd + 2] *= 10.0f;  // an outlier channel
+            std::copy(k.begin(), k.end(), K.begin() + t * row);
+            std::copy(v.begin(), v.end(), V.begin() + t * row);
+            const int rows[2] = {0, t};
+            kvs_sim_group_store_f16(1, 1, 1, 32, 1, 1, kr.data(), vr.data(), k.data(), v.data(), rows, 1, KVH, hd, cap);
+            std::vector<int> jobs;
+            if ((t + 1) % f.R == 0)
+                for (int s = t + 1 - f.R; s < t + 1; s += f.G) {
+                    jobs.insert(jobs.end(), {0, 0, s, table[s / f.G]});
+                    if (!f.vpt) jobs.insert(jobs.end(), {1, 0, s, table[s / f.G]});
+                }
+            if (f.vpt && t >= f.R) jobs.insert(jobs.end(), {2, 0, t - f.R, table[(t - f.R) / f.G] * f.G + (t - f.R) % f.G});
+            const int nj = (int)jobs.size() / 4;
+            if (nj) kvs_sim_group_quant(nj, 1, 1, 32, 1, 1, kc.data(), vc.data(), ks.data(), kz.data(), vs.data(), vz.data(),
+                                        kr.data(), vr.data(), jobs.data(), nj, KVH, hd, f.G, cap, f.bits, f.sym);
+        }
+        const int kq = T / f.R * f.R, vq = f.vpt ? std::max(0, T - f.R) : kq;
+        const float levels = (float)((1 << f.bits) - 1);
+        // The expected code of x with (scale, zero), and the ring's value of token t.
+        auto code_of = [&](float x, float sc, float z) -> unsigned {
+            if (!(sc > 0.0f)) return 0u;
+            if (f.sym) return (unsigned)(int)std::clamp(std::nearbyint(x / sc), -127.0f, 127.0f) & 0xffu;
+            return (unsigned)std::clamp(std::nearbyint((x - z) / sc), 0.0f, levels);
+        };
+        auto stored = [&](const std::vector<float>& X, int t, int h, int d) { return f16r_ref(X[t * row + h * hd + d]); };
+        auto code_at = [&](const std::vector<uint8_t>& c, size_t r, int d) {
+            return (unsigned)(c[r * rb + d * f.bits / 8] >> ((d * f.bits) % 8)) & ((1u << f.bits) - 1u);
+        };
+        // dq(w, t, h, d): the value the cache holds; checks codes and parameters on the way.
+        auto dq = [&](int w, int t, int h, int d) -> double {
+            const int q = w ? vq : kq;
+            if (t >= q) {
+                const auto& ring = w ? vr : kr;
+                const double got = f16_bits_to_double(ring[((size_t)(t % cap) * KVH + h) * hd + d]);
+                check("group_store_f16", "ring", got, stored(w ? V : K, t, h, d), 0, 0);
+                return got;
+            }
+            const int blk = table[t / f.G];
+            const size_t r = ((size_t)blk * KVH + h) * f.G + t % f.G;
+            const auto& X = w ? V : K;
+            float sc, z = 0.0f;
+            size_t pi;
+            int c0, c1, t0, t1;  // the group: channels [c0, c1) of tokens [t0, t1)
+            if (w && f.vpt) { pi = r * vg + d / f.G; c0 = d / f.G * f.G; c1 = std::min(hd, c0 + f.G); t0 = t; t1 = t + 1; }
+            else { pi = ((size_t)blk * KVH + h) * hd + d; c0 = d; c1 = d + 1; t0 = t / f.G * f.G; t1 = t0 + f.G; }
+            float lo = kInf, hi = -kInf, amax = 0.0f;
+            for (int tt = t0; tt < t1; ++tt)
+                for (int dd = c0; dd < c1; ++dd) {
+                    const float x = stored(X, tt, h, dd);
+                    lo = std::min(lo, x); hi = std::max(hi, x); amax = std::max(amax, std::fabs(x));
+                }
+            if (f.sym) {
+                const float s = amax / 127.0f;
+                uint16_t b = f32_to_f16_bits(s);
+                if (s > 0.0f && f16_bits_to_double(b) < (double)s) ++b;
+                sc = s > 0.0f ? (float)f16_bits_to_double(b) : 0.0f;
+            } else {
+                z = f16r_ref(lo);
+                sc = f16r_ref((hi - z) / levels);
+            }
+            const auto& S = w ? vs : ks; const auto& Z = w ? vz : kz;
+            check("group_quant params", "scale", S[pi], sc, 0, 0);
+            check("group_quant params", "zero", Z[pi], z, 0, 0);
+            const unsigned c = code_at(w ? vc : kc, r, d);
+            check("group_quant codes", "code", c, code_of(stored(X, t, h, d), sc, z), 0, 0);
+            return f.sym ? (double)(int8_t)c * S[pi] : (double)c * S[pi] + Z[pi];
+        };
+        const auto q = rand_vec((size_t)H * hd, -2.0f, 2.0f);
+        std::vector<float> out((size_t)H * hd, kNaNf), probs((size_t)H * nb * f.G, kNaNf);
+        const int lens[1] = {T}, kqs[1] = {kq}, vqs[1] = {vq}, rings[1] = {0};
+        const float scale = 1.0f / std::sqrt((float)hd);
+        kvs_sim_group_decode(KVH, 1, 1, 32, 1, 1, out.data(), probs.data(), q.data(), kc.data(), vc.data(), ks.data(),
+                             kz.data(), vs.data(), vz.data(), kr.data(), vr.data(), table.data(), lens, kqs, vqs, rings,
+                             nb, H, KVH, hd, scale, f.G, cap, f.bits, f.sym, f.vpt);
+        for (int h = 0; h < H; ++h) {
+            const int kvh = h / (H / KVH);
+            std::vector<double> s(T);
+            double m = -kInf, l = 0;
+            for (int t = 0; t < T; ++t) {
+                double dot = 0;
+                for (int d = 0; d < hd; ++d) dot += (double)q[h * hd + d] * dq(0, t, kvh, d);
+                s[t] = dot * scale;
+                m = std::max(m, s[t]);
+            }
+            for (double x : s) l += std::exp(x - m);
+            for (int d = 0; d < hd; ++d) {
+                double acc = 0;
+                for (int t = 0; t < T; ++t) acc += std::exp(s[t] - m) / l * dq(1, t, kvh, d);
+                char where[64];
+                std::snprintf(where, sizeof where, "%d-bit h%d d%d", f.bits, h, d);
+                check("group_decode", where, out[(size_t)h * hd + d], acc);
+            }
+        }
+    }
+}
+
 int main() {
     std::printf("kvscope kernel selftest (CUDA source on the CPU shim)\n");
 
@@ -1002,6 +1122,7 @@ int main() {
     test_stream_decode();
     test_score_decode();
     test_quant_kv();
+    test_group_kv();
     test_mask_table();
     test_read_stream();
 
