@@ -1,4 +1,4 @@
-//! Lesson 10's model runs: KIVI's residual and INT8 per channel's filling block stay f16 until their
+//! Lesson 10's model runs (every format through its kernels): KIVI's residual and INT8 per channel's filling block stay f16 until their
 //! group is full, FP8 scales are calibrated from the prompt (or 1.0), every 8-bit decode checks against
 //! the reference, and the byte counts match the pools.
 
@@ -28,7 +28,10 @@ fn kivi_residual_stays_f16_until_its_group_is_full() {
         )
         .unwrap();
     let row = c.n_kv_heads * c.head_dim;
-    assert!(!run.kernel);
+    // The group kernels ran, and their last step agrees with the f64 reference on the same codes.
+    assert!(run.kernel);
+    let check = run.check.as_ref().expect("the group decode checks its last step");
+    assert!(check.passed(), "{check}");
     for l in 0..c.n_layers {
         for t in 0..40 {
             // K: whole residuals of R quantised (32 of 40); V: all but the last R (24 of 40).
@@ -83,6 +86,8 @@ fn int8_per_channel_quantises_a_block_when_it_fills() {
         .unwrap();
     let row = c.n_kv_heads * c.head_dim;
     let b = kvscope::model::quant::BLOCK;
+    let check = run.check.as_ref().expect("the group decode checks its last step");
+    assert!(check.passed(), "{check}");
     for l in 0..c.n_layers {
         for t in 0..40 {
             for i in t * row..(t + 1) * row {

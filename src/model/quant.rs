@@ -6,20 +6,22 @@
 //!   every attention through the dequantising decode (`quant_append`, `quant_decode`) on the chosen
 //!   backend. FP8 scales are calibrated from the window's f32 prefill (its absolute maximum of K, or V,
 //!   over the format's largest value: fixed before the first byte), or left at vLLM's 1.0.
-//! - **Formats with deferred quantisation** (`int8-channel`, `kivi2`, `kivi4`): simulated on the host,
-//!   exactly as their rules say, on the same rows (K per channel in groups of G tokens once R have
-//!   gathered; V per token, the last R kept in f16; INT8 per channel quantises a block of B tokens when
-//!   it fills). Their attention is the f64 reference over the values the cache holds. No kernel runs
-//!   them yet; the lesson says so.
+//! - **Formats quantised in groups** (`int8-channel`, `kivi2`, `kivi4`): a group-quantised cache
+//!   (`compute::ops::group_append`): every row goes into the request's f16 ring through `group_append`,
+//!   whose `group_quant` kernel quantises the groups the rule completes (K per channel in groups of G
+//!   tokens once R have gathered; KIVI's V per token as it leaves the last R; INT8 per channel a block of
+//!   B tokens when it fills), and every attention runs `group_decode` on the chosen backend.
 //!
 //! Every run also measures the attention output's error against attention over the unquantised f32
 //! K/V, per layer.
 
 use ndarray::Array3;
 
-use crate::cache::dtype::quant::{Quant, f16_ceil};
+use crate::cache::dtype::quant::Quant;
 use crate::cache::{KvDtype, PagedShape, RequestId};
 use crate::compute::Backend;
+use crate::compute::ops::group_append::{GroupAppendInput, GroupCache, GroupFormat, GroupShape};
+use crate::compute::ops::group_decode::GroupDecodeInput;
 use crate::kv::KvEngine;
 
 use super::Model;
@@ -77,6 +79,15 @@ impl CacheFormat {
         ]
     }
 
+    /// The rule of a format quantised in groups (INT8 per channel in blocks of [`BLOCK`], KIVI).
+    pub fn group(&self) -> Option<GroupFormat> {
+        match *self {
+            CacheFormat::Pool { .. } => None,
+            CacheFormat::Int8Channel => Some(GroupFormat::int8_channel(BLOCK)),
+            CacheFormat::Kivi { bits, group, residual } => Some(GroupFormat::kivi(bits, group, residual)),
+        }
+    }
+
     /// Its name: the dtype's (`fp8-e4m3`, with `-scale1` when uncalibrated), `int8-channel`, `kivi2`.
     pub fn name(&self) -> String {
         match *self {
@@ -115,20 +126,9 @@ impl CacheFormat {
                 };
                 codes + scales
             }
-            CacheFormat::Int8Channel => {
-                // Full blocks: a byte a value and one f16 scale per channel per block; the filling block
-                // (half a block on average) in f16.
-                let filling = (BLOCK as f64 / 2.0).min(ctx);
-                let q = (ctx - filling) / ctx;
-                2.0 * row * (q * (1.0 + 2.0 / BLOCK as f64) + (1.0 - q) * 2.0)
-            }
-            CacheFormat::Kivi { bits, group, residual } => {
-                let g = group.max(1) as f64;
-                let coded = bits as f64 / 8.0 + 4.0 / g; // codes + f16 scale and zero per group
-                // K: up to R tokens in f16 (R/2 on average); V: the last R in f16.
-                let kf = (residual as f64 / 2.0).min(ctx) / ctx;
-                let vf = (residual as f64).min(ctx) / ctx;
-                row * ((1.0 - kf) * coded + kf * 2.0) + row * ((1.0 - vf) * coded + vf * 2.0)
+            CacheFormat::Int8Channel | CacheFormat::Kivi { .. } => {
+                let g = self.group().expect("a group format");
+                kv_heads as f64 * g.bytes_per_token(hd, ctx as usize)
             }
         }
     }
@@ -198,134 +198,6 @@ fn attend_f64(q: &[f32], k: &[f32], v: &[f32], t: usize, h: usize, kvh: usize, h
         .collect()
 }
 
-/// Asymmetric `bits`-bit quantisation of `x` in place as KIVI's reference does it: the group's min and
-/// max, scale = (max − min) / (2^bits − 1) and the min kept as f16, code = round((x − min) / scale)
-/// clamped. Writes the codes; returns (scale, zero point).
-fn kivi_group(x: &mut [f32], codes: &mut [u8], bits: u32) -> (f32, f32) {
-    let lo = x.iter().copied().fold(f32::INFINITY, f32::min);
-    let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let lo = half::f16::from_f32(lo).to_f32();
-    let levels = ((1u32 << bits) - 1) as f32;
-    let scale = half::f16::from_f32((hi - lo) / levels).to_f32();
-    for (v, c) in x.iter_mut().zip(codes.iter_mut()) {
-        let q = if scale > 0.0 {
-            ((*v - lo) / scale).round_ties_even().clamp(0.0, levels)
-        } else {
-            0.0
-        };
-        *c = q as u8;
-        *v = q * scale + lo;
-    }
-    (scale, lo)
-}
-
-/// Symmetric INT8 of `x` in place with one scale (absmax / 127 rounded up to f16). Writes the codes
-/// (two's complement); returns (scale, 0).
-fn int8_group(x: &mut [f32], codes: &mut [u8]) -> (f32, f32) {
-    let s = f16_ceil(x.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0);
-    for (v, c) in x.iter_mut().zip(codes.iter_mut()) {
-        *c = crate::cache::dtype::quant::int8_encode(*v, s);
-        *v = crate::cache::dtype::quant::int8_decode(*c, s);
-    }
-    (s, 0.0)
-}
-
-/// A group quantiser: quantises values in place, writes their codes, returns (scale, zero point).
-type GroupQuant<'a> = &'a dyn Fn(&mut [f32], &mut [u8]) -> (f32, f32);
-
-/// One tensor (K or V) of the host simulation's cache of one layer, every array `[T, KVH, hd]`: the
-/// values it holds, and for each value its code, scale and zero point (0 while it is still f16).
-#[derive(Default)]
-struct SimTensor {
-    x: Vec<f32>,
-    codes: Vec<u8>,
-    scales: Vec<f32>,
-    zeros: Vec<f32>,
-}
-
-impl SimTensor {
-    fn new(n: usize) -> Self {
-        Self {
-            x: vec![0.0; n],
-            codes: vec![0; n],
-            scales: vec![0.0; n],
-            zeros: vec![0.0; n],
-        }
-    }
-
-    /// Quantise the values at `idx` as one group with `q`.
-    fn group(&mut self, idx: &[usize], q: GroupQuant) {
-        let mut x: Vec<f32> = idx.iter().map(|&i| self.x[i]).collect();
-        let mut c = vec![0u8; idx.len()];
-        let (scale, zero) = q(&mut x, &mut c);
-        for (j, &i) in idx.iter().enumerate() {
-            self.x[i] = x[j];
-            self.codes[i] = c[j];
-            self.scales[i] = scale;
-            self.zeros[i] = zero;
-        }
-    }
-
-    /// Quantise tokens `a..b` per channel (each of the row's `row` channels one group).
-    fn per_channel(&mut self, a: usize, b: usize, row: usize, q: GroupQuant) {
-        for ch in 0..row {
-            let idx: Vec<usize> = (a..b).map(|i| i * row + ch).collect();
-            self.group(&idx, q);
-        }
-    }
-}
-
-/// The host simulation's cache of one layer.
-struct SimCache {
-    k: SimTensor,
-    v: SimTensor,
-}
-
-impl SimCache {
-    /// Rows `0..=t` present: apply the format's rule for the step that appended row `t`.
-    fn step(&mut self, fmt: CacheFormat, t: usize, kvh: usize, hd: usize) {
-        let row = kvh * hd;
-        // A new row starts as f16.
-        for s in [&mut self.k, &mut self.v] {
-            s.x[t * row..(t + 1) * row]
-                .iter_mut()
-                .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
-        }
-        match fmt {
-            CacheFormat::Int8Channel => {
-                if (t + 1).is_multiple_of(BLOCK) {
-                    let a = t + 1 - BLOCK;
-                    self.k.per_channel(a, t + 1, row, &int8_group);
-                    self.v.per_channel(a, t + 1, row, &int8_group);
-                }
-            }
-            CacheFormat::Kivi { bits, group, residual } => {
-                let (g, r) = (group.max(1), residual.max(group.max(1)));
-                let q = |x: &mut [f32], c: &mut [u8]| kivi_group(x, c, bits);
-                // K: when R unquantised tokens have gathered, all R are quantised, per channel in groups of G.
-                if (t + 1).is_multiple_of(r) {
-                    for s in (t + 1 - r..t + 1).step_by(g) {
-                        self.k.per_channel(s, (s + g).min(t + 1), row, &q);
-                    }
-                }
-                // V: the last R stay f16; each step quantises the one that leaves (per token, groups of G
-                // channels within each KV head's row).
-                if t >= r {
-                    let old = t - r;
-                    for h in 0..kvh {
-                        let base = (old * kvh + h) * hd;
-                        for c0 in (0..hd).step_by(g) {
-                            let idx: Vec<usize> = (base + c0..base + (c0 + g).min(hd)).collect();
-                            self.v.group(&idx, &q);
-                        }
-                    }
-                }
-            }
-            CacheFormat::Pool { .. } => {}
-        }
-    }
-}
-
 impl Model {
     /// Decode `text` byte by byte from an empty cache held in `fmt`, on `backend` (8-bit pools: the
     /// quantising append and dequantising decode; f16: the paged ones). The loss of each next byte, the
@@ -363,14 +235,15 @@ impl Model {
             out_max_err: vec![0.0; l_n],
             out_rel_rms: vec![0.0; l_n],
             scales: vec![Vec::new(); l_n],
-            kernel: matches!(fmt, CacheFormat::Pool { .. }),
+            kernel: true,
             check: None,
             seconds: 0.0,
         };
         let (mut got_last, mut want_last) = (Vec::new(), Vec::new());
         let (mut err2, mut ref2) = (vec![0f64; l_n], vec![0f64; l_n]);
         let mut engine = None;
-        let mut sim: Vec<SimCache> = Vec::new();
+        // A group-quantised format: one cache per layer, one request (ring 0) whose block i is block i.
+        let mut group: Option<(GroupShape, Vec<GroupCache>)> = None;
         match fmt {
             CacheFormat::Pool { dtype, calibrated } => {
                 let shape = PagedShape {
@@ -418,12 +291,16 @@ impl Model {
                 engine = Some(e);
             }
             _ => {
-                sim = (0..l_n)
-                    .map(|_| SimCache {
-                        k: SimTensor::new(n * row),
-                        v: SimTensor::new(n * row),
-                    })
-                    .collect();
+                let gf = fmt.group().ok_or("a group format")?;
+                let shape = GroupShape {
+                    num_blocks: n.div_ceil(gf.group),
+                    kv_heads: kvh,
+                    head_dim: hd,
+                    rings: 1,
+                    fmt: gf,
+                };
+                shape.validate().map_err(|e| e.to_string())?;
+                group = Some((shape, vec![GroupCache::new(&shape); l_n]));
             }
         }
         for t in 0..n {
@@ -453,14 +330,41 @@ impl Model {
                         got
                     }
                     None => {
-                        let s = &mut sim[l];
-                        s.k.x[t * row..(t + 1) * row].copy_from_slice(&kf);
-                        s.v.x[t * row..(t + 1) * row].copy_from_slice(&vf);
-                        s.step(fmt, t, kvh, hd);
-                        attend_f64(qs, &s.k.x, &s.v.x, t + 1, h, kvh, hd)
-                            .into_iter()
-                            .map(|x| x as f32)
-                            .collect()
+                        let (shape, caches) = group.as_mut().ok_or("no cache")?;
+                        let gf = shape.fmt;
+                        let jobs: Vec<i32> = gf.step_jobs(0, t, |i| i).into_iter().flatten().collect();
+                        backend
+                            .group_append(GroupAppendInput {
+                                shape: *shape,
+                                cache: &mut caches[l],
+                                rows: &[0, t as i32],
+                                k: &kf,
+                                v: &vf,
+                                jobs: &jobs,
+                            })
+                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                        let table: Vec<i32> = (0..shape.num_blocks as i32).collect();
+                        let (kq, vq) = gf.quantised(t + 1);
+                        let inp = GroupDecodeInput {
+                            shape: *shape,
+                            cache: &caches[l],
+                            q: qs,
+                            n_heads: h,
+                            block_tables: &table,
+                            max_blocks: shape.num_blocks,
+                            context_lens: &[(t + 1) as i32],
+                            k_quantised: &[kq as i32],
+                            v_quantised: &[vq as i32],
+                            rings: &[0],
+                        };
+                        let got = backend
+                            .group_decode(&inp)
+                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                        if t + 1 == n {
+                            want_last.extend(crate::compute::ops::group_decode::reference(&inp));
+                            got_last.extend_from_slice(&got);
+                        }
+                        got
                     }
                 };
                 let exact = attend_f64(qs, &run.k[l], &run.v[l], t + 1, h, kvh, hd);
@@ -536,15 +440,38 @@ impl Model {
                 }
             }
             None => {
-                for s in sim {
-                    run.k_deq.push(s.k.x);
-                    run.v_deq.push(s.v.x);
-                    run.k_codes.push(s.k.codes);
-                    run.v_codes.push(s.v.codes);
-                    run.k_scales.push(s.k.scales);
-                    run.v_scales.push(s.v.scales);
-                    run.k_zeros.push(s.k.zeros);
-                    run.v_zeros.push(s.v.zeros);
+                let (shape, caches) = group.ok_or("no cache")?;
+                let (kq, vq) = shape.fmt.quantised(n);
+                let table: Vec<i32> = (0..shape.num_blocks as i32).collect();
+                for c in &caches {
+                    // value, code, scale, zero of every element, K then V
+                    let mut out: [[Vec<f32>; 3]; 2] =
+                        std::array::from_fn(|_| std::array::from_fn(|_| vec![0f32; n * row]));
+                    let mut codes = [vec![0u8; n * row], vec![0u8; n * row]];
+                    for (w, q) in [(0, kq), (1, vq)] {
+                        for t in 0..n {
+                            for hh in 0..kvh {
+                                for d in 0..hd {
+                                    let i = (t * kvh + hh) * hd + d;
+                                    let (x, code, sc, z) = c.at(&shape, w == 1, &table, 0, q, t, hh, d);
+                                    out[w][0][i] = x;
+                                    out[w][1][i] = sc;
+                                    out[w][2][i] = z;
+                                    codes[w][i] = code;
+                                }
+                            }
+                        }
+                    }
+                    let [[kd, ks, kz], [vd, vs, vz]] = out;
+                    let [kc, vc] = codes;
+                    run.k_deq.push(kd);
+                    run.v_deq.push(vd);
+                    run.k_codes.push(kc);
+                    run.v_codes.push(vc);
+                    run.k_scales.push(ks);
+                    run.v_scales.push(vs);
+                    run.k_zeros.push(kz);
+                    run.v_zeros.push(vz);
                 }
             }
         }
@@ -636,7 +563,7 @@ impl Model {
                 format: fmt.name(),
                 bits_per_byte: nll / (std::f64::consts::LN_2 * count.max(1) as f64),
                 out_rel_rms: rel / windows as f64,
-                kernel: matches!(fmt, CacheFormat::Pool { .. }),
+                kernel: true,
             });
         }
         Ok(QuantTable {

@@ -1,7 +1,8 @@
 //! Lesson 10, KV-cache quantisation (kind `quant`): the trained model decodes a 256-byte window of the
 //! held-out text byte by byte from an empty cache in each format ([`crate::model::quant`]): f16, INT8 per
 //! token and FP8 E4M3/E5M2 through the quantising append and dequantising decode kernels on the active
-//! backend; INT8 per channel and KIVI (2 and 4 bits) on the host. Everything the views draw is measured
+//! backend; INT8 per channel and KIVI (2 and 4 bits) through the group kernels (`group_append`,
+//! `group_decode`) on the same backend. Everything the views draw is measured
 //! here; the table over the whole held-out file is stored ([`stored`]) and drawn labelled as stored.
 
 pub mod stored;

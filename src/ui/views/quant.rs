@@ -612,26 +612,17 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
         size,
         match lang {
             Lang::En => format!(
-                "Per token and layer the decode reads {} in {} against {} in f16 (codes and scales).{}",
+                "Per token and layer the decode reads {} in {} against {} in f16 (codes, scales and, for \
+                 the grouped formats, zero points and the f16 residual).",
                 crate::lessons::format_bytes(per(f)),
                 format_label(f),
                 crate::lessons::format_bytes(per(&f16)),
-                if matches!(f, CacheFormat::Pool { .. }) {
-                    ""
-                } else {
-                    " This format runs on the host: the kernels below ran for the 8-bit formats."
-                }
             ),
             Lang::Zh => format!(
-                "每个 token 每层，解码在 {} 下读取 {}，f16 下读取 {}（编码与缩放因子）。{}",
+                "每个 token 每层，解码在 {} 下读取 {}，f16 下读取 {}（编码、缩放因子；分组格式还有零点和 f16 残差）。",
                 format_label(f),
                 crate::lessons::format_bytes(per(f)),
                 crate::lessons::format_bytes(per(&f16)),
-                if matches!(f, CacheFormat::Pool { .. }) {
-                    ""
-                } else {
-                    "这个格式在主机上运行：下面的内核是为 8 位格式运行的。"
-                }
             ),
         },
     );

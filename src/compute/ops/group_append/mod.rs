@@ -417,7 +417,10 @@ impl OpInput for GroupAppendInput<'_> {
         }
         for r in self.rows.chunks(2) {
             if r[0] < 0 || r[0] as usize >= s.rings || r[1] < 0 {
-                return Err(invalid(format!("row (ring {}, token {}) is outside the rings", r[0], r[1])));
+                return Err(invalid(format!(
+                    "row (ring {}, token {}) is outside the rings",
+                    r[0], r[1]
+                )));
             }
         }
         for j in self.jobs.chunks(4) {
@@ -525,7 +528,10 @@ mod tests {
             let err = (f.decode(c, s, z) - v).abs();
             // zero is the min rounded to f16 (at most half an f16 ulp off), so the bound is half a step
             // plus that rounding and the scale's.
-            assert!(err <= s / 2.0 + 2.0 * 2f32.powi(-10) * 2.0 + 1e-6, "{v} -> {c}: {err} vs step {s}");
+            assert!(
+                err <= s / 2.0 + 2.0 * 2f32.powi(-10) * 2.0 + 1e-6,
+                "{v} -> {c}: {err} vs step {s}"
+            );
         }
         // The min codes to 0 and the max to the top code.
         assert_eq!(codes[1], 0);

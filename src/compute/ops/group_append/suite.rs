@@ -39,7 +39,9 @@ pub fn block_of(r: usize, i: usize) -> usize {
 /// The block tables `[2, max_blocks]` of the suite's requests.
 pub fn tables(fmt: GroupFormat) -> (Vec<i32>, usize) {
     let mb = LENS[0].div_ceil(fmt.group);
-    let t = (0..2).flat_map(|r| (0..mb).map(move |i| block_of(r, i) as i32)).collect();
+    let t = (0..2)
+        .flat_map(|r| (0..mb).map(move |i| block_of(r, i) as i32))
+        .collect();
     (t, mb)
 }
 

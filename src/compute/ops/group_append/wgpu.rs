@@ -65,11 +65,7 @@ pub(crate) fn buffers(s: &GroupShape, c: &GroupCache, p: &mut GroupParams) -> Re
     p.sym = u32::from(s.fmt.symmetric);
     p.v_per_token = u32::from(s.fmt.v_per_token);
     let params: Vec<f32> = [&c.k_scale[..], &c.k_zero, &c.v_scale, &c.v_zero].concat();
-    Ok([
-        [kw, vw].concat(),
-        bytemuck::cast_vec(params),
-        [kr, vr].concat(),
-    ])
+    Ok([[kw, vw].concat(), bytemuck::cast_vec(params), [kr, vr].concat()])
 }
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<GroupAppendInput>) -> Result<(), BackendError> {
@@ -111,7 +107,10 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<GroupAppendInput>) -> Result<(), B
             bindings: vec![(0, &quant_p), (2, &ints), (3, &codes), (4, &params), (5, &ring)],
         });
     }
-    let got = b.run(&dispatches, &[(&codes, cw.len()), (&params, pw.len()), (&ring, rw.len())])?;
+    let got = b.run(
+        &dispatches,
+        &[(&codes, cw.len()), (&params, pw.len()), (&ring, rw.len())],
+    )?;
     let mut it = got.into_iter();
     let (gc, gp, gr) = (
         it.next().unwrap_or_default(),
@@ -122,7 +121,11 @@ pub(crate) fn run(b: &WgpuBackend, inp: Valid<GroupAppendInput>) -> Result<(), B
     unwords(&gc[..nk.min(gc.len())], &mut c.k_codes);
     unwords(&gc[nk.min(gc.len())..], &mut c.v_codes);
     let pf = f32s(gp);
-    let (a, bb, cc) = (c.k_scale.len(), c.k_scale.len() * 2, c.k_scale.len() * 2 + c.v_scale.len());
+    let (a, bb, cc) = (
+        c.k_scale.len(),
+        c.k_scale.len() * 2,
+        c.k_scale.len() * 2 + c.v_scale.len(),
+    );
     c.k_scale.copy_from_slice(&pf[..a]);
     c.k_zero.copy_from_slice(&pf[a..bb]);
     c.v_scale.copy_from_slice(&pf[bb..cc]);

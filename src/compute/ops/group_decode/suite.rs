@@ -66,10 +66,7 @@ fn input<'a>(fmt: GroupFormat, c: &'a Case, q: &'a [f32], h: usize) -> GroupDeco
 pub fn suite(b: &dyn Backend, seed: u64, out: &mut Vec<CheckReport>) {
     for (i, fmt) in formats().into_iter().enumerate() {
         for h in [4usize, 2] {
-            let tag = format!(
-                "group_decode {}-bit G{} R{} H{h}/2",
-                fmt.bits, fmt.group, fmt.residual
-            );
+            let tag = format!("group_decode {}-bit G{} R{} H{h}/2", fmt.bits, fmt.group, fmt.residual);
             let c = match case(fmt, seed) {
                 Ok(c) => c,
                 Err(e) => {
