@@ -38,7 +38,7 @@ if [ -x "$BIN" ]; then
   if timeout 120 "$BIN" bench --backend cpu --only p1,p3 --json > "$OUT/bench-cpu.json"; then note "bench cpu" ok; else note "bench cpu" FAILED; fi
   # Lesson 10's 8-bit decode lines on the GPU (quant_decode_u8 against paged decode on f16, same run;
   # the time includes the pools' upload, so they are not a read-roof figure).
-  if timeout 180 "$BIN" bench --backend cuda --only p3-int8-token,p3-fp8-e4m3,p3-fp8-e5m2 | tee "$OUT/bench-cuda-quant.txt" | tail -8; then note "bench cuda quant" ok; else note "bench cuda quant" FAILED; fi
+  if timeout 180 "$BIN" bench --backend cuda --only p3-int8-token,p3-fp8-e4m3,p3-fp8-e5m2,p3-int8-channel,p3-kivi2,p3-kivi4 | tee "$OUT/bench-cuda-quant.txt" | tail -8; then note "bench cuda quant" ok; else note "bench cuda quant" FAILED; fi
   # The WGSL twins on the same GPU through wgpu (Vulkan), next to CUDA.
   if timeout 180 "$BIN" check --backend wgpu | tee "$OUT/check-wgpu.txt" | tail -3; then note "check wgpu" ok; else note "check wgpu" FAILED; fi
   if timeout 180 "$BIN" bench --backend wgpu --quick --json > "$OUT/bench-wgpu.json"; then note "bench wgpu" ok; else note "bench wgpu" FAILED; fi

@@ -101,18 +101,18 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         .into_iter()
         .filter(|d| !args.only.is_empty() && want(&format!("p3-{d}")))
         .collect();
-    let unbuilt: Vec<&String> = args
-        .only
-        .iter()
-        .filter(|o| ["p3-int8-channel", "p3-kivi2", "p3-kivi4"].contains(&o.to_ascii_lowercase().as_str()))
-        .collect();
-    for u in unbuilt {
-        outln!(
-            "{u}: not measured: INT8 per channel and KIVI run as a host simulation in lesson 10, with no kernel yet"
-        );
-    }
-    if !quant.is_empty() {
-        let ql = bench::p3_quant(b.as_ref(), req, ctx, &quant, 9)?;
+    // INT8 per channel (blocks of 16) and KIVI (G = R = 32, the lesson's defaults): group kernels.
+    use kvscope::compute::ops::group_append::GroupFormat;
+    let groups: Vec<(&str, GroupFormat)> = [
+        ("int8-channel", GroupFormat::int8_channel(kvscope::model::quant::BLOCK)),
+        ("kivi2", GroupFormat::kivi(2, 32, 32)),
+        ("kivi4", GroupFormat::kivi(4, 32, 32)),
+    ]
+    .into_iter()
+    .filter(|(n, _)| !args.only.is_empty() && want(&format!("p3-{n}")))
+    .collect();
+    if !quant.is_empty() || !groups.is_empty() {
+        let ql = bench::p3_quant(b.as_ref(), req, ctx, &quant, &groups, 9)?;
         if args.json {
             outln!("{}", serde_json::to_string_pretty(&ql).context("json")?);
         } else {

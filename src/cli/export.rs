@@ -456,11 +456,17 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!(e))?;
             // The decode speed per 8-bit format against f16, in one run (kvscope bench's p3-* lines).
             use kvscope::cache::KvDtype;
+            use kvscope::compute::ops::group_append::GroupFormat;
             let lines = kvscope::compute::bench::p3_quant(
                 b.as_ref(),
                 8,
                 8192,
                 &[KvDtype::INT8_TOKEN, KvDtype::FP8_E4M3, KvDtype::FP8_E5M2],
+                &[
+                    ("int8-channel", GroupFormat::int8_channel(kvscope::model::quant::BLOCK)),
+                    ("kivi2", GroupFormat::kivi(2, group, residual)),
+                    ("kivi4", GroupFormat::kivi(4, group, residual)),
+                ],
                 9,
             )?;
             table.bench = Some(kvscope::model::quant::QuantBench {

@@ -461,6 +461,7 @@ pub fn p3_quant(
     requests: usize,
     context: usize,
     dtypes: &[crate::cache::KvDtype],
+    groups: &[(&str, crate::compute::ops::group_append::GroupFormat)],
     reps: usize,
 ) -> Result<Vec<QuantLine>, BackendError> {
     use crate::compute::ops::quant_decode::QuantDecodeInput;
@@ -568,9 +569,189 @@ pub fn p3_quant(
             max_abs_err: report.max_abs,
         });
     }
+    for &(name, fmt) in groups {
+        lines.push(p3_group(backend, &prob, name, fmt, reps, host)?);
+    }
     let base = lines[0].tokens_per_s;
     for l in &mut lines {
         l.speedup = l.tokens_per_s / base;
     }
     Ok(lines)
+}
+
+/// P3's problem held in a group-quantised cache ([`group_problem`]).
+pub struct GroupProblem {
+    /// The cache's shape.
+    pub shape: crate::compute::ops::group_append::GroupShape,
+    /// The cache.
+    pub cache: crate::compute::ops::group_append::GroupCache,
+    /// Block tables `[R, max_blocks]`.
+    pub tables: Vec<i32>,
+    /// Columns of `tables`.
+    pub max_blocks: usize,
+    /// Tokens of each request whose K, and whose V, are quantised.
+    pub quantised: (usize, usize),
+}
+
+/// P3's problem held in a group-quantised cache of `fmt` (its own blocks of G tokens, interleaved across
+/// requests), built the way a decode would have built it: every step appends each request's token
+/// through the scalar encoder (`group_append`'s rule), so the last R tokens (K: those past the last whole
+/// R; KIVI's V: the last R) are still in the f16 rings.
+pub fn group_problem(
+    p: &DecodeProblem,
+    fmt: crate::compute::ops::group_append::GroupFormat,
+) -> Result<GroupProblem, BackendError> {
+    use crate::compute::ops::group_append::{GroupAppendInput, GroupCache, GroupShape, append_scalar};
+    let s = p.cache.shape();
+    let n = p.reqs.len();
+    let context = p.reqs.first().map_or(0, |&r| p.cache.len(r));
+    let mb = context.div_ceil(fmt.group);
+    let shape = GroupShape {
+        num_blocks: n * mb,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        rings: n,
+        fmt,
+    };
+    shape.validate()?;
+    let mut cache = GroupCache::new(&shape);
+    let block = |r: usize, i: usize| i * n + r;
+    let tables: Vec<i32> = (0..n).flat_map(|r| (0..mb).map(move |i| block(r, i) as i32)).collect();
+    let (kf, vf) = (
+        p.cache.k_pool.as_f16().unwrap_or(&[]),
+        p.cache.v_pool.as_f16().unwrap_or(&[]),
+    );
+    let (hd, kvh, g) = (s.head_dim, s.kv_heads, fmt.group);
+    let mut k = vec![0f32; n * kvh * hd];
+    let mut v = vec![0f32; n * kvh * hd];
+    for t in 0..context {
+        let mut rows = Vec::with_capacity(2 * n);
+        let mut jobs = Vec::new();
+        for (ri, &r) in p.reqs.iter().enumerate() {
+            let slot = p
+                .cache
+                .slot(r, t)
+                .ok_or_else(|| BackendError::InvalidInput("a token lost its slot".into()))?;
+            let (b, o) = (slot / s.block_size, slot % s.block_size);
+            for h in 0..kvh {
+                let at = s.index(b, h, o, 0);
+                let dst = (ri * kvh + h) * hd;
+                for d in 0..hd {
+                    k[dst + d] = kf[at + d].to_f32();
+                    v[dst + d] = vf[at + d].to_f32();
+                }
+            }
+            rows.extend([ri as i32, t as i32]);
+            jobs.extend(
+                fmt.step_jobs(ri, t, |i| block(ri, i / g) * g + i % g)
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        append_scalar(GroupAppendInput {
+            shape,
+            cache: &mut cache,
+            rows: &rows,
+            k: &k,
+            v: &v,
+            jobs: &jobs,
+        });
+    }
+    Ok(GroupProblem {
+        shape,
+        cache,
+        tables,
+        max_blocks: mb,
+        quantised: fmt.quantised(context),
+    })
+}
+
+/// One P3 line over a group-quantised cache (`p3-int8-channel`, `p3-kivi2`, `p3-kivi4`): checked against
+/// the f64 reference on the same codes, then timed.
+fn p3_group(
+    backend: &dyn Backend,
+    prob: &DecodeProblem,
+    name: &str,
+    fmt: crate::compute::ops::group_append::GroupFormat,
+    reps: usize,
+    host: bool,
+) -> Result<QuantLine, BackendError> {
+    use crate::compute::ops::group_decode::{GroupDecodeInput, reference};
+    let GroupProblem {
+        shape,
+        cache,
+        tables,
+        max_blocks: mb,
+        quantised: (kq, vq),
+    } = group_problem(prob, fmt)?;
+    let n = prob.reqs.len();
+    let context = prob.reqs.first().map_or(0, |&r| prob.cache.len(r));
+    let (lens, kqs, vqs) = (vec![context as i32; n], vec![kq as i32; n], vec![vq as i32; n]);
+    let rings: Vec<i32> = (0..n as i32).collect();
+    let inp = GroupDecodeInput {
+        shape,
+        cache: &cache,
+        q: &prob.q,
+        n_heads: prob.heads,
+        block_tables: &tables,
+        max_blocks: mb,
+        context_lens: &lens,
+        k_quantised: &kqs,
+        v_quantised: &vqs,
+        rings: &rings,
+    };
+    let got = backend.group_decode(&inp)?;
+    let report = crate::compute::check(
+        &format!("p3 {name}"),
+        &[n, prob.heads, shape.head_dim],
+        &got,
+        &reference(&inp),
+        crate::compute::Tolerance::F32,
+    );
+    if !report.passed() {
+        return Err(BackendError::Device(format!(
+            "{name} decode disagrees with the reference:\n{report}"
+        )));
+    }
+    let mut failed = None;
+    let t = median_time(reps, || {
+        if let Err(e) = backend.group_decode(&inp) {
+            failed = Some(e);
+        }
+    })
+    .as_secs_f64();
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let read_roof = host.then(|| {
+        let words = |b: &[u8]| -> u64 {
+            b.par_chunks(1 << 16)
+                .map(|ch| {
+                    ch.chunks_exact(8).fold(0u64, |a, w| {
+                        a.wrapping_add(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+                    })
+                })
+                .reduce(|| 0, u64::wrapping_add)
+        };
+        let tr = median_time(reps, || {
+            std::hint::black_box(words(&cache.k_codes).wrapping_add(words(&cache.v_codes)));
+        })
+        .as_secs_f64();
+        (cache.k_codes.len() + cache.v_codes.len()) as f64 / tr / 1e9
+    });
+    let bytes = (n * context * shape.kv_heads) as f64 * fmt.bytes_per_token(shape.head_dim, context);
+    let bpv = fmt.bits as f64 / 8.0;
+    Ok(QuantLine {
+        convert_ms: None,
+        id: format!("p3-{name}"),
+        format: name.to_string(),
+        tokens_per_s: n as f64 / t,
+        bytes_read: bytes,
+        gbs: bytes / t / 1e9,
+        read_roof,
+        flop_per_byte: 2.0 * 2.0 * (prob.heads / shape.kv_heads) as f64 / (2.0 * bpv),
+        ms: t * 1e3,
+        speedup: 0.0,
+        max_abs_err: report.max_abs,
+    })
 }
