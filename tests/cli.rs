@@ -901,6 +901,61 @@ fn export_eviction_writes_keep_sets_and_scores_that_recheck() {
 /// `export quant` writes codes, scales and the dequantised values consistently (deq = int8(code) · scale
 /// for INT8 per token; FP8's values times its scale); `export fp8-table` writes every f16 pattern's code.
 #[test]
+fn export_quant_shape_mode_writes_what_kivi_holds() {
+    // Shape mode: seeded rows through the group kernels; KIVI-2 with G 4 and R 8 on requests of 13 and 5
+    // tokens: K's first 8 tokens of the first request are quantised (the rest, and all of the second,
+    // wait in f16); V's all but the last 8.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kivi2");
+    let o = kvscope(&[
+        "export",
+        "quant",
+        "--format",
+        "kivi2",
+        "--group",
+        "4",
+        "--residual",
+        "8",
+        "--context-lens",
+        "13,5",
+        "--head-dim",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let man: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(man["quant"]["check"]["passed"], true);
+    let read = |f: &str| kvscope::lessons::export::read_npy(&out.join(f)).unwrap();
+    let (shape, k) = read("k.npy");
+    assert_eq!(shape, vec![18, 2, 16]);
+    let (_, kd) = read("k_deq.npy");
+    let (_, kc) = read("k_codes.npy");
+    let (_, ks) = read("k_scales.npy");
+    let (_, kz) = read("k_zeros.npy");
+    let (_, vs) = read("v_scales.npy");
+    let row = 32;
+    for t in 0..18 {
+        let (req_t, k_quant, v_quant) = if t < 13 {
+            (t, t < 8, t < 5)
+        } else {
+            (t - 13, false, false)
+        };
+        for i in t * row..(t + 1) * row {
+            if k_quant {
+                assert!(kc[i] <= 3.0, "2-bit code");
+                assert_eq!(kd[i], kc[i] * ks[i] + kz[i], "t{t}");
+            } else {
+                assert_eq!(ks[i], 0.0, "t{t} ({req_t} of its request) is still f16");
+                assert_eq!(kd[i], f64::from(half::f16::from_f64(k[i]).to_f32()));
+            }
+            assert_eq!(vs[i] > 0.0, v_quant, "V t{t}");
+        }
+    }
+}
+
+#[test]
 fn export_quant_and_the_fp8_table_are_consistent() {
     let dir = tempfile::tempdir().unwrap();
     for (format, fp8) in [

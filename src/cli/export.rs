@@ -210,8 +210,35 @@ pub enum ExportCmd {
         residual: usize,
         /// The text to read (its bytes; at most the model's context of 256). Default: the held-out file's
         /// first 256 bytes.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["requests", "context_lens", "max_context"])]
         prompt: Option<String>,
+        /// Shape mode (instead of the model): this many requests of seeded random K/V rows.
+        #[arg(long)]
+        requests: Option<usize>,
+        /// Shape mode: comma-separated context length of each request.
+        #[arg(long, value_delimiter = ',', conflicts_with = "max_context")]
+        context_lens: Option<Vec<usize>>,
+        /// Shape mode: draw each request's context length from 1..=N with the seed.
+        #[arg(long)]
+        max_context: Option<usize>,
+        /// Shape mode: tokens per block (a pool format's, and INT8 per channel's group).
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        /// Shape mode: blocks of a pool format's pools.
+        #[arg(long, default_value_t = 64)]
+        num_blocks: usize,
+        /// Shape mode: query heads.
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        /// Shape mode: KV heads.
+        #[arg(long, default_value_t = 2)]
+        kv_heads: usize,
+        /// Shape mode: head dimension.
+        #[arg(long, default_value_t = 16)]
+        head_dim: usize,
+        /// Shape mode: seed of the rows, queries and drawn lengths.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -378,6 +405,15 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             group,
             residual,
             prompt,
+            requests,
+            context_lens,
+            max_context,
+            block_size,
+            num_blocks,
+            heads,
+            kv_heads,
+            head_dim,
+            seed,
             backend: kind,
             out,
         } => {
@@ -389,6 +425,50 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     .collect();
                 anyhow::anyhow!("unknown format `{format}` (known: {})", known.join(", "))
             })?;
+            if requests.is_some() || context_lens.is_some() || max_context.is_some() {
+                let lens = match (context_lens, max_context) {
+                    (Some(l), _) => {
+                        if requests.is_some_and(|r| r != l.len()) {
+                            bail!(
+                                "--context-lens has {} values but --requests is {}",
+                                l.len(),
+                                requests.unwrap_or(0)
+                            );
+                        }
+                        l
+                    }
+                    (None, Some(n)) if n >= 1 => {
+                        let mut rng = Rng::stream(seed, 3);
+                        (0..requests.unwrap_or(2)).map(|_| 1 + rng.below(n)).collect()
+                    }
+                    _ => bail!("shape mode needs --context-lens or --max-context N (N >= 1)"),
+                };
+                let sp = export::QuantShapes {
+                    lens: lens.clone(),
+                    block_size,
+                    num_blocks,
+                    heads,
+                    kv_heads,
+                    head_dim,
+                    seed,
+                };
+                let b = backend(kind)?;
+                let (arrays, extra) = export::quant_shapes(b.as_ref(), fmt, &sp)?;
+                let chk = extra["quant"]["check"].clone();
+                let params = serde_json::json!({
+                    "format": format, "group": group, "residual": residual, "context_lens": lens,
+                    "block_size": block_size, "num_blocks": num_blocks, "heads": heads, "kv_heads": kv_heads,
+                    "head_dim": head_dim, "seed": seed,
+                });
+                export::write_export_with(&out, "quant", params, seed, b.as_ref(), &[], &arrays, extra)?;
+                outln!(
+                    "{format}: {} requests ({lens:?} tokens); decode against the f64 reference: max abs error {}; wrote {}",
+                    lens.len(),
+                    chk["max_abs_err"],
+                    out.display()
+                );
+                return Ok(());
+            }
             let (text, source) = match prompt {
                 Some(p) => (p.into_bytes(), "--prompt".to_string()),
                 None => (

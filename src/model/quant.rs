@@ -402,82 +402,138 @@ impl Model {
             ));
         }
         // What the cache holds for each row, read back.
-        match engine {
+        let contents: Vec<Contents> = match engine {
             Some(e) => {
-                for l in 0..l_n {
-                    let (kp, vp) = e.pools(l).map_err(|e| e.to_string())?;
-                    let s = e.shape();
-                    let quant = s.dtype.format().quant.is_some();
-                    let mut out: [Vec<f32>; 4] = std::array::from_fn(|_| vec![0f32; n * row]);
-                    let mut codes = [
-                        vec![0u8; if quant { n * row } else { 0 }],
-                        vec![0u8; if quant { n * row } else { 0 }],
-                    ];
-                    for t in 0..n {
-                        let slot = e.cache().slot(REQ, t).ok_or("a row lost its slot")?;
-                        let (blk, off) = (slot / BLOCK, slot % BLOCK);
-                        for hh in 0..kvh {
-                            let at = s.index(blk, hh, off, 0);
-                            let sc = s.row_scales(blk, hh, off);
-                            let dst = (t * kvh + hh) * hd..(t * kvh + hh + 1) * hd;
-                            for (i, p) in [kp, vp].into_iter().enumerate() {
-                                p.read(at, hd, &p.scales[sc.clone()], &mut out[i][dst.clone()]);
-                                if quant {
-                                    codes[i][dst.clone()].copy_from_slice(&p.bytes[at..at + hd]);
-                                    out[2 + i][dst.clone()].fill(p.scales[sc.start]);
-                                }
-                            }
-                        }
-                    }
-                    let [kd, vd, ks, vs] = out;
-                    let [kc, vc] = codes;
-                    run.k_deq.push(kd);
-                    run.v_deq.push(vd);
-                    run.k_codes.push(kc);
-                    run.v_codes.push(vc);
-                    run.k_scales.push(if quant { ks } else { Vec::new() });
-                    run.v_scales.push(if quant { vs } else { Vec::new() });
-                }
+                let rows: Vec<(RequestId, usize)> = (0..n).map(|t| (REQ, t)).collect();
+                (0..l_n)
+                    .map(|l| pool_contents(&e, l, &rows))
+                    .collect::<Result<_, _>>()?
             }
             None => {
                 let (shape, caches) = group.ok_or("no cache")?;
                 let (kq, vq) = shape.fmt.quantised(n);
                 let table: Vec<i32> = (0..shape.num_blocks as i32).collect();
-                for c in &caches {
-                    // value, code, scale, zero of every element, K then V
-                    let mut out: [[Vec<f32>; 3]; 2] =
-                        std::array::from_fn(|_| std::array::from_fn(|_| vec![0f32; n * row]));
-                    let mut codes = [vec![0u8; n * row], vec![0u8; n * row]];
-                    for (w, q) in [(0, kq), (1, vq)] {
-                        for t in 0..n {
-                            for hh in 0..kvh {
-                                for d in 0..hd {
-                                    let i = (t * kvh + hh) * hd + d;
-                                    let (x, code, sc, z) = c.at(&shape, w == 1, &table, 0, q, t, hh, d);
-                                    out[w][0][i] = x;
-                                    out[w][1][i] = sc;
-                                    out[w][2][i] = z;
-                                    codes[w][i] = code;
-                                }
-                            }
-                        }
-                    }
-                    let [[kd, ks, kz], [vd, vs, vz]] = out;
-                    let [kc, vc] = codes;
-                    run.k_deq.push(kd);
-                    run.v_deq.push(vd);
-                    run.k_codes.push(kc);
-                    run.v_codes.push(vc);
-                    run.k_scales.push(ks);
-                    run.v_scales.push(vs);
-                    run.k_zeros.push(kz);
-                    run.v_zeros.push(vz);
-                }
+                let req = GroupReq {
+                    table: &table,
+                    ring: 0,
+                    len: n,
+                    quantised: (kq, vq),
+                };
+                caches.iter().map(|c| group_contents(&shape, c, &[req])).collect()
             }
+        };
+        for c in contents {
+            let Contents {
+                deq: [kd, vd],
+                codes: [kc, vc],
+                scales: [ks, vs],
+                zeros: [kz, vz],
+            } = c;
+            run.k_deq.push(kd);
+            run.v_deq.push(vd);
+            run.k_codes.push(kc);
+            run.v_codes.push(vc);
+            run.k_scales.push(ks);
+            run.v_scales.push(vs);
+            run.k_zeros.push(kz);
+            run.v_zeros.push(vz);
         }
         run.seconds = t0.elapsed().as_secs_f64();
         Ok(run)
     }
+}
+
+/// What a cache holds for a run of rows, each array `[rows, KVH, hd]`, K's then V's: the values read back
+/// through the format's decoder, and each value's code (one per element, unpacked; INT8 as two's
+/// complement), scale and zero point (0 while a value is still f16). Empty codes and scales: an f16
+/// pool; empty zeros: a format without them.
+#[derive(Debug, Clone, Default)]
+pub struct Contents {
+    /// Dequantised values.
+    pub deq: [Vec<f32>; 2],
+    /// Codes.
+    pub codes: [Vec<u8>; 2],
+    /// Scales.
+    pub scales: [Vec<f32>; 2],
+    /// Zero points (group formats).
+    pub zeros: [Vec<f32>; 2],
+}
+
+/// The rows `rows` ((request, position), in order) of layer `layer` of a pool engine, read back.
+pub fn pool_contents(e: &KvEngine, layer: usize, rows: &[(RequestId, usize)]) -> Result<Contents, String> {
+    let (kp, vp) = e.pools(layer).map_err(|e| e.to_string())?;
+    let s = e.shape();
+    let (kvh, hd) = (s.kv_heads, s.head_dim);
+    let n = rows.len() * kvh * hd;
+    let quant = s.dtype.format().quant.is_some();
+    let q = if quant { n } else { 0 };
+    let mut c = Contents {
+        deq: [vec![0.0; n], vec![0.0; n]],
+        codes: [vec![0; q], vec![0; q]],
+        scales: [vec![0.0; q], vec![0.0; q]],
+        zeros: Default::default(),
+    };
+    for (i, &(req, t)) in rows.iter().enumerate() {
+        let slot = e.cache().slot(req, t).ok_or("a row lost its slot")?;
+        let (blk, off) = (slot / s.block_size, slot % s.block_size);
+        for hh in 0..kvh {
+            let at = s.index(blk, hh, off, 0);
+            let sc = s.row_scales(blk, hh, off);
+            let dst = (i * kvh + hh) * hd..(i * kvh + hh + 1) * hd;
+            for (w, p) in [kp, vp].into_iter().enumerate() {
+                p.read(at, hd, &p.scales[sc.clone()], &mut c.deq[w][dst.clone()]);
+                if quant {
+                    c.codes[w][dst.clone()].copy_from_slice(&p.bytes[at..at + hd]);
+                    c.scales[w][dst.clone()].fill(p.scales[sc.start]);
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// One request of a group-quantised cache: its block table, ring, length and quantised counts.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupReq<'a> {
+    /// Its block table.
+    pub table: &'a [i32],
+    /// Its ring.
+    pub ring: usize,
+    /// Tokens.
+    pub len: usize,
+    /// Tokens whose K, and whose V, are quantised.
+    pub quantised: (usize, usize),
+}
+
+/// Every row of `reqs` (in order) of a group-quantised cache, read back through [`GroupCache::at`].
+pub fn group_contents(shape: &GroupShape, c: &GroupCache, reqs: &[GroupReq]) -> Contents {
+    let (kvh, hd) = (shape.kv_heads, shape.head_dim);
+    let n = reqs.iter().map(|r| r.len).sum::<usize>() * kvh * hd;
+    let mut out = Contents {
+        deq: [vec![0.0; n], vec![0.0; n]],
+        codes: [vec![0; n], vec![0; n]],
+        scales: [vec![0.0; n], vec![0.0; n]],
+        zeros: [vec![0.0; n], vec![0.0; n]],
+    };
+    let mut base = 0;
+    for r in reqs {
+        for (w, q) in [(0, r.quantised.0), (1, r.quantised.1)] {
+            for t in 0..r.len {
+                for hh in 0..kvh {
+                    for d in 0..hd {
+                        let i = base + (t * kvh + hh) * hd + d;
+                        let (x, code, sc, z) = c.at(shape, w == 1, r.table, r.ring, q, t, hh, d);
+                        out.deq[w][i] = x;
+                        out.codes[w][i] = code;
+                        out.scales[w][i] = sc;
+                        out.zeros[w][i] = z;
+                    }
+                }
+            }
+        }
+        base += r.len * kvh * hd;
+    }
+    out
 }
 
 /// One format's row of the lesson's table.
