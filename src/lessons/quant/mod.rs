@@ -346,7 +346,13 @@ impl Schema for Quant {
 
 impl LessonKind for Quant {
     fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::QuantAppend, Kernel::QuantDecode]
+        &[
+            Kernel::QuantAppend,
+            Kernel::QuantDecode,
+            Kernel::GroupStore,
+            Kernel::GroupQuant,
+            Kernel::GroupDecode,
+        ]
     }
 
     fn idle_params(&self, p: &Params, views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
@@ -676,9 +682,21 @@ impl crate::model::quant::QuantTable {
                     .map(|l| format!("{} {:.2}×", l.format, l.speedup))
                     .collect();
                 let faster = b.lines.iter().filter(|l| l.format != "f16").all(|l| l.speedup >= 1.2);
+                let grouped = b
+                    .lines
+                    .iter()
+                    .any(|l| l.format == "int8-channel" || l.format.starts_with("kivi"));
+                let (group_en, group_zh) = if grouped && !faster {
+                    (
+                        " INT8 per channel and KIVI unpack each tile of codes to f32 in plain Rust, with no SIMD path of their own.",
+                        "INT8 按通道和 KIVI 在普通 Rust 代码中把每块编码解包成 f32，没有自己的 SIMD 路径。",
+                    )
+                } else {
+                    ("", "")
+                };
                 if zh {
                     format!(
-                        "解码速度（{} 个请求 × {} 上下文，{}）相对 f16：{}。{}",
+                        "解码速度（{} 个请求 × {} 上下文，{}）相对 f16：{}。{}{}",
                         b.requests,
                         b.context,
                         b.backend,
@@ -687,11 +705,12 @@ impl crate::model::quant::QuantTable {
                             "读取的字节减半，解码随之加快。"
                         } else {
                             "并没有更快：这个 CPU 路径先把编码转换成 f16，再走同一个 SIMD 循环，转换的开销抵消了少读的字节（`kvscope bench` 给出各部分的时间）。"
-                        }
+                        },
+                        group_zh
                     )
                 } else {
                     format!(
-                        "Decode speed ({} requests × {} context, {}) against f16: {}. {}",
+                        "Decode speed ({} requests × {} context, {}) against f16: {}. {}{}",
                         b.requests,
                         b.context,
                         b.backend,
@@ -699,8 +718,9 @@ impl crate::model::quant::QuantTable {
                         if faster {
                             "Half the bytes read, and decode is faster for it."
                         } else {
-                            "Not faster: this CPU path converts the codes to f16 before the same SIMD loop, and the conversion costs about what the halved reads save (`kvscope bench` shows where the time goes)."
-                        }
+                            "Not faster: the 8-bit CPU path converts the codes to f16 before the same SIMD loop, and the conversion costs about what the halved reads save (`kvscope bench` shows where the time goes)."
+                        },
+                        group_en
                     )
                 }
             }
