@@ -1097,6 +1097,53 @@ void test_group_kv() {
     }
 }
 
+// ---- mla_attention.cu: MLA decode over a paged latent cache (absorbed projections) ---------
+// Scores over the whole cached row (latent and RoPE key) with the given scale, the output over the
+// latent part only, in double from the f16 values (bit-level conversion above).
+void test_mla_attention() {
+    struct Case { int dc, dr, H, B; std::vector<int> ctx; };
+    for (const Case& c : {Case{8, 4, 2, 4, {5, 1, 0}}, Case{64, 16, 3, 16, {70}}, Case{512, 64, 2, 16, {33}}}) {
+        const int R = (int)c.ctx.size(), dim = c.dc + c.dr;
+        int max_blocks = 1;
+        for (int l : c.ctx) max_blocks = std::max(max_blocks, (l + c.B - 1) / c.B);
+        const int N = R * max_blocks + 1;
+        std::vector<uint16_t> lat((size_t)N * c.B * dim);
+        for (auto& x : lat) x = f32_to_f16_bits(urand(-1.5f, 1.5f));
+        std::vector<int> table((size_t)R * max_blocks);
+        for (int i = 0; i < R * max_blocks; ++i) table[i] = (i * 5 + 1) % N;  // scattered, distinct
+        const auto qa = rand_vec((size_t)R * c.H * c.dc, -1.0f, 1.0f), qr = rand_vec((size_t)R * c.H * c.dr + 1, -1.0f, 1.0f);
+        const float scale = 1.0f / std::sqrt((float)(c.dc / 4 + c.dr + 1));
+        std::vector<float> out((size_t)R * c.H * c.dc, kNaNf), probs((size_t)R * c.H * max_blocks * c.B + 1, kNaNf);
+        kvs_sim_mla_decode_f16(c.H, R, 1, 32, 1, 1, out.data(), probs.data(), qa.data(), qr.data(), lat.data(), table.data(),
+                               c.ctx.data(), max_blocks, c.H, c.B, c.dc, c.dr, scale);
+        for (int r = 0; r < R; ++r)
+            for (int h = 0; h < c.H; ++h) {
+                const int len = c.ctx[r];
+                auto val = [&](int t, int i) {
+                    const size_t row = (size_t)table[r * max_blocks + t / c.B] * c.B + t % c.B;
+                    return f16_bits_to_double(lat[row * dim + i]);
+                };
+                std::vector<double> s(len);
+                double m = -kInf, l = 0;
+                for (int t = 0; t < len; ++t) {
+                    double dot = 0;
+                    for (int i = 0; i < c.dc; ++i) dot += (double)qa[((size_t)r * c.H + h) * c.dc + i] * val(t, i);
+                    for (int i = 0; i < c.dr; ++i) dot += (double)qr[((size_t)r * c.H + h) * c.dr + i] * val(t, c.dc + i);
+                    s[t] = dot * scale;
+                    m = std::max(m, s[t]);
+                }
+                for (double x : s) l += std::exp(x - m);
+                for (int d = 0; d < c.dc; ++d) {
+                    double acc = 0;
+                    for (int t = 0; t < len; ++t) acc += std::exp(s[t] - m) / l * val(t, d);
+                    char where[64];
+                    std::snprintf(where, sizeof where, "dc%d r%d h%d d%d", c.dc, r, h, d);
+                    check("mla_decode", where, out[((size_t)r * c.H + h) * c.dc + d], len ? acc : 0.0);
+                }
+            }
+    }
+}
+
 int main() {
     std::printf("kvscope kernel selftest (CUDA source on the CPU shim)\n");
 
@@ -1123,6 +1170,7 @@ int main() {
     test_score_decode();
     test_quant_kv();
     test_group_kv();
+    test_mla_attention();
     test_mask_table();
     test_read_stream();
 

@@ -46,6 +46,9 @@ namespace kvs_quant_kv {
 namespace kvs_group_kv {
 #include "../group_kv.cu"
 }
+namespace kvs_mla_attention {
+#include "../mla_attention.cu"
+}
 namespace kvs_mask_table {
 #include "../mask_table.cu"
 }

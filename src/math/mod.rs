@@ -4,6 +4,7 @@
 mod attention;
 pub mod flash;
 mod mask;
+pub mod mla;
 mod rng;
 mod scalar;
 

@@ -18,6 +18,7 @@ pub mod copy_blocks;
 pub mod flash;
 pub mod group_append;
 pub mod group_decode;
+pub mod mla_decode;
 pub mod paged_append;
 pub mod paged_decode;
 pub mod quant_append;
@@ -249,6 +250,21 @@ macro_rules! op_table {
                 kernels: {
                     /// One query per request over grouped codes and the f16 residual.
                     GroupDecode: ["group_decode"],
+                }
+            }
+            /// Multi-head latent attention decode (MLA) over a paged latent cache, projections absorbed:
+            /// scores `q̃ · c_KV + q_R · k_R`, output `Σ p · c_KV` in latent space. Returns `[R, H, d_c]`.
+            MlaDecode {
+                module: mla_decode,
+                method: mla_decode,
+                run: run_mla_decode,
+                input: &$crate::compute::ops::mla_decode::MlaDecodeInput,
+                output: Vec<f32>,
+                file: "mla_attention",
+                pools: Read,
+                kernels: {
+                    /// One query per (head, request) over the cached latent rows; K and V never expanded.
+                    MlaDecode: ["mla_decode_f16"],
                 }
             }
         }
