@@ -22,6 +22,7 @@
 //!   on any import cycle among these modules or among the files of `src/`.
 
 pub mod cache;
+pub mod calc;
 pub mod compute;
 pub mod facts;
 pub mod kv;

@@ -79,6 +79,9 @@ enum Command {
     },
     /// Generate text with the tiny trained model through a KV cache, and print tokens per second.
     Generate(cli::generate::GenerateArgs),
+    /// Lesson 11's memory calculator: KV bytes per token and per request, weights, and how many requests
+    /// fit in a GPU's memory, from a model's config.
+    Calc(cli::calc::CalcArgs),
     /// Run the benchmarks: P1 attention vs GEMM and P3 paged decode vs a copy (no subcommand), or one of
     /// the subcommands.
     Bench(BenchArgs),
@@ -100,6 +103,7 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some(Command::Bench(args)) => cli::bench::run(args),
+        Some(Command::Calc(args)) => cli::calc::run(args),
         Some(Command::Generate(args)) => cli::generate::run(args).map(|_| true),
     }
 }

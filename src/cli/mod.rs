@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod calc;
 pub mod check;
 pub mod export;
 pub mod generate;
