@@ -212,7 +212,10 @@ pub fn series(i: usize) -> Color32 {
 }
 
 /// The bar of "the whole" that a part is measured against (all tiles, all T² scores, pool capacity).
-pub const WHOLE_32: Color32 = Color32::from_gray(150);
+pub const WHOLE_32: Color32 = c32(WHOLE);
+
+/// [`WHOLE_32`] as RGBA (a legend chip).
+pub const WHOLE: Rgba = [150, 150, 150, 255];
 
 /// The fill of a bar that is one quantity among several in a list (the label says which).
 pub fn bar_fill(v: &Visuals) -> Color32 {

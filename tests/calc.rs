@@ -212,3 +212,46 @@ fn the_calculator_agrees_with_the_allocator() {
 fn r_format() -> Format {
     Format::parse("f16").unwrap()
 }
+
+/// Figures published by others, which the calculator must reproduce to the byte (or exactly, for ratios):
+/// - vLLM paper (Kwon et al., SOSP 2023, §3): "in OPT-13B, the KV cache of a single token demands 800 KB
+///   of space, calculated as 2 (key and value vectors) × 5120 (hidden state size) × 40 (number of layers)
+///   × 2 (bytes per FP16)". OPT-13B is not bundled: its shape is given here as the paper states it.
+/// - Llama-2-7B in FP16: 2 × 32 layers × 32 heads × 128 × 2 bytes = 524,288 bytes per token, the
+///   "0.5 MB per token" that serving write-ups quote.
+/// - DeepSeek-V2 paper (arXiv 2405.04434, Table 1): MLA caches (d_c + d_h^R) · l elements per token,
+///   "≈ 9/2 d_h l" with d_c = 4 d_h and d_h^R = d_h / 2; DeepSeek-V3's config gives d_h 128, d_c 512,
+///   d_h^R 64 and 61 layers, so 4.5 · 128 · 61 = 35,136 elements, 70,272 bytes in bf16.
+/// - Mistral 7B paper (arXiv 2310.06825, §2, Rolling Buffer Cache): "on a sequence length of 32k tokens,
+///   this reduces the cache memory usage by 8x, without impacting the model quality" (window 4096).
+#[test]
+fn published_figures_agree_to_the_byte() {
+    let opt = ModelSpec::from_hf(
+        "OPT-13B (vLLM paper)",
+        &serde_json::json!({"num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 40}),
+    )
+    .unwrap();
+    let f16 = Format::parse("f16").unwrap();
+    let one = calculate(&opt, &query("f16", 1)).unwrap();
+    assert_eq!(one.kv_bytes_per_token, 819_200.0, "800 KB = 819,200 bytes");
+    assert_eq!(request_bytes(&opt, &f16, 1), 819_200.0);
+
+    assert_eq!(report("Llama-2-7B", "f16", 1).kv_bytes_per_token, 524_288.0);
+
+    let ds = report("DeepSeek-V3", "bf16", 1);
+    assert_eq!(ds.values_per_token_per_layer * 61, 35_136);
+    assert_eq!(ds.values_per_token_per_layer as f64, 4.5 * 128.0);
+    assert_eq!(ds.kv_bytes_per_token, 70_272.0);
+
+    let mistral = configs::bundled("Mistral-7B-v0.1").unwrap();
+    let windowed = request_bytes(&mistral, &f16, 32 * 1024);
+    let full = request_bytes(
+        &ModelSpec {
+            windows: vec![None; mistral.layers],
+            ..mistral.clone()
+        },
+        &f16,
+        32 * 1024,
+    );
+    assert_eq!(full / windowed, 8.0);
+}

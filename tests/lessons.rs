@@ -95,7 +95,8 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
             "prefix-cache",
             "streaming",
             "eviction",
-            "quantization"
+            "quantization",
+            "architectures"
         ]
     );
     let l3 = &lessons[2];
@@ -232,7 +233,7 @@ fn lessons_check_command_reports_bad_files_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("10 lessons, no problems"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("11 lessons, no problems"));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("01-good.toml"), GOOD).unwrap();

@@ -513,6 +513,8 @@ pub struct Report {
 pub struct Wrong {
     /// The shortcut.
     pub formula: String,
+    /// The shortcut, in Chinese (lesson 11's view).
+    pub formula_zh: String,
     /// KV bytes of one request at the context by it.
     pub kv_bytes_per_request: f64,
     /// Its answer over the right one.
@@ -602,10 +604,11 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
     let blocks_per_request = groups.iter().map(|g| g.blocks_per_request).sum();
     // The wrong formulas.
     let mut wrong = Vec::new();
-    let mut push = |formula: String, bytes: f64| {
+    let mut push = |(formula, formula_zh): (String, String), bytes: f64| {
         if (bytes - per_request).abs() > 0.5 {
             wrong.push(Wrong {
                 formula,
+                formula_zh,
                 kv_bytes_per_request: bytes,
                 ratio: bytes / per_request,
             });
@@ -617,10 +620,17 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
             ..m.clone()
         };
         push(
-            format!(
-                "head_dim = hidden_size / heads = {} (the config says {})",
-                m.hidden / m.heads,
-                m.head_dim
+            (
+                format!(
+                    "head_dim = hidden_size / heads = {} (the config says {})",
+                    m.hidden / m.heads,
+                    m.head_dim
+                ),
+                format!(
+                    "head_dim = hidden_size / 头数 = {}（配置写的是 {}）",
+                    m.hidden / m.heads,
+                    m.head_dim
+                ),
             ),
             request_bytes(&w, &q.format, n),
         );
@@ -637,10 +647,17 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
             ..m.clone()
         };
         push(
-            format!(
-                "MLA counted as K and V: 2 · {} KV heads · head_dim {} (qk_nope + qk_rope)",
-                m.kv_heads,
-                qk_nope_head_dim + qk_rope_head_dim
+            (
+                format!(
+                    "MLA counted as K and V: 2 · {} KV heads · head_dim {} (qk_nope + qk_rope)",
+                    m.kv_heads,
+                    qk_nope_head_dim + qk_rope_head_dim
+                ),
+                format!(
+                    "把 MLA 当作 K 和 V 计算：2 · {} 个 KV 头 · head_dim {}（qk_nope + qk_rope）",
+                    m.kv_heads,
+                    qk_nope_head_dim + qk_rope_head_dim
+                ),
             ),
             request_bytes(&w, &q.format, n),
         );
@@ -651,7 +668,10 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
             ..m.clone()
         };
         push(
-            format!("GQA ignored: {} KV heads (one per query head)", m.heads),
+            (
+                format!("GQA ignored: {} KV heads (one per query head)", m.heads),
+                format!("忽略 GQA：{} 个 KV 头（每个查询头一个）", m.heads),
+            ),
             request_bytes(&w, &q.format, n),
         );
     }
@@ -661,7 +681,10 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
             ..m.clone()
         };
         push(
-            "window ignored: every layer stores the whole context".into(),
+            (
+                "window ignored: every layer stores the whole context".into(),
+                "忽略窗口：每一层都存储整个上下文".into(),
+            ),
             request_bytes(&w, &q.format, n),
         );
     }

@@ -33,6 +33,7 @@ macro_rules! lesson_table {
             streaming::Streaming,
             eviction::Eviction,
             quant::Quant,
+            arch::Arch,
         }
     };
 }

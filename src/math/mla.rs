@@ -55,6 +55,9 @@ pub struct MlaLayer {
 /// `x [n] · w [n, m]`.
 fn matvec(x: &[f32], w: &[f32], m: usize) -> Vec<f32> {
     let mut out = vec![0f32; m];
+    if m == 0 {
+        return out;
+    }
     for (xi, row) in x.iter().zip(w.chunks_exact(m)) {
         for (o, &wv) in out.iter_mut().zip(row) {
             *o += xi * wv;

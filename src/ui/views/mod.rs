@@ -2,6 +2,7 @@
 //! [`crate::ui::lesson_ui::LessonUi`] for it. The kinds compute below, with no egui; their views live
 //! here, above them, so the lessons never import the UI.
 
+mod arch;
 pub mod attention_layer;
 mod attention_matrix;
 mod causal_mask;

@@ -1,0 +1,772 @@
+//! Lesson 11, where the KV bytes come from (kind `arch`): the KV formula term by term on the bundled
+//! real configs ([`crate::calc`]), MHA → GQA → MQA across them, MLA with its absorbed decode kernel
+//! (`mla_decode`) running on a random MLA layer at the sliders' sizes and checked against the naive
+//! expanded attention, cross-layer KV sharing (CLA) and sliding-window/hybrid layers as layer maps, and
+//! the calculator with its common wrong formulas. Every figure is computed here: the calculator's from the
+//! configs' fields, the kernel's from its run, FLOPs and bytes of each MLA path from the layer's sizes.
+
+use crate::calc::{self, Attention, Format, ModelSpec, Query, Report};
+use crate::compute::ops::mla_decode::suite::layer_check;
+use crate::compute::{Backend, CheckReport, Kernel, Tolerance, check};
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, LessonKind, Output, Params, Schema, format_bytes, get};
+use crate::math::mla::MlaDims;
+
+crate::views! {
+    /// The views of lesson 11.
+    pub enum View {
+        /// KV bytes per token of the chosen model, term by term.
+        Formula = "formula",
+        /// The course notes' table of model scales, filled from the bundled configs.
+        Scale = "scale",
+        /// KV bytes per token of every bundled model, coloured by how it attends.
+        Bars = "bars",
+        /// What one token caches (MLA's latent row against the expanded K and V), the FLOPs and bytes of
+        /// each MLA decode path, and the kernel's check.
+        Mla = "mla",
+        /// Layer maps: windows and cross-layer sharing, and bytes per token at three contexts.
+        LayerMap = "layer_map",
+        /// The calculator: what fits in a GPU, and the wrong formulas.
+        Calculator = "calculator",
+        /// The kernel that ran.
+        Kernel = "kernel",
+    }
+}
+
+/// Lesson 11.
+pub struct Arch;
+
+/// The contexts the layer maps give bytes per token at.
+pub const CONTEXTS: [usize; 3] = [4096, 32768, 131072];
+
+/// The hybrid models the layer map draws (bundled names), in order.
+pub const HYBRID: [&str; 3] = ["Mistral-7B-v0.1", "Gemma-2-9B", "Gemma-3-12B"];
+
+/// The course notes' table of model scales (their size class, layers, heads and d_model, as the notes
+/// give them), with the bundled model each example names.
+pub const SEED_TABLE: [SeedRow; 7] = [
+    SeedRow::new("1B-3B", (16, 24), (16, 32), 2048, "Llama-3.2-3B"),
+    SeedRow::new("1B-3B", (16, 24), (16, 32), 2048, "Gemma-2B"),
+    SeedRow::new("7B-8B", (30, 32), (32, 32), 4096, "Llama-3-8B"),
+    SeedRow::new("7B-8B", (30, 32), (32, 32), 4096, "Mistral-7B-v0.1"),
+    SeedRow::new("14B-32B", (40, 60), (32, 40), 5120, "Qwen2.5-32B"),
+    SeedRow::new("70B-175B", (80, 96), (64, 128), 8192, "Llama-3-70B"),
+    SeedRow::new("70B-175B", (80, 96), (64, 128), 8192, "GPT-3-175B"),
+];
+
+/// One row of the notes' table.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedRow {
+    /// Size class.
+    pub class: &'static str,
+    /// Layers (band).
+    pub layers: (usize, usize),
+    /// Heads (band).
+    pub heads: (usize, usize),
+    /// d_model.
+    pub d_model: usize,
+    /// The bundled model.
+    pub model: &'static str,
+}
+
+impl SeedRow {
+    const fn new(class: &'static str, layers: (usize, usize), heads: (usize, usize), d_model: usize, model: &'static str) -> Self {
+        Self {
+            class,
+            layers,
+            heads,
+            d_model,
+            model,
+        }
+    }
+    /// Which of layers, heads and d_model the model's config puts outside the notes' figures.
+    pub fn outside(&self, m: &ModelSpec) -> [bool; 3] {
+        let out = |v: usize, (lo, hi): (usize, usize)| v < lo || v > hi;
+        [out(m.layers, self.layers), out(m.heads, self.heads), m.hidden != self.d_model]
+    }
+}
+
+/// The GPU presets the slider picks.
+pub const GPUS: [&str; 2] = ["h100", "h200"];
+
+/// The placeholders the narration may use.
+pub const PLACEHOLDERS: &[&str] = &[
+    "model",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "dtype",
+    "dtype_bytes",
+    "bpt_layer",
+    "bpt",
+    "head_dim_note",
+    "head_dim_note_zh",
+    "seed_outside",
+    "seed_rows",
+    "gpt3_hidden",
+    "seed_gpt3_hidden",
+    "mha_model",
+    "mha_bpt",
+    "gqa_model",
+    "gqa_bpt",
+    "gqa_ratio",
+    "mqa_model",
+    "mqa_bpt",
+    "largest_model",
+    "largest_bpt",
+    "smallest_model",
+    "smallest_bpt",
+    "mla_heads",
+    "d_c",
+    "d_r",
+    "mla_row",
+    "mha_row",
+    "row_ratio",
+    "mla_tokens",
+    "mla_err",
+    "ds_row",
+    "ds_mha_row",
+    "ds_ratio",
+    "ds_heads",
+    "ds_ctx",
+    "ds_absorbed_flops",
+    "ds_expanded_flops",
+    "ds_absorbed_bytes",
+    "ds_mha_flops",
+    "ds_mha_bytes",
+    "ds_mtp",
+    "ds_wrong_ratio",
+    "cla",
+    "cla_model",
+    "cla_bpt",
+    "cla_full_bpt",
+    "ctx_a",
+    "ctx_b",
+    "ctx_c",
+    "mistral_window",
+    "mistral_c",
+    "gemma2_window",
+    "gemma2_a",
+    "gemma2_c",
+    "gemma2_full_c",
+    "gemma3_window",
+    "gemma3_local",
+    "gemma3_global",
+    "gemma3_a",
+    "gemma3_c",
+    "gemma3_full_c",
+    "calc_model",
+    "gpu",
+    "gpu_mem",
+    "params",
+    "weights",
+    "weights_dtype",
+    "budget",
+    "context",
+    "request_kv",
+    "requests_fit",
+    "tokens_fit",
+    "blocks",
+    "block_size",
+    "wrong_line",
+    "wrong_line_zh",
+];
+
+/// The formats the dtype slider picks (1-based), in `Format::all` order.
+pub fn slider_format(i: i64) -> Format {
+    let all = Format::all();
+    let k = (i.max(1) as usize - 1).min(all.len() - 1);
+    all[k]
+}
+
+/// The MLA layer the sliders describe (d_model 64, d_nope = d_v = 32).
+pub fn slider_dims(p: &Params) -> MlaDims {
+    MlaDims {
+        d_model: 64,
+        heads: get(p, "mla_heads", 4).clamp(1, 64) as usize,
+        d_c: get(p, "latent", 64).clamp(8, 512) as usize,
+        d_r: get(p, "rope", 16).clamp(0, 128) as usize / 2 * 2,
+        d_nope: 32,
+        d_v: 32,
+    }
+}
+
+/// One way to decode a token of an MLA layer: what it caches per token, the bytes it reads per step
+/// (cache and weights) and its FLOPs (multiply-adds count 2) for one query token over `t` cached tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathCost {
+    /// Values cached per token (all heads).
+    pub cached_values: usize,
+    /// Bytes of cache read per decode step (f16).
+    pub cache_bytes: f64,
+    /// Bytes of weights read per step besides the cache (W_UK, W_UV; bf16), shared across a batch.
+    pub weight_bytes: f64,
+    /// FLOPs of one step for one request.
+    pub flops: f64,
+}
+
+/// The three decode paths of an MLA layer at `t` cached tokens: (0) K and V expanded per head and cached
+/// as MHA would; (1) the latent cached, every head's K and V expanded from it each step; (2) the latent
+/// cached and the projections absorbed (`mla_decode`, then W_UV).
+pub fn mla_costs(d: MlaDims, t: usize) -> [PathCost; 3] {
+    let (h, dc, dr, dn, dv, t) = (
+        d.heads as f64,
+        d.d_c as f64,
+        d.d_r as f64,
+        d.d_nope as f64,
+        d.d_v as f64,
+        t as f64,
+    );
+    let attn = 2.0 * h * t * (dn + dr) + 2.0 * h * t * dv;
+    let up_weights = 2.0 * h * dc * (dn + dv);
+    let mha_values = d.heads * (d.d_nope + d.d_r + d.d_v);
+    [
+        PathCost {
+            cached_values: mha_values,
+            cache_bytes: 2.0 * t * mha_values as f64,
+            weight_bytes: 0.0,
+            flops: attn,
+        },
+        PathCost {
+            cached_values: d.row(),
+            cache_bytes: 2.0 * t * (dc + dr),
+            weight_bytes: up_weights,
+            flops: 2.0 * t * h * dc * (dn + dv) + attn,
+        },
+        PathCost {
+            cached_values: d.row(),
+            cache_bytes: 2.0 * t * (dc + dr),
+            weight_bytes: up_weights,
+            flops: 2.0 * h * dn * dc + 2.0 * h * t * (dc + dr) + 2.0 * h * t * dc + 2.0 * h * dc * dv,
+        },
+    ]
+}
+
+/// An MLA model's layer sizes from its config (none for other models).
+pub fn mla_dims(m: &ModelSpec) -> Option<MlaDims> {
+    match m.attention {
+        Attention::Mla {
+            kv_lora_rank,
+            qk_rope_head_dim,
+            qk_nope_head_dim,
+            v_head_dim,
+            ..
+        } => Some(MlaDims {
+            d_model: m.hidden,
+            heads: m.heads,
+            d_c: kv_lora_rank,
+            d_r: qk_rope_head_dim,
+            d_nope: qk_nope_head_dim,
+            d_v: v_head_dim,
+        }),
+        Attention::Standard => None,
+    }
+}
+
+/// What the kernel step ran: a random MLA layer decoding one token over its latent cache.
+#[derive(Debug, Clone)]
+pub struct MlaRun {
+    /// The layer's sizes.
+    pub dims: MlaDims,
+    /// Tokens cached.
+    pub tokens: usize,
+    /// The kernel's output times W_UV, `[H, d_v]`.
+    pub out: Vec<f32>,
+    /// The naive expanded attention in f64, `[H, d_v]`.
+    pub want: Vec<f64>,
+    /// The two compared.
+    pub check: CheckReport,
+}
+
+/// How a layer attends, for labels: MHA, GQA, MQA or MLA.
+pub fn attention_kind(m: &ModelSpec) -> &'static str {
+    match m.attention {
+        Attention::Mla { .. } => "MLA",
+        Attention::Standard if m.kv_heads == m.heads => "MHA",
+        Attention::Standard if m.kv_heads == 1 => "MQA",
+        Attention::Standard => "GQA",
+    }
+}
+
+/// What lesson 11 computed.
+#[derive(Debug, Clone)]
+pub struct ArchOut {
+    /// Every bundled model.
+    pub models: Vec<ModelSpec>,
+    /// The calculator's report of each, at the sliders' format, context and GPU.
+    pub reports: Vec<Report>,
+    /// The model the sliders pick (index).
+    pub selected: usize,
+    /// The KV format.
+    pub format: Format,
+    /// KV bytes per token of each model in bf16, all layers, no window (the bars).
+    pub bf16_bpt: Vec<f64>,
+    /// Average KV bytes per token of one request at each of [`CONTEXTS`], per model, windows applied.
+    pub at_contexts: Vec<[f64; 3]>,
+    /// The CLA sharing factor.
+    pub cla: usize,
+    /// The chosen model's average bytes per token at [`CONTEXTS`] with CLA.
+    pub cla_at_contexts: [f64; 3],
+    /// Whether the wrong formulas are shown.
+    pub wrong: bool,
+    /// The MLA kernel run.
+    pub mla: MlaRun,
+    /// DeepSeek-V3's index in `models`.
+    pub deepseek: Option<usize>,
+    numbers: Vec<(&'static str, String)>,
+}
+
+impl ArchOut {
+    /// The chosen model.
+    pub fn model(&self) -> &ModelSpec {
+        &self.models[self.selected]
+    }
+    /// The chosen model's report.
+    pub fn report(&self) -> &Report {
+        &self.reports[self.selected]
+    }
+    /// The model called `name`.
+    pub fn named(&self, name: &str) -> Option<(usize, &ModelSpec)> {
+        self.models.iter().enumerate().find(|(_, m)| m.name == name)
+    }
+}
+
+/// Average KV bytes per token of one request of `n` tokens.
+pub fn avg_bpt(m: &ModelSpec, f: &Format, n: usize) -> f64 {
+    calc::request_bytes(m, f, n) / n.max(1) as f64
+}
+
+/// The KV-owning layers of `m` when groups of `s` adjacent layers share one KV (CLA): the first layer of
+/// each group caches, the others read it. A model of those layers only, for KV accounting.
+pub fn with_cla(m: &ModelSpec, s: usize) -> ModelSpec {
+    let s = s.max(1);
+    let owners: Vec<usize> = (0..m.layers).step_by(s).collect();
+    ModelSpec {
+        layers: owners.len(),
+        windows: owners.iter().map(|&l| m.windows.get(l).copied().flatten()).collect(),
+        ..m.clone()
+    }
+}
+
+fn count(x: f64) -> String {
+    if x >= 1e12 {
+        format!("{:.2} T", x / 1e12)
+    } else if x >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// FLOPs as text (k, M, G, T).
+pub fn flops(x: f64) -> String {
+    count(x)
+}
+
+/// A parameter count as text.
+pub fn params_text(x: u64) -> String {
+    format!("{:.2}B", x as f64 / 1e9)
+}
+
+/// GPU memory as the presets state it (decimal GB).
+pub fn gb(x: f64) -> String {
+    format!("{:.1} GB", x / 1e9)
+}
+
+/// Tokens as "4k", "32k", "128k".
+pub fn ktokens(n: usize) -> String {
+    if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}k", n / 1024)
+    } else {
+        n.to_string()
+    }
+}
+
+impl Schema for Arch {
+    fn name(&self) -> &'static str {
+        "arch"
+    }
+
+    fn view_names(&self) -> &'static [&'static str] {
+        View::NAMES
+    }
+
+    fn params(&self) -> &'static [&'static str] {
+        &[
+            "model", "dtype", "gpu", "context", "wrong", "cla", "mla_heads", "latent", "rope", "tokens", "seed",
+        ]
+    }
+
+    fn placeholders(&self) -> &'static [&'static str] {
+        PLACEHOLDERS
+    }
+
+    fn timeline_points(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+impl LessonKind for Arch {
+    fn ops(&self) -> &'static [Kernel] {
+        &[Kernel::MlaDecode]
+    }
+
+    fn idle_params(&self, _p: &Params, views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
+        let mut v = Vec::new();
+        let mla = views.iter().any(|x| ["mla", "kernel"].contains(x));
+        if !mla {
+            for id in ["mla_heads", "latent", "rope", "tokens", "seed"] {
+                v.push((id, ["The MLA layer's sizes: steps 3 and 6.", "MLA 层的尺寸：第 3 步和第 6 步。"]));
+            }
+        }
+        if !views.contains(&"layer_map") {
+            v.push(("cla", ["Cross-layer sharing: step 4.", "跨层共享：第 4 步。"]));
+        }
+        if !views.contains(&"calculator") {
+            v.push(("gpu", ["The GPU: the calculator (step 5).", "GPU：计算器（第 5 步）。"]));
+            v.push(("wrong", ["The wrong formulas: the calculator (step 5).", "错误公式：计算器（第 5 步）。"]));
+        }
+        v
+    }
+
+    fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
+        let models = calc::configs::all()?;
+        let selected = (get(p, "model", 2).max(1) as usize - 1).min(models.len() - 1);
+        let format = slider_format(get(p, "dtype", 1));
+        let gpu = calc::gpu_memory(GPUS[(get(p, "gpu", 1).clamp(1, 2) - 1) as usize])?;
+        let context = (get(p, "context", 8).clamp(1, 1024) as usize) * 1024;
+        let wrong = get(p, "wrong", 0) != 0;
+        let cla = get(p, "cla", 1).clamp(1, 8) as usize;
+        let q = Query {
+            format,
+            weights_dtype: None,
+            context,
+            batch: 1,
+            gpu,
+            block_size: 16,
+        };
+        let reports = models
+            .iter()
+            .map(|m| calc::calculate(m, &q))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bf16 = Format::parse("bf16")?;
+        let bf16_bpt = models
+            .iter()
+            .map(|m| m.bytes_per_token_layer(&bf16, 1) * m.layers as f64)
+            .collect();
+        let at = |m: &ModelSpec| CONTEXTS.map(|n| avg_bpt(m, &format, n));
+        let at_contexts = models.iter().map(at).collect();
+        let cla_at_contexts = at(&with_cla(&models[selected], cla));
+        // The kernel: a random MLA layer at the sliders' sizes decodes its last token over the latent cache.
+        let dims = slider_dims(p);
+        let tokens = get(p, "tokens", 48).clamp(1, 4096) as usize;
+        let seed = get(p, "seed", 0).max(0) as u64;
+        let (out, want) = layer_check(backend, dims, tokens, seed).map_err(|e| e.to_string())?;
+        let tag = format!(
+            "mla_decode · W_UV vs expanded: d_c{} d_r{} H{} ctx{tokens}",
+            dims.d_c, dims.d_r, dims.heads
+        );
+        let check = check(&tag, &[dims.heads, dims.d_v], &out, &want, Tolerance::F32);
+        let deepseek = models.iter().position(|m| mla_dims(m).is_some());
+        let mut o = ArchOut {
+            reports,
+            selected,
+            format,
+            bf16_bpt,
+            at_contexts,
+            cla,
+            cla_at_contexts,
+            wrong,
+            mla: MlaRun {
+                dims,
+                tokens,
+                out,
+                want,
+                check,
+            },
+            deepseek,
+            models,
+            numbers: Vec::new(),
+        };
+        o.numbers = numbers(&o)?;
+        Ok(Box::new(o))
+    }
+}
+
+fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
+    let m = o.model();
+    let r = o.report();
+    let fb = format_bytes;
+    let mut v: Vec<(&'static str, String)> = vec![
+        ("model", m.name.clone()),
+        ("layers", m.layers.to_string()),
+        ("heads", m.heads.to_string()),
+        ("kv_heads", m.kv_heads.to_string()),
+        ("head_dim", m.head_dim.to_string()),
+        ("dtype", o.format.name.to_string()),
+        (
+            "dtype_bytes",
+            format!("{:.3}", r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string(),
+        ),
+        ("bpt_layer", fb(r.kv_bytes_per_token_per_layer)),
+        ("bpt", fb(r.kv_bytes_per_token)),
+    ];
+    let quotient = m.hidden / m.heads.max(1);
+    let (note, note_zh) = match m.attention {
+        Attention::Mla { .. } => (
+            format!("{} uses MLA: it caches a latent row, not K and V per head (step 3).", m.name),
+            format!("{} 使用 MLA：它缓存的是一行潜向量，而不是每个头的 K 和 V（第 3 步）。", m.name),
+        ),
+        _ if m.head_dim != quotient => (
+            format!(
+                "Here head_dim is the config's own `head_dim` = {}, not d_model / heads = {} / {} = {quotient}: a calculator that divides is wrong by a factor of {:.2}.",
+                m.head_dim,
+                m.hidden,
+                m.heads,
+                m.head_dim as f64 / quotient as f64
+            ),
+            format!(
+                "这里 head_dim 取配置自己的 `head_dim` = {}，而不是 d_model / 头数 = {} / {} = {quotient}：用除法的计算器会差 {:.2} 倍。",
+                m.head_dim,
+                m.hidden,
+                m.heads,
+                m.head_dim as f64 / quotient as f64
+            ),
+        ),
+        _ => (
+            format!(
+                "Here head_dim = {} equals d_model / heads = {} / {}; in Qwen3-4B, Qwen3-32B, Gemma-2-9B and Gemma-3-12B it does not (pick them with the model slider).",
+                m.head_dim, m.hidden, m.heads
+            ),
+            format!(
+                "这里 head_dim = {} 恰好等于 d_model / 头数 = {} / {}；在 Qwen3-4B、Qwen3-32B、Gemma-2-9B 和 Gemma-3-12B 中并不相等（用模型滑块选它们）。",
+                m.head_dim, m.hidden, m.heads
+            ),
+        ),
+    };
+    v.push(("head_dim_note", note));
+    v.push(("head_dim_note_zh", note_zh));
+    let mut outside = 0;
+    for row in SEED_TABLE {
+        if let Some((_, sm)) = o.named(row.model)
+            && row.outside(sm).iter().any(|b| *b)
+        {
+            outside += 1;
+        }
+    }
+    v.push(("seed_outside", outside.to_string()));
+    v.push(("seed_rows", SEED_TABLE.len().to_string()));
+    if let Some((_, g)) = o.named("GPT-3-175B") {
+        v.push(("gpt3_hidden", g.hidden.to_string()));
+    }
+    v.push(("seed_gpt3_hidden", SEED_TABLE[6].d_model.to_string()));
+    // Step 2: MHA, GQA, MQA.
+    let bpt_of = |name: &str| o.named(name).map(|(i, m)| (m.name.clone(), o.bf16_bpt[i]));
+    if let (Some(mha), Some(gqa)) = (bpt_of("Llama-2-7B"), bpt_of("Llama-3-8B")) {
+        v.push(("gqa_ratio", format!("{:.0}", mha.1 / gqa.1)));
+        v.push(("mha_model", mha.0));
+        v.push(("mha_bpt", fb(mha.1)));
+        v.push(("gqa_model", gqa.0));
+        v.push(("gqa_bpt", fb(gqa.1)));
+    }
+    if let Some(mqa) = bpt_of("Falcon-7B") {
+        v.push(("mqa_model", mqa.0));
+        v.push(("mqa_bpt", fb(mqa.1)));
+    }
+    let order = |hi: bool| {
+        (0..o.models.len()).max_by(|&a, &b| {
+            let (x, y) = (o.bf16_bpt[a], o.bf16_bpt[b]);
+            if hi { x.total_cmp(&y) } else { y.total_cmp(&x) }
+        })
+    };
+    if let (Some(hi), Some(lo)) = (order(true), order(false)) {
+        v.push(("largest_model", o.models[hi].name.clone()));
+        v.push(("largest_bpt", fb(o.bf16_bpt[hi])));
+        v.push(("smallest_model", o.models[lo].name.clone()));
+        v.push(("smallest_bpt", fb(o.bf16_bpt[lo])));
+    }
+    // Step 3: MLA.
+    let d = o.mla.dims;
+    let small = mla_costs(d, o.mla.tokens);
+    v.extend([
+        ("mla_heads", d.heads.to_string()),
+        ("d_c", d.d_c.to_string()),
+        ("d_r", d.d_r.to_string()),
+        ("mla_row", d.row().to_string()),
+        ("mha_row", small[0].cached_values.to_string()),
+        ("row_ratio", format!("{:.1}", small[0].cached_values as f64 / d.row() as f64)),
+        ("mla_tokens", o.mla.tokens.to_string()),
+        ("mla_err", format!("{:.1e}", o.mla.check.max_abs)),
+    ]);
+    if let Some(ds) = o.deepseek {
+        let dm = &o.models[ds];
+        let dd = mla_dims(dm).ok_or("DeepSeek-V3 has MLA sizes")?;
+        let n = o.report().context_tokens;
+        let c = mla_costs(dd, n);
+        v.extend([
+            ("ds_row", dd.row().to_string()),
+            ("ds_mha_row", c[0].cached_values.to_string()),
+            ("ds_ratio", format!("{:.0}", c[0].cached_values as f64 / dd.row() as f64)),
+            ("ds_heads", dd.heads.to_string()),
+            ("ds_ctx", n.to_string()),
+            ("ds_absorbed_flops", flops(c[2].flops)),
+            ("ds_expanded_flops", flops(c[1].flops)),
+            ("ds_absorbed_bytes", fb(c[2].cache_bytes)),
+            ("ds_mha_flops", flops(c[0].flops)),
+            ("ds_mha_bytes", fb(c[0].cache_bytes)),
+            ("ds_mtp", dm.mtp_layers.to_string()),
+        ]);
+        if let Some(w) = o.reports[ds].wrong.iter().find(|w| w.formula.starts_with("MLA counted")) {
+            v.push(("ds_wrong_ratio", format!("{:.0}", w.ratio)));
+        }
+    }
+    // Step 4: CLA and windows.
+    let [a, b, c] = CONTEXTS;
+    v.extend([
+        ("cla", o.cla.to_string()),
+        ("cla_model", m.name.clone()),
+        ("cla_bpt", fb(o.cla_at_contexts[1])),
+        ("cla_full_bpt", fb(o.at_contexts[o.selected][1])),
+        ("ctx_a", ktokens(a)),
+        ("ctx_b", ktokens(b)),
+        ("ctx_c", ktokens(c)),
+    ]);
+    let window = |mm: &ModelSpec| mm.windows.iter().flatten().next().copied().unwrap_or(0);
+    if let Some((i, mm)) = o.named(HYBRID[0]) {
+        v.push(("mistral_window", window(mm).to_string()));
+        v.push(("mistral_c", fb(o.at_contexts[i][2])));
+    }
+    let full = |mm: &ModelSpec| avg_bpt(&ModelSpec { windows: vec![None; mm.layers], ..mm.clone() }, &o.format, c);
+    if let Some((i, mm)) = o.named(HYBRID[1]) {
+        v.push(("gemma2_window", window(mm).to_string()));
+        v.push(("gemma2_a", fb(o.at_contexts[i][0])));
+        v.push(("gemma2_c", fb(o.at_contexts[i][2])));
+        v.push(("gemma2_full_c", fb(full(mm))));
+    }
+    if let Some((i, mm)) = o.named(HYBRID[2]) {
+        let local = mm.windows.iter().filter(|w| w.is_some()).count();
+        v.push(("gemma3_window", window(mm).to_string()));
+        v.push(("gemma3_local", local.to_string()));
+        v.push(("gemma3_global", (mm.layers - local).to_string()));
+        v.push(("gemma3_a", fb(o.at_contexts[i][0])));
+        v.push(("gemma3_c", fb(o.at_contexts[i][2])));
+        v.push(("gemma3_full_c", fb(full(mm))));
+    }
+    // Step 5: the calculator.
+    v.extend([
+        ("calc_model", m.name.clone()),
+        ("gpu", r.gpu_memory_source.split(':').next().unwrap_or("").to_string()),
+        ("gpu_mem", gb(r.gpu_memory_bytes as f64)),
+        ("params", params_text(r.parameters)),
+        ("weights", gb(r.weights_bytes)),
+        ("weights_dtype", r.weights_dtype.clone()),
+        ("budget", gb(r.kv_budget_bytes)),
+        ("context", r.context_tokens.to_string()),
+        ("request_kv", fb(r.kv_bytes_per_request)),
+        ("requests_fit", r.requests_fit.to_string()),
+        ("tokens_fit", r.tokens_fit.to_string()),
+        ("blocks", r.blocks_per_request.to_string()),
+        ("block_size", r.block_size.to_string()),
+    ]);
+    let fits = |bytes: f64| (r.kv_budget_bytes / bytes).floor() as u64;
+    let (wl, wl_zh) = match (o.wrong, r.wrong.first()) {
+        (_, None) => (
+            format!("None of the common shortcuts changes {}'s answer.", m.name),
+            format!("常见的捷径公式都不会改变 {} 的答案。", m.name),
+        ),
+        (false, Some(_)) => (
+            format!(
+                "For {}, {} common shortcut(s) give a different answer: turn the wrong-formula switch on to see them.",
+                m.name,
+                r.wrong.len()
+            ),
+            format!("对 {}，有 {} 个常见捷径公式给出不同的答案：打开“错误公式”开关即可看到。", m.name, r.wrong.len()),
+        ),
+        (true, Some(w)) => (
+            format!(
+                "The first shortcut, {}, gives {} per request ({:.2}× the right figure), so {} requests instead of {}.",
+                w.formula,
+                fb(w.kv_bytes_per_request),
+                w.ratio,
+                fits(w.kv_bytes_per_request),
+                r.requests_fit
+            ),
+            format!(
+                "第一个捷径公式（{}）给出每个请求 {}（正确值的 {:.2} 倍），于是能放 {} 个请求，而不是 {} 个。",
+                w.formula_zh,
+                fb(w.kv_bytes_per_request),
+                w.ratio,
+                fits(w.kv_bytes_per_request),
+                r.requests_fit
+            ),
+        ),
+    };
+    v.push(("wrong_line", wl));
+    v.push(("wrong_line_zh", wl_zh));
+    Ok(v)
+}
+
+impl Output for ArchOut {
+    fn reports(&self) -> Vec<&CheckReport> {
+        vec![&self.mla.check]
+    }
+
+    fn has_nan(&self) -> bool {
+        self.mla.out.iter().any(|x| x.is_nan()) || self.bf16_bpt.iter().any(|x| x.is_nan())
+    }
+
+    fn export_arrays(&self, _cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
+        let d = self.mla.dims;
+        let n = self.models.len();
+        let per_ctx: Vec<f32> = self.at_contexts.iter().flat_map(|a| a.map(|x| x as f32)).collect();
+        let v = vec![
+            NamedArray::new("mla_out", &[d.heads, d.d_v], ArrayData::F32(self.mla.out.clone())),
+            NamedArray::new(
+                "mla_expanded",
+                &[d.heads, d.d_v],
+                ArrayData::F32(self.mla.want.iter().map(|&x| x as f32).collect()),
+            ),
+            NamedArray::new(
+                "kv_bytes_per_token_bf16",
+                &[n],
+                ArrayData::F32(self.bf16_bpt.iter().map(|&x| x as f32).collect()),
+            ),
+            NamedArray::new("kv_bytes_per_token_at_contexts", &[n, CONTEXTS.len()], ArrayData::F32(per_ctx)),
+        ];
+        (v, vec![self.mla.check.clone()])
+    }
+
+    fn values(&self) -> Vec<(&'static str, String)> {
+        self.numbers.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cla_halves_the_owning_layers_and_mla_absorbed_reads_less() {
+        let m = calc::configs::bundled("Llama-3-8B").unwrap();
+        let f = Format::parse("bf16").unwrap();
+        let two = with_cla(&m, 2);
+        assert_eq!(two.layers, 16);
+        assert_eq!(calc::request_bytes(&two, &f, 100) * 2.0, calc::request_bytes(&m, &f, 100));
+        // Gemma 2's layers alternate: CLA-2's owners are the even layers, all of them windowed.
+        let g = calc::configs::bundled("Gemma-2-9B").unwrap();
+        assert!(with_cla(&g, 2).windows.iter().all(|w| w.is_some()));
+        let ds = mla_dims(&calc::configs::bundled("DeepSeek-V3").unwrap()).unwrap();
+        let c = mla_costs(ds, 4096);
+        // 128 heads · (128 + 64 + 128) values against 512 + 64.
+        assert_eq!((c[0].cached_values, c[2].cached_values), (40960, 576));
+        assert!(c[2].flops < c[1].flops && c[2].cache_bytes < c[0].cache_bytes);
+    }
+}

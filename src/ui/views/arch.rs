@@ -1,0 +1,865 @@
+//! Lesson 11's views: the KV formula term by term, the notes' scale table from the configs, bytes per
+//! token across models, MLA's cached row and the cost of its decode paths, the layer maps of windows and
+//! cross-layer sharing, the calculator and the kernel.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use crate::calc::ModelSpec;
+use crate::lessons::arch::{
+    Arch, ArchOut, CONTEXTS, HYBRID, SEED_TABLE, View, attention_kind, flops, gb, ktokens, mla_costs, mla_dims,
+    params_text,
+};
+use crate::lessons::{LessonKind, Output, format_bytes};
+use crate::style;
+use crate::ui::text::Lang;
+use crate::ui::widgets::{ViewCtx, check_line, fitted_height, fitted_table, kernel_panel, legend};
+
+impl LessonUi for Arch {
+    fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
+        let (Some(o), Some(view)) = (out.downcast_ref::<ArchOut>(), View::from_name(view)) else {
+            return;
+        };
+        let key = crate::ui::widgets::view_id(view.name(), o.selected * 131 + o.cla * 7 + usize::from(o.wrong));
+        match view {
+            View::Formula => fitted_height(ui, "arch-formula", key, cx.size, |ui, size| formula(cx, ui, o, size)),
+            View::Scale => scale(cx, ui, o),
+            View::Bars => fitted_height(ui, "arch-bars", key, cx.size, |ui, size| bars(cx, ui, o, size)),
+            View::Mla => fitted_height(ui, "arch-mla", key, cx.size, |ui, size| {
+                strip(cx, ui, o, size);
+                ui.add_space(size * 0.5);
+                cost(cx, ui, o, size);
+            }),
+            View::LayerMap => fitted_height(ui, "arch-map", key, cx.size, |ui, size| layer_map(cx, ui, o, size)),
+            View::Calculator => {
+                fitted_height(ui, "arch-calc", key, cx.size, |ui, size| calculator(cx, ui, o, size));
+            }
+            View::Kernel => {
+                check_line(
+                    cx,
+                    ui,
+                    Some(&o.mla.check),
+                    cx.t(
+                        "mla_decode · W_UV (naive expanded attention, f64)",
+                        "mla_decode · W_UV（朴素展开注意力，f64）",
+                    ),
+                );
+                kernel_panel(cx, ui, self.ops(), out);
+            }
+        }
+    }
+}
+
+use crate::ui::lesson_ui::LessonUi;
+
+fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
+}
+
+fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
+    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+}
+
+fn kind_color(m: &ModelSpec) -> style::Rgba {
+    style::request(match attention_kind(m) {
+        "MHA" => 0,
+        "GQA" => 1,
+        "MQA" => 2,
+        _ => 3,
+    })
+}
+
+/// A term of the formula: its value large, its name under it.
+fn term(ui: &mut Ui, size: f32, value: &str, name: &str, color: Color32) {
+    ui.vertical(|ui| {
+        ui.label(RichText::new(value).monospace().strong().size(size * 2.2).color(color));
+        ui.label(RichText::new(name).size(size * 0.9));
+    });
+}
+
+fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let m = o.model();
+    let r = o.report();
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!("{}: KV bytes per token ({})", m.name, r.kv_format),
+            Lang::Zh => format!("{}：每个 token 的 KV 字节数（{}）", m.name, r.kv_format),
+        },
+    );
+    ui.add_space(size * 0.4);
+    let per_value = r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64;
+    let text = ui.visuals().text_color();
+    let accent = style::c32(style::CURRENT);
+    let bytes = format!("{per_value:.3}")
+        .trim_end_matches('0')
+        .trim_end_matches('.')
+        .to_string();
+    ui.horizontal_wrapped(|ui| {
+        match mla_dims(m) {
+            None => {
+                term(ui, size, "2", lang.t("K and V", "K 与 V"), text);
+                ui.label(RichText::new("×").size(size * 2.0));
+                term(ui, size, &m.layers.to_string(), lang.t("layers", "层"), text);
+                ui.label(RichText::new("×").size(size * 2.0));
+                term(ui, size, &m.kv_heads.to_string(), lang.t("KV heads", "KV 头"), accent);
+                ui.label(RichText::new("×").size(size * 2.0));
+                term(ui, size, &m.head_dim.to_string(), "head_dim", accent);
+            }
+            Some(d) => {
+                term(ui, size, &m.layers.to_string(), lang.t("layers", "层"), text);
+                ui.label(RichText::new("×").size(size * 2.0));
+                term(ui, size, &format!("({} + {})", d.d_c, d.d_r), "d_c + d_r", accent);
+            }
+        }
+        ui.label(RichText::new("×").size(size * 2.0));
+        term(ui, size, &bytes, lang.t("bytes / value", "字节 / 值"), text);
+        ui.label(RichText::new("=").size(size * 2.0));
+        term(
+            ui,
+            size,
+            &format_bytes(r.kv_bytes_per_token),
+            lang.t("per token", "每个 token"),
+            accent,
+        );
+    });
+    ui.add_space(size * 0.4);
+    ui.horizontal_wrapped(|ui| match r.groups.as_slice() {
+        // Every layer stores the same tokens: min(context, window).
+        [g] => {
+            term(
+                ui,
+                size,
+                &format_bytes(r.kv_bytes_per_token),
+                lang.t("per token", "每个 token"),
+                text,
+            );
+            ui.label(RichText::new("×").size(size * 2.0));
+            let label = match (g.window, lang) {
+                (None, _) => lang.t("tokens", "个 token").to_string(),
+                (Some(w), Lang::En) => format!("tokens stored (window {w})"),
+                (Some(w), Lang::Zh) => format!("个存储的 token（窗口 {w}）"),
+            };
+            term(ui, size, &g.tokens_stored.to_string(), &label, text);
+            ui.label(RichText::new("=").size(size * 2.0));
+            term(
+                ui,
+                size,
+                &format_bytes(r.kv_bytes_per_request),
+                lang.t("one request", "一个请求"),
+                accent,
+            );
+        }
+        _ => term(
+            ui,
+            size,
+            &format_bytes(r.kv_bytes_per_request),
+            &match lang {
+                Lang::En => format!(
+                    "one request of {} tokens (window layers store fewer: step 5)",
+                    r.context_tokens
+                ),
+                Lang::Zh => format!("一个 {} token 的请求（窗口层存得更少：第 5 步）", r.context_tokens),
+            },
+            accent,
+        ),
+    });
+    ui.add_space(size * 0.4);
+    let quotient = m.hidden / m.heads.max(1);
+    note(
+        ui,
+        size,
+        match (lang, m.head_dim_explicit) {
+            (Lang::En, true) => format!(
+                "head_dim: the config's `head_dim` = {} (d_model / heads = {} / {} = {quotient})",
+                m.head_dim, m.hidden, m.heads
+            ),
+            (Lang::En, false) => format!(
+                "head_dim: the config has none, so d_model / heads = {} / {} = {}",
+                m.hidden, m.heads, m.head_dim
+            ),
+            (Lang::Zh, true) => format!(
+                "head_dim：配置中的 `head_dim` = {}（d_model / 头数 = {} / {} = {quotient}）",
+                m.head_dim, m.hidden, m.heads
+            ),
+            (Lang::Zh, false) => format!(
+                "head_dim：配置中没有，所以取 d_model / 头数 = {} / {} = {}",
+                m.hidden, m.heads, m.head_dim
+            ),
+        },
+    );
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "{} query heads share {} KV heads ({}); per layer {}; one request of {} tokens: {}",
+                m.heads,
+                m.kv_heads,
+                attention_kind(m),
+                format_bytes(r.kv_bytes_per_token_per_layer),
+                r.context_tokens,
+                format_bytes(r.kv_bytes_per_request)
+            ),
+            Lang::Zh => format!(
+                "{} 个查询头共享 {} 个 KV 头（{}）；每层 {}；一个 {} token 的请求：{}",
+                m.heads,
+                m.kv_heads,
+                attention_kind(m),
+                format_bytes(r.kv_bytes_per_token_per_layer),
+                r.context_tokens,
+                format_bytes(r.kv_bytes_per_request)
+            ),
+        },
+    );
+    // The source's first address or title (SOURCES.md has the rest).
+    let src = m.source.split([';', '(']).next().unwrap_or("").trim();
+    note(ui, size, format!("{}: {src}", cx.t("source", "来源")));
+}
+
+fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
+    let size = cx.size;
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        lang.t(
+            "The course notes' scale table, filled from the bundled configs",
+            "课程笔记中的规模表，用内置配置填写",
+        ),
+    );
+    let bad = style::fail(ui.visuals());
+    fitted_table(ui, "arch-scale", size, |ui, size| {
+        egui::Grid::new("arch-scale")
+            .min_col_width(0.0)
+            .striped(true)
+            .show(ui, |ui| {
+                for h in [
+                    lang.t("model", "模型"),
+                    lang.t(
+                        "notes: class · layers · heads · d_model",
+                        "笔记：规模 · 层 · 头 · d_model",
+                    ),
+                    lang.t("layers", "层"),
+                    lang.t("heads", "头"),
+                    lang.t("KV heads", "KV 头"),
+                    "head_dim",
+                    "d_model",
+                    lang.t("params", "参数"),
+                    lang.t("KV / token", "KV / token"),
+                ] {
+                    ui.label(RichText::new(h).strong().size(size));
+                }
+                ui.end_row();
+                for row in SEED_TABLE {
+                    let Some((i, m)) = o.named(row.model) else { continue };
+                    let out = row.outside(m);
+                    let band = |(a, b): (usize, usize)| if a == b { a.to_string() } else { format!("{a}-{b}") };
+                    let cell = |ui: &mut Ui, v: String, wrong: bool| {
+                        let t = RichText::new(v).monospace().size(size);
+                        ui.label(if wrong { t.color(bad).strong() } else { t });
+                    };
+                    ui.label(RichText::new(&m.name).size(size));
+                    ui.label(
+                        RichText::new(format!(
+                            "{} · {} · {} · {}",
+                            row.class,
+                            band(row.layers),
+                            band(row.heads),
+                            row.d_model
+                        ))
+                        .size(size * 0.9),
+                    );
+                    cell(ui, m.layers.to_string(), out[0]);
+                    cell(ui, m.heads.to_string(), out[1]);
+                    cell(ui, m.kv_heads.to_string(), false);
+                    cell(ui, m.head_dim.to_string(), false);
+                    cell(ui, m.hidden.to_string(), out[2]);
+                    cell(ui, params_text(o.reports[i].parameters), false);
+                    cell(ui, format_bytes(o.bf16_bpt[i]), false);
+                    ui.end_row();
+                }
+            })
+    });
+    note(
+        ui,
+        size,
+        lang.t(
+            "Red: outside the notes' figure. KV per token in bf16, all layers. Parameters counted from each config.",
+            "红色：超出笔记给出的数值。每 token 的 KV 按 bf16、全部层计算。参数量由各配置计算得出。",
+        ),
+    );
+}
+
+/// A bar of `value` out of `max` with its label and value as text.
+fn byte_bar(ui: &mut Ui, size: f32, label: &str, value: f64, max: f64, color: Color32, selected: bool) {
+    ui.horizontal(|ui| {
+        let avail = ui.available_width();
+        let lw = (avail * 0.38).min(size * 16.0);
+        let vw = size * 5.0;
+        let w = (avail - lw - vw - 3.0 * ui.spacing().item_spacing.x).max(10.0);
+        let t = RichText::new(label).size(size * 0.85);
+        ui.add_sized(
+            [lw, size + 2.0],
+            egui::Label::new(if selected { t.strong() } else { t }).truncate(),
+        );
+        let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
+        ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
+        let frac = (value / max.max(1.0)) as f32;
+        let fill = egui::Rect::from_min_size(r.min, egui::vec2((r.width() * frac).clamp(1.0, r.width()), r.height()));
+        ui.painter().rect_filled(fill, 2.0, color);
+        if selected {
+            ui.painter().rect_stroke(
+                r.expand(1.5),
+                2.0,
+                egui::Stroke::new(2.0, style::CURRENT_32),
+                egui::StrokeKind::Outside,
+            );
+        }
+        ui.label(RichText::new(format_bytes(value)).monospace().size(size * 0.85));
+    });
+}
+
+fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        lang.t(
+            "KV bytes per token, bf16, all layers (no window): every bundled config",
+            "每个 token 的 KV 字节数，bf16，全部层（不计窗口）：所有内置配置",
+        ),
+    );
+    let mut order: Vec<usize> = (0..o.models.len()).collect();
+    order.sort_by(|&a, &b| o.bf16_bpt[b].total_cmp(&o.bf16_bpt[a]));
+    let max = o.bf16_bpt.iter().copied().fold(0.0, f64::max);
+    for i in order {
+        let m = &o.models[i];
+        let label = format!("{}  {} {}/{}", m.name, attention_kind(m), m.heads, m.kv_heads);
+        byte_bar(
+            ui,
+            size,
+            &label,
+            o.bf16_bpt[i],
+            max,
+            style::c32(kind_color(m)),
+            i == o.selected,
+        );
+    }
+    ui.add_space(size * 0.3);
+    legend(
+        ui,
+        &[
+            (
+                style::request(0),
+                lang.t("MHA: a KV head per query head", "MHA：每个查询头一个 KV 头"),
+            ),
+            (
+                style::request(1),
+                lang.t("GQA: groups share one (lesson 3)", "GQA：一组共享一个（第 3 课）"),
+            ),
+            (style::request(2), lang.t("MQA: one KV head", "MQA：一个 KV 头")),
+            (style::request(3), lang.t("MLA: one latent row", "MLA：一行潜向量")),
+        ],
+        size,
+    );
+    note(
+        ui,
+        size,
+        lang.t(
+            "label: name, kind, query heads / KV heads",
+            "标签：名称、类型、查询头 / KV 头",
+        ),
+    );
+}
+
+/// One token's cached values as a strip of `parts` (values, colour, label), `scale` points per value.
+fn strip_row(ui: &mut Ui, size: f32, label: &str, parts: &[(usize, style::Rgba, String)], per_value: f32) {
+    ui.label(RichText::new(label).size(size * 0.9));
+    let total: usize = parts.iter().map(|p| p.0).sum();
+    let w = (total as f32 * per_value).max(4.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(w, size * 1.3), egui::Sense::hover());
+    let p = ui.painter();
+    let mut x = rect.min.x;
+    for (n, c, name) in parts {
+        let pw = *n as f32 * per_value;
+        let r = egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(pw.max(1.0), rect.height()));
+        p.rect_filled(r, 0.0, style::c32(*c));
+        let font = egui::FontId::proportional(size * 0.75);
+        let ink = style::ink_on(*c);
+        let g = p.layout_no_wrap(name.clone(), font, ink);
+        if g.size().x + 4.0 < pw {
+            p.galley(r.center() - g.size() / 2.0, g, ink);
+        }
+        x += pw;
+    }
+}
+
+fn strip(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let lang = cx.lang;
+    let d = o.mla.dims;
+    let width = ui.available_width() - size;
+    let mut rows: Vec<(String, crate::math::mla::MlaDims)> = vec![(
+        match lang {
+            Lang::En => format!("the layer that ran: {} heads", d.heads),
+            Lang::Zh => format!("运行的这一层：{} 个头", d.heads),
+        },
+        d,
+    )];
+    if let Some(ds) = o.deepseek {
+        let m = &o.models[ds];
+        if let Some(dd) = mla_dims(m) {
+            rows.push((format!("{}: {} {}", m.name, dd.heads, lang.t("heads", "个头")), dd));
+        }
+    }
+    title(
+        ui,
+        size,
+        lang.t(
+            "What one token caches in one layer: expanded K and V (as MHA) against MLA's row",
+            "一个 token 在一层中缓存的内容：展开的 K 与 V（如 MHA）对比 MLA 的一行",
+        ),
+    );
+    for (name, dd) in rows {
+        ui.add_space(size * 0.3);
+        ui.label(RichText::new(name).strong().size(size * 0.95));
+        let mha = dd.heads * (dd.d_nope + dd.d_r + dd.d_v);
+        let per_value = width / mha as f32;
+        strip_row(
+            ui,
+            size,
+            &match lang {
+                Lang::En => format!(
+                    "expanded: {} heads × (K {} + {} RoPE, V {}) = {} values",
+                    dd.heads, dd.d_nope, dd.d_r, dd.d_v, mha
+                ),
+                Lang::Zh => format!(
+                    "展开：{} 个头 × (K {} + {} RoPE，V {}) = {} 个值",
+                    dd.heads, dd.d_nope, dd.d_r, dd.d_v, mha
+                ),
+            },
+            &[
+                (dd.heads * (dd.d_nope + dd.d_r), style::request(0), "K".into()),
+                (dd.heads * dd.d_v, style::request(1), "V".into()),
+            ],
+            per_value,
+        );
+        strip_row(
+            ui,
+            size,
+            &match lang {
+                Lang::En => format!(
+                    "MLA: c_KV {} + k_R {} = {} values, shared by every head ({:.1}× fewer)",
+                    dd.d_c,
+                    dd.d_r,
+                    dd.row(),
+                    mha as f64 / dd.row() as f64
+                ),
+                Lang::Zh => format!(
+                    "MLA：c_KV {} + k_R {} = {} 个值，所有头共享（少 {:.1} 倍）",
+                    dd.d_c,
+                    dd.d_r,
+                    dd.row(),
+                    mha as f64 / dd.row() as f64
+                ),
+            },
+            &[
+                (dd.d_c, style::request(3), "c_KV".into()),
+                (dd.d_r, style::request(4), "k_R".into()),
+            ],
+            per_value,
+        );
+    }
+    ui.add_space(size * 0.3);
+    check_line(
+        cx,
+        ui,
+        Some(&o.mla.check),
+        &match lang {
+            Lang::En => format!(
+                "mla_decode · W_UV over {} cached rows vs the expanded attention",
+                o.mla.tokens
+            ),
+            Lang::Zh => format!("mla_decode · W_UV（{} 行缓存）对比展开注意力", o.mla.tokens),
+        },
+    );
+}
+
+fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let lang = cx.lang;
+    let mut cases = vec![(
+        match lang {
+            Lang::En => format!("the layer that ran, {} tokens", o.mla.tokens),
+            Lang::Zh => format!("运行的这一层，{} 个 token", o.mla.tokens),
+        },
+        o.mla.dims,
+        o.mla.tokens,
+    )];
+    if let Some(ds) = o.deepseek
+        && let Some(dd) = mla_dims(&o.models[ds])
+    {
+        let n = o.report().context_tokens;
+        cases.push((
+            format!("{}, {} {}", o.models[ds].name, n, lang.t("tokens", "个 token")),
+            dd,
+            n,
+        ));
+    }
+    title(
+        ui,
+        size,
+        lang.t(
+            "One decode step of one layer: three ways (FLOPs count a multiply-add as 2)",
+            "一层的一个解码步：三种做法（一次乘加计 2 FLOPs）",
+        ),
+    );
+    let paths = [
+        lang.t("MHA-style cache (K, V expanded)", "MHA 式缓存（K、V 已展开）"),
+        lang.t("latent cache, expand each step", "潜向量缓存，每步展开"),
+        lang.t(
+            "latent cache, absorbed (mla_decode)",
+            "潜向量缓存，吸收投影（mla_decode）",
+        ),
+    ];
+    for (ci, (name, d, t)) in cases.into_iter().enumerate() {
+        ui.add_space(size * 0.3);
+        ui.label(RichText::new(name).strong().size(size * 0.95));
+        let c = mla_costs(d, t);
+        let id = format!("arch-cost-{ci}");
+        fitted_table(ui, &id, size, |ui, size| {
+            egui::Grid::new(&id).min_col_width(0.0).striped(true).show(ui, |ui| {
+                for h in [
+                    lang.t("path", "做法"),
+                    lang.t("values / token", "值 / token"),
+                    lang.t("cache read", "读缓存"),
+                    lang.t("weights read", "读权重"),
+                    "FLOPs",
+                ] {
+                    ui.label(RichText::new(h).strong().size(size));
+                }
+                ui.end_row();
+                for (k, (p, pc)) in paths.iter().zip(c).enumerate() {
+                    let t = RichText::new(*p).size(size);
+                    ui.label(if k == 2 { t.strong() } else { t });
+                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(size));
+                    ui.label(RichText::new(format_bytes(pc.cache_bytes)).monospace().size(size));
+                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(size));
+                    ui.label(RichText::new(flops(pc.flops)).monospace().size(size));
+                    ui.end_row();
+                }
+            })
+        });
+    }
+    note(
+        ui,
+        size,
+        lang.t(
+            "Cache in f16/bf16 (2 bytes a value). The weights W_UK and W_UV are read once per step for the whole batch; the cache once per request.",
+            "缓存按 f16/bf16（每值 2 字节）。权重 W_UK 和 W_UV 每步为整批读取一次；缓存每个请求读取一次。",
+        ),
+    );
+}
+
+/// One model's layers as cells: windowed layers in one colour, full ones in another; with CLA (`share`
+/// > 1) the layers that read another's KV are drawn hollow.
+fn layer_cells(ui: &mut Ui, size: f32, m: &ModelSpec, share: usize) {
+    let n = m.layers.max(1);
+    let w = ui.available_width();
+    let cell = (w / n as f32).min(size * 1.2);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.1), egui::Sense::hover());
+    let p = ui.painter();
+    for l in 0..n {
+        let c = if m.windows.get(l).copied().flatten().is_some() {
+            style::request(2)
+        } else {
+            style::request(0)
+        };
+        let r = egui::Rect::from_min_size(
+            egui::pos2(rect.min.x + l as f32 * cell, rect.min.y),
+            egui::vec2((cell - 1.0).max(1.0), rect.height()),
+        );
+        if l % share.max(1) == 0 {
+            p.rect_filled(r, 1.0, style::c32(c));
+        } else {
+            p.rect_stroke(
+                r.shrink(1.0),
+                1.0,
+                egui::Stroke::new(1.5, style::c32(c)),
+                egui::StrokeKind::Inside,
+            );
+        }
+    }
+}
+
+fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "Layer maps, and the average KV per token of one request at {}, {} and {} tokens ({})",
+                ktokens(CONTEXTS[0]),
+                ktokens(CONTEXTS[1]),
+                ktokens(CONTEXTS[2]),
+                o.format.name
+            ),
+            Lang::Zh => format!(
+                "层图，以及一个请求在 {}、{}、{} token 时每个 token 的平均 KV（{}）",
+                ktokens(CONTEXTS[0]),
+                ktokens(CONTEXTS[1]),
+                ktokens(CONTEXTS[2]),
+                o.format.name
+            ),
+        },
+    );
+    let mut rows: Vec<(String, &ModelSpec, usize, [f64; 3])> = Vec::new();
+    for name in HYBRID {
+        if let Some((i, m)) = o.named(name) {
+            let w = m.windows.iter().flatten().next().copied().unwrap_or(0);
+            let local = m.windows.iter().filter(|x| x.is_some()).count();
+            let label = match lang {
+                Lang::En => format!("{}: {local} of {} layers windowed ({w})", m.name, m.layers),
+                Lang::Zh => format!("{}：{} 层中 {local} 层有窗口（{w}）", m.name, m.layers),
+            };
+            rows.push((label, m, 1, o.at_contexts[i]));
+        }
+    }
+    let m = o.model();
+    rows.push((
+        match lang {
+            Lang::En => format!("{} with CLA: {} adjacent layers share one KV", m.name, o.cla),
+            Lang::Zh => format!("{} 加 CLA：每 {} 个相邻层共享一份 KV", m.name, o.cla),
+        },
+        m,
+        o.cla,
+        o.cla_at_contexts,
+    ));
+    for (label, mm, share, at) in rows {
+        ui.add_space(size * 0.25);
+        ui.label(RichText::new(label).size(size * 0.9));
+        layer_cells(ui, size, mm, share);
+        ui.label(
+            RichText::new(format!(
+                "{} {} · {} {} · {} {}",
+                ktokens(CONTEXTS[0]),
+                format_bytes(at[0]),
+                ktokens(CONTEXTS[1]),
+                format_bytes(at[1]),
+                ktokens(CONTEXTS[2]),
+                format_bytes(at[2])
+            ))
+            .monospace()
+            .size(size * 0.85),
+        );
+    }
+    ui.add_space(size * 0.3);
+    legend(
+        ui,
+        &[
+            (style::request(0), lang.t("full attention", "全注意力")),
+            (style::request(2), lang.t("sliding window", "滑动窗口")),
+            (
+                style::FREE,
+                lang.t(
+                    "hollow: reads the KV of the layer before (CLA)",
+                    "空心：读取前一层的 KV（CLA）",
+                ),
+            ),
+        ],
+        size,
+    );
+    note(
+        ui,
+        size,
+        lang.t(
+            "Windows from each config (Gemma 2: even layers local; Gemma 3: every sixth layer global). CLA (Brandon et al. 2024) is a what-if here: none of these configs shares KV across layers.",
+            "窗口取自各自的配置（Gemma 2：偶数层为局部；Gemma 3：每六层一层全局）。这里的 CLA（Brandon 等，2024）是假设：这些配置都没有跨层共享 KV。",
+        ),
+    );
+}
+
+fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let lang = cx.lang;
+    let m = o.model();
+    let r = o.report();
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "{} on {} · KV {} · context {}",
+                m.name,
+                gb(r.gpu_memory_bytes as f64),
+                r.kv_format,
+                r.context_tokens
+            ),
+            Lang::Zh => format!(
+                "{}，{} · KV {} · 上下文 {}",
+                m.name,
+                gb(r.gpu_memory_bytes as f64),
+                r.kv_format,
+                r.context_tokens
+            ),
+        },
+    );
+    memory_bar(ui, size, lang, r);
+    let rows: Vec<(&str, String)> = vec![
+        (
+            lang.t("GPU memory", "GPU 显存"),
+            format!("{} ({})", gb(r.gpu_memory_bytes as f64), r.gpu_memory_source),
+        ),
+        (
+            lang.t("weights", "权重"),
+            format!(
+                "{} params × {} = {}",
+                params_text(r.parameters),
+                r.weights_dtype,
+                gb(r.weights_bytes)
+            ),
+        ),
+        (lang.t("left for KV", "留给 KV"), gb(r.kv_budget_bytes)),
+        (
+            lang.t("KV per token", "每 token 的 KV"),
+            format_bytes(r.kv_bytes_per_token),
+        ),
+        (
+            lang.t("KV per request", "每个请求的 KV"),
+            format_bytes(r.kv_bytes_per_request),
+        ),
+        (
+            lang.t("blocks per request", "每个请求的块"),
+            format!(
+                "{} × {} {}",
+                r.blocks_per_request,
+                r.block_size,
+                lang.t("tokens", "个 token")
+            ),
+        ),
+        (lang.t("requests that fit", "能放下的请求"), r.requests_fit.to_string()),
+        (lang.t("tokens that fit", "能放下的 token"), r.tokens_fit.to_string()),
+    ];
+    let id = "arch-calc-table";
+    fitted_table(ui, id, size, |ui, size| {
+        egui::Grid::new(id).min_col_width(0.0).striped(true).show(ui, |ui| {
+            for (i, (k, v)) in rows.iter().enumerate() {
+                ui.label(RichText::new(*k).size(size));
+                let t = RichText::new(v).monospace().size(size);
+                ui.label(if i == 6 { t.strong().color(style::CURRENT_32) } else { t });
+                ui.end_row();
+            }
+        })
+    });
+    if r.wrong.is_empty() {
+        note(
+            ui,
+            size,
+            lang.t(
+                "No common shortcut changes this model's answer.",
+                "常见捷径公式都不改变这个模型的答案。",
+            ),
+        );
+    } else if !o.wrong {
+        note(
+            ui,
+            size,
+            match lang {
+                Lang::En => format!(
+                    "{} common wrong formula(s) differ here: the switch shows them.",
+                    r.wrong.len()
+                ),
+                Lang::Zh => format!("这里有 {} 个常见错误公式结果不同：打开开关即可看到。", r.wrong.len()),
+            },
+        );
+    } else {
+        ui.add_space(size * 0.3);
+        ui.label(
+            RichText::new(lang.t("The common wrong formulas", "常见的错误公式"))
+                .strong()
+                .size(size),
+        );
+        let bad = style::fail(ui.visuals());
+        for w in &r.wrong {
+            let fits = (r.kv_budget_bytes / w.kv_bytes_per_request).floor() as u64;
+            let text = match lang {
+                Lang::En => format!(
+                    "{}: {} per request ({:.2}×), {} requests",
+                    w.formula,
+                    format_bytes(w.kv_bytes_per_request),
+                    w.ratio,
+                    fits
+                ),
+                Lang::Zh => format!(
+                    "{}：每个请求 {}（{:.2} 倍），{} 个请求",
+                    w.formula,
+                    format_bytes(w.kv_bytes_per_request),
+                    w.ratio,
+                    fits
+                ),
+            };
+            ui.add(egui::Label::new(RichText::new(text).size(size * 0.9).color(bad)).wrap());
+        }
+    }
+}
+
+/// The GPU's memory as one bar: the weights, the requests that fit (one segment each, up to a few dozen),
+/// and what is left.
+fn memory_bar(ui: &mut Ui, size: f32, lang: Lang, r: &crate::calc::Report) {
+    let total = r.gpu_memory_bytes as f64;
+    let w = ui.available_width() - size;
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(w, size * 1.6), egui::Sense::hover());
+    let p = ui.painter();
+    p.rect_filled(rect, 2.0, style::track(ui.visuals()));
+    let x_of = |b: f64| rect.min.x + (b / total).clamp(0.0, 1.0) as f32 * rect.width();
+    let weights = egui::Rect::from_min_max(rect.min, egui::pos2(x_of(r.weights_bytes), rect.max.y));
+    p.rect_filled(weights, 2.0, style::WHOLE_32);
+    let n = r.requests_fit as usize;
+    let shown = n.min(64);
+    for i in 0..shown {
+        // Past 64 requests the last segment stands for the rest.
+        let (a, b) = if i + 1 == shown && n > shown {
+            (i as f64, n as f64)
+        } else {
+            (i as f64, i as f64 + 1.0)
+        };
+        let x0 = x_of(r.weights_bytes + a * r.kv_bytes_per_request);
+        let x1 = x_of(r.weights_bytes + b * r.kv_bytes_per_request);
+        let seg = egui::Rect::from_min_max(egui::pos2(x0, rect.min.y), egui::pos2(x1.max(x0 + 1.0), rect.max.y));
+        p.rect_filled(
+            seg.shrink2(egui::vec2(0.5, 0.0)),
+            0.0,
+            style::c32(style::request(i % 2)),
+        );
+    }
+    legend(
+        ui,
+        &[
+            (
+                style::WHOLE,
+                match lang {
+                    Lang::En => format!("weights {}", gb(r.weights_bytes)),
+                    Lang::Zh => format!("权重 {}", gb(r.weights_bytes)),
+                },
+            ),
+            (
+                style::request(0),
+                match lang {
+                    Lang::En => format!("{n} requests × {}", format_bytes(r.kv_bytes_per_request)),
+                    Lang::Zh => format!("{n} 个请求 × {}", format_bytes(r.kv_bytes_per_request)),
+                },
+            ),
+            (
+                style::FREE,
+                match lang {
+                    Lang::En => format!(
+                        "left over {}",
+                        gb(r.kv_budget_bytes - n as f64 * r.kv_bytes_per_request)
+                    ),
+                    Lang::Zh => format!("剩余 {}", gb(r.kv_budget_bytes - n as f64 * r.kv_bytes_per_request)),
+                },
+            ),
+        ],
+        size,
+    );
+}
