@@ -380,6 +380,17 @@ impl Scheduler {
 
     /// Run one step: arrivals, the policy's schedule, then finishing.
     pub fn step(&mut self) -> StepEvents {
+        match self.step_with(|_, _| Ok::<(), std::convert::Infallible>(())) {
+            Ok(ev) => ev,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Self::step`], with `run` called between the schedule and finishing: the step's slots are
+    /// reserved and no finished request has returned its blocks yet, so `run` can write the K/V of what
+    /// was scheduled and attend (lesson 12 runs the model there). An error from `run` ends the step
+    /// before finishing.
+    pub fn step_with<E>(&mut self, run: impl FnOnce(&mut KvEngine, &StepEvents) -> Result<(), E>) -> Result<StepEvents, E> {
         let mut ev = StepEvents {
             step: self.step,
             ..Default::default()
@@ -396,6 +407,7 @@ impl Scheduler {
             }
         }
         self.policy.schedule(&mut self.q, self.engine.cache_mut(), &mut ev);
+        run(&mut self.engine, &ev)?;
         // 3. finish
         let mut k = 0;
         while k < self.q.running.len() {
@@ -410,7 +422,7 @@ impl Scheduler {
             }
         }
         self.step += 1;
-        ev
+        Ok(ev)
     }
 }
 
