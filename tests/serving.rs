@@ -44,7 +44,9 @@ fn chunked_prefill_generates_the_bytes_of_whole_prompts() {
     let m = kvscope::model::shared().unwrap();
     let reqs = requests();
     for (blocks, bs) in [(64, 4), (20, 4)] {
-        let whole = m.serve(shape(blocks, bs), &reqs, Box::new(WholePrompt), &CpuBackend).unwrap();
+        let whole = m
+            .serve(shape(blocks, bs), &reqs, Box::new(WholePrompt), &CpuBackend)
+            .unwrap();
         for (r, out) in reqs.iter().zip(&whole.outputs) {
             assert_eq!(out.len(), r.generate);
         }

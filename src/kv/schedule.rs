@@ -201,7 +201,11 @@ impl ChunkedPrefill {
     /// tokens to recompute), capped by the chunk size and the budget.
     fn next_chunk(&self, live: &Live, left: usize) -> usize {
         let remaining = (live.req.prompt + live.generated).saturating_sub(live.prefilled);
-        let capped = if self.chunk > 0 { remaining.min(self.chunk) } else { remaining };
+        let capped = if self.chunk > 0 {
+            remaining.min(self.chunk)
+        } else {
+            remaining
+        };
         capped.min(left)
     }
 }
@@ -390,7 +394,10 @@ impl Scheduler {
     /// reserved and no finished request has returned its blocks yet, so `run` can write the K/V of what
     /// was scheduled and attend (lesson 12 runs the model there). An error from `run` ends the step
     /// before finishing.
-    pub fn step_with<E>(&mut self, run: impl FnOnce(&mut KvEngine, &StepEvents) -> Result<(), E>) -> Result<StepEvents, E> {
+    pub fn step_with<E>(
+        &mut self,
+        run: impl FnOnce(&mut KvEngine, &StepEvents) -> Result<(), E>,
+    ) -> Result<StepEvents, E> {
         let mut ev = StepEvents {
             step: self.step,
             ..Default::default()
@@ -627,7 +634,11 @@ mod tests {
                 let mut cached = [0usize; 5];
                 for e in &log {
                     let tokens: usize = e.chunks.iter().map(|c| c.2).sum::<usize>() + e.decoded.len();
-                    assert!(tokens <= budget, "budget {budget} bs {bs} step {}: {tokens} tokens", e.step);
+                    assert!(
+                        tokens <= budget,
+                        "budget {budget} bs {bs} step {}: {tokens} tokens",
+                        e.step
+                    );
                     for &(id, _) in &e.preempted {
                         cached[id as usize] = 0;
                     }
@@ -658,14 +669,7 @@ mod tests {
     #[test]
     fn a_large_budget_schedules_as_whole_prompts() {
         let whole = replay_with(64, 4, Box::new(WholePrompt));
-        let chunked = replay_with(
-            64,
-            4,
-            Box::new(ChunkedPrefill {
-                budget: 1000,
-                chunk: 0,
-            }),
-        );
+        let chunked = replay_with(64, 4, Box::new(ChunkedPrefill { budget: 1000, chunk: 0 }));
         assert_eq!(whole.len(), chunked.len());
         for (w, c) in whole.iter().zip(&chunked) {
             assert_eq!(w.admitted, c.admitted);

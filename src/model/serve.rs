@@ -58,7 +58,12 @@ impl Model {
             for (ch, x) in chunks.iter().zip(&xs) {
                 let (q, k, v) = self.qkv(b, x, ch.pos0);
                 let by_token = |a: &Array3<f32>| -> Vec<f32> {
-                    a.view().permuted_axes([1, 0, 2]).as_standard_layout().iter().copied().collect()
+                    a.view()
+                        .permuted_axes([1, 0, 2])
+                        .as_standard_layout()
+                        .iter()
+                        .copied()
+                        .collect()
                 };
                 let slots: Vec<i32> = (ch.pos0..ch.pos0 + ch.tokens.len())
                     .map(|p| engine.cache().slot(ch.req, p).map_or(-1, |s| s as i32))
@@ -222,7 +227,10 @@ impl Model {
                         let best = row
                             .iter()
                             .enumerate()
-                            .fold((0usize, f32::NEG_INFINITY), |b, (k, &v)| if v > b.1 { (k, v) } else { b })
+                            .fold(
+                                (0usize, f32::NEG_INFINITY),
+                                |b, (k, &v)| if v > b.1 { (k, v) } else { b },
+                            )
                             .0;
                         pending[i] = Some(best as u8);
                         run.first_token_step[i].get_or_insert(step_no);

@@ -24,7 +24,10 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<&PagedPrefillInput>) -> Result<Vec
     let mut tmp_max: CudaSlice<f32> = st.alloc_zeros(q_rows * h * p).map_err(dev)?;
     let mut tmp_sum: CudaSlice<f32> = st.alloc_zeros(q_rows * h * p).map_err(dev)?;
     let mut out: CudaSlice<f32> = st.alloc_zeros(q_rows * h * hd).map_err(dev)?;
-    let (lp, lr) = (launch::cuda(s.kv_heads, q_rows, p), decode_launch::cuda_reduce(h, q_rows));
+    let (lp, lr) = (
+        launch::cuda(s.kv_heads, q_rows, p),
+        decode_launch::cuda_reduce(h, q_rows),
+    );
     let (nq, mb, np, hh, kv, bsz, hdim, scale) = (
         i(q_rows),
         i(inp.max_blocks),
@@ -45,7 +48,14 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<&PagedPrefillInput>) -> Result<Vec
         .arg(&tables)
         .arg(&row_req)
         .arg(&row_ctx);
-    a.arg(&nq).arg(&mb).arg(&np).arg(&hh).arg(&kv).arg(&bsz).arg(&hdim).arg(&scale);
+    a.arg(&nq)
+        .arg(&mb)
+        .arg(&np)
+        .arg(&hh)
+        .arg(&kv)
+        .arg(&bsz)
+        .arg(&hdim)
+        .arg(&scale);
     // SAFETY: matches paged_prefill_f16's signature; validated as the rows' decode problem: q [Q,H,hd],
     // pools [num_blocks,KVH,B,hd] f16, every row's live blocks inside the pool; row_req/row_ctx [Q];
     // temporaries [Q,H,P(,hd)].

@@ -105,7 +105,10 @@ impl OpInput for &PagedPrefillInput<'_> {
     fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
         let r = self.requests();
         if self.shape.dtype != KvDtype::F16 {
-            return Err(invalid(format!("paged_prefill reads f16 pools, not {}", self.shape.dtype)));
+            return Err(invalid(format!(
+                "paged_prefill reads f16 pools, not {}",
+                self.shape.dtype
+            )));
         }
         if self.query_lens.len() != r || self.block_tables.len() != r * self.max_blocks {
             return Err(invalid(format!(

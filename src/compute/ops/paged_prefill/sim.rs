@@ -10,7 +10,10 @@ pub(crate) fn run(_b: &SimBackend, inp: Valid<&PagedPrefillInput>) -> Result<Vec
     let s = inp.shape;
     let (q_rows, h, hd) = (inp.rows(), inp.n_heads, s.head_dim);
     let p = decode_launch::cuda_num_partitions(inp.max_context());
-    let (lp, lr) = (launch::cuda(s.kv_heads, q_rows, p), decode_launch::cuda_reduce(h, q_rows));
+    let (lp, lr) = (
+        launch::cuda(s.kv_heads, q_rows, p),
+        decode_launch::cuda_reduce(h, q_rows),
+    );
     budget(&[lp, lr])?;
     let (k_pool, v_pool) = (f16_pool(inp.k_pool, "cuda-sim")?, f16_pool(inp.v_pool, "cuda-sim")?);
     let map = inp.row_map();
