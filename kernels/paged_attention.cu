@@ -103,32 +103,20 @@
 #define PA_MIN_BLOCKS_PER_SM 4
 
 // =======================================================================================
-// Kernel 1: one partition of one request for one GQA group
+// Kernel 1: one partition of one query row for one GQA group
 // =======================================================================================
-extern "C" __global__ void __launch_bounds__(PA_THREADS, PA_MIN_BLOCKS_PER_SM)
-paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_max,
-                           float* __restrict__ tmp_sum, const float* __restrict__ q,
-                           const kv_t* __restrict__ k_pool,
-                           const kv_t* __restrict__ v_pool,
-                           const int* __restrict__ block_tables,
-                           const int* __restrict__ context_lens, int max_blocks_per_seq,
-                           int num_partitions, int n_heads, int n_kv_heads, int block_size,
-                           int head_dim, float scale) {
-    // Per-group partial results, merged at the end of each pass (the only shared memory).
-    __shared__ float s_m[PA_THREADS][PA_HEADS_PER_PASS];  // running max     [group][head]
-    __shared__ float s_l[PA_THREADS][PA_HEADS_PER_PASS];  // running sum     [group][head]
-    __shared__ float s_acc[PA_HEADS_PER_PASS][PA_THREADS * PA_VEC];  // [head][thread*8+e]
-
-    const int kvh = (int)blockIdx.x;   // kv head (= GQA group)
-    const int r = (int)blockIdx.y;     // request
-    const int part = (int)blockIdx.z;  // partition
-    // Bad arguments: leave. The condition is the same for every thread of the block, so
-    // nobody is left waiting at a barrier.
-    if ((int)blockDim.x != PA_THREADS || kvh >= n_kv_heads || part >= num_partitions ||
-        head_dim < 1 || head_dim > PA_MAX_HEAD_DIM || block_size < 1 ||
-        n_heads % n_kv_heads != 0)
-        return;
-
+// The body of kernel 1, shared by the decode entry (row = request r) and the prefill entry
+// (row = one query token of a chunk; kernels/paged_attention.cu, paged_prefill_f16 below):
+// query row `r` of q attends the first `ctx` tokens of the block table `table`, and
+// writes the partial results of that row. The shared arrays are the entry's.
+__device__ __forceinline__ void pa_partition(
+    float* __restrict__ tmp_out, float* __restrict__ tmp_max, float* __restrict__ tmp_sum,
+    const float* __restrict__ q, const kv_t* __restrict__ k_pool, const kv_t* __restrict__ v_pool,
+    const int* __restrict__ table, const int ctx, const int r, const int max_blocks_per_seq,
+    const int num_partitions, const int n_heads, const int n_kv_heads, const int block_size,
+    const int head_dim, const float scale, const int kvh, const int part,
+    float (*s_m)[PA_HEADS_PER_PASS], float (*s_l)[PA_HEADS_PER_PASS],
+    float (*s_acc)[PA_THREADS * PA_VEC]) {
     const int tid = (int)threadIdx.x;
     const int G = n_heads / n_kv_heads;  // query heads per kv head
 
@@ -142,7 +130,6 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
     const bool vec_ok = (head_dim % PA_VEC) == 0;
 
     // ---- the tokens of this partition ---------------------------------------------------
-    const int ctx = context_lens[r];
     const int t_begin = part * PA_PARTITION_SIZE;
     const int t_end = min(ctx, t_begin + PA_PARTITION_SIZE);
     const int n_tok = max(0, t_end - t_begin);  // 0: empty partition
@@ -156,7 +143,6 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
     while (bs_shift < 30 && (1 << bs_shift) < block_size) ++bs_shift;
     const bool bs_pow2 = (1 << bs_shift) == block_size;
 
-    const int* table = block_tables + (long long)r * max_blocks_per_seq;
     const long long head_stride = (long long)block_size * head_dim;  // one kv head in a block
     const long long block_stride = (long long)n_kv_heads * head_stride;  // one physical block
     const kv_t* k_base = k_pool + (long long)kvh * head_stride;
@@ -321,6 +307,71 @@ paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_
         }
         __syncthreads();  // BARRIER 2: shared memory is free before the next pass reuses it
     }
+}
+
+// The decode entry: block (kvh, r, p) is partition p of request r's one query token.
+extern "C" __global__ void __launch_bounds__(PA_THREADS, PA_MIN_BLOCKS_PER_SM)
+paged_attention_decode_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_max,
+                           float* __restrict__ tmp_sum, const float* __restrict__ q,
+                           const kv_t* __restrict__ k_pool,
+                           const kv_t* __restrict__ v_pool,
+                           const int* __restrict__ block_tables,
+                           const int* __restrict__ context_lens, int max_blocks_per_seq,
+                           int num_partitions, int n_heads, int n_kv_heads, int block_size,
+                           int head_dim, float scale) {
+    // Per-group partial results, merged at the end of each pass (the only shared memory).
+    __shared__ float s_m[PA_THREADS][PA_HEADS_PER_PASS];  // running max     [group][head]
+    __shared__ float s_l[PA_THREADS][PA_HEADS_PER_PASS];  // running sum     [group][head]
+    __shared__ float s_acc[PA_HEADS_PER_PASS][PA_THREADS * PA_VEC];  // [head][thread*8+e]
+
+    const int kvh = (int)blockIdx.x;   // kv head (= GQA group)
+    const int r = (int)blockIdx.y;     // request
+    const int part = (int)blockIdx.z;  // partition
+    // Bad arguments: leave. The condition is the same for every thread of the block, so
+    // nobody is left waiting at a barrier.
+    if ((int)blockDim.x != PA_THREADS || kvh >= n_kv_heads || part >= num_partitions ||
+        head_dim < 1 || head_dim > PA_MAX_HEAD_DIM || block_size < 1 ||
+        n_heads % n_kv_heads != 0)
+        return;
+    pa_partition(tmp_out, tmp_max, tmp_sum, q, k_pool, v_pool,
+                 block_tables + (long long)r * max_blocks_per_seq, context_lens[r], r,
+                 max_blocks_per_seq, num_partitions, n_heads, n_kv_heads, block_size, head_dim,
+                 scale, kvh, part, s_m, s_l, s_acc);
+}
+
+// The prefill entry (chunked prefill and speculative verification): a chunk of C new tokens
+// of request r, at positions [ctx_r - C, ctx_r), their K/V already appended. Query row i
+// (q [Q, H, hd], the chunks of all requests one after another) belongs to request
+// row_req[i] and attends its first row_ctx[i] cached tokens: ctx_r - C + j + 1 for the
+// chunk's j-th token, which is the causal mask inside the chunk. Block (kvh, i, p) is
+// partition p of row i; every row runs the decode body, so a chunk of one token computes
+// exactly what paged_attention_decode_f16 computes. Each row reads its K/V rows itself: the
+// chunk's rows do not share loads (lesson 6's flash kernel tiles queries that way).
+// The rows are merged by paged_attention_reduce_f32 with context_lens = row_ctx, grid (H, Q).
+extern "C" __global__ void __launch_bounds__(PA_THREADS, PA_MIN_BLOCKS_PER_SM)
+paged_prefill_f16(float* __restrict__ tmp_out, float* __restrict__ tmp_max,
+                  float* __restrict__ tmp_sum, const float* __restrict__ q,
+                  const kv_t* __restrict__ k_pool, const kv_t* __restrict__ v_pool,
+                  const int* __restrict__ block_tables, const int* __restrict__ row_req,
+                  const int* __restrict__ row_ctx, int n_rows, int max_blocks_per_seq,
+                  int num_partitions, int n_heads, int n_kv_heads, int block_size, int head_dim,
+                  float scale) {
+    __shared__ float s_m[PA_THREADS][PA_HEADS_PER_PASS];
+    __shared__ float s_l[PA_THREADS][PA_HEADS_PER_PASS];
+    __shared__ float s_acc[PA_HEADS_PER_PASS][PA_THREADS * PA_VEC];
+
+    const int kvh = (int)blockIdx.x;
+    const int row = (int)blockIdx.y;  // query row of the chunks
+    const int part = (int)blockIdx.z;
+    if ((int)blockDim.x != PA_THREADS || kvh >= n_kv_heads || row >= n_rows ||
+        part >= num_partitions || head_dim < 1 || head_dim > PA_MAX_HEAD_DIM ||
+        block_size < 1 || n_heads % n_kv_heads != 0)
+        return;
+    const int r = row_req[row];
+    pa_partition(tmp_out, tmp_max, tmp_sum, q, k_pool, v_pool,
+                 block_tables + (long long)r * max_blocks_per_seq, row_ctx[row], row,
+                 max_blocks_per_seq, num_partitions, n_heads, n_kv_heads, block_size, head_dim,
+                 scale, kvh, part, s_m, s_l, s_acc);
 }
 
 // =======================================================================================

@@ -11,6 +11,9 @@
 //                                scores of the partition live in workgroup memory, and the
 //                                partition's max m, sum l and unnormalised output go to
 //                                tmp_max / tmp_sum / tmp_out [R, H, partitions(, hd)].
+//   paged_prefill_f16            the same body for the query rows of ragged chunks (chunked
+//                                prefill, speculative verification): dispatch (KVH, Q, partitions),
+//                                row i attends its request's first ctx_r − C_r + j + 1 tokens.
 //   paged_attention_reduce_f32   one workgroup per (query head, request), dispatch (H, R, 1):
 //                                merges the partitions, M = max m_p,
 //                                out = sum_p e^(m_p - M) tmp_out_p / sum_p e^(m_p - M) l_p.
@@ -33,7 +36,7 @@ struct Params {
     max_blocks: u32,
     num_partitions: u32,
     scale: f32,
-    _pad: u32,
+    n_rows: u32,  // paged_prefill_f16: query rows Q (0 for decode)
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -55,26 +58,20 @@ const MAX_HD: u32 = 256u;
 var<workgroup> s_q: array<f32, 1024>;  // HP * MAX_HD: the pass's scaled query rows
 var<workgroup> s_s: array<f32, 1024>;  // HP * PART: scores, then probabilities
 var<workgroup> s_len: u32;
+var<workgroup> s_req: u32;
 
-@compute @workgroup_size(128, 1, 1)
-fn paged_attention_decode_f16(
-    @builtin(workgroup_id) w: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let kvh = w.x;
-    let r = w.y;
-    let part = w.z;
+// The body of the decode kernel, shared with the prefill entry: query row `row` (of q, tmp_*)
+// attends the first `len` tokens of the block-table row starting at `tables_row`. `len` must be
+// uniform (both entries read it with workgroupUniformLoad), so every barrier below is reached by the
+// whole workgroup.
+fn pa_partition(kvh: u32, row: u32, part: u32, t: u32, len: u32, tables_row: u32) {
     let hd = P.head_dim;
     let H = P.n_heads;
     let G = H / P.kv_heads;
-    if (t == 0u) {
-        s_len = u32(max(lens[r], 0));
-    }
-    let len = workgroupUniformLoad(&s_len);  // uniform from here on
+    let r = row;
     let start = part * PART;
     let end = min(len, start + PART);
     let n_tok = select(0u, end - start, end > start);
-    let tables_row = r * P.max_blocks;
     for (var g0 = 0u; g0 < G; g0 += HP) {
         let ng = min(HP, G - g0);
         let h0 = kvh * G + g0;
@@ -155,6 +152,39 @@ fn paged_attention_decode_f16(
         }
         workgroupBarrier();  // s_q and s_s are free before the next pass reuses them
     }
+}
+
+
+@compute @workgroup_size(128, 1, 1)
+fn paged_attention_decode_f16(
+    @builtin(workgroup_id) w: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let r = w.y;
+    if (t == 0u) {
+        s_len = u32(max(lens[r], 0));
+    }
+    let len = workgroupUniformLoad(&s_len);  // uniform from here on
+    pa_partition(w.x, r, w.z, t, len, r * P.max_blocks);
+}
+
+// The prefill entry (the twin of paged_prefill_f16): dispatch (KVH, Q, partitions), one workgroup
+// per (KV head, query row, partition). `lens` holds the rows' context lengths [Q] (ctx_r − C_r + j + 1
+// for the chunk's j-th token: the causal mask inside the chunk) followed by their requests [Q];
+// P.n_rows is Q. A chunk of one token computes what the decode entry computes, bit for bit.
+@compute @workgroup_size(128, 1, 1)
+fn paged_prefill_f16(
+    @builtin(workgroup_id) w: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = w.y;
+    if (t == 0u) {
+        s_len = u32(max(lens[row], 0));
+        s_req = u32(max(lens[P.n_rows + row], 0));
+    }
+    let len = workgroupUniformLoad(&s_len);
+    let req = workgroupUniformLoad(&s_req);
+    pa_partition(w.x, row, w.z, t, len, req * P.max_blocks);
 }
 
 @compute @workgroup_size(128, 1, 1)

@@ -847,6 +847,109 @@ void test_paged_attention(const PagedCase& c) {
         }
 }
 
+
+// paged_prefill_f16 + reduce: chunks of C_r new tokens (already in the cache) attend causally to
+// their request's cache through its block table; every query row is compared with double attention
+// over tokens [0, ctx_r - C_r + j]. With one token a chunk, the rows are compared bit for bit with
+// paged_attention_decode_f16's output on the same request (one kernel body serves both).
+struct PrefillCase {
+    int H, KVH, hd, bs;
+    std::vector<int> ctx, chunk;  // tokens cached after the chunk, and the chunk's length
+};
+
+void test_paged_prefill(const PrefillCase& c) {
+    const int R = (int)c.ctx.size(), H = c.H, KVH = c.KVH, hd = c.hd, bs = c.bs;
+    const int G = H / KVH;
+    const float scale = 1.0f / std::sqrt((float)hd);
+    int max_ctx = 0, Q = 0;
+    for (int x : c.ctx) max_ctx = std::max(max_ctx, x);
+    for (int x : c.chunk) Q += x;
+    const int P = std::max(1, (max_ctx + kPartition - 1) / kPartition);
+    char tag[128];
+    std::snprintf(tag, sizeof tag, "R%d Q%d H%d KVH%d hd%d bs%d P%d", R, Q, H, KVH, hd, bs, P);
+    int max_blocks = 1, total_blocks = 2;
+    for (int x : c.ctx) {
+        max_blocks = std::max(max_blocks, (x + bs - 1) / bs);
+        total_blocks += (x + bs - 1) / bs;
+    }
+    std::vector<int> ids(total_blocks);
+    for (int i = 0; i < total_blocks; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int> table((size_t)R * max_blocks, -1);
+    int next = 0;
+    for (int r = 0; r < R; ++r)
+        for (int b = 0; b < (c.ctx[r] + bs - 1) / bs; ++b) table[(size_t)r * max_blocks + b] = ids[next++];
+    const size_t pool_n = (size_t)total_blocks * KVH * bs * hd;
+    std::vector<uint16_t> kp(pool_n, 0x7e00), vp(pool_n, 0x7e00);
+    auto row_at = [&](int r, int t, int h) {
+        const int phys = table[(size_t)r * max_blocks + t / bs];
+        return (((size_t)phys * KVH + h) * bs + t % bs) * hd;
+    };
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < c.ctx[r]; ++t)
+            for (int h = 0; h < KVH; ++h)
+                for (int d = 0; d < hd; ++d) {
+                    kp[row_at(r, t, h) + d] = f32_to_f16_bits(urand(-2.0f, 2.0f));
+                    vp[row_at(r, t, h) + d] = f32_to_f16_bits(urand());
+                }
+    std::vector<int> row_req, row_ctx;
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < c.chunk[r]; ++j) {
+            row_req.push_back(r);
+            row_ctx.push_back(c.ctx[r] - c.chunk[r] + j + 1);
+        }
+    const auto q = rand_vec((size_t)Q * H * hd, -2.0f, 2.0f);
+    std::vector<float> tmp_out((size_t)Q * H * P * hd, kNaNf), tmp_max((size_t)Q * H * P, kNaNf),
+        tmp_sum((size_t)Q * H * P, kNaNf), out((size_t)Q * H * hd, kNaNf);
+    kvs_sim_paged_prefill_f16(KVH, Q, P, 128, 1, 1, tmp_out.data(), tmp_max.data(), tmp_sum.data(),
+                              q.data(), kp.data(), vp.data(), table.data(), row_req.data(),
+                              row_ctx.data(), Q, max_blocks, P, H, KVH, bs, hd, scale);
+    kvs_sim_paged_attention_reduce_f32(H, Q, 1, 128, 1, 1, out.data(), tmp_out.data(), tmp_max.data(),
+                                       tmp_sum.data(), row_ctx.data(), P, H, hd);
+    for (int i = 0; i < Q; ++i)
+        for (int h = 0; h < H; ++h) {
+            const int r = row_req[i], kvh = h / G, n = row_ctx[i];
+            std::vector<double> s(n);
+            double m = -kInf, l = 0;
+            for (int t = 0; t < n; ++t) {
+                double dot = 0;
+                for (int d = 0; d < hd; ++d)
+                    dot += (double)q[((size_t)i * H + h) * hd + d] * f16_bits_to_double(kp[row_at(r, t, kvh) + d]);
+                s[t] = dot * scale;
+                m = std::max(m, s[t]);
+            }
+            std::vector<double> acc(hd, 0.0);
+            for (int t = 0; t < n; ++t) {
+                const double e = std::exp(s[t] - m);
+                l += e;
+                for (int d = 0; d < hd; ++d) acc[d] += e * f16_bits_to_double(vp[row_at(r, t, kvh) + d]);
+            }
+            char w[256];
+            std::snprintf(w, sizeof w, "%s row%d h%d", tag, i, h);
+            for (int d = 0; d < hd; ++d)
+                check("paged_prefill", w, out[((size_t)i * H + h) * hd + d], l > 0 ? acc[d] / l : 0.0);
+        }
+    // One token a chunk: the same bits as the decode entry on the same requests.
+    bool single = true;
+    for (int x : c.chunk) single = single && x == 1;
+    if (single) {
+        std::vector<float> d_out((size_t)R * H * P * hd, kNaNf), d_max((size_t)R * H * P, kNaNf),
+            d_sum((size_t)R * H * P, kNaNf), dec((size_t)R * H * hd, kNaNf);
+        kvs_sim_paged_attention_decode_f16(KVH, R, P, 128, 1, 1, d_out.data(), d_max.data(), d_sum.data(),
+                                           q.data(), kp.data(), vp.data(), table.data(), c.ctx.data(),
+                                           max_blocks, P, H, KVH, bs, hd, scale);
+        kvs_sim_paged_attention_reduce_f32(H, R, 1, 128, 1, 1, dec.data(), d_out.data(), d_max.data(),
+                                           d_sum.data(), c.ctx.data(), P, H, hd);
+        Stat& st = stat("prefill_eq_decode");
+        st.checked += (long)dec.size();
+        if (std::memcmp(dec.data(), out.data(), dec.size() * sizeof(float)) != 0) {
+            std::printf("  MISMATCH prefill_eq_decode %s: C = 1 rows differ from decode\n", tag);
+            st.bad += 1;
+            st.max_err = kInf;
+        }
+    }
+}
+
 }  // namespace
 
 
@@ -1186,6 +1289,15 @@ int main() {
         {8, 1, 1, 3, {700, 9}},          // G = 8, hd 1: 128 one-lane groups, short 2nd pass
     };
     for (const auto& c : paged_cases) test_paged_attention(c);
+
+    const PrefillCase prefill_cases[] = {
+        {4, 1, 128, 16, {20, 600}, {7, 3}},       // two chunks, one spanning a block edge; 2 partitions
+        {8, 2, 64, 4, {9, 1, 13}, {9, 1, 5}},     // a whole prompt, a one-token chunk, a middle chunk
+        {3, 1, 3, 1, {6}, {6}},                   // hd 3 (element loads), block_size 1
+        {10, 2, 16, 5, {530, 2}, {1, 1}},         // one token a chunk: equal to decode bit for bit
+        {16, 2, 32, 8, {77, 3, 40}, {1, 1, 1}},   // G = 8, one token a chunk
+    };
+    for (const auto& c : prefill_cases) test_paged_prefill(c);
 
     bool ok = true;
     // Every entry point of the shim's list ran (a new entry's test case that main never calls fails here).

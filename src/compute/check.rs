@@ -51,6 +51,8 @@ pub enum Against {
     FlashKernel,
     /// The model recomputed in f32 over the whole sequence, without a cache, on the CPU.
     RecomputeWithoutCache,
+    /// `paged_decode` on the same backend and cache (a prefill chunk of one token must equal it exactly).
+    PagedDecode,
 }
 
 impl Against {
@@ -61,6 +63,7 @@ impl Against {
             Against::ThreeKernels => "lesson 1's three f32 kernels",
             Against::FlashKernel => "the flash kernel's output",
             Against::RecomputeWithoutCache => "an f32 recompute without the cache (CPU)",
+            Against::PagedDecode => "paged_decode on the same backend",
         }
     }
 
@@ -71,6 +74,7 @@ impl Against {
             Against::ThreeKernels => "第 1 课的三个 f32 kernel",
             Against::FlashKernel => "flash kernel 的输出",
             Against::RecomputeWithoutCache => "不用缓存的 f32 重算（CPU）",
+            Against::PagedDecode => "同一后端上的 paged_decode",
         }
     }
 }

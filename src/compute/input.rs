@@ -134,6 +134,11 @@ impl<T> Valid<T> {
     pub(crate) fn project<U>(self, f: impl FnOnce(T) -> U) -> Valid<U> {
         Valid(f(self.0))
     }
+
+    /// A borrow of the checked input, still checked.
+    pub(crate) fn as_ref(&self) -> Valid<&T> {
+        Valid(&self.0)
+    }
 }
 
 impl<T> std::ops::Deref for Valid<T> {

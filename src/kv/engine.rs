@@ -702,6 +702,33 @@ impl KvEngine {
         Ok(backend.paged_decode(&inp)?)
     }
 
+    /// Prefill attention of layer `l`: each request of `tables` attends its cache with a chunk of
+    /// `query_lens[r]` new tokens (its last ones, already written), causally within the chunk, through
+    /// `paged_prefill` (`[Q, n_heads, head_dim]`, Q = Σ query_lens). f16 pools only.
+    pub fn prefill(
+        &self,
+        backend: &dyn Backend,
+        l: usize,
+        tables: &DecodeTables,
+        query_lens: &[i32],
+        q: &[f32],
+        n_heads: usize,
+    ) -> Result<Vec<f32>, EngineError> {
+        let inp = self.input(l, tables, q, n_heads)?;
+        let pre = crate::compute::ops::paged_prefill::PagedPrefillInput {
+            q,
+            n_heads,
+            shape: inp.shape,
+            k_pool: inp.k_pool,
+            v_pool: inp.v_pool,
+            block_tables: &tables.tables,
+            max_blocks: tables.max_blocks,
+            context_lens: &tables.context_lens,
+            query_lens,
+        };
+        Ok(backend.paged_prefill(&pre)?)
+    }
+
     /// Set every FP8 scale of layer `l`'s pools: `k_scale` and `v_scale`, one per tensor or one per KV
     /// head (the prompt's absolute maximum over the format's largest value, or 1.0 uncalibrated, as vLLM).
     /// Pools of other dtypes keep their scales (INT8 per token computes its own at each write).

@@ -22,4 +22,6 @@ mod schedule;
 
 pub use engine::{EngineError, KvEngine, KvEvent, PoolLayout};
 pub use evict::{EvictionPolicy, LruPrefix};
-pub use schedule::{Live, Queues, Request, ScenarioError, SchedulePolicy, Scheduler, StepEvents, WholePrompt};
+pub use schedule::{
+    ChunkedPrefill, Live, Queues, Request, ScenarioError, SchedulePolicy, Scheduler, StepEvents, WholePrompt,
+};

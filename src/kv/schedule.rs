@@ -174,6 +174,106 @@ impl SchedulePolicy for WholePrompt {
     }
 }
 
+/// vLLM V1's policy with a token budget (chunked prefill): each step schedules at most `budget` tokens.
+/// 1. The **running** requests first, oldest first, while budget is left: a request still prefilling
+///    (its prompt, plus what it had generated when it was preempted) gets its next chunk, at most
+///    `chunk` tokens (vLLM's `long_prefill_token_threshold`; 0: no cap) and at most the budget left; a
+///    decoding request gets one token. A request that needs a block when none is free preempts the
+///    newest running request, as [`WholePrompt`] does (its progress is lost: it recomputes).
+/// 2. Only in a step without preemption, **waiting** requests are admitted in arrival order while
+///    budget is left, each with its first chunk (the same caps); the first whose chunk does not fit in
+///    the free blocks waits, and so does everyone behind it.
+///
+/// A chunk that completes a request's prefill makes it decode from the next step on, as a whole prompt
+/// does under [`WholePrompt`]; so with a budget at least as large as every prompt and no cap, the two
+/// policies schedule the same steps. Chunks are recorded in `StepEvents::chunks` (and the first chunk's
+/// admission in `admitted`, with the chunk's length).
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkedPrefill {
+    /// Tokens one step may schedule (vLLM's `max_num_batched_tokens`), at least 1.
+    pub budget: usize,
+    /// The most prefill tokens one request gets in a step (0: no cap).
+    pub chunk: usize,
+}
+
+impl ChunkedPrefill {
+    /// The prefill tokens `live` gets now with `left` budget: what remains of its prompt (plus the
+    /// tokens to recompute), capped by the chunk size and the budget.
+    fn next_chunk(&self, live: &Live, left: usize) -> usize {
+        let remaining = (live.req.prompt + live.generated).saturating_sub(live.prefilled);
+        let capped = if self.chunk > 0 {
+            remaining.min(self.chunk)
+        } else {
+            remaining
+        };
+        capped.min(left)
+    }
+}
+
+impl SchedulePolicy for ChunkedPrefill {
+    fn name(&self) -> &'static str {
+        "vLLM V1, token budget (chunked prefill)"
+    }
+
+    fn schedule(&mut self, q: &mut Queues, cache: &mut PagedKvCache, ev: &mut StepEvents) {
+        let mut left = self.budget.max(1);
+        // 1. Running requests, oldest first, while budget is left.
+        let mut i = 0;
+        while i < q.running.len() && left > 0 {
+            let live = q.running[i];
+            let prefilling = live.prefilled < live.req.prompt + live.generated;
+            let n = if prefilling { self.next_chunk(&live, left) } else { 1 };
+            match cache.append_slots(live.id, n) {
+                Ok(_) => {
+                    if prefilling {
+                        ev.chunks.push((live.id, live.prefilled, n));
+                        q.running[i].prefilled += n;
+                    } else {
+                        ev.decoded.push((live.id, cache.len(live.id) - 1));
+                        q.running[i].generated += 1;
+                        q.running[i].prefilled += 1;
+                    }
+                    left -= n;
+                    i += 1;
+                }
+                Err(_) => {
+                    let mut victim = q.running.pop().expect("running is not empty");
+                    let blocks = cache.free_request(victim.id).expect("a running request has a table");
+                    ev.preempted.push((victim.id, blocks));
+                    // Recompute: its prompt and what it generated are prefilled again.
+                    victim.prefilled = 0;
+                    q.waiting.push_front(victim);
+                }
+            }
+        }
+        // 2. Admission with the budget left, in arrival order, only in a step without preemption.
+        if ev.preempted.is_empty() {
+            while left > 0 {
+                let Some(front) = q.waiting.front().copied() else { break };
+                let n = self.next_chunk(&front, left);
+                if cache.append_slots(front.id, n).is_err() {
+                    ev.waiting.extend(q.waiting.iter().map(|l| l.id));
+                    break;
+                }
+                q.waiting.pop_front();
+                ev.admitted.push((front.id, n));
+                ev.chunks.push((front.id, 0, n));
+                if front.generated > 0 {
+                    ev.recomputed.push((front.id, front.req.prompt + front.generated));
+                }
+                let mut live = front;
+                live.prefilled = n;
+                q.running.push(live);
+                left -= n;
+            }
+        }
+    }
+
+    fn boxed_clone(&self) -> Box<dyn SchedulePolicy> {
+        Box::new(*self)
+    }
+}
+
 /// Why a scenario cannot run at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScenarioError {
@@ -284,6 +384,20 @@ impl Scheduler {
 
     /// Run one step: arrivals, the policy's schedule, then finishing.
     pub fn step(&mut self) -> StepEvents {
+        match self.step_with(|_, _| Ok::<(), std::convert::Infallible>(())) {
+            Ok(ev) => ev,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Self::step`], with `run` called between the schedule and finishing: the step's slots are
+    /// reserved and no finished request has returned its blocks yet, so `run` can write the K/V of what
+    /// was scheduled and attend (lesson 12 runs the model there). An error from `run` ends the step
+    /// before finishing.
+    pub fn step_with<E>(
+        &mut self,
+        run: impl FnOnce(&mut KvEngine, &StepEvents) -> Result<(), E>,
+    ) -> Result<StepEvents, E> {
         let mut ev = StepEvents {
             step: self.step,
             ..Default::default()
@@ -300,6 +414,7 @@ impl Scheduler {
             }
         }
         self.policy.schedule(&mut self.q, self.engine.cache_mut(), &mut ev);
+        run(&mut self.engine, &ev)?;
         // 3. finish
         let mut k = 0;
         while k < self.q.running.len() {
@@ -314,7 +429,7 @@ impl Scheduler {
             }
         }
         self.step += 1;
-        ev
+        Ok(ev)
     }
 }
 
@@ -488,6 +603,78 @@ mod tests {
                 assert!(ev.step < 500);
             }
             assert_eq!(generated, SCENARIO.map(|r| r.generate), "bs {bs}");
+        }
+    }
+
+    fn replay_with(num_blocks: usize, block_size: usize, policy: Box<dyn SchedulePolicy>) -> Vec<StepEvents> {
+        let engine = KvEngine::new(shape(num_blocks, block_size), 1);
+        let mut s = Scheduler::with_engine(engine, SCENARIO.to_vec(), policy).unwrap();
+        let mut log = Vec::new();
+        while !s.is_done() {
+            let ev = s.step();
+            s.cache()
+                .check_invariants()
+                .unwrap_or_else(|e| panic!("bs {block_size} step {}: {e}", ev.step));
+            log.push(ev);
+            assert!(log.len() < 1000, "the scenario must finish");
+        }
+        assert!(s.cache().is_empty());
+        log
+    }
+
+    /// The token budget is never exceeded, a long prompt spans several steps, every request generates
+    /// all its tokens, and every decoded position follows the request's prefilled ones.
+    #[test]
+    fn chunked_prefill_keeps_its_budget_and_finishes() {
+        for (budget, chunk) in [(4, 0), (5, 2), (8, 3), (16, 0), (1, 0)] {
+            for bs in [1, 2, 4, 16] {
+                let blocks = 64usize.div_ceil(bs) + 2;
+                let log = replay_with(blocks, bs, Box::new(ChunkedPrefill { budget, chunk }));
+                let mut generated = [0usize; 5];
+                let mut cached = [0usize; 5];
+                for e in &log {
+                    let tokens: usize = e.chunks.iter().map(|c| c.2).sum::<usize>() + e.decoded.len();
+                    assert!(
+                        tokens <= budget,
+                        "budget {budget} bs {bs} step {}: {tokens} tokens",
+                        e.step
+                    );
+                    for &(id, _) in &e.preempted {
+                        cached[id as usize] = 0;
+                    }
+                    for &(id, first, n) in &e.chunks {
+                        assert_eq!(first, cached[id as usize], "chunks are consecutive");
+                        assert!(chunk == 0 || n <= chunk);
+                        cached[id as usize] += n;
+                    }
+                    for &(id, pos) in &e.decoded {
+                        assert_eq!(pos, cached[id as usize]);
+                        cached[id as usize] += 1;
+                        generated[id as usize] += 1;
+                    }
+                }
+                let finished: usize = log.iter().map(|e| e.finished.len()).sum();
+                assert_eq!(finished, SCENARIO.len());
+                if budget < 12 {
+                    // Request 2's 12-token prompt cannot be one step's chunk.
+                    let steps = log.iter().filter(|e| e.chunks.iter().any(|c| c.0 == 2)).count();
+                    assert!(steps > 1, "budget {budget}: the long prompt spans steps");
+                }
+            }
+        }
+    }
+
+    /// With a budget at least as large as every prompt, no chunk cap and a pool that never runs out,
+    /// the chunked policy schedules exactly the steps of the whole-prompt one.
+    #[test]
+    fn a_large_budget_schedules_as_whole_prompts() {
+        let whole = replay_with(64, 4, Box::new(WholePrompt));
+        let chunked = replay_with(64, 4, Box::new(ChunkedPrefill { budget: 1000, chunk: 0 }));
+        assert_eq!(whole.len(), chunked.len());
+        for (w, c) in whole.iter().zip(&chunked) {
+            assert_eq!(w.admitted, c.admitted);
+            assert_eq!(w.decoded, c.decoded);
+            assert_eq!(w.finished, c.finished);
         }
     }
 

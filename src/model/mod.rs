@@ -15,6 +15,7 @@ pub mod heads;
 mod load;
 pub mod memo;
 pub mod quant;
+pub mod serve;
 pub mod stream;
 pub mod texts;
 

@@ -21,6 +21,7 @@ pub mod group_decode;
 pub mod mla_decode;
 pub mod paged_append;
 pub mod paged_decode;
+pub mod paged_prefill;
 pub mod quant_append;
 pub mod quant_decode;
 pub mod rope;
@@ -265,6 +266,21 @@ macro_rules! op_table {
                 kernels: {
                     /// One query per (head, request) over the cached latent rows; K and V never expanded.
                     MlaDecode: ["mla_decode_f16"],
+                }
+            }
+            /// Attention of a chunk of new tokens per request over the paged cache, causal within the
+            /// chunk (chunked prefill, speculative verification). Returns `[Q, H, hd]`.
+            PagedPrefill {
+                module: paged_prefill,
+                method: paged_prefill,
+                run: run_paged_prefill,
+                input: &$crate::compute::ops::paged_prefill::PagedPrefillInput,
+                output: Vec<f32>,
+                file: "paged_attention",
+                pools: Read,
+                kernels: {
+                    /// One query row per (KV head, row, partition), the decode's body, then the reduce.
+                    PagedPrefill: ["paged_prefill_f16", "paged_attention_reduce_f32"],
                 }
             }
         }
