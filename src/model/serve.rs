@@ -223,16 +223,7 @@ impl Model {
                     let i = ch.req as usize;
                     // A chunk that reaches the end of what the request holds samples its next byte.
                     if ch.pos0 + ch.tokens.len() == seq[i].len() {
-                        let row = last_row(lg);
-                        let best = row
-                            .iter()
-                            .enumerate()
-                            .fold(
-                                (0usize, f32::NEG_INFINITY),
-                                |b, (k, &v)| if v > b.1 { (k, v) } else { b },
-                            )
-                            .0;
-                        pending[i] = Some(best as u8);
+                        pending[i] = Some(super::decode::Sampler::greedy().pick(&last_row(lg)));
                         run.first_token_step[i].get_or_insert(step_no);
                     }
                 }

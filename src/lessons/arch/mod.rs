@@ -349,7 +349,8 @@ pub fn with_cla(m: &ModelSpec, s: usize) -> ModelSpec {
     }
 }
 
-fn count(x: f64) -> String {
+/// FLOPs as text (k, M, G, T).
+pub fn flops(x: f64) -> String {
     if x >= 1e12 {
         format!("{:.2} T", x / 1e12)
     } else if x >= 1e9 {
@@ -363,10 +364,6 @@ fn count(x: f64) -> String {
     }
 }
 
-/// FLOPs as text (k, M, G, T).
-pub fn flops(x: f64) -> String {
-    count(x)
-}
 
 /// A parameter count as text.
 pub fn params_text(x: u64) -> String {

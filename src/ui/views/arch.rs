@@ -19,7 +19,13 @@ impl LessonUi for Arch {
         let (Some(o), Some(view)) = (out.downcast_ref::<ArchOut>(), View::from_name(view)) else {
             return;
         };
-        let key = crate::ui::widgets::view_id(view.name(), o.selected * 131 + o.cla * 7 + usize::from(o.wrong));
+        // The fitted text size is searched again whenever a slider changes what the view draws.
+        let key = {
+            use std::hash::{DefaultHasher, Hash, Hasher};
+            let mut h = DefaultHasher::new();
+            (view.name(), cx.params).hash(&mut h);
+            h.finish()
+        };
         match view {
             View::Formula => fitted_height(ui, "arch-formula", key, cx.size, |ui, size| formula(cx, ui, o, size)),
             View::Scale => scale(cx, ui, o),
