@@ -69,3 +69,69 @@ fn chunked_prefill_generates_the_bytes_of_whole_prompts() {
         }
     }
 }
+
+/// Without chunking under a token budget, a prompt longer than the budget is refused before anything
+/// runs; with a budget that holds every prompt the bytes are those of whole prompts, and the long
+/// prompt's arrival step computes all of it at once, while chunking spreads it over steps within the
+/// budget. Latencies are counted from each request's arrival to each byte's first sampling.
+#[test]
+fn a_budget_with_and_without_chunking() {
+    use kvscope::kv::WholeUnderBudget;
+    use kvscope::model::serve::{DEFAULT_SCENARIO, scenario};
+    let m = kvscope::model::shared().unwrap();
+    let reqs = scenario(&DEFAULT_SCENARIO).unwrap();
+    let long = reqs.len() - 1;
+    let err = m
+        .serve(
+            shape(128, 16),
+            &reqs,
+            Box::new(WholeUnderBudget { budget: 64 }),
+            &CpuBackend,
+        )
+        .unwrap_err();
+    assert!(err.contains("token budget of 64"), "{err}");
+    let whole = m
+        .serve(
+            shape(128, 16),
+            &reqs,
+            Box::new(WholeUnderBudget { budget: 256 }),
+            &CpuBackend,
+        )
+        .unwrap();
+    let chunked = m
+        .serve(
+            shape(128, 16),
+            &reqs,
+            Box::new(ChunkedPrefill { budget: 16, chunk: 0 }),
+            &CpuBackend,
+        )
+        .unwrap();
+    assert_eq!(whole.outputs, chunked.outputs);
+    let arrivals: Vec<usize> = reqs.iter().map(|r| r.arrive).collect();
+    for run in [&whole, &chunked] {
+        for (i, (lat, r)) in run.latencies(&arrivals).iter().zip(&reqs).enumerate() {
+            let lat = lat.as_ref().expect("every request emits");
+            assert_eq!(run.emit_steps[i].len(), r.generate);
+            assert_eq!(lat.itl_steps.len(), r.generate - 1);
+            assert!(lat.ttft_steps >= 1 && lat.ttft_seconds > 0.0);
+            assert!(lat.itl_seconds.iter().all(|&s| s > 0.0));
+        }
+    }
+    let tokens = |e: &kvscope::kv::StepEvents| e.chunks.iter().map(|c| c.2).sum::<usize>() + e.decoded.len();
+    // Whole: the long prompt is one step's work, next to the running decodes, and its first byte comes
+    // in the step it arrives.
+    let arrive = reqs[long].arrive;
+    assert_eq!(
+        whole.steps[arrive]
+            .chunks
+            .iter()
+            .find(|c| c.0 == long as u32)
+            .map(|c| c.2),
+        Some(192)
+    );
+    assert!(tokens(&whole.steps[arrive]) > 192);
+    assert_eq!(whole.latencies(&arrivals)[long].as_ref().unwrap().ttft_steps, 1);
+    // Chunked at 16: never more than 16 tokens a step, so the long prompt takes at least 12 steps.
+    assert!(chunked.steps.iter().all(|e| tokens(e) <= 16));
+    assert!(chunked.latencies(&arrivals)[long].as_ref().unwrap().ttft_steps >= 12);
+}

@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|quant|fp8-table|quant-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export serving|attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|quant|fp8-table|quant-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -100,6 +100,34 @@ pub enum ExportCmd {
     ModelAttention {
         #[arg(long)]
         prompt: String,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The trained model served under a token budget (lesson 12): serving.json with each step's schedule
+    /// (prefill and decode tokens, who ran, its seconds) and each request's TTFT and inter-token
+    /// latencies, in steps and in seconds on the backend. Outputs are greedy, and equal under every policy.
+    Serving {
+        /// whole (no chunking: a prompt must fit in one step's budget) | chunked
+        #[arg(long, value_enum, default_value = "chunked")]
+        policy: super::serving::ServePolicy,
+        /// Tokens one step may schedule (vLLM's max_num_batched_tokens).
+        #[arg(long, default_value_t = 32)]
+        budget: usize,
+        /// The most prefill tokens one request gets in a step (vLLM's long_prefill_token_threshold; 0: no cap).
+        #[arg(long, default_value_t = 0)]
+        chunk: usize,
+        /// Requests as arrival_step:prompt_bytes:generated_bytes (prompts are pieces of the held-out text);
+        /// default: 0:24:40 0:16:40 2:32:40 6:192:8.
+        #[arg(long, num_args = 1.., value_parser = super::serving::parse_request)]
+        requests: Vec<(usize, usize, usize)>,
+        /// Blocks in the pool.
+        #[arg(long, default_value_t = 128)]
+        blocks: usize,
+        /// Tokens per block.
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -679,6 +707,32 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 e["dead_fraction"].as_f64().unwrap_or(f64::NAN),
                 out.display()
             );
+        }
+        ExportCmd::Serving {
+            policy,
+            budget,
+            chunk,
+            requests,
+            blocks,
+            block_size,
+            backend: kind,
+            out,
+        } => {
+            let requests = if requests.is_empty() {
+                kvscope::model::serve::DEFAULT_SCENARIO.to_vec()
+            } else {
+                requests
+            };
+            super::serving::export(super::serving::ServingArgs {
+                policy,
+                budget,
+                chunk,
+                requests: &requests,
+                blocks,
+                block_size,
+                backend: kind,
+                out: &out,
+            })?;
         }
         ExportCmd::Streaming {
             policy,
