@@ -135,3 +135,74 @@ fn a_budget_with_and_without_chunking() {
     assert!(chunked.steps.iter().all(|e| tokens(e) <= 16));
     assert!(chunked.latencies(&arrivals)[long].as_ref().unwrap().ttft_steps >= 12);
 }
+
+/// The bytes (and scales) of every row of `req` in every layer, K then V, in position order.
+fn rows(e: &kvscope::kv::KvEngine, req: u32) -> Vec<(Vec<u8>, Vec<f32>)> {
+    let s = e.shape();
+    let mut out = Vec::new();
+    for l in 0..e.layers() {
+        let (k, v) = e.pools(l).unwrap();
+        for pool in [k, v] {
+            let per = pool.bytes.len() / s.numel();
+            for pos in 0..e.cache().len(req) {
+                let slot = e.cache().slot(req, pos).unwrap();
+                let (b, o) = (slot / s.block_size, slot % s.block_size);
+                for h in 0..s.kv_heads {
+                    let at = s.index(b, h, o, 0) * per;
+                    out.push((
+                        pool.bytes[at..at + s.head_dim * per].to_vec(),
+                        pool.scales[s.row_scales(b, h, o)].to_vec(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Swapping a request out to a host pool and back restores its K/V bit for bit (values and scales, every
+/// layer, every dtype), in other blocks than it left; the blocks it held are free meanwhile.
+#[test]
+fn swap_out_and_back_restores_the_blocks_bit_for_bit() {
+    use kvscope::kv::KvEngine;
+    use kvscope::math::Rng;
+    for dtype in KvDtype::BUILTIN {
+        let shape = |num_blocks| PagedShape {
+            num_blocks,
+            block_size: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            dtype,
+        };
+        let mut gpu = KvEngine::new(shape(16), 3);
+        let mut host = KvEngine::new(shape(8), 3);
+        let mut rng = Rng::new(5);
+        let slots = gpu.reserve(0, 10).unwrap();
+        for l in 0..3 {
+            let k = rng.normal_vec(10 * 2 * 8, 1.0);
+            let v = rng.normal_vec(10 * 2 * 8, 1.0);
+            gpu.write(&CpuBackend, l, &slots, &k, &v).unwrap();
+        }
+        let before = rows(&gpu, 0);
+        let table = gpu.cache().table(0).unwrap().to_vec();
+        host.reserve(7, 3).unwrap(); // the host pool is not empty: other block ids
+        let free = gpu.cache().allocator().num_free();
+        let out = gpu.swap_out(0, &mut host).unwrap();
+        assert_eq!(
+            out,
+            3 * 2 * 3 * 4 * 2 * 8 * dtype.bytes_per_value() as usize,
+            "{}",
+            dtype.name()
+        );
+        assert!(gpu.cache().table(0).is_none());
+        assert_eq!(gpu.cache().allocator().num_free(), free + 3);
+        assert_eq!(rows(&host, 0), before, "{}: host copy", dtype.name());
+        gpu.reserve(1, 5).unwrap(); // someone else takes the freed blocks
+        gpu.swap_in(0, &mut host).unwrap();
+        assert!(host.cache().table(0).is_none());
+        assert_ne!(gpu.cache().table(0).unwrap(), table.as_slice(), "new blocks");
+        assert_eq!(gpu.cache().len(0), 10);
+        assert_eq!(rows(&gpu, 0), before, "{}: swapped back", dtype.name());
+        assert!(gpu.swap_in(0, &mut host).is_err(), "nothing left to swap in");
+    }
+}

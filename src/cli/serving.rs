@@ -178,3 +178,97 @@ pub fn export(a: ServingArgs) -> Result<()> {
     );
     Ok(())
 }
+
+/// Which proposer `--speculative` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpecArg {
+    /// Prompt lookup: n-grams of 3 down to 1 bytes (vLLM's `ngram` method).
+    Ngram,
+    /// The shipped draft model (assets/models/kvscope-draft.safetensors).
+    Draft,
+}
+
+/// The drafter of `arg`.
+pub fn drafter(arg: SpecArg) -> Result<kvscope::model::spec::Drafter<'static>> {
+    use kvscope::model::spec::Drafter;
+    Ok(match arg {
+        SpecArg::Ngram => Drafter::Ngram { min_n: 1, max_n: 3 },
+        SpecArg::Draft => Drafter::Model(kvscope::model::draft().map_err(|e| anyhow!("{e}"))?),
+    })
+}
+
+/// The JSON of a speculative run, next to plain decode of the same bytes.
+pub fn spec_report(
+    run: &kvscope::model::spec::SpecRun,
+    plain: &kvscope::model::spec::SpecRun,
+    greedy: bool,
+) -> serde_json::Value {
+    let (kv, plain_kv) = run.kv_bytes();
+    serde_json::json!({
+        "drafter": run.drafter,
+        "k": run.k,
+        "output": String::from_utf8_lossy(&run.output),
+        "output_bytes": run.output,
+        // Sampled runs draw other random numbers than plain decode: only greedy output is comparable.
+        "equals_plain_output": greedy.then_some(run.output == plain.output),
+        "alpha": run.alpha(),
+        "accepted_at": run.accepted_at,
+        "reached_at": run.reached_at,
+        "mean_accepted": run.mean_accepted(),
+        "target_passes": 1 + run.steps.len(),
+        "passes_per_byte": run.passes_per_byte(),
+        "bytes_per_second": run.bytes_per_second(),
+        "plain_bytes_per_second": plain.bytes_per_second(),
+        "speedup": run.bytes_per_second() / plain.bytes_per_second().max(1e-12),
+        "seconds": run.seconds(),
+        "plain_seconds": plain.seconds(),
+        "memory": {
+            "target_peak_blocks": run.target_peak_blocks,
+            "target_block_bytes": run.target_block_bytes,
+            "draft_peak_blocks": run.draft_peak_blocks,
+            "draft_block_bytes": run.draft_block_bytes,
+            "draft_weight_bytes": run.draft_weight_bytes,
+            "kv_bytes_peak": kv,
+            "plain_kv_bytes": plain_kv,
+        },
+        "steps": run.steps,
+    })
+}
+
+/// Print a speculative run's summary lines.
+pub fn print_spec(json: &serde_json::Value) {
+    let alpha: Vec<String> = json["alpha"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| a.as_f64().map_or("-".into(), |a| format!("{a:.2}")))
+        .collect();
+    let m = &json["memory"];
+    outln!(
+        "-- {}, k = {}: α by position [{}], {:.2} accepted per pass, {} target passes, {:.3} passes per byte",
+        json["drafter"].as_str().unwrap_or(""),
+        json["k"],
+        alpha.join(", "),
+        json["mean_accepted"].as_f64().unwrap_or(0.0),
+        json["target_passes"],
+        json["passes_per_byte"].as_f64().unwrap_or(0.0)
+    );
+    outln!(
+        "-- {:.1} bytes/s against {:.1} for plain decode on this backend ({:.2}×); output equals plain decode: {}",
+        json["bytes_per_second"].as_f64().unwrap_or(0.0),
+        json["plain_bytes_per_second"].as_f64().unwrap_or(0.0),
+        json["speedup"].as_f64().unwrap_or(0.0),
+        json["equals_plain_output"].as_bool().map_or(
+            "not compared (sampled; rejection sampling keeps the target's distribution)".to_string(),
+            |b| b.to_string()
+        )
+    );
+    outln!(
+        "-- memory: KV peak {} B (target {} blocks + draft {} blocks) against {} B for plain decode; draft weights {} B",
+        m["kv_bytes_peak"],
+        m["target_peak_blocks"],
+        m["draft_peak_blocks"],
+        m["plain_kv_bytes"],
+        m["draft_weight_bytes"]
+    );
+}
