@@ -803,6 +803,41 @@ impl KvEngine {
         Ok(backend.paged_prefill(&pre)?)
     }
 
+    /// [`Self::prefill`], checked against the f64 reference (each row's causal attention over its
+    /// request's K/V, gathered through its table).
+    pub fn prefill_checked(
+        &self,
+        backend: &dyn Backend,
+        l: usize,
+        tables: &DecodeTables,
+        query_lens: &[i32],
+        q: &[f32],
+        n_heads: usize,
+    ) -> Result<(Vec<f32>, CheckReport), EngineError> {
+        use crate::compute::ops::paged_prefill::{PagedPrefillInput, reference};
+        let inp = self.input(l, tables, q, n_heads)?;
+        let pre = PagedPrefillInput {
+            q,
+            n_heads,
+            shape: inp.shape,
+            k_pool: inp.k_pool,
+            v_pool: inp.v_pool,
+            block_tables: &tables.tables,
+            max_blocks: tables.max_blocks,
+            context_lens: &tables.context_lens,
+            query_lens,
+        };
+        let got = backend.paged_prefill(&pre)?;
+        let shape = [pre.rows(), n_heads, inp.shape.head_dim];
+        let tag = format!(
+            "paged_prefill · layer {l} · rows {} · {}",
+            pre.rows(),
+            backend.kind().name()
+        );
+        let r = crate::compute::check(&tag, &shape, &got, &reference(&pre), crate::compute::Tolerance::F32);
+        Ok((got, r))
+    }
+
     /// Set every FP8 scale of layer `l`'s pools: `k_scale` and `v_scale`, one per tensor or one per KV
     /// head (the prompt's absolute maximum over the format's largest value, or 1.0 uncalibrated, as vLLM).
     /// Pools of other dtypes keep their scales (INT8 per token computes its own at each write).

@@ -33,10 +33,23 @@ impl Model {
         backend: &dyn Backend,
         chunks: &[Chunk],
     ) -> Result<Vec<Array2<f32>>, String> {
+        self.serve_chunks_checked(engine, backend, chunks, None).map(|(l, _)| l)
+    }
+
+    /// [`Self::serve_chunks`], with layer `check`'s `paged_prefill` launch checked against the f64
+    /// reference (its report returned).
+    pub fn serve_chunks_checked(
+        &self,
+        engine: &mut KvEngine,
+        backend: &dyn Backend,
+        chunks: &[Chunk],
+        check: Option<usize>,
+    ) -> Result<(Vec<Array2<f32>>, Option<crate::compute::CheckReport>), String> {
         let c = self.config;
+        let mut report = None;
         let (h, hd) = (c.n_heads, c.head_dim);
         if chunks.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         let reqs: Vec<RequestId> = chunks.iter().map(|ch| ch.req).collect();
         let query_lens: Vec<i32> = chunks.iter().map(|ch| ch.tokens.len() as i32).collect();
@@ -74,9 +87,17 @@ impl Model {
                 q_rows.extend(by_token(&q));
             }
             let tables = engine.tables(&reqs);
-            let o = engine
-                .prefill(backend, l, &tables, &query_lens, &q_rows, h)
-                .map_err(|e| e.to_string())?;
+            let o = if check == Some(l) {
+                let (o, r) = engine
+                    .prefill_checked(backend, l, &tables, &query_lens, &q_rows, h)
+                    .map_err(|e| e.to_string())?;
+                report = Some(r);
+                o
+            } else {
+                engine
+                    .prefill(backend, l, &tables, &query_lens, &q_rows, h)
+                    .map_err(|e| e.to_string())?
+            };
             let mut at = 0;
             for (ch, x) in chunks.iter().zip(xs.iter_mut()) {
                 let n = ch.tokens.len();
@@ -89,7 +110,7 @@ impl Model {
                 at += n;
             }
         }
-        Ok(xs.iter().map(|x| self.logits(x)).collect())
+        Ok((xs.iter().map(|x| self.logits(x)).collect(), report))
     }
 }
 

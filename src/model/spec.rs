@@ -452,6 +452,44 @@ impl Model {
     }
 }
 
+/// One verification pass, checked: `prompt` prefilled into a paged cache of `block_size`, then the chunk
+/// `[first, drafts…]` run through the target with layer `layer`'s `paged_prefill` launch checked against
+/// the f64 reference. Returns the check and the chunk's greedy picks.
+pub fn verify_pass_checked(
+    model: &Model,
+    backend: &dyn Backend,
+    prompt: &[u8],
+    chunk: &[u8],
+    block_size: usize,
+    layer: usize,
+) -> Result<(crate::compute::CheckReport, Vec<u8>), String> {
+    let mut lane = Lane::new(model, block_size, prompt.len() + chunk.len());
+    lane.run(backend, prompt)?;
+    let pos0 = lane.len();
+    lane.engine
+        .reserve(REQ, chunk.len())
+        .map_err(|e| format!("the verify cache ran out: {e}"))?;
+    let (logits, report) = model.serve_chunks_checked(
+        &mut lane.engine,
+        backend,
+        &[Chunk {
+            req: REQ,
+            pos0,
+            tokens: chunk.to_vec(),
+        }],
+        Some(layer),
+    )?;
+    let picks = logits
+        .first()
+        .map(|l| {
+            l.outer_iter()
+                .map(|r| draw(&distribution(&r.to_vec(), 0.0), &mut Rng::new(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    report.map(|r| (r, picks)).ok_or_else(|| "no layer checked".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
