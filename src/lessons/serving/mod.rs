@@ -464,7 +464,7 @@ fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
     v.push(("mha_model", mha.name.clone()));
     v.push((
         "mha_cross",
-        crossover(mha, pcie, flops).map_or("none".into(), |n| format!("{n} tokens")),
+        crossover(mha, pcie, flops).map_or("-".into(), |n| n.to_string()),
     ));
     v.push(("gqa_model", gqa.name.clone()));
     let (gs, gr) = fact_costs(gqa, 1, pcie, flops);
