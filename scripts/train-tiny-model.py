@@ -48,6 +48,10 @@ CONFIG = dict(
     vocab=256, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, ffn_hidden=384,
     context=256, rope_base=10000.0, rope_layout="rotate_half", norm_eps=1e-5, tied_embeddings=True,
 )
+# The draft model of lesson 12's speculative decoding (--draft): a two-layer sibling at half the width,
+# the same vocabulary, tokenizer (bytes), RoPE and layout, so it drafts the target's bytes cheaply; its
+# f32 weights stay under 1 MB.
+DRAFT_CONFIG = dict(CONFIG, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, ffn_hidden=192)
 CHECK_PROMPT = "The cache keeps keys and values. 春眠不觉晓，"
 
 
@@ -226,8 +230,14 @@ def main():
     ap.add_argument("--start-byte", type=int, default=None,
                     help="begin every training window with this byte (as real models see <s> at the start of "
                          "every sequence), for lesson 8's attention-sink variant; writes kvscope-tiny-start.*")
+    ap.add_argument("--draft", action="store_true",
+                    help="train lesson 12's draft model (DRAFT_CONFIG: 2 layers, d_model 64); writes kvscope-draft.*")
     args = ap.parse_args()
     name = NAME if args.start_byte is None else NAME + "-start"
+    if args.draft:
+        if args.start_byte is not None:
+            sys.exit("--draft and --start-byte do not combine")
+        name = "kvscope-draft"
     sb = args.start_byte
 
     torch.manual_seed(args.seed)
@@ -250,7 +260,7 @@ def main():
     print(f"corpus: {len(train_docs)} training documents ({len(train)} bytes), {len(held_docs)} held out "
           f"({len(held)} bytes; eval file {len(held_eval)} bytes)", flush=True)
 
-    c = CONFIG
+    c = DRAFT_CONFIG if args.draft else CONFIG
     model = Model(c)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params} parameters, config {json.dumps(c)}", flush=True)
@@ -300,7 +310,7 @@ def main():
         meta["start_byte"] = str(sb)
     arrays = tensors(model)
     write_safetensors(os.path.join(args.out, f"{name}.safetensors"), arrays, meta)
-    if sb is None:
+    if sb is None and not args.draft:
         with open(os.path.join(args.out, f"{NAME}.heldout.txt"), "wb") as f:
             f.write(bytes(held_eval))
     prompt = list(CHECK_PROMPT.encode("utf-8"))

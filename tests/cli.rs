@@ -1037,3 +1037,93 @@ fn export_quant_and_the_fp8_table_are_consistent() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("e4m3, e5m2"));
 }
+
+/// Lesson 12's exports: whole prompts over the budget are refused with the numbers; a chunked run writes
+/// each step's schedule within the budget and each request's latencies; a speculative run writes passes
+/// that replay to its output, equal to plain greedy decode; a malformed request is a clear error.
+#[test]
+fn export_serving_and_speculative() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("serve");
+    let o = kvscope(&[
+        "export",
+        "serving",
+        "--policy",
+        "whole",
+        "--budget",
+        "64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("token budget of 64") && err.contains("chunked prefill"),
+        "{err}"
+    );
+    let o = kvscope(&["export", "serving", "--requests", "0:5", "--out", out.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("arrival_step:prompt_bytes:generated_bytes"));
+    let o = kvscope(&[
+        "export",
+        "serving",
+        "--policy",
+        "chunked",
+        "--budget",
+        "16",
+        "--requests",
+        "0:24:10",
+        "1:40:6",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("serving.json")).unwrap()).unwrap();
+    for s in j["steps"].as_array().unwrap() {
+        let n = s["prefill_tokens"].as_u64().unwrap() + s["decode_tokens"].as_u64().unwrap();
+        assert!(n <= 16, "{s}");
+    }
+    let reqs = j["requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1]["emit_steps"].as_array().unwrap().len(), 6);
+    assert!(
+        reqs[1]["ttft_steps"].as_u64().unwrap() >= 3,
+        "40 prompt bytes at 16 a step"
+    );
+    let spec = dir.path().join("spec");
+    let o = kvscope(&[
+        "export",
+        "speculative",
+        "--speculative",
+        "draft",
+        "--k",
+        "3",
+        "--tokens",
+        "40",
+        "--out",
+        spec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(spec.join("speculative.json")).unwrap()).unwrap();
+    assert_eq!(j["equals_plain_output"], serde_json::Value::Bool(true));
+    let bytes = |v: &serde_json::Value| -> Vec<u8> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap() as u8)
+            .collect()
+    };
+    let output = bytes(&j["output_bytes"]);
+    // Replay: the first byte comes from the prefill, then each pass emits its accepted drafts and one byte.
+    let mut replay = vec![output[0]];
+    for s in j["steps"].as_array().unwrap() {
+        let (proposed, emitted) = (bytes(&s["proposed"]), bytes(&s["emitted"]));
+        let a = s["accepted"].as_u64().unwrap() as usize;
+        assert_eq!(&emitted[..a], &proposed[..a]);
+        assert_eq!(emitted.len(), a + 1);
+        replay.extend(emitted);
+    }
+    replay.truncate(output.len());
+    assert_eq!(replay, output);
+}

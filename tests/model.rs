@@ -10,13 +10,19 @@ use kvscope::model::decode::{CacheKind, Sampler};
 use kvscope::model::{Model, ModelError};
 
 fn check_file() -> serde_json::Value {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/models/kvscope-tiny.check.json");
+    check_of("kvscope-tiny")
+}
+
+fn check_of(name: &str) -> serde_json::Value {
+    let p = format!("{}/assets/models/{name}.check.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 fn logits_match(b: &dyn Backend) {
-    let m = Model::embedded().unwrap();
-    let c = check_file();
+    logits_of(&Model::embedded().unwrap(), &check_file(), b);
+}
+
+fn logits_of(m: &Model, c: &serde_json::Value, b: &dyn Backend) {
     let tokens: Vec<u8> = c["tokens"]
         .as_array()
         .unwrap()
@@ -53,6 +59,18 @@ fn rust_logits_equal_the_training_scripts_on_cpu_and_cuda_sim() {
     logits_match(&CpuBackend);
     let sim = probe(BackendKind::CudaSim).backend.unwrap();
     logits_match(sim.as_ref());
+}
+
+/// Lesson 12's draft model (two layers, d_model 64, head_dim 16) runs through the same code and matches
+/// its script's logits; its f32 weights stay under 1 MB.
+#[test]
+fn the_draft_model_equals_its_training_script() {
+    let d = kvscope::model::draft().unwrap();
+    let c = check_of("kvscope-draft");
+    assert_eq!(d.parameters, c["parameters"].as_u64().unwrap() as usize);
+    assert_eq!((d.config.n_layers, d.config.d_model, d.config.head_dim), (2, 64, 16));
+    assert!(kvscope::model::DRAFT_EMBEDDED.len() < 1_000_000);
+    logits_of(d, &c, &CpuBackend);
 }
 
 #[test]

@@ -57,6 +57,18 @@ enum BenchCmd {
         #[arg(long, value_name = "FILE")]
         store: Option<std::path::PathBuf>,
     },
+    /// Lesson 12's timings on the trained model: TTFT/ITL of the default scenario under each token budget
+    /// (chunked, and whole prompts), swapping a request's KV out and back against recomputing it, by
+    /// context length, and speculative decoding's bytes/s against plain decode, printed.
+    Serving {
+        /// Backend to measure.
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        /// Also write them, with the date and the machine, as the stored measurement lesson 12 draws
+        /// (assets/measurements/serving.json).
+        #[arg(long, value_name = "FILE")]
+        store: Option<std::path::PathBuf>,
+    },
     /// What a lesson-3 slider drag costs at T = 1024, d_model = 1024, 16 heads (worker and UI frame).
     App {
         /// Backend to compute on.
@@ -71,6 +83,7 @@ pub fn run(args: BenchArgs) -> Result<bool> {
         Some(BenchCmd::Render { quick, json }) => render(quick, json),
         Some(BenchCmd::Sweep { backend, json, store }) => sweep(backend, json, store),
         Some(BenchCmd::App { backend }) => app(backend),
+        Some(BenchCmd::Serving { backend, store }) => serving(backend, store),
         None => ratios(&args),
     }
 }
@@ -374,6 +387,82 @@ fn sweep(kind: BackendKind, json: bool, store: Option<std::path::PathBuf>) -> Re
             ),
             gemm_gflops: host.then(|| bench::best_gemm_gflops(1024).0),
             points: stored,
+        };
+        std::fs::write(&path, serde_json::to_string_pretty(&s)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("stored in {}", path.display());
+    }
+    Ok(true)
+}
+
+/// Lesson 12's measurements, printed and optionally stored.
+fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool> {
+    use kvscope::lessons::serving::measure;
+    let b = backend(kind)?;
+    let err = |e: String| anyhow::anyhow!(e);
+    let model = kvscope::model::shared().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let draft = kvscope::model::draft().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let latency = measure::measure_latency(model, b.as_ref()).map_err(err)?;
+    outln!(
+        "default scenario (requests arrival:prompt:generated {:?}) on {}",
+        kvscope::model::serve::DEFAULT_SCENARIO,
+        kind.name()
+    );
+    outln!("policy   budget  TTFT ms per request            worst ITL ms per request       bytes/s");
+    let ms = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{:6.1}", x * 1e3))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for r in &latency {
+        outln!(
+            "{:7}  {:6}  {}  {}  {:7.1}",
+            r.policy,
+            r.budget,
+            ms(&r.ttft),
+            ms(&r.max_itl),
+            r.bytes_per_second
+        );
+    }
+    let offload = measure::measure_offload(model, b.as_ref()).map_err(err)?;
+    outln!("tokens  swap bytes (one way)  swap out+in ms  GB/s (both ways)  recompute ms  recompute/swap");
+    for r in &offload {
+        outln!(
+            "{:6}  {:20}  {:14.3}  {:16.2}  {:12.3}  {:14.1}",
+            r.tokens,
+            r.bytes,
+            r.swap_seconds * 1e3,
+            2.0 * r.bytes as f64 / r.swap_seconds / 1e9,
+            r.recompute_seconds * 1e3,
+            r.recompute_seconds / r.swap_seconds
+        );
+    }
+    let speculative = measure::measure_spec(model, draft, b.as_ref()).map_err(err)?;
+    outln!("drafter  k  bytes/s  plain bytes/s  ratio");
+    for r in &speculative {
+        outln!(
+            "{:7}  {}  {:7.1}  {:13.1}  {:5.2}",
+            r.drafter,
+            r.k,
+            r.bytes_per_second,
+            r.plain_bytes_per_second,
+            r.bytes_per_second / r.plain_bytes_per_second
+        );
+    }
+    if let Some(path) = store {
+        let s = measure::StoredServing {
+            machine: machine_name(b.as_ref(), !matches!(b.kind(), BackendKind::Wgpu | BackendKind::Cuda)),
+            date: utc_date(),
+            backend: kind.name().to_string(),
+            command: format!(
+                "kvscope bench serving --backend {} --store {}",
+                kind.name(),
+                path.display()
+            ),
+            latency,
+            offload,
+            speculative,
         };
         std::fs::write(&path, serde_json::to_string_pretty(&s)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;

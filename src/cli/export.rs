@@ -1,4 +1,4 @@
-//! `kvscope export attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|quant|fp8-table|quant-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
+//! `kvscope export speculative|serving|attention|paged-decode|logits|model-attention|streaming|eviction|eviction-table|quant|fp8-table|quant-table|schedule|prefix-schedule`: the tensors of one computation as `.npy` files plus
 //! `manifest.json`, checked against the f64 reference; or a paged-cache lesson's scheduler replay as
 //! `schedule.json`, or a prefix-caching lesson's replay as `prefix-schedule.json`.
 
@@ -100,6 +100,63 @@ pub enum ExportCmd {
     ModelAttention {
         #[arg(long)]
         prompt: String,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Speculative decoding of the trained model (lesson 12): speculative.json with each verification
+    /// pass's proposals, accepted length and emitted bytes (enough to replay it), acceptance by position,
+    /// passes per byte, bytes/s against plain decode, and the memory it does not save.
+    Speculative {
+        /// ngram (prompt lookup) | draft (the shipped draft model)
+        #[arg(long, value_enum, default_value = "ngram")]
+        speculative: super::serving::SpecArg,
+        /// Bytes drafted per step.
+        #[arg(long, default_value_t = 4)]
+        k: usize,
+        /// The prompt (default: the first 128 bytes of the held-out text).
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Bytes to generate.
+        #[arg(long, default_value_t = 128)]
+        tokens: usize,
+        /// 0: greedy; otherwise rejection sampling at this temperature.
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f32,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Tokens per block of the paged caches.
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The trained model served under a token budget (lesson 12): serving.json with each step's schedule
+    /// (prefill and decode tokens, who ran, its seconds) and each request's TTFT and inter-token
+    /// latencies, in steps and in seconds on the backend. Outputs are greedy, and equal under every policy.
+    Serving {
+        /// whole (no chunking: a prompt must fit in one step's budget) | chunked
+        #[arg(long, value_enum, default_value = "chunked")]
+        policy: super::serving::ServePolicy,
+        /// Tokens one step may schedule (vLLM's max_num_batched_tokens).
+        #[arg(long, default_value_t = 32)]
+        budget: usize,
+        /// The most prefill tokens one request gets in a step (vLLM's long_prefill_token_threshold; 0: no cap).
+        #[arg(long, default_value_t = 0)]
+        chunk: usize,
+        /// Requests as arrival_step:prompt_bytes:generated_bytes (prompts are pieces of the held-out text);
+        /// default: 0:24:40 0:16:40 2:32:40 6:192:8.
+        #[arg(long, num_args = 1.., value_parser = super::serving::parse_request)]
+        requests: Vec<(usize, usize, usize)>,
+        /// Blocks in the pool.
+        #[arg(long, default_value_t = 128)]
+        blocks: usize,
+        /// Tokens per block.
+        #[arg(long, default_value_t = 16)]
+        block_size: usize,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -679,6 +736,79 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 e["dead_fraction"].as_f64().unwrap_or(f64::NAN),
                 out.display()
             );
+        }
+        ExportCmd::Speculative {
+            speculative,
+            k,
+            prompt,
+            tokens,
+            temperature,
+            seed,
+            block_size,
+            backend: kind,
+            out,
+        } => {
+            use kvscope::model::spec::{Drafter, SpecConfig};
+            let b = backend(kind)?;
+            let model = kvscope::model::shared().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (text, source) = match prompt {
+                Some(p) => (p.into_bytes(), "--prompt"),
+                None => (
+                    kvscope::model::HELDOUT[..128].to_vec(),
+                    "the first 128 bytes of assets/models/kvscope-tiny.heldout.txt",
+                ),
+            };
+            let cfg = |drafter| SpecConfig {
+                drafter,
+                k,
+                temperature,
+                seed,
+                block_size,
+            };
+            let run = model
+                .speculative(&text, tokens, &cfg(super::serving::drafter(speculative)?), b.as_ref())
+                .map_err(|e| anyhow::anyhow!(e))?;
+            let plain = model
+                .speculative(&text, tokens, &cfg(Drafter::None), b.as_ref())
+                .map_err(|e| anyhow::anyhow!(e))?;
+            let mut json = super::serving::spec_report(&run, &plain, temperature <= 0.0);
+            json["params"] = serde_json::json!({
+                "k": k, "tokens": tokens, "temperature": temperature, "seed": seed, "block_size": block_size,
+                "backend": kind.name(), "device": b.device(), "prompt": String::from_utf8_lossy(&text),
+                "prompt_bytes": text, "prompt_source": source,
+            });
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            let path = out.join("speculative.json");
+            std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            super::serving::print_spec(&json);
+            outln!("wrote {}", path.display());
+        }
+        ExportCmd::Serving {
+            policy,
+            budget,
+            chunk,
+            requests,
+            blocks,
+            block_size,
+            backend: kind,
+            out,
+        } => {
+            let requests = if requests.is_empty() {
+                kvscope::model::serve::DEFAULT_SCENARIO.to_vec()
+            } else {
+                requests
+            };
+            super::serving::export(super::serving::ServingArgs {
+                policy,
+                budget,
+                chunk,
+                requests: &requests,
+                blocks,
+                block_size,
+                backend: kind,
+                out: &out,
+            })?;
         }
         ExportCmd::Streaming {
             policy,

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod kernels;
 pub mod lessons;
 pub mod render;
+pub mod serving;
 
 use std::sync::Arc;
 

@@ -463,6 +463,80 @@ impl KvEngine {
         Ok(())
     }
 
+    /// Swap `req` out to `host` (an engine of the same block geometry standing for CPU memory, vLLM V0's
+    /// swap space): its blocks' K/V (and scales) are copied, layer by layer, into blocks `host` allocates
+    /// for it under the same id, then its blocks here are freed. Returns the bytes copied. On this machine
+    /// both pools are host memory, so the swap is a host copy; on a GPU it would cross PCIe.
+    pub fn swap_out(&mut self, req: RequestId, host: &mut KvEngine) -> Result<usize, EngineError> {
+        let len = self.cache.len(req);
+        let table = self.cache.table(req).map(<[u32]>::to_vec).unwrap_or_default();
+        if table.is_empty() {
+            return Err(EngineError::Layout(format!(
+                "request {req} holds no blocks to swap out"
+            )));
+        }
+        let bytes = self.move_blocks(req, len, &table, host)?;
+        self.free(req)?;
+        Ok(bytes)
+    }
+
+    /// Swap `req` back in from `host`: blocks are allocated here for its tokens, its K/V copied back from
+    /// `host`, and `host`'s blocks freed. Returns the bytes copied; the K/V are bit for bit those swapped
+    /// out, in new blocks.
+    pub fn swap_in(&mut self, req: RequestId, host: &mut KvEngine) -> Result<usize, EngineError> {
+        let len = host.cache.len(req);
+        let table = host.cache.table(req).map(<[u32]>::to_vec).unwrap_or_default();
+        if table.is_empty() {
+            return Err(EngineError::Layout(format!("request {req} is not swapped out")));
+        }
+        let bytes = host.move_blocks(req, len, &table, self)?;
+        host.free(req)?;
+        Ok(bytes)
+    }
+
+    /// Give `req` `len` slots in `dst` and copy its blocks `table` there, every layer.
+    fn move_blocks(&self, req: RequestId, len: usize, table: &[u32], dst: &mut KvEngine) -> Result<usize, EngineError> {
+        let (s, d) = (self.shape(), dst.shape());
+        if (s.block_size, s.kv_heads, s.head_dim, s.dtype) != (d.block_size, d.kv_heads, d.head_dim, d.dtype)
+            || self.layers() != dst.layers()
+            || self.layout != dst.layout
+        {
+            return Err(EngineError::Layout(
+                "a swap needs two pools of the same block geometry".into(),
+            ));
+        }
+        if dst.cache.table(req).is_some() {
+            return Err(EngineError::Layout(format!("request {req} already holds blocks there")));
+        }
+        dst.reserve(req, len).map_err(PagedError::from)?;
+        let to = dst.cache.table(req).map(<[u32]>::to_vec).unwrap_or_default();
+        let mut bytes = 0;
+        for l in 0..self.layers() {
+            let (sk, sv) = self.pools(l)?;
+            let (sk, sv) = ((sk.bytes, sk.scales), (sv.bytes, sv.scales));
+            let (mut dk, mut dv) = dst.pools_mut(l)?;
+            for (src, dpool) in [(sk, &mut dk), (sv, &mut dv)] {
+                if src.0.is_empty() {
+                    continue;
+                }
+                let per = src.0.len() / s.numel().max(1);
+                let block = s.index(1, 0, 0, 0) * per;
+                for (&a, &b) in table.iter().zip(&to) {
+                    let (a, b) = (a as usize, b as usize);
+                    dpool.bytes[b * block..(b + 1) * block].copy_from_slice(&src.0[a * block..(a + 1) * block]);
+                    bytes += block;
+                    for h in 0..s.kv_heads {
+                        for o in 0..s.block_size {
+                            let (ra, rb) = (s.row_scales(a, h, o), d.row_scales(b, h, o));
+                            dpool.scales[rb].copy_from_slice(&src.1[ra]);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(bytes)
+    }
+
     /// Fork `parent` into `child`: the child shares every block (counts + 1); nothing is copied.
     pub fn fork(&mut self, parent: RequestId, child: RequestId) -> Result<(), PagedError> {
         self.cache.fork(parent, child)?;
@@ -727,6 +801,41 @@ impl KvEngine {
             query_lens,
         };
         Ok(backend.paged_prefill(&pre)?)
+    }
+
+    /// [`Self::prefill`], checked against the f64 reference (each row's causal attention over its
+    /// request's K/V, gathered through its table).
+    pub fn prefill_checked(
+        &self,
+        backend: &dyn Backend,
+        l: usize,
+        tables: &DecodeTables,
+        query_lens: &[i32],
+        q: &[f32],
+        n_heads: usize,
+    ) -> Result<(Vec<f32>, CheckReport), EngineError> {
+        use crate::compute::ops::paged_prefill::{PagedPrefillInput, reference};
+        let inp = self.input(l, tables, q, n_heads)?;
+        let pre = PagedPrefillInput {
+            q,
+            n_heads,
+            shape: inp.shape,
+            k_pool: inp.k_pool,
+            v_pool: inp.v_pool,
+            block_tables: &tables.tables,
+            max_blocks: tables.max_blocks,
+            context_lens: &tables.context_lens,
+            query_lens,
+        };
+        let got = backend.paged_prefill(&pre)?;
+        let shape = [pre.rows(), n_heads, inp.shape.head_dim];
+        let tag = format!(
+            "paged_prefill · layer {l} · rows {} · {}",
+            pre.rows(),
+            backend.kind().name()
+        );
+        let r = crate::compute::check(&tag, &shape, &got, &reference(&pre), crate::compute::Tolerance::F32);
+        Ok((got, r))
     }
 
     /// Set every FP8 scale of layer `l`'s pools: `k_scale` and `v_scale`, one per tensor or one per KV

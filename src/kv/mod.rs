@@ -24,4 +24,5 @@ pub use engine::{EngineError, KvEngine, KvEvent, PoolLayout};
 pub use evict::{EvictionPolicy, LruPrefix};
 pub use schedule::{
     ChunkedPrefill, Live, Queues, Request, ScenarioError, SchedulePolicy, Scheduler, StepEvents, WholePrompt,
+    WholeUnderBudget,
 };

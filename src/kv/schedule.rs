@@ -111,6 +111,10 @@ pub trait SchedulePolicy: std::fmt::Debug + Send + Sync {
     }
     /// A copy of the policy in its current state.
     fn boxed_clone(&self) -> Box<dyn SchedulePolicy>;
+    /// Whether request `id` can ever be scheduled by this policy (checked when a scenario starts).
+    fn validate(&self, _id: RequestId, _req: &Request) -> Result<(), ScenarioError> {
+        Ok(())
+    }
 }
 
 impl Clone for Box<dyn SchedulePolicy> {
@@ -216,61 +220,126 @@ impl SchedulePolicy for ChunkedPrefill {
     }
 
     fn schedule(&mut self, q: &mut Queues, cache: &mut PagedKvCache, ev: &mut StepEvents) {
-        let mut left = self.budget.max(1);
-        // 1. Running requests, oldest first, while budget is left.
-        let mut i = 0;
-        while i < q.running.len() && left > 0 {
-            let live = q.running[i];
-            let prefilling = live.prefilled < live.req.prompt + live.generated;
-            let n = if prefilling { self.next_chunk(&live, left) } else { 1 };
-            match cache.append_slots(live.id, n) {
-                Ok(_) => {
-                    if prefilling {
-                        ev.chunks.push((live.id, live.prefilled, n));
-                        q.running[i].prefilled += n;
-                    } else {
-                        ev.decoded.push((live.id, cache.len(live.id) - 1));
-                        q.running[i].generated += 1;
-                        q.running[i].prefilled += 1;
-                    }
-                    left -= n;
-                    i += 1;
-                }
-                Err(_) => {
-                    let mut victim = q.running.pop().expect("running is not empty");
-                    let blocks = cache.free_request(victim.id).expect("a running request has a table");
-                    ev.preempted.push((victim.id, blocks));
-                    // Recompute: its prompt and what it generated are prefilled again.
-                    victim.prefilled = 0;
-                    q.waiting.push_front(victim);
-                }
-            }
-        }
-        // 2. Admission with the budget left, in arrival order, only in a step without preemption.
-        if ev.preempted.is_empty() {
-            while left > 0 {
-                let Some(front) = q.waiting.front().copied() else { break };
-                let n = self.next_chunk(&front, left);
-                if cache.append_slots(front.id, n).is_err() {
-                    ev.waiting.extend(q.waiting.iter().map(|l| l.id));
-                    break;
-                }
-                q.waiting.pop_front();
-                ev.admitted.push((front.id, n));
-                ev.chunks.push((front.id, 0, n));
-                if front.generated > 0 {
-                    ev.recomputed.push((front.id, front.req.prompt + front.generated));
-                }
-                let mut live = front;
-                live.prefilled = n;
-                q.running.push(live);
-                left -= n;
-            }
-        }
+        budget_schedule(self.budget, |live, left| self.next_chunk(live, left), q, cache, ev);
     }
 
     fn boxed_clone(&self) -> Box<dyn SchedulePolicy> {
         Box::new(*self)
+    }
+}
+
+/// vLLM V1's policy with a token budget and chunked prefill switched off: each step schedules at most
+/// `budget` tokens, running requests first (one decoded token each), then waiting requests in arrival
+/// order while their **whole** prompt fits in what is left of the budget; the first that does not fit
+/// waits for a later step, and so does everyone behind it. A prompt longer than the budget could never
+/// run, so the scenario is rejected when it starts ([`ScenarioError::OverBudget`]), as vLLM refuses a
+/// `max_num_batched_tokens` smaller than `max_model_len` when chunked prefill is off. A preempted request
+/// recomputes its prompt plus what it had generated in one step, so that must fit too.
+#[derive(Debug, Clone, Copy)]
+pub struct WholeUnderBudget {
+    /// Tokens one step may schedule (vLLM's `max_num_batched_tokens`), at least 1.
+    pub budget: usize,
+}
+
+impl SchedulePolicy for WholeUnderBudget {
+    fn name(&self) -> &'static str {
+        "vLLM V1, token budget, no chunking"
+    }
+
+    fn schedule(&mut self, q: &mut Queues, cache: &mut PagedKvCache, ev: &mut StepEvents) {
+        let whole = |live: &Live, left: usize| {
+            let remaining = (live.req.prompt + live.generated).saturating_sub(live.prefilled);
+            if remaining <= left { remaining } else { 0 }
+        };
+        budget_schedule(self.budget, whole, q, cache, ev);
+    }
+
+    fn boxed_clone(&self) -> Box<dyn SchedulePolicy> {
+        Box::new(*self)
+    }
+
+    fn validate(&self, id: RequestId, req: &Request) -> Result<(), ScenarioError> {
+        // The longest prefill: the prompt, plus all but the last generated token after a preemption.
+        let longest = req.prompt + req.generate.saturating_sub(1);
+        if longest > self.budget.max(1) {
+            return Err(ScenarioError::OverBudget {
+                id,
+                prompt: req.prompt,
+                longest,
+                budget: self.budget,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One step under a token budget: running requests first (a prefilling one gets `chunk(live, left)`
+/// tokens, a decoding one a token), preempting the newest when a block is missing; then, in a step
+/// without preemption, waiting requests in arrival order with their first chunk while budget is left. A
+/// chunk of 0 tokens means "not now": the request waits, and so does everyone behind it.
+fn budget_schedule(
+    budget: usize,
+    chunk: impl Fn(&Live, usize) -> usize,
+    q: &mut Queues,
+    cache: &mut PagedKvCache,
+    ev: &mut StepEvents,
+) {
+    let mut left = budget.max(1);
+    // 1. Running requests, oldest first, while budget is left.
+    let mut i = 0;
+    while i < q.running.len() && left > 0 {
+        let live = q.running[i];
+        let prefilling = live.prefilled < live.req.prompt + live.generated;
+        let n = if prefilling { chunk(&live, left) } else { 1 };
+        if n == 0 {
+            break;
+        }
+        match cache.append_slots(live.id, n) {
+            Ok(_) => {
+                if prefilling {
+                    ev.chunks.push((live.id, live.prefilled, n));
+                    q.running[i].prefilled += n;
+                } else {
+                    ev.decoded.push((live.id, cache.len(live.id) - 1));
+                    q.running[i].generated += 1;
+                    q.running[i].prefilled += 1;
+                }
+                left -= n;
+                i += 1;
+            }
+            Err(_) => {
+                let mut victim = q.running.pop().expect("running is not empty");
+                let blocks = cache.free_request(victim.id).expect("a running request has a table");
+                ev.preempted.push((victim.id, blocks));
+                // Recompute: its prompt and what it generated are prefilled again.
+                victim.prefilled = 0;
+                q.waiting.push_front(victim);
+            }
+        }
+    }
+    // 2. Admission with the budget left, in arrival order, only in a step without preemption.
+    if ev.preempted.is_empty() {
+        while left > 0 {
+            let Some(front) = q.waiting.front().copied() else { break };
+            let n = chunk(&front, left);
+            if n == 0 {
+                break;
+            }
+            if cache.append_slots(front.id, n).is_err() {
+                ev.waiting.extend(q.waiting.iter().map(|l| l.id));
+                break;
+            }
+            q.waiting.pop_front();
+            ev.admitted.push((front.id, n));
+            ev.chunks.push((front.id, 0, n));
+            if front.generated > 0 {
+                ev.recomputed.push((front.id, front.req.prompt + front.generated));
+            }
+            let mut live = front;
+            live.prefilled = n;
+            q.running.push(live);
+            left -= n;
+        }
     }
 }
 
@@ -294,6 +363,20 @@ pub enum ScenarioError {
     /// A request with nothing to do.
     #[error("request {0} has an empty prompt")]
     EmptyPrompt(RequestId),
+    /// A prompt that one step's token budget cannot hold, under a policy that does not chunk.
+    #[error(
+        "request {id}: without chunked prefill a request's prefill must fit in one step's token budget of {budget}, but its longest prefill is {longest} tokens (its prompt of {prompt}, plus what it recomputes after a preemption); raise the budget or use chunked prefill"
+    )]
+    OverBudget {
+        /// The request.
+        id: RequestId,
+        /// Its prompt tokens.
+        prompt: usize,
+        /// Its longest prefill (prompt plus all but one generated token).
+        longest: usize,
+        /// The budget.
+        budget: usize,
+    },
 }
 
 /// Runs a scenario step by step on a [`KvEngine`].
@@ -326,6 +409,7 @@ impl Scheduler {
             if s.prompt == 0 {
                 return Err(ScenarioError::EmptyPrompt(id));
             }
+            policy.validate(id, s)?;
             let tokens = s.prompt + s.generate;
             let need = shape.blocks_for(tokens);
             if need > shape.num_blocks {
@@ -676,6 +760,49 @@ mod tests {
             assert_eq!(w.decoded, c.decoded);
             assert_eq!(w.finished, c.finished);
         }
+    }
+
+    /// Without chunking, a whole prompt is admitted only when it fits in what is left of the budget: no
+    /// prompt is ever split, the budget holds, and a large budget schedules as [`WholePrompt`]; a prompt
+    /// longer than the budget is refused when the scenario starts, with the numbers.
+    #[test]
+    fn whole_prompts_under_a_budget() {
+        let whole = replay_with(64, 4, Box::new(WholePrompt));
+        let big = replay_with(64, 4, Box::new(WholeUnderBudget { budget: 1000 }));
+        assert_eq!(whole.len(), big.len());
+        for (w, b) in whole.iter().zip(&big) {
+            assert_eq!(
+                (&w.admitted, &w.decoded, &w.finished),
+                (&b.admitted, &b.decoded, &b.finished)
+            );
+        }
+        // Request 2 (12 + 4 tokens) needs a budget of 15; 15 makes it wait for a quiet step.
+        let log = replay_with(64, 4, Box::new(WholeUnderBudget { budget: 15 }));
+        for e in &log {
+            let tokens: usize = e.chunks.iter().map(|c| c.2).sum::<usize>() + e.decoded.len();
+            assert!(tokens <= 15, "step {}: {tokens}", e.step);
+            for &(id, first, n) in &e.chunks {
+                assert_eq!(first, 0);
+                assert_eq!(n, SCENARIO[id as usize].prompt, "whole prompts only");
+            }
+        }
+        let engine = KvEngine::new(shape(64, 4), 1);
+        let e =
+            Scheduler::with_engine(engine, SCENARIO.to_vec(), Box::new(WholeUnderBudget { budget: 14 })).unwrap_err();
+        assert_eq!(
+            e,
+            ScenarioError::OverBudget {
+                id: 2,
+                prompt: 12,
+                longest: 15,
+                budget: 14
+            }
+        );
+        assert!(
+            e.to_string()
+                .contains("token budget of 14, but its longest prefill is 15 tokens"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ macro_rules! lesson_table {
             eviction::Eviction,
             quant::Quant,
             arch::Arch,
+            serving::Serving,
         }
     };
 }

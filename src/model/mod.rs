@@ -16,6 +16,7 @@ mod load;
 pub mod memo;
 pub mod quant;
 pub mod serve;
+pub mod spec;
 pub mod stream;
 pub mod texts;
 
@@ -112,6 +113,20 @@ pub fn shared() -> Result<&'static Model, ModelError> {
     static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
     MODEL.get_or_init(Model::embedded).as_ref().map_err(Clone::clone)
 }
+
+/// Lesson 12's draft model (`scripts/train-tiny-model.py --draft`), parsed once per process.
+pub fn draft() -> Result<&'static Model, ModelError> {
+    static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| Model::from_bytes(DRAFT_EMBEDDED, DRAFT_PATH))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The draft model's weights (f32, under 1 MB), embedded.
+pub const DRAFT_EMBEDDED: &[u8] = include_bytes!("../../assets/models/kvscope-draft.safetensors");
+/// Where they live in the repository.
+pub const DRAFT_PATH: &str = "assets/models/kvscope-draft.safetensors";
 
 /// The committed weights, embedded so the app and the tests need no file.
 pub const EMBEDDED: &[u8] = include_bytes!("../../assets/models/kvscope-tiny.safetensors");

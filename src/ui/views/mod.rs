@@ -13,4 +13,5 @@ mod multi_head;
 mod paged_cache;
 mod prefix_cache;
 mod quant;
+mod serving;
 mod streaming;
