@@ -788,8 +788,20 @@ impl KvEngine {
         q: &[f32],
         n_heads: usize,
     ) -> Result<Vec<f32>, EngineError> {
+        Ok(backend.paged_prefill(&self.prefill_input(l, tables, query_lens, q, n_heads)?)?)
+    }
+
+    /// The `paged_prefill` input of layer `l`.
+    fn prefill_input<'a>(
+        &'a self,
+        l: usize,
+        tables: &'a DecodeTables,
+        query_lens: &'a [i32],
+        q: &'a [f32],
+        n_heads: usize,
+    ) -> Result<crate::compute::ops::paged_prefill::PagedPrefillInput<'a>, EngineError> {
         let inp = self.input(l, tables, q, n_heads)?;
-        let pre = crate::compute::ops::paged_prefill::PagedPrefillInput {
+        Ok(crate::compute::ops::paged_prefill::PagedPrefillInput {
             q,
             n_heads,
             shape: inp.shape,
@@ -799,8 +811,7 @@ impl KvEngine {
             max_blocks: tables.max_blocks,
             context_lens: &tables.context_lens,
             query_lens,
-        };
-        Ok(backend.paged_prefill(&pre)?)
+        })
     }
 
     /// [`Self::prefill`], checked against the f64 reference (each row's causal attention over its
@@ -814,27 +825,21 @@ impl KvEngine {
         q: &[f32],
         n_heads: usize,
     ) -> Result<(Vec<f32>, CheckReport), EngineError> {
-        use crate::compute::ops::paged_prefill::{PagedPrefillInput, reference};
-        let inp = self.input(l, tables, q, n_heads)?;
-        let pre = PagedPrefillInput {
-            q,
-            n_heads,
-            shape: inp.shape,
-            k_pool: inp.k_pool,
-            v_pool: inp.v_pool,
-            block_tables: &tables.tables,
-            max_blocks: tables.max_blocks,
-            context_lens: &tables.context_lens,
-            query_lens,
-        };
+        let pre = self.prefill_input(l, tables, query_lens, q, n_heads)?;
         let got = backend.paged_prefill(&pre)?;
-        let shape = [pre.rows(), n_heads, inp.shape.head_dim];
+        let shape = [pre.rows(), n_heads, pre.shape.head_dim];
         let tag = format!(
             "paged_prefill · layer {l} · rows {} · {}",
             pre.rows(),
             backend.kind().name()
         );
-        let r = crate::compute::check(&tag, &shape, &got, &reference(&pre), crate::compute::Tolerance::F32);
+        let r = crate::compute::check(
+            &tag,
+            &shape,
+            &got,
+            &crate::compute::ops::paged_prefill::reference(&pre),
+            crate::compute::Tolerance::F32,
+        );
         Ok((got, r))
     }
 

@@ -12,7 +12,7 @@ use crate::lessons::arch::{
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, check_line, fitted_height, fitted_table, kernel_panel, legend};
+use crate::ui::widgets::{ViewCtx, check_line, fit_key, fitted_height, fitted_table, kernel_panel, legend};
 
 impl LessonUi for Arch {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -20,12 +20,7 @@ impl LessonUi for Arch {
             return;
         };
         // The fitted text size is searched again whenever a slider changes what the view draws.
-        let key = {
-            use std::hash::{DefaultHasher, Hash, Hasher};
-            let mut h = DefaultHasher::new();
-            (view.name(), cx.params).hash(&mut h);
-            h.finish()
-        };
+        let key = fit_key((view.name(), cx.params));
         match view {
             View::Formula => fitted_height(ui, "arch-formula", key, cx.size, |ui, size| formula(cx, ui, o, size)),
             View::Scale => scale(cx, ui, o),

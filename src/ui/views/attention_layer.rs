@@ -568,12 +568,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         return;
     };
     // Set smaller rather than cut when it runs past the view (presentation mode at 1280×720).
-    let key = {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        (m.layer, m.head, &m.text, m.tokens.len(), lang == Lang::Zh).hash(&mut h);
-        h.finish()
-    };
+    let key = crate::ui::widgets::fit_key((m.layer, m.head, &m.text, m.tokens.len(), lang == Lang::Zh));
     crate::ui::widgets::fitted_height(ui, "trained-info", key, size, |ui, size| {
         trained_info_at(lang, ui, m, size)
     });

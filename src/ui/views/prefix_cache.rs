@@ -502,15 +502,11 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
 /// The free list and the evictor, kept apart.
 fn lists(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     // Set smaller rather than cut when the rows of blocks run past the view.
-    let key = {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        (&f.free, &f.evictor, cx.lang == crate::ui::text::Lang::Zh).hash(&mut h);
-        if let Event::Admit { evicted, .. } = &f.event {
-            evicted.hash(&mut h);
-        }
-        h.finish()
+    let evicted = match &f.event {
+        Event::Admit { evicted, .. } => Some(evicted),
+        _ => None,
     };
+    let key = crate::ui::widgets::fit_key((&f.free, &f.evictor, cx.lang == crate::ui::text::Lang::Zh, evicted));
     crate::ui::widgets::fitted_height(ui, "prefix-lists", key, cx.size, |ui, size| lists_at(cx, ui, f, size));
 }
 

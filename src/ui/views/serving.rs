@@ -7,19 +7,14 @@ use crate::lessons::serving::{FACT_CONTEXTS, Serving, ServingOut, View, crossove
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{ViewCtx, check_line, fitted_height, fitted_table, kernel_panel, legend};
+use crate::ui::widgets::{ViewCtx, check_line, fit_key, fitted_height, fitted_table, kernel_panel, legend};
 
 impl LessonUi for Serving {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
         let (Some(o), Some(view)) = (out.downcast_ref::<ServingOut>(), View::from_name(view)) else {
             return;
         };
-        let key = {
-            use std::hash::{DefaultHasher, Hash, Hasher};
-            let mut h = DefaultHasher::new();
-            (view.name(), cx.params).hash(&mut h);
-            h.finish()
-        };
+        let key = fit_key((view.name(), cx.params));
         match view {
             View::Schedule => fitted_height(ui, "serve-schedule", key, cx.size, |ui, size| schedule(cx, ui, o, size)),
             View::Latency => latency(cx, ui, o),
@@ -51,6 +46,14 @@ fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
 
 fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
     ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.85)).wrap());
+}
+
+/// A table's header row.
+fn header(ui: &mut Ui, size: f32, cols: &[&str]) {
+    for h in cols {
+        ui.label(RichText::new(*h).strong().size(size));
+    }
+    ui.end_row();
 }
 
 /// A request's colour, lighter for its decode tokens.
@@ -190,17 +193,18 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             let lat = run.latencies(&arrivals);
             fitted_table(ui, "serve-lat-live", size, |ui, size| {
                 egui::Grid::new("serve-lat-live").striped(true).show(ui, |ui| {
-                    for h in [
-                        lang.t("request", "请求"),
-                        lang.t("arrives", "到达"),
-                        lang.t("prompt", "prompt"),
-                        "TTFT",
-                        lang.t("worst ITL", "最差 ITL"),
-                        lang.t("bytes", "字节"),
-                    ] {
-                        ui.label(RichText::new(h).strong().size(size));
-                    }
-                    ui.end_row();
+                    header(
+                        ui,
+                        size,
+                        &[
+                            lang.t("request", "请求"),
+                            lang.t("arrives", "到达"),
+                            lang.t("prompt", "prompt"),
+                            "TTFT",
+                            lang.t("worst ITL", "最差 ITL"),
+                            lang.t("bytes", "字节"),
+                        ],
+                    );
                     for (i, (r, l)) in o.requests.iter().zip(&lat).enumerate() {
                         ui.label(
                             RichText::new(i.to_string())
@@ -243,16 +247,17 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     );
     fitted_table(ui, "serve-lat-stored", size, |ui, size| {
         egui::Grid::new("serve-lat-stored").striped(true).show(ui, |ui| {
-            for h in [
-                lang.t("policy", "策略"),
-                lang.t("budget", "预算"),
-                lang.t("long request TTFT", "长请求 TTFT"),
-                lang.t("worst ITL, others", "其他请求最差 ITL"),
-                lang.t("bytes/s", "字节/秒"),
-            ] {
-                ui.label(RichText::new(h).strong().size(size));
-            }
-            ui.end_row();
+            header(
+                ui,
+                size,
+                &[
+                    lang.t("policy", "策略"),
+                    lang.t("budget", "预算"),
+                    lang.t("long request TTFT", "长请求 TTFT"),
+                    lang.t("worst ITL, others", "其他请求最差 ITL"),
+                    lang.t("bytes/s", "字节/秒"),
+                ],
+            );
             for r in &o.stored.latency {
                 let here = r.budget == o.budget && (r.policy == "chunked") == o.chunked;
                 let t = |s: String| {
@@ -418,17 +423,18 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     );
     fitted_table(ui, "serve-offload", size, |ui, size| {
         egui::Grid::new("serve-offload").striped(true).show(ui, |ui| {
-            for h in [
-                lang.t("tokens", "token 数"),
-                lang.t("KV bytes", "KV 字节"),
-                lang.t("swap out + in", "换出 + 换入"),
-                lang.t("GB/s", "GB/s"),
-                lang.t("recompute (prefill)", "重算（预填充）"),
-                lang.t("recompute ÷ swap", "重算 ÷ 换入换出"),
-            ] {
-                ui.label(RichText::new(h).strong().size(size));
-            }
-            ui.end_row();
+            header(
+                ui,
+                size,
+                &[
+                    lang.t("tokens", "token 数"),
+                    lang.t("KV bytes", "KV 字节"),
+                    lang.t("swap out + in", "换出 + 换入"),
+                    lang.t("GB/s", "GB/s"),
+                    lang.t("recompute (prefill)", "重算（预填充）"),
+                    lang.t("recompute ÷ swap", "重算 ÷ 换入换出"),
+                ],
+            );
             for r in &o.stored.offload {
                 for v in [
                     r.tokens.to_string(),

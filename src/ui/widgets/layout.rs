@@ -132,6 +132,14 @@ fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
     });
 }
 
+/// The key of what a [`fitted_height`] view draws: a hash of the values it depends on.
+pub fn fit_key(what: impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    what.hash(&mut h);
+    h.finish()
+}
+
 /// Draw `content` at a text size scaled (down to 0.4 of `size`) so that its height fits the height
 /// available: a view whose text would run past the bottom of its rectangle (a projector at 1280×720) is
 /// set smaller instead of cut. `key` names what is drawn (the step's data). For every new key, size and

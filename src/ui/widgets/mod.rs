@@ -19,7 +19,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{anchored, fitted_height, fitted_table, grid, view_in};
+pub use layout::{anchored, fit_key, fitted_height, fitted_table, grid, view_in};
 pub use lines::{LineHead, attention_lines};
 pub use tables::{
     BlockBox, Tables, arrow, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
