@@ -75,11 +75,7 @@ pub fn ngram_propose(seq: &[u8], k: usize, min_n: usize, max_n: usize) -> Vec<u8
 pub fn distribution(logits: &[f32], temperature: f32) -> Vec<f64> {
     let mut p = vec![0.0; logits.len()];
     if temperature <= 0.0 {
-        let arg = logits
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(0, |(i, _)| i);
+        let arg = super::decode::Sampler::greedy().pick(logits) as usize;
         if let Some(x) = p.get_mut(arg) {
             *x = 1.0;
         }
@@ -454,7 +450,7 @@ impl Model {
 
 /// One verification pass, checked: `prompt` prefilled into a paged cache of `block_size`, then the chunk
 /// `[first, drafts…]` run through the target with layer `layer`'s `paged_prefill` launch checked against
-/// the f64 reference. Returns the check and the chunk's greedy picks.
+/// the f64 reference. Returns the check.
 pub fn verify_pass_checked(
     model: &Model,
     backend: &dyn Backend,
@@ -462,14 +458,14 @@ pub fn verify_pass_checked(
     chunk: &[u8],
     block_size: usize,
     layer: usize,
-) -> Result<(crate::compute::CheckReport, Vec<u8>), String> {
+) -> Result<crate::compute::CheckReport, String> {
     let mut lane = Lane::new(model, block_size, prompt.len() + chunk.len());
     lane.run(backend, prompt)?;
     let pos0 = lane.len();
     lane.engine
         .reserve(REQ, chunk.len())
         .map_err(|e| format!("the verify cache ran out: {e}"))?;
-    let (logits, report) = model.serve_chunks_checked(
+    let (_, report) = model.serve_chunks_checked(
         &mut lane.engine,
         backend,
         &[Chunk {
@@ -479,15 +475,7 @@ pub fn verify_pass_checked(
         }],
         Some(layer),
     )?;
-    let picks = logits
-        .first()
-        .map(|l| {
-            l.outer_iter()
-                .map(|r| draw(&distribution(&r.to_vec(), 0.0), &mut Rng::new(0)))
-                .collect()
-        })
-        .unwrap_or_default();
-    report.map(|r| (r, picks)).ok_or_else(|| "no layer checked".to_string())
+    report.ok_or_else(|| "no layer checked".to_string())
 }
 
 #[cfg(test)]

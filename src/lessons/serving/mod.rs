@@ -266,7 +266,7 @@ impl LessonKind for Serving {
                 seq.extend_from_slice(&spec.output[..s.pos + 1 - prompt.len()]);
                 let mut chunk = vec![seq[s.pos]];
                 chunk.extend_from_slice(&s.proposed);
-                let (r, _) = crate::model::spec::verify_pass_checked(
+                let r = crate::model::spec::verify_pass_checked(
                     model,
                     backend,
                     &seq[..s.pos],
