@@ -108,6 +108,12 @@ fn sim_ffi() {
 
 fn main() {
     embed_lessons();
+    // The shim is C++ on OS threads: only in the native build (feature `native`), never for wasm32.
+    if std::env::var_os("CARGO_FEATURE_NATIVE").is_none()
+        || std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32")
+    {
+        return;
+    }
     sim_ffi();
     println!("cargo:rerun-if-changed=kernels");
     cc::Build::new()

@@ -14,8 +14,16 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 // Invocations of every workgroup that calls the reductions.
 const WG: u32 = 128u;
 
+// The f32 with these bits, as a runtime value: WGSL makes an infinite or NaN const-expression an error,
+// which Chrome's compiler (Tint) enforces on `bitcast<f32>(0x7f800000u)`; naga folds it. Every compiler
+// still folds this one.
+fn f32_bits(b: u32) -> f32 {
+    var bits = b;
+    return bitcast<f32>(bits);
+}
+
 fn neg_inf() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
+    return f32_bits(NEG_INF_BITS);
 }
 
 // Is key j visible to query i?

@@ -89,9 +89,9 @@ fn f16_value(h: u32) -> f32 {
         v = f32(m) * g_pow2(-24);
     } else if (e == 31u) {
         if (m == 0u) {
-            v = bitcast<f32>(0x7f800000u);
+            v = f32_bits(0x7f800000u);
         } else {
-            v = bitcast<f32>(0x7fc00000u);
+            v = f32_bits(0x7fc00000u);
         }
     } else {
         v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
@@ -203,7 +203,7 @@ fn group_quant(@builtin(global_invocation_id) g: vec3<u32>) {
         for (var gi = 0u; gi < vg; gi += 1u) {
             let c0 = gi * G;
             let c1 = min(hd, c0 + G);
-            var lo = bitcast<f32>(0x7f800000u);
+            var lo = f32_bits(0x7f800000u);
             var hi = -lo;
             var amax = 0.0;
             for (var d = c0; d < c1; d += 1u) {
@@ -247,7 +247,7 @@ fn group_quant(@builtin(global_invocation_id) g: vec3<u32>) {
     let rbase = rg * P.cap * ring_row + h * hd;
     let pb = (dst * P.kv_heads + h) * hd;
     for (var d = 0u; d < hd; d += 1u) {
-        var lo = bitcast<f32>(0x7f800000u);
+        var lo = f32_bits(0x7f800000u);
         var hi = -lo;
         var amax = 0.0;
         for (var i = 0u; i < G; i += 1u) {

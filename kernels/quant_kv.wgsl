@@ -39,12 +39,12 @@ fn fp8_decode(c: u32, fmt: u32) -> f32 {
     if (e == emask) {
         if (fmt == 3u) {
             if (m == 0u) {
-                return sign * bitcast<f32>(0x7f800000u);
+                return sign * f32_bits(0x7f800000u);
             }
-            return bitcast<f32>(0x7fc00000u);
+            return f32_bits(0x7fc00000u);
         }
         if (m == mmask) {
-            return bitcast<f32>(0x7fc00000u);
+            return f32_bits(0x7fc00000u);
         }
     }
     let bias = q_bias(fmt);

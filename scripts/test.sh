@@ -18,7 +18,7 @@ done
 # the windowed app's start-up check; g++ with the ThreadSanitizer, AddressSanitizer and UBSan runtimes for
 # the kernels on the CPU shim.
 need_apt=()
-for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri xvfb xauth g++ libtsan2 libasan8 libubsan1; do
+for pkg in mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri xvfb xauth g++ libtsan2 libasan8 libubsan1 chromium chromium-driver; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -26,6 +26,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+# binaryen's wasm-opt shrinks the web bundle; optional (scripts/build-web.sh skips it and says so).
+if ! dpkg -s binaryen >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq binaryen || echo "binaryen could not be installed: the web bundle is not optimised by wasm-opt"
 fi
 # Mesa wants a private runtime dir; the renderer tests fail (not skip) without both backends.
 if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
@@ -101,3 +106,24 @@ log "the windowed app draws its first frame (Xvfb)"
 window KVSCOPE_EXIT_AFTER_FIRST_FRAME=1 "first frame" "the app did not draw a frame under Xvfb"
 log "the windowed app walks every lesson step (Xvfb)"
 window KVSCOPE_SMOKE=1 "smoke walk drew" "the smoke walk did not finish"
+
+# The web build: the library for wasm32 with the `web` feature and without `native` (so a native-only
+# import fails here), bundled by wasm-bindgen, then opened in Debian's headless chromium twice: WebGL2
+# only (the lessons compute on the CPU backend) and WebGPU through SwiftShader (the WGSL kernels run in
+# the page, and its check suite must list the same cases as native wgpu's, all passing).
+log "web bundle (scripts/build-web.sh)"
+t0=$(date +%s)
+./scripts/build-web.sh
+echo "web build took $(( $(date +%s) - t0 )) s"
+PYWEB="$PWD/.cache/pyweb"
+if [ ! -e "$PYWEB/PIL/__init__.py" ]; then
+  log "installing Pillow into $PYWEB (the browser test's blank-screenshot check)"
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$PYWEB" "pillow==11.3.0"
+fi
+WEB_TMP="$(mktemp -d)"
+./target/release/kvscope check --backend wgpu --json > "$WEB_TMP/native-check.json"
+log "the web bundle in headless chromium: WebGL2"
+PYTHONPATH="$PYWEB" python3 scripts/web-test.py --dist web/dist --mode webgl2
+log "the web bundle in headless chromium: WebGPU (SwiftShader)"
+PYTHONPATH="$PYWEB" python3 scripts/web-test.py --dist web/dist --mode webgpu --native-check "$WEB_TMP/native-check.json"
+rm -rf "$WEB_TMP"

@@ -31,6 +31,7 @@ enum Storage {
     /// 8-byte words, so that every dtype's view of the bytes is aligned.
     Heap(Vec<u64>),
     /// The mapping (page aligned).
+    #[cfg(feature = "native")]
     Mapped(memmap2::MmapMut),
 }
 
@@ -46,6 +47,7 @@ impl Pool {
     pub fn new(dtype: KvDtype, len: usize, scales: usize) -> Self {
         let bytes = dtype.format().bytes_for(len);
         let scales = vec![dtype.format().scale_init; scales];
+        #[cfg(feature = "native")]
         if Self::maps(bytes)
             && let Ok(map) = memmap2::MmapMut::map_anon(bytes)
         {
@@ -70,12 +72,17 @@ impl Pool {
     /// Whether a pool of `bytes` bytes is mapped: from [`HUGE_POOL_BYTES`] up, on Linux (the only system
     /// with transparent huge pages to advise), unless [`SMALL_PAGES_ENV`] is set.
     pub fn maps(bytes: usize) -> bool {
-        cfg!(target_os = "linux") && bytes >= HUGE_POOL_BYTES && std::env::var_os(SMALL_PAGES_ENV).is_none()
+        cfg!(all(feature = "native", target_os = "linux"))
+            && bytes >= HUGE_POOL_BYTES
+            && std::env::var_os(SMALL_PAGES_ENV).is_none()
     }
 
     /// Whether the pool is a mapping advised onto huge pages.
     pub fn is_mapped(&self) -> bool {
-        matches!(self.data, Storage::Mapped(..))
+        #[cfg(feature = "native")]
+        return matches!(self.data, Storage::Mapped(..));
+        #[cfg(not(feature = "native"))]
+        false
     }
 
     /// Its dtype.
@@ -98,6 +105,7 @@ impl Pool {
         let n = self.dtype.format().bytes_for(self.len);
         match &self.data {
             Storage::Heap(v) => &bytemuck::cast_slice(v)[..n],
+            #[cfg(feature = "native")]
             Storage::Mapped(m) => &m[..n],
         }
     }
@@ -127,6 +135,7 @@ impl Pool {
         let n = dtype.format().bytes_for(self.len);
         let bytes = match &mut self.data {
             Storage::Heap(v) => &mut bytemuck::cast_slice_mut(v)[..n],
+            #[cfg(feature = "native")]
             Storage::Mapped(m) => &mut m[..n],
         };
         PoolMut {

@@ -2,7 +2,9 @@
 //! runs, and the host's memory roofs measured on the same threads: a read-only stream (a sum), a copy,
 //! and the same bytes read in the order a decode's block tables visit them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use web_time::Instant;
 
 use half::f16;
 use rayon::prelude::*;

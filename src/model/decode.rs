@@ -5,7 +5,7 @@
 //! read as one block per request, as lesson 4 does) and the **paged** cache (a block pool per layer with
 //! one block table, as lesson 5 does).
 
-use std::time::Instant;
+use web_time::Instant;
 
 use ndarray::Array3;
 

@@ -25,7 +25,7 @@
 //! per (layer, KV head, slot): keep sets differ per KV head, so eviction leaves holes inside blocks, and
 //! a block goes back to the pool only when no layer and no KV head keeps any of its tokens.
 
-use std::time::Instant;
+use web_time::Instant;
 
 use ndarray::Array3;
 

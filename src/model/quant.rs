@@ -217,7 +217,7 @@ impl Model {
         }
         let (l_n, kvh, h, hd) = (c.n_layers, c.n_kv_heads, c.n_heads, c.head_dim);
         let row = kvh * hd;
-        let t0 = std::time::Instant::now();
+        let t0 = web_time::Instant::now();
         let mut run = QuantRun {
             format: fmt.name(),
             nll: Vec::with_capacity(n - 1),

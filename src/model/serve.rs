@@ -316,7 +316,7 @@ impl Model {
             if guard > 100_000 {
                 return Err("the scenario did not finish".into());
             }
-            let t0 = std::time::Instant::now();
+            let t0 = web_time::Instant::now();
             let step_no = run.steps.len();
             let ev = sched.step_with(|engine, ev| {
                 for &(id, _) in &ev.preempted {

@@ -349,7 +349,7 @@ impl Model {
             return Ok(run);
         }
         // Prefill: the target's first byte.
-        let t0 = std::time::Instant::now();
+        let t0 = web_time::Instant::now();
         let logits = target.run(backend, prompt)?;
         let p = distribution(&super::serve::last_row(&logits), cfg.temperature);
         let mut seq = prompt.to_vec();
@@ -362,7 +362,7 @@ impl Model {
             let last = seq.len() - 1;
             let want = (generate - run.output.len()).saturating_sub(1).min(k);
             // 1. Propose.
-            let t0 = std::time::Instant::now();
+            let t0 = web_time::Instant::now();
             let mut draft_passes = 0;
             let (proposed, q): (Vec<u8>, Vec<Vec<f64>>) = match (&cfg.drafter, draft.as_mut()) {
                 (Drafter::Ngram { min_n, max_n }, _) => {
@@ -397,7 +397,7 @@ impl Model {
             };
             let draft_seconds = t0.elapsed().as_secs_f64();
             // 2. Verify the last byte and the drafts in one pass.
-            let t1 = std::time::Instant::now();
+            let t1 = web_time::Instant::now();
             let mut chunk = vec![seq[last]];
             chunk.extend_from_slice(&proposed);
             let logits = target.run(backend, &chunk)?;

@@ -20,7 +20,7 @@
 //! scheme possible at all: a key turned when it was written carries its old position for good, and
 //! re-turning the whole cache with the `rope` op every step would write it all again each byte.
 
-use std::time::Instant;
+use web_time::Instant;
 
 use ndarray::Array3;
 

@@ -2,7 +2,7 @@
 //! benchmark (`kvscope bench render`).
 
 use std::path::Path;
-use std::time::Instant;
+use web_time::Instant;
 
 use super::blocks::{self, BlockGridData, BlockGridRenderer};
 use super::colormap::Colormap;

@@ -1,6 +1,7 @@
 //! The exponential and the softmax sums of the f32 attention path: `exp_f32`, the row softmax's
 //! shifted exponential sum and max, and the fused attention's column softmax over a transposed tile.
 
+#[allow(unused_imports)]
 use super::*;
 
 /// e^x in f32 with a Cephes-style polynomial (relative error about 2e-7). Inputs below −87.3 (−∞

@@ -1,6 +1,7 @@
 //! GEMMs: [`sgemm`] (the one call into the `gemm` crate, the benchmark's baseline) and the fused
 //! attention's 6 × 16 register tile [`micro_gemm`].
 
+#[allow(unused_imports)]
 use super::*;
 
 /// `C = A·B` in f32 through the `gemm` crate (its own run-time dispatch to AVX2/AVX-512/NEON kernels),

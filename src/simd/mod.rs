@@ -270,7 +270,7 @@ mod tests {
             let n = 800_000 / per_call;
             let mut best = f64::INFINITY;
             for _ in 0..5 {
-                let t = std::time::Instant::now();
+                let t = web_time::Instant::now();
                 for _ in 0..n {
                     let mut st = GroupState {
                         q: &q,

@@ -18,6 +18,8 @@ pub mod lesson_ui;
 mod shell;
 pub mod text;
 pub mod views;
+#[cfg(all(feature = "web", target_arch = "wasm32"))]
+pub mod web;
 pub mod widgets;
 mod window;
 pub mod worker;
@@ -206,14 +208,20 @@ impl KvscopeApp {
             let (tx, rx) = std::sync::mpsc::channel();
             let wake2: Option<Arc<dyn Fn() + Send + Sync>> = wake.map(Arc::from);
             let w3 = wake2.clone();
-            std::thread::spawn(move || {
+            // The browser has no threads: the slow probes run here (the web build's are quick: the CUDA
+            // backends are not in it, and WebGPU was opened before the app started).
+            #[cfg(target_arch = "wasm32")]
+            let spawn = |f: Box<dyn FnOnce()>| f();
+            #[cfg(not(target_arch = "wasm32"))]
+            let spawn = |f: Box<dyn FnOnce() + Send>| drop(std::thread::spawn(f));
+            spawn(Box::new(move || {
                 for kind in slow {
                     let _ = tx.send(crate::compute::probe(kind));
                     if let Some(w) = &w3 {
                         w();
                     }
                 }
-            });
+            }));
             app.probe_rx = Some(rx);
             app.worker = Some(Worker::spawn(move || {
                 if let Some(w) = &wake2 {

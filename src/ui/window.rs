@@ -54,7 +54,7 @@ impl eframe::App for KvscopeApp {
 }
 
 /// When the process started (set first thing in `main`), for the start-up measurement.
-pub static STARTUP: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+pub static STARTUP: std::sync::OnceLock<web_time::Instant> = std::sync::OnceLock::new();
 
 /// Read the stored state from eframe's storage.
 pub fn load_saved(storage: Option<&dyn eframe::Storage>) -> Option<Saved> {

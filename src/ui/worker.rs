@@ -9,9 +9,11 @@
 //! `kvscope render` use [`run_now`] instead, on the calling thread, so every frame is deterministic.
 
 use std::sync::Arc;
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Instant;
+use web_time::Instant;
 
 use crate::compute::launch::Launch;
 use crate::compute::{Backend, BackendKind, CheckReport};
@@ -115,12 +117,14 @@ pub fn verify_output(out: &dyn Output) -> Vec<CheckReport> {
 }
 
 /// The worker thread's handle.
+#[cfg(not(target_arch = "wasm32"))]
 pub struct Worker {
     jobs: Sender<Job>,
     msgs: Receiver<Msg>,
     latest: Arc<AtomicU64>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Worker {
     /// Start the thread; `wake` is called after every message (request a repaint).
     pub fn spawn(wake: impl Fn() + Send + 'static) -> Self {
@@ -181,6 +185,89 @@ impl Worker {
     /// Messages that arrived since the last call.
     pub fn poll(&self) -> Vec<Msg> {
         self.msgs.try_iter().collect()
+    }
+}
+
+/// The browser's worker: the page has one thread, so work is split across frames instead. A submitted
+/// job waits for the next frame's [`Worker::poll`], which computes the newest one (older ones are
+/// skipped, as the thread skips them); its reference check runs in the frame after that, unless a newer
+/// job arrived. A frame holds one pass of a computation or one check, and a slider being dragged never
+/// builds a backlog. On WebGPU a pass that needs a readback stops there: the readback is awaited as an
+/// async task between frames, and the next frame runs the job again with it
+/// ([`crate::compute::wgpu::replay`]).
+#[cfg(target_arch = "wasm32")]
+pub struct Worker {
+    next: std::sync::Mutex<Option<Job>>,
+    check: std::sync::Mutex<Option<(u64, Arc<dyn Output>)>>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Worker {
+    /// A worker for this thread; `wake` is called when work waits (request a repaint).
+    pub fn spawn(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        Self {
+            next: std::sync::Mutex::new(None),
+            check: std::sync::Mutex::new(None),
+            wake: Arc::new(wake),
+        }
+    }
+
+    /// Queue a job for the next frame.
+    pub fn submit(&self, job: Job) {
+        *self.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        (self.wake)();
+    }
+
+    /// This frame's work: a pass of the newest job, else the waiting check.
+    pub fn poll(&self) -> Vec<Msg> {
+        use crate::compute::wgpu::replay;
+        let job = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            if next.as_ref().is_some_and(|j| replay::busy(j.generation)) {
+                return Vec::new();
+            }
+            next.take()
+        };
+        if let Some(job) = job {
+            replay::begin(job.generation);
+            let (result, ms, launches) = compute_job(&job);
+            if let Some(wait) = replay::finish() {
+                let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+                if next.is_none() {
+                    *next = Some(job);
+                }
+                let wake = self.wake.clone();
+                wasm_bindgen_futures::spawn_local(async move {
+                    wait.await;
+                    wake();
+                });
+                return Vec::new();
+            }
+            if let Ok(out) = &result {
+                *self.check.lock().unwrap_or_else(|e| e.into_inner()) = Some((job.generation, out.clone()));
+            }
+            (self.wake)();
+            return vec![Msg::Done {
+                generation: job.generation,
+                lesson: job.lesson.id().to_string(),
+                result,
+                ms,
+                ran_on: (job.backend.kind(), job.backend.device()),
+                launches,
+            }];
+        }
+        let check = self.check.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match check {
+            Some((generation, out)) => {
+                (self.wake)();
+                vec![Msg::Verified {
+                    generation,
+                    reports: verify_output(out.as_ref()),
+                }]
+            }
+            None => Vec::new(),
+        }
     }
 }
 

@@ -15,6 +15,8 @@
 
 mod ops;
 mod pool;
+#[cfg(target_arch = "wasm32")]
+pub mod replay;
 mod sources;
 
 use std::collections::HashMap;
@@ -48,15 +50,31 @@ pub struct WgpuBackend {
 
 static PROBE: OnceLock<Result<Arc<WgpuBackend>, String>> = OnceLock::new();
 
-/// The wgpu backend, or why it is unavailable. Probed once per process.
+/// The wgpu backend, or why it is unavailable. Probed once per process (in the browser, by
+/// [`open_web`] before the app starts: opening a device there must be awaited).
 pub fn probe() -> Result<Arc<WgpuBackend>, String> {
-    PROBE
+    #[cfg(not(target_arch = "wasm32"))]
+    return PROBE
         .get_or_init(|| {
             std::panic::catch_unwind(|| WgpuBackend::open(None))
                 .unwrap_or_else(|_| Err("wgpu panicked while opening the device".into()))
                 .map(Arc::new)
         })
-        .clone()
+        .clone();
+    #[cfg(target_arch = "wasm32")]
+    PROBE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| Err("WebGPU was not opened (the page starts the app through web::start)".into()))
+}
+
+/// Open WebGPU in the browser (awaited: the page has one thread and `request_adapter` answers through
+/// the event loop), and remember the result for [`probe`]. Returns it, for the page's status line.
+#[cfg(target_arch = "wasm32")]
+pub async fn open_web() -> Result<Arc<WgpuBackend>, String> {
+    let r = open_async(None).await.map(Arc::new);
+    let _ = PROBE.set(r.clone());
+    r
 }
 
 /// The backend table's probe.
@@ -67,8 +85,9 @@ pub fn probe_backend() -> Result<Arc<dyn Backend>, String> {
 impl WgpuBackend {
     /// Open a device and compile every pipeline for `f16` (or, for `None`, the native path where the
     /// adapter has shader-f16 and `KVSCOPE_WGPU_F16` is not `packed`, else the packed one).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
-        open(f16)
+        pollster::block_on(open_async(f16))
     }
 
     /// Which f16 path runs.
@@ -82,12 +101,27 @@ impl WgpuBackend {
     }
 }
 
-fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
+/// Open a device and compile every pipeline: the one path, awaited in the browser and blocked on natively.
+async fn open_async(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+    }
+    // WebGL2 has no compute shaders: in the browser only WebGPU can run the kernels.
+    #[cfg(target_arch = "wasm32")]
+    {
+        desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+    }
     let instance = wgpu::Instance::new(desc);
-    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-        .map_err(|e| format!("no GPU adapter with compute shaders ({e}); install a Vulkan driver (mesa-vulkan-drivers gives lavapipe)"))?;
+    #[cfg(not(target_arch = "wasm32"))]
+    let hint = "install a Vulkan driver (mesa-vulkan-drivers gives lavapipe)";
+    #[cfg(target_arch = "wasm32")]
+    let hint = "this browser offers no WebGPU; the lessons compute on the CPU backend";
+    let adapter = instance
+        .request_adapter(&wgpu::RequestAdapterOptions::default())
+        .await
+        .map_err(|e| format!("no GPU adapter with compute shaders ({e}); {hint}"))?;
     let info = adapter.get_info();
     let has_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
     let has_timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY)
@@ -102,26 +136,28 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
     if f16 == F16Path::Native && !has_f16 {
         return Err(format!("{} has no shader-f16 feature", info.name));
     }
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("kvscope compute"),
-        required_features: if f16 == F16Path::Native {
-            wgpu::Features::SHADER_F16
-        } else {
-            wgpu::Features::empty()
-        } | if has_timestamps {
-            wgpu::Features::TIMESTAMP_QUERY
-        } else {
-            wgpu::Features::empty()
-        },
-        required_limits: wgpu::Limits::default(),
-        ..Default::default()
-    }))
-    .map_err(|e| {
-        format!(
-            "{} ({:?}) cannot give WebGPU's default limits: {e}",
-            info.name, info.backend
-        )
-    })?;
+    let (device, queue) = adapter
+        .request_device(&wgpu::DeviceDescriptor {
+            label: Some("kvscope compute"),
+            required_features: if f16 == F16Path::Native {
+                wgpu::Features::SHADER_F16
+            } else {
+                wgpu::Features::empty()
+            } | if has_timestamps {
+                wgpu::Features::TIMESTAMP_QUERY
+            } else {
+                wgpu::Features::empty()
+            },
+            required_limits: wgpu::Limits::default(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| {
+            format!(
+                "{} ({:?}) cannot give WebGPU's default limits: {e}",
+                info.name, info.backend
+            )
+        })?;
     let mut pipelines = HashMap::new();
     for file in files() {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -140,7 +176,7 @@ fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
             });
             pipelines.insert(entry, p);
         }
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        if let Some(e) = scope.pop().await {
             return Err(format!(
                 "kernels/{} does not compile on {}: {}",
                 file.file,
@@ -211,6 +247,8 @@ impl WgpuBackend {
     fn filled(&self, kind: Kind, bytes: &[u8]) -> Pooled {
         let zero = [0u8; 4];
         let contents = if bytes.is_empty() { &zero[..] } else { bytes };
+        #[cfg(target_arch = "wasm32")]
+        replay::uploaded(contents);
         let b = self.pool.take(&self.device, kind, contents.len() as u64);
         self.queue.write_buffer(b.buffer(), 0, contents);
         b
@@ -239,6 +277,14 @@ impl WgpuBackend {
         for d in dispatches {
             crate::compute::launch::ran_wgsl(&d.dims);
         }
+        // In the browser: the readback of this call if an earlier pass of the computation recorded it,
+        // else submit it and say the computation must wait (`replay`).
+        #[cfg(target_arch = "wasm32")]
+        let key = replay::key(dispatches.iter().map(|d| &d.dims), outputs.iter().map(|o| o.1));
+        #[cfg(target_arch = "wasm32")]
+        if let Some(words) = replay::recorded(&key)? {
+            return Ok(words);
+        }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self.encode(dispatches, None)?;
         let mut staging = Vec::new();
@@ -249,23 +295,46 @@ impl WgpuBackend {
             staging.push((s, *len));
         }
         let idx = self.queue.submit([encoder.finish()]);
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(dev(format!("wgpu rejected the dispatch: {}", describe(&e))));
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                return Err(dev(format!("wgpu rejected the dispatch: {}", describe(&e))));
+            }
+            let mut result = Vec::new();
+            for (s, len) in staging {
+                result.push(self.read(s, len, idx.clone())?);
+            }
+            Ok(result)
         }
-        let mut result = Vec::new();
-        for (s, len) in staging {
-            result.push(self.read(s, len, idx.clone())?);
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = idx;
+            Err(replay::pend(key, async move {
+                if let Some(e) = scope.pop().await {
+                    return Err(dev(format!("wgpu rejected the dispatch: {}", describe(&e))));
+                }
+                let mut result = Vec::new();
+                for (s, len) in staging {
+                    result.push(replay::read(s, len).await?);
+                }
+                Ok(result)
+            }))
         }
-        Ok(result)
     }
 
     /// Submit `dispatches` and `copies` (source, destination, bytes) and wait until the device is done:
-    /// what the timings measure.
+    /// what the timings measure. The browser cannot wait inside a frame, so the web build measures no
+    /// GPU time (the lessons show their stored measurements).
     pub(crate) fn submit_wait(
         &self,
         dispatches: &[Dispatch],
         copies: &[(&Pooled, &Pooled, u64)],
     ) -> Result<(), BackendError> {
+        #[cfg(target_arch = "wasm32")]
+        if cfg!(target_arch = "wasm32") {
+            let _ = (dispatches, copies);
+            return Err(dev(replay::NO_TIMING));
+        }
         let mut encoder = self.encode(dispatches, None)?;
         for (src, dst, bytes) in copies {
             encoder.copy_buffer_to_buffer(src.buffer(), 0, dst.buffer(), 0, *bytes);
@@ -284,6 +353,11 @@ impl WgpuBackend {
     /// from timestamps written at the start of the first pass and the end of the last where the adapter
     /// has timestamp queries, else on the host's wall clock around the submission and its wait.
     pub(crate) fn time_dispatches(&self, dispatches: &[Dispatch], reps: usize) -> Result<f64, BackendError> {
+        #[cfg(target_arch = "wasm32")]
+        if cfg!(target_arch = "wasm32") {
+            let _ = (dispatches, reps);
+            return Err(dev(replay::NO_TIMING));
+        }
         let Some(qs) = &self.timestamps else {
             let mut failed = None;
             let s = median_time(reps, || {

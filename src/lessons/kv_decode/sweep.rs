@@ -2,7 +2,7 @@
 //! [`crate::compute::bench::sweep_contexts`], measured on a background thread so the UI keeps drawing while
 //! points arrive one by one. It is the lesson's own UI state; it never runs in tests or headless renders.
 
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
@@ -22,10 +22,40 @@ enum Measured {
     Balance(f64, f64),
 }
 
+/// A sweep being measured: the points one at a time, then the balance point.
+struct Run {
+    backend: Arc<dyn Backend>,
+    contexts: Vec<usize>,
+    next: usize,
+    last: Option<SweepPoint>,
+    tx: Sender<Result<Measured, String>>,
+}
+
+impl Run {
+    /// Measure the next point (after the last one, the balance point); whether there is more to do.
+    fn step(&mut self) -> bool {
+        if let Some(&c) = self.contexts.get(self.next) {
+            self.next += 1;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sweep_point(self.backend.as_ref(), c)))
+                .unwrap_or_else(|_| Err("the measurement panicked".into()));
+            self.last = r.as_ref().ok().copied();
+            let stop = r.is_err();
+            return self.tx.send(r.map(Measured::Point)).is_ok() && !stop;
+        }
+        if let Some(p) = self.last.take().filter(|p| p.device == Device::Host) {
+            let _ = self.tx.send(Ok(Measured::Balance(best_gemm_gflops(1024).0, p.read)));
+        }
+        false
+    }
+}
+
 /// The sweep's state.
 #[derive(Default)]
 pub struct Sweep {
     rx: Option<Receiver<Result<Measured, String>>>,
+    /// The measurement the frames advance (the web build).
+    #[cfg(target_arch = "wasm32")]
+    web_run: Option<Run>,
     /// Points so far.
     pub points: Vec<SweepPoint>,
     /// Which backend they were measured on.
@@ -40,7 +70,8 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    /// Start measuring on a background thread; `wake` is called after every point (request a repaint).
+    /// Start measuring on a background thread (in the browser, which has no threads: one point per
+    /// frame, in [`Sweep::poll`]); `wake` is called after every point (request a repaint).
     pub fn start(&mut self, backend: Arc<dyn Backend>, wake: impl Fn() + Send + 'static) {
         let (tx, rx) = std::sync::mpsc::channel();
         self.rx = Some(rx);
@@ -48,27 +79,36 @@ impl Sweep {
         self.error = None;
         self.balance = None;
         self.backend = Some(backend.kind());
+        let mut run = Run {
+            contexts: sweep_contexts(backend.kind()),
+            backend,
+            next: 0,
+            last: None,
+            tx,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
         std::thread::spawn(move || {
-            let mut last = None;
-            for c in sweep_contexts(backend.kind()) {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sweep_point(backend.as_ref(), c)))
-                    .unwrap_or_else(|_| Err("the measurement panicked".into()));
-                last = r.as_ref().ok().copied();
-                let stop = r.is_err();
-                if tx.send(r.map(Measured::Point)).is_err() || stop {
-                    break;
-                }
+            while run.step() {
                 wake();
-            }
-            if let Some(p) = last.filter(|p| p.device == Device::Host) {
-                let _ = tx.send(Ok(Measured::Balance(best_gemm_gflops(1024).0, p.read)));
             }
             wake();
         });
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = run.step();
+            wake();
+            self.web_run = Some(run);
+        }
     }
 
     /// Take arrived points; whether it is still running.
     pub fn poll(&mut self) -> bool {
+        #[cfg(target_arch = "wasm32")]
+        if let Some(run) = &mut self.web_run
+            && !run.step()
+        {
+            self.web_run = None;
+        }
         let Some(rx) = &self.rx else { return false };
         loop {
             match rx.try_recv() {

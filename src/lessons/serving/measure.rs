@@ -178,7 +178,7 @@ pub fn prefilled(model: &Model, backend: &dyn Backend, tokens: usize) -> Result<
     let text = crate::model::HELDOUT;
     let tokens_text: Vec<u8> = text.iter().cycle().take(tokens).copied().collect();
     e.reserve(0, tokens).map_err(|x| x.to_string())?;
-    let t0 = std::time::Instant::now();
+    let t0 = web_time::Instant::now();
     model.serve_chunks(
         &mut e,
         backend,
@@ -206,7 +206,7 @@ pub fn measure_offload(model: &Model, backend: &dyn Backend) -> Result<Vec<Offlo
         let mut host = KvEngine::new(gpu.shape(), gpu.layers());
         let (mut swap, mut bytes) = (f64::INFINITY, 0);
         for _ in 0..5 {
-            let t0 = std::time::Instant::now();
+            let t0 = web_time::Instant::now();
             bytes = gpu.swap_out(0, &mut host).map_err(|e| e.to_string())?;
             gpu.swap_in(0, &mut host).map_err(|e| e.to_string())?;
             swap = swap.min(t0.elapsed().as_secs_f64());

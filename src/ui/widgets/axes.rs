@@ -69,11 +69,13 @@ fn label_width(s: &str) -> usize {
 /// The tick spacing, in cells: the smallest of 1, 2, 5, 10, 20, 50, … whose ticks are at least
 /// `label_px` apart when one cell is `cell_px` wide.
 pub fn tick_step(cell_px: f32, label_px: f32) -> usize {
+    // A step no axis reaches, and that the decades below cannot overflow (wasm32's usize is 32 bits).
+    const LAST: usize = 1 << if usize::BITS >= 64 { 40 } else { 28 };
     let mut base = 1usize;
     loop {
         for m in [1, 2, 5] {
             let s = base * m;
-            if s as f32 * cell_px >= label_px || s >= 1 << 40 {
+            if s as f32 * cell_px >= label_px || s >= LAST {
                 return s;
             }
         }

@@ -2,10 +2,12 @@
 //! the fused op shares), its validation, its suite cases and its probe.
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
 pub mod reference;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

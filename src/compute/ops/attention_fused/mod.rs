@@ -2,9 +2,11 @@
 //! its suite cases and probe. It takes the three-kernel op's input, [`super::attention::AttnInput`].
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub(crate) mod wgpu;

@@ -3,10 +3,12 @@
 //! its suite cases, including paged decode through shared tables after forks and copies, and its probe.
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
 pub mod reference;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

@@ -3,9 +3,11 @@
 //! shared-memory budget that limits the tiles, its validation, its suite cases and its probe.
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

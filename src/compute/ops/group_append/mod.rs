@@ -18,9 +18,11 @@
 //! this file ([`GroupFormat::encode`]) is what every backend's codes are compared with, code for code.
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

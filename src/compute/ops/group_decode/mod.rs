@@ -6,9 +6,11 @@
 //! `.wgsl` (codes packed in u32 words there, the ring's f16 pairs decoded by hand).
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

@@ -5,9 +5,11 @@
 //! `kernels/quant_kv.cu` and `.wgsl` (four codes per u32 word there: WGSL has no 8-bit types).
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

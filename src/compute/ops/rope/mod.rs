@@ -5,10 +5,12 @@
 //! `cos_sin_cache`. The input, its validation, the table, its suite cases and its probe.
 
 pub(crate) mod cpu;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
 pub mod reference;
+#[cfg(feature = "native")]
 #[allow(unsafe_code)]
 pub(crate) mod sim;
 pub mod suite;

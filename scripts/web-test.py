@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""The web bundle in a real browser: Debian's headless chromium, driven through chromedriver's WebDriver
+HTTP API (standard library only; Pillow, when importable, judges screenshots).
+
+    scripts/web-test.py --dist web/dist --mode webgl2|webgpu [--native-check FILE] [--shots DIR]
+
+It serves the bundle on 127.0.0.1, opens it, and asserts:
+  - the page loads with no panic and no console error, and the app reports its first frame;
+  - a screenshot is not blank;
+  - every lesson and step opened by URL (#lesson=ID&step=N) is reported back by the app with its result
+    computed, no console error, and a canvas that is not blank;
+  - mode webgpu: the WebGPU compute backend opened, and `check` run in the page lists the same cases as
+    native `kvscope check --backend wgpu --json` (--native-check), every one passing against the f64
+    reference.
+It prints the load time to the first frame and lesson 1's frame time. Any failure exits non-zero.
+"""
+
+import argparse
+import base64
+import functools
+import http.server
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+# Chromium with no network beyond 127.0.0.1: these keep it from trying.
+QUIET = [
+    "--headless=new", "--no-sandbox", "--no-first-run", "--no-default-browser-check",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--disable-extensions", "--disable-quic", "--metrics-recording-only",
+    "--disable-domain-reliability", "--disable-client-side-phishing-detection",
+    "--disable-features=OptimizationHints,MediaRouter,Translate,AutofillServerCommunication",
+    "--window-size=1280,800", "--disable-dev-shm-usage",
+]
+# WebGL2 through SwiftShader (ANGLE), and WebGPU hidden: the lessons compute on the CPU backend.
+WEBGL2 = ["--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist",
+          "--disable-features=WebGPU"]
+# WebGPU through SwiftShader's Vulkan.
+WEBGPU = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader", "--enable-gpu",
+          "--enable-features=Vulkan", "--use-vulkan=swiftshader", "--use-angle=swiftshader",
+          "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".wasm": "application/wasm", ".js": "text/javascript"}
+
+    def log_message(self, *args):
+        pass
+
+
+class Driver:
+    """A chromedriver session over HTTP."""
+
+    def __init__(self, args):
+        self.port = free_port()
+        self.proc = subprocess.Popen(["chromedriver", f"--port={self.port}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{self.port}"
+        for _ in range(100):
+            try:
+                self.req("GET", "/status")
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.profile = tempfile.mkdtemp(prefix="kvscope-chromium-")
+        caps = {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium",
+                                   "args": args + [f"--user-data-dir={self.profile}"]},
+            "timeouts": {"script": 600000, "pageLoad": 120000},
+        }}}
+        self.sid = self.req("POST", "/session", caps)["sessionId"]
+
+    def req(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        r = urllib.request.Request(self.base + path, data=data, method=method,
+                                   headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(r, timeout=900) as resp:
+            out = json.loads(resp.read() or b"{}")
+        return out.get("value")
+
+    def s(self, method, path, body=None):
+        return self.req(method, f"/session/{self.sid}{path}", body)
+
+    def js(self, script, *args):
+        return self.s("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def js_async(self, script, *args):
+        return self.s("POST", "/execute/async", {"script": script, "args": list(args)})
+
+    def screenshot(self):
+        return base64.b64decode(self.s("GET", "/screenshot"))
+
+    def quit(self):
+        try:
+            self.s("DELETE", "")
+        finally:
+            self.proc.terminate()
+
+
+def colours(png):
+    """How many colours the screenshot has (a blank canvas has one or two), or None without Pillow."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return len(img.getcolors(maxcolors=1 << 20) or [None] * (1 << 20))
+
+
+# What the wasm embeds (include_bytes!/include_str!), by path from the repository root.
+EMBEDDED = ["assets/models/kvscope-tiny.safetensors", "assets/models/kvscope-draft.safetensors",
+            "assets/models/kvscope-tiny.heldout.txt", "assets/fonts/kvscope-sans-sc.otf"]
+
+
+def gz(b):
+    import gzip
+    return len(gzip.compress(b, 9))
+
+
+def sizes(dist, max_mb):
+    """Print the bundle's sizes, raw and gzip -9, and fail above max_mb compressed."""
+    total_raw = total_gz = 0
+    for name in sorted(os.listdir(dist)):
+        b = open(os.path.join(dist, name), "rb").read()
+        total_raw += len(b)
+        total_gz += gz(b)
+        print(f"  {name:24} {len(b) / 1e6:8.2f} MB raw {gz(b) / 1e6:8.2f} MB gzip", flush=True)
+    print(f"  {'the page in all':24} {total_raw / 1e6:8.2f} MB raw {total_gz / 1e6:8.2f} MB gzip "
+          f"(limit {max_mb} MB gzip)", flush=True)
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    data = [open(os.path.join(root, p), "rb").read() for p in EMBEDDED]
+    data += [open(os.path.join(root, "lessons", f), "rb").read() for f in sorted(os.listdir(os.path.join(root, "lessons")))]
+    raw = sum(len(b) for b in data)
+    print(f"  of which embedded data (models, held-out text, CJK font, lesson files): {raw / 1e6:.2f} MB raw, "
+          f"{sum(gz(b) for b in data) / 1e6:.2f} MB gzip (each file alone)", flush=True)
+    if total_gz > max_mb * 1e6:
+        fail(f"the page is {total_gz / 1e6:.2f} MB gzip-compressed, over the {max_mb} MB limit")
+
+
+def state(d):
+    return d.js("return window.__kvscope;") or {}
+
+
+def errors(d):
+    return d.js("return window.__kvscope_errors;") or []
+
+
+def wait_for(d, what, cond, timeout=300):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        st = state(d)
+        errs = errors(d)
+        if errs:
+            fail(f"console errors while waiting for {what}: {errs}")
+        if cond(st):
+            return st
+        time.sleep(0.05)
+    fail(f"timed out after {timeout} s waiting for {what}; state: {state(d)}")
+
+
+LOG = []
+
+
+def fail(msg):
+    for line in LOG:
+        print(f"  console: {line}", flush=True)
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dist", default="web/dist")
+    ap.add_argument("--mode", choices=["webgl2", "webgpu"], required=True)
+    ap.add_argument("--native-check", help="native `kvscope check --backend wgpu --json` output")
+    ap.add_argument("--shots", help="write screenshots here")
+    ap.add_argument("--max-gzip-mb", type=float, default=12.0)
+    a = ap.parse_args()
+    print(f"[{a.mode}] bundle {a.dist}:", flush=True)
+    sizes(a.dist, a.max_gzip_mb)
+
+    port = free_port()
+    handler = functools.partial(Quiet, directory=a.dist)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/index.html"
+    if a.shots:
+        os.makedirs(a.shots, exist_ok=True)
+
+    d = Driver(QUIET + (WEBGPU if a.mode == "webgpu" else WEBGL2))
+    try:
+        t0 = time.time()
+        d.s("POST", "/url", {"url": url + "#lesson=attention-matrix&step=1"})
+        st = wait_for(d, "the first frame", lambda s: s.get("firstFrameMs") is not None, 600)
+        LOG.extend(d.js("return window.__kvscope_log;") or [])
+        print(f"[{a.mode}] first frame {st['firstFrameMs']:.0f} ms after start() "
+              f"({time.time() - t0:.1f} s after navigation, wasm download and compile included); "
+              f"renderer {st.get('renderer')}, WebGPU compute {st.get('webgpu')}", flush=True)
+        if a.mode == "webgpu" and not st.get("webgpu"):
+            fail("the WebGPU compute backend did not open (see the console line 'kvscope: no WebGPU')")
+        if a.mode == "webgl2" and st.get("renderer") != "Gl":
+            fail(f"expected the WebGL2 renderer, got {st.get('renderer')}")
+        st = wait_for(d, "lesson 1's result", lambda s: s.get("hasOutput") and not s.get("computing"))
+        shot = d.screenshot()
+        n = colours(shot)
+        if n is not None and n < 8:
+            fail(f"the first screenshot has {n} colours: blank")
+        if a.shots:
+            open(os.path.join(a.shots, f"{a.mode}-first.png"), "wb").write(shot)
+        # Frame time: request repaints for a second, then read eframe's CPU time per frame.
+        d.js_async("const done = arguments[0]; let n = 0;"
+                   "function f() { window.dispatchEvent(new Event('resize')); if (++n < 60) requestAnimationFrame(f); else done(); }"
+                   "requestAnimationFrame(f);")
+        st = state(d)
+        print(f"[{a.mode}] lesson 1 at 1280x800: {st.get('frameCpuMs', float('nan')):.2f} ms of CPU per frame "
+              f"(eframe's measure, mean of the last {min(120, int(st.get('frames', 0)))} frames)", flush=True)
+
+        lessons = json.loads(st["lessons"])
+        # WebGPU: the lessons run on the wgpu backend (its kernels in the page); WebGL2: on the CPU.
+        backend = "&backend=wgpu" if a.mode == "webgpu" else ""
+        visited = 0
+        t1 = time.time()
+        for lid, steps in lessons:
+            for step in range(1, steps + 1):
+                d.js("location.hash = arguments[0];", f"lesson={lid}&step={step}{backend}")
+                st = wait_for(d, f"{lid} step {step}",
+                              lambda s, lid=lid, step=step: s.get("lesson") == lid and s.get("step") == step
+                              and s.get("hasOutput") and not s.get("computing"))
+                if st.get("linkProblems"):
+                    fail(f"{lid} step {step}: the link was refused: {st['linkProblems']}")
+                if a.mode == "webgpu" and st.get("backend") != "wgpu":
+                    fail(f"{lid} step {step}: computed on {st.get('backend')}, not on wgpu")
+                if st.get("error"):
+                    fail(f"{lid} step {step}: the lesson's computation failed: {st['error']}")
+                shot = d.screenshot()
+                n = colours(shot)
+                if n is not None and n < 8:
+                    fail(f"{lid} step {step}: the screenshot has {n} colours: blank")
+                if a.shots and step in (1, steps):
+                    open(os.path.join(a.shots, f"{a.mode}-{lid}-{step}.png"), "wb").write(shot)
+                visited += 1
+        print(f"[{a.mode}] {visited} steps of {len(lessons)} lessons opened by URL, each reported back, "
+              f"computed, no console error, not blank ({time.time() - t1:.0f} s)", flush=True)
+
+        if a.mode == "webgpu":
+            t2 = time.time()
+            out = d.js_async("const done = arguments[0]; window.kvscope_check(0n).then(done, e => done('ERR ' + e));")
+            if out.startswith("ERR"):
+                fail(f"check in the page failed: {out}")
+            web = json.loads(out)[0]
+            if not web.get("available"):
+                fail(f"the page's wgpu backend is unavailable: {web.get('reason')}")
+            labels = [r["label"] for r in web["reports"]]
+            bad = [r for r in web["reports"] if r.get("error") or r.get("mismatch_count") or r.get("nan_count")]
+            print(f"[webgpu] check in the page on {web['device']}: {len(labels)} checks, {web['failed']} failed "
+                  f"({time.time() - t2:.0f} s)", flush=True)
+            if web["failed"]:
+                fail(f"{web['failed']} checks failed in the page: {[r['label'] for r in bad][:10]}")
+            if a.native_check:
+                native = json.load(open(a.native_check))
+                native = [b for b in native if b["backend"] == "wgpu"][0]
+                nl = [r["label"] for r in native["reports"]]
+                if nl != labels:
+                    missing = sorted(set(nl) - set(labels))
+                    extra = sorted(set(labels) - set(nl))
+                    fail(f"the page's checks differ from native: missing {missing[:10]}, extra {extra[:10]}")
+                print(f"[webgpu] the same {len(nl)} cases as native `kvscope check --backend wgpu --json` "
+                      f"({native['device']})", flush=True)
+        errs = errors(d)
+        if errs:
+            fail(f"console errors: {errs}")
+        print(f"[{a.mode}] PASS", flush=True)
+    finally:
+        d.quit()
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

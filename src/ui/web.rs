@@ -1,0 +1,270 @@
+//! The web build's entry point (feature `web`, target wasm32): the page calls [`start`] with its canvas.
+//!
+//! What it adds around the desktop app:
+//! - WebGPU for the compute backend is opened first (awaited), so the backend list is complete when the
+//!   app starts; without WebGPU the lessons compute on the CPU backend and the backend list says why;
+//! - the URL's fragment is the app's state: `#lesson=paged-cache&step=5&block_size=4` opens that lesson,
+//!   step (counted from 1, as `kvscope render --step`) and slider values, and the fragment follows the
+//!   app as a student steps, so the address bar always holds a link to what is on screen;
+//! - `window.__kvscope` reports what the page shows (first frame, lesson, step, backend, errors) for the
+//!   browser tests (`scripts/web-test.py`), and [`check`] runs the cross-backend check suite on WebGPU.
+
+use std::sync::Arc;
+
+use eframe::egui;
+use wasm_bindgen::prelude::*;
+
+use super::{AppConfig, KvscopeApp};
+use crate::compute::{self, BackendKind};
+
+/// Milliseconds since the page started (`performance.now()`).
+fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+/// Set `window.__kvscope[key] = value`.
+fn report(key: &str, value: JsValue) {
+    let Some(w) = web_sys::window() else { return };
+    let state = js_sys::Reflect::get(&w, &"__kvscope".into())
+        .ok()
+        .filter(|v| v.is_object())
+        .unwrap_or_else(|| {
+            let o: JsValue = js_sys::Object::new().into();
+            let _ = js_sys::Reflect::set(&w, &"__kvscope".into(), &o);
+            o
+        });
+    let _ = js_sys::Reflect::set(&state, &key.into(), &value);
+}
+
+fn log(line: &str) {
+    web_sys::console::log_1(&line.into());
+}
+
+/// Start the app on the canvas with id `canvas_id`.
+#[wasm_bindgen]
+pub async fn start(canvas_id: String) -> Result<(), JsValue> {
+    let t0 = now_ms();
+    let gpu = compute::wgpu::open_web().await;
+    match &gpu {
+        Ok(b) => log(&format!(
+            "kvscope: WebGPU compute backend: {}",
+            compute::Backend::device(b.as_ref())
+        )),
+        Err(e) => log(&format!("kvscope: no WebGPU compute backend: {e}")),
+    }
+    report("webgpu", gpu.is_ok().into());
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or_else(|| JsValue::from_str("no document"))?;
+    let canvas: web_sys::HtmlCanvasElement = document
+        .get_element_by_id(&canvas_id)
+        .ok_or_else(|| JsValue::from_str(&format!("no element #{canvas_id}")))?
+        .dyn_into()?;
+    let options = eframe::WebOptions::default();
+    eframe::WebRunner::new()
+        .start(
+            canvas,
+            options,
+            Box::new(move |cc| {
+                let config = AppConfig {
+                    lessons_dir: None,
+                    sync: false,
+                    fresh: false,
+                    export_dir: None,
+                };
+                let app = super::create(cc, &config);
+                report(
+                    "renderer",
+                    cc.wgpu_render_state
+                        .as_ref()
+                        .map_or("none".to_string(), |rs| format!("{:?}", rs.adapter.get_info().backend))
+                        .into(),
+                );
+                Ok(Box::new(WebApp {
+                    app,
+                    t0,
+                    written: String::new(),
+                    frames: 0,
+                    cpu_ms: Vec::new(),
+                }))
+            }),
+        )
+        .await
+}
+
+/// The desktop app plus the page's URL state and reports.
+struct WebApp {
+    app: KvscopeApp,
+    /// `performance.now()` when [`start`] began.
+    t0: f64,
+    /// The fragment this app last wrote (another one was typed or set by a link).
+    written: String,
+    frames: u64,
+    /// Milliseconds of CPU each frame took (eframe's measure), the last 120.
+    cpu_ms: Vec<f32>,
+}
+
+/// `location.hash` without the `#`.
+fn fragment() -> String {
+    web_sys::window()
+        .and_then(|w| w.location().hash().ok())
+        .map(|h| h.trim_start_matches('#').to_string())
+        .unwrap_or_default()
+}
+
+/// The fragment of what `app` shows: lesson, step from 1, the backend when it is not the CPU, and the
+/// lesson's slider values.
+pub fn state_fragment(app: &KvscopeApp) -> String {
+    let Some(l) = app.lesson() else { return String::new() };
+    let mut s = format!("lesson={}&step={}", l.id(), app.position().1 + 1);
+    if app.active != BackendKind::Cpu {
+        s += &format!("&backend={}", app.active.name());
+    }
+    if let Some(p) = app.params() {
+        for (k, v) in p {
+            s += &format!("&{k}={v}");
+        }
+    }
+    s
+}
+
+/// Open what fragment `f` names; the problems, in words (an unknown lesson or slider, a bad number).
+pub fn apply_fragment(app: &mut KvscopeApp, f: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let pairs: Vec<(&str, &str)> = f
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect();
+    let step = pairs
+        .iter()
+        .find(|(k, _)| *k == "step")
+        .map(|(_, v)| v.parse::<usize>());
+    let step = match step {
+        Some(Ok(n)) if n >= 1 => n - 1,
+        Some(_) => {
+            problems.push("step must be a whole number from 1".to_string());
+            0
+        }
+        None => 0,
+    };
+    if let Some((_, id)) = pairs.iter().find(|(k, _)| *k == "lesson") {
+        if !app.goto_id(id, step) {
+            problems.push(format!("no lesson `{id}`"));
+        }
+    } else if pairs.iter().any(|(k, _)| *k == "step") {
+        let cur = app.position().0;
+        app.goto(cur, step);
+    }
+    match pairs.iter().find(|(k, _)| *k == "backend") {
+        Some((_, name)) => match BackendKind::ALL.into_iter().find(|b| b.name() == *name) {
+            Some(kind) => app.choose_backend(kind),
+            None => problems.push(format!("no backend `{name}`")),
+        },
+        None => app.choose_backend(BackendKind::Cpu),
+    }
+    if let Some(l) = app.lesson().cloned() {
+        let steps = l.file.steps.len();
+        if step >= steps {
+            problems.push(format!("lesson `{}` has {steps} steps", l.id()));
+        }
+        for (k, v) in pairs.iter().filter(|(k, _)| !["lesson", "step", "backend"].contains(k)) {
+            if !l.file.params.iter().any(|p| p.id.get_ref() == *k) {
+                problems.push(format!("lesson `{}` has no slider `{k}`", l.id()));
+                continue;
+            }
+            match v.parse::<i64>() {
+                Ok(n) => app.set_param(k, n),
+                Err(_) => problems.push(format!("slider `{k}`: `{v}` is not a whole number")),
+            }
+        }
+    }
+    problems
+}
+
+impl eframe::App for WebApp {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        let f = fragment();
+        if f != self.written && !f.is_empty() {
+            let problems = apply_fragment(&mut self.app, &f);
+            for p in &problems {
+                web_sys::console::warn_1(&format!("kvscope: the link's {p}").into());
+            }
+            report("linkProblems", problems.join("; ").into());
+        }
+        eframe::App::ui(&mut self.app, ui, frame);
+        let now = state_fragment(&self.app);
+        if now != f
+            && let Some(h) = web_sys::window().and_then(|w| w.history().ok())
+        {
+            let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("#{now}")));
+        }
+        self.written = now;
+        self.frames += 1;
+        if self.frames == 1 {
+            report("firstFrameMs", (now_ms() - self.t0).into());
+            let lessons: Vec<(&str, usize)> = self
+                .app
+                .lessons()
+                .iter()
+                .map(|l| (l.id(), l.file.steps.len()))
+                .collect();
+            report("lessons", serde_json::to_string(&lessons).unwrap_or_default().into());
+        }
+        if let Some(ms) = frame.info().cpu_usage {
+            self.cpu_ms.push(ms * 1e3);
+            if self.cpu_ms.len() > 120 {
+                self.cpu_ms.remove(0);
+            }
+        }
+        let (l, s) = self.app.position();
+        report("frames", (self.frames as f64).into());
+        report("lesson", self.app.lessons().get(l).map_or("", |x| x.id()).into());
+        report("step", ((s + 1) as f64).into());
+        report("computing", self.app.computing().into());
+        report("hasOutput", self.app.output().is_some().into());
+        report("error", self.app.error().unwrap_or("").into());
+        report("backend", self.app.running_backend().kind().name().into());
+        if !self.cpu_ms.is_empty() {
+            let mean = self.cpu_ms.iter().sum::<f32>() / self.cpu_ms.len() as f32;
+            report("frameCpuMs", f64::from(mean).into());
+        }
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::App::save(&mut self.app, storage);
+    }
+}
+
+/// Run the cross-backend check suite on the WebGPU backend (every op, seeded inputs, against the f64
+/// reference), as `kvscope check --backend wgpu --json` does natively: the same JSON. Each op is one
+/// replayed computation (`compute::wgpu::replay`).
+#[wasm_bindgen]
+pub async fn check(seed: u64) -> String {
+    let kind = BackendKind::Wgpu;
+    let b = match compute::wgpu::probe() {
+        Ok(b) => b,
+        Err(reason) => {
+            return serde_json::json!([{"backend": kind.name(), "available": false, "reason": reason}]).to_string();
+        }
+    };
+    let backend: Arc<dyn compute::Backend> = b;
+    let mut reports = Vec::new();
+    for (i, op) in compute::Op::ALL.into_iter().enumerate() {
+        let session = compute::wgpu::replay::CHECK_SESSIONS + i as u64;
+        let r = compute::wgpu::replay::resolve(session, || {
+            let mut out = Vec::new();
+            compute::ops::suite(op, backend.as_ref(), seed, &mut out);
+            out
+        })
+        .await;
+        reports.extend(r);
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    log(&format!(
+        "kvscope: check on wgpu: {} checks, {failed} failed",
+        reports.len()
+    ));
+    serde_json::json!([{"backend": kind.name(), "available": true, "device": backend.device(), "failed": failed, "reports": reports}])
+        .to_string()
+}
