@@ -34,7 +34,7 @@ OUT=web/dist
 rm -rf "$OUT"
 mkdir -p "$OUT"
 log "wasm-bindgen --target web"
-"$WB" target/wasm32-unknown-unknown/web/kvscope.wasm --out-dir "$OUT" --out-name kvscope --target web --no-typescript
+"$WB" "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/web/kvscope.wasm" --out-dir "$OUT" --out-name kvscope --target web --no-typescript
 
 if command -v wasm-opt >/dev/null 2>&1; then
   log "wasm-opt -O2 ($(wasm-opt --version))"

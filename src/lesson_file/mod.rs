@@ -782,6 +782,29 @@ pub fn load_embedded<K: ?Sized + Schema>(kinds: &[&'static K]) -> Result<Vec<Les
     )
 }
 
+/// Lesson files given as (file name, contents), e.g. dropped on the web page, each checked against its
+/// kind, one of `kinds`; errors name the file as given.
+pub fn load_sources<K: ?Sized + Schema>(
+    files: &[(String, String)],
+    kinds: &[&'static K],
+) -> Result<Vec<Lesson<K>>, Vec<LessonError>> {
+    if files.is_empty() {
+        return Err(vec![LessonError {
+            file: PathBuf::from("(no files)"),
+            line: 0,
+            col: 0,
+            message: "no *.toml lesson files were given".into(),
+            hint: "drop one or more lesson files, like those in lessons/".into(),
+        }]);
+    }
+    finish(
+        files
+            .iter()
+            .map(|(name, src)| parse(Path::new(name), src, kinds))
+            .collect(),
+    )
+}
+
 /// Every `*.toml` in `dir`, each checked against its kind, one of `kinds`.
 pub fn load_dir<K: ?Sized + Schema>(dir: &Path, kinds: &[&'static K]) -> Result<Vec<Lesson<K>>, Vec<LessonError>> {
     let io_err = |e: std::io::Error, p: &Path| {

@@ -2,8 +2,6 @@
 //! [`crate::lessons::attention_layer::AttnOut`]), `kvscope export paged-decode` and the app's Ctrl+E
 //! write the tensors of one computation so they can be checked in NumPy.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -101,15 +99,16 @@ pub struct Manifest {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
-    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+/// The `.npy` file of `a`, in memory.
+pub fn npy_bytes(a: &NamedArray) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
     let shape: Vec<u64> = a.shape.iter().map(|&d| d as u64).collect();
     macro_rules! put {
         ($v:expr, $t:ty) => {{
             let mut w = npyz::WriteOptions::<$t>::new()
                 .default_dtype()
                 .shape(&shape)
-                .writer(BufWriter::new(f))
+                .writer(&mut bytes)
                 .begin_nd()?;
             w.extend($v.iter().copied())?;
             w.finish()?;
@@ -121,7 +120,7 @@ fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
         ArrayData::I32(v) => put!(v, i32),
         ArrayData::U8(v) => put!(v, u8),
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// Write `arrays` and `manifest.json` into `dir` (created if missing).
@@ -150,10 +149,31 @@ pub fn write_export_with(
     extra: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Manifest> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    let (manifest, files) = export_files(kind, params, seed, backend, check, arrays, extra)?;
+    for (name, bytes) in files {
+        let path = dir.join(&name);
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(manifest)
+}
+
+/// The files of an export, in memory: each array's `.npy`, then `manifest.json` (what
+/// [`write_export_with`] writes, and what the web build zips for a download).
+#[allow(clippy::too_many_arguments)]
+pub fn export_files(
+    kind: &str,
+    params: serde_json::Value,
+    seed: u64,
+    backend: &dyn Backend,
+    check: &[CheckReport],
+    arrays: &[NamedArray],
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<(Manifest, Vec<(String, Vec<u8>)>)> {
+    let mut files = Vec::new();
     let mut entries = std::collections::BTreeMap::new();
     for a in arrays {
         let file = format!("{}.npy", a.name);
-        write_npy(&dir.join(&file), a)?;
+        files.push((file.clone(), npy_bytes(a)?));
         entries.insert(
             a.name.clone(),
             ArrayEntry {
@@ -178,10 +198,67 @@ pub fn write_export_with(
         arrays: entries,
         extra,
     };
-    let path = dir.join("manifest.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&manifest)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(manifest)
+    files.push((
+        "manifest.json".to_string(),
+        serde_json::to_string_pretty(&manifest)?.into_bytes(),
+    ));
+    Ok((manifest, files))
+}
+
+/// A zip archive of `files` (stored, not compressed: `.npy` arrays of floats barely shrink), as the web
+/// build downloads an export.
+pub fn zip_stored(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in data {
+            c ^= u32::from(b);
+            for _ in 0..8 {
+                c = if c & 1 == 1 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+            }
+        }
+        !c
+    }
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    let put16 = |v: &mut Vec<u8>, x: u16| v.extend_from_slice(&x.to_le_bytes());
+    let put32 = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&x.to_le_bytes());
+    for (name, data) in files {
+        let (crc, len, at) = (crc32(data), data.len() as u32, out.len() as u32);
+        // Local header: version 2.0, no flags, stored, 1980-01-01 00:00.
+        put32(&mut out, 0x0403_4b50);
+        for x in [20, 0, 0, 0, 0x21] {
+            put16(&mut out, x);
+        }
+        for x in [crc, len, len] {
+            put32(&mut out, x);
+        }
+        put16(&mut out, name.len() as u16);
+        put16(&mut out, 0);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(data);
+        put32(&mut central, 0x0201_4b50);
+        for x in [20, 20, 0, 0, 0, 0x21] {
+            put16(&mut central, x);
+        }
+        for x in [crc, len, len] {
+            put32(&mut central, x);
+        }
+        for x in [name.len() as u16, 0, 0, 0, 0] {
+            put16(&mut central, x);
+        }
+        put32(&mut central, 0);
+        put32(&mut central, at);
+        central.extend_from_slice(name.as_bytes());
+    }
+    let (cd_at, cd_len, n) = (out.len() as u32, central.len() as u32, files.len() as u16);
+    out.extend_from_slice(&central);
+    put32(&mut out, 0x0605_4b50);
+    for x in [0, 0, n, n] {
+        put16(&mut out, x);
+    }
+    put32(&mut out, cd_len);
+    put32(&mut out, cd_at);
+    put16(&mut out, 0);
+    out
 }
 
 /// Read a `.npy` file as f64 values with its shape (any of our dtypes). For tests and round trips.
@@ -962,4 +1039,46 @@ pub fn fp8_table(f: crate::cache::dtype::quant::Fp8) -> Vec<NamedArray> {
         NamedArray::new("codes", &[65536], ArrayData::U8(codes)),
         NamedArray::new("values", &[256], ArrayData::F32(values)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The zip that the web build downloads opens in Python's zipfile, every member's CRC checks, and the
+    /// `.npy` member loads back to the array that went in.
+    #[test]
+    fn zip_stored_opens_in_python() {
+        let a = NamedArray::new("scores", &[2, 3], ArrayData::F32(vec![1.0, -2.5, 3.25, 0.0, 7.0, 1e-3]));
+        let files = vec![
+            ("scores.npy".to_string(), npy_bytes(&a).expect("npy")),
+            ("manifest.json".to_string(), b"{\"kind\": \"test\"}".to_vec()),
+        ];
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("export.zip");
+        std::fs::write(&path, zip_stored(&files)).expect("write");
+        let script = "import sys, zipfile, struct\n\
+            z = zipfile.ZipFile(sys.argv[1])\n\
+            assert z.testzip() is None\n\
+            print(','.join(z.namelist()))\n\
+            b = z.read('scores.npy')\n\
+            n = struct.unpack('<H', b[8:10])[0]\n\
+            print(b[10:10 + n].decode().strip())\n\
+            print(struct.unpack('<6f', b[10 + n:]))\n";
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&path)
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "scores.npy,manifest.json");
+        assert!(
+            lines[1].contains("'shape': (2, 3)") && lines[1].contains("<f4"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines[2], "(1.0, -2.5, 3.25, 0.0, 7.0, 0.0010000000474974513)");
+    }
 }

@@ -71,6 +71,11 @@ pub fn load_embedded() -> Result<Vec<Lesson>, Vec<LessonError>> {
     crate::lesson_file::load_embedded(&REGISTRY)
 }
 
+/// Lesson files given as (file name, contents), checked against the registry.
+pub fn load_sources(files: &[(String, String)]) -> Result<Vec<Lesson>, Vec<LessonError>> {
+    crate::lesson_file::load_sources(files, &REGISTRY)
+}
+
 /// Every `*.toml` in `dir`, checked against the registry.
 pub fn load_dir(dir: &Path) -> Result<Vec<Lesson>, Vec<LessonError>> {
     crate::lesson_file::load_dir(dir, &REGISTRY)
@@ -398,6 +403,31 @@ pub fn export_step(
     crate::lessons::export::write_export(dir, lesson.id(), json, seed, backend, &reports, &arrays)
         .map_err(|e| format!("{e:#}"))?;
     Ok(dir.to_path_buf())
+}
+
+/// [`export_step`]'s files in memory (each `.npy`, then `manifest.json`), for the web build's download.
+pub fn export_step_files(
+    lesson: &Lesson,
+    params: &Params,
+    out: &dyn Output,
+    cursor: usize,
+    verified: Option<&[CheckReport]>,
+    backend: &dyn Backend,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let (arrays, reports) = out.export_arrays(cursor, verified);
+    let json = serde_json::to_value(params).map_err(|e| e.to_string())?;
+    let seed = get(params, "seed", 0).max(0) as u64;
+    crate::lessons::export::export_files(
+        lesson.id(),
+        json,
+        seed,
+        backend,
+        &reports,
+        &arrays,
+        serde_json::Map::new(),
+    )
+    .map(|(_, files)| files)
+    .map_err(|e| format!("{e:#}"))
 }
 
 /// The worst of several reports (largest max abs error; any failure first).

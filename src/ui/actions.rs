@@ -87,8 +87,15 @@ impl KvscopeApp {
         Ok(path)
     }
 
-    /// Ctrl+E: the current step's tensors as `.npy` files plus `manifest.json`.
+    /// Ctrl+E: the current step's tensors as `.npy` files plus `manifest.json` (in the browser, one zip
+    /// of them, downloaded).
     pub fn export_npy(&mut self) {
+        #[cfg(all(feature = "web", target_arch = "wasm32"))]
+        {
+            self.status = Some(super::web::download_export(self));
+            return;
+        }
+        #[allow(unreachable_code)]
         let dir = self.export_dir.join(format!(
             "{}-step{:02}",
             self.lesson().map(|l| l.id().to_string()).unwrap_or_default(),

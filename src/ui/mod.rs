@@ -236,6 +236,25 @@ impl KvscopeApp {
         app
     }
 
+    /// Replace the lessons with `loaded` (a teacher's files, dropped on the web page as `--lessons DIR`
+    /// gives them natively); on errors the app shows them in place of the lessons.
+    pub fn replace_lessons(&mut self, loaded: Result<Vec<Lesson>, Vec<LessonError>>) {
+        let (lessons, errors) = match loaded {
+            Ok(l) => (l, Vec::new()),
+            Err(e) => (Vec::new(), e),
+        };
+        self.lessons = lessons.into_iter().map(Arc::new).collect();
+        self.load_errors = errors;
+        self.cur = 0;
+        self.step = 0;
+        self.output = None;
+        self.submitted = None;
+        self.error = None;
+        self.reports = None;
+        self.launches.clear();
+        self.ensure_params();
+    }
+
     /// The lessons.
     pub fn lessons(&self) -> &[Arc<Lesson>] {
         &self.lessons

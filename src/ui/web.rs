@@ -6,6 +6,10 @@
 //! - the URL's fragment is the app's state: `#lesson=paged-cache&step=5&block_size=4` opens that lesson,
 //!   step (counted from 1, as `kvscope render --step`) and slider values, and the fragment follows the
 //!   app as a student steps, so the address bar always holds a link to what is on screen;
+//! - exports become downloads: Ctrl+S captures the frame through eframe and downloads a PNG, Ctrl+E
+//!   downloads the step's `.npy` arrays and `manifest.json` as one zip;
+//! - lesson files dropped on the page replace the lessons, as `--lessons DIR` does natively (errors name
+//!   the file, line and column, in place of the lessons);
 //! - `window.__kvscope` reports what the page shows (first frame, lesson, step, backend, errors) for the
 //!   browser tests (`scripts/web-test.py`), and [`check`] runs the cross-backend check suite on WebGPU.
 
@@ -44,6 +48,8 @@ fn log(line: &str) {
 #[wasm_bindgen]
 pub async fn start(canvas_id: String) -> Result<(), JsValue> {
     let t0 = now_ms();
+    // eframe's and wgpu's warnings and errors go to the console (the browser tests fail on an error).
+    let _ = eframe::WebLogger::init(log::LevelFilter::Warn);
     let gpu = compute::wgpu::open_web().await;
     match &gpu {
         Ok(b) => log(&format!(
@@ -86,6 +92,8 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
                     written: String::new(),
                     frames: 0,
                     cpu_ms: Vec::new(),
+                    dropped: Arc::default(),
+                    repaints: 0,
                 }))
             }),
         )
@@ -102,6 +110,10 @@ struct WebApp {
     frames: u64,
     /// Milliseconds of CPU each frame took (eframe's measure), the last 120.
     cpu_ms: Vec<f32>,
+    /// Frames still to draw for a PNG capture to arrive.
+    repaints: u32,
+    /// Lesson files dropped on the page, once read.
+    dropped: Arc<std::sync::Mutex<Option<Vec<(String, String)>>>>,
 }
 
 /// `location.hash` without the `#`.
@@ -182,8 +194,120 @@ pub fn apply_fragment(app: &mut KvscopeApp, f: &str) -> Vec<String> {
     problems
 }
 
+/// Offer `bytes` as a download named `name`.
+pub fn download(name: &str, mime: &str, bytes: &[u8]) -> Result<(), String> {
+    let err = |e: JsValue| format!("{e:?}");
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &opts).map_err(err)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(err)?;
+    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document")?;
+    let a: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(err)?
+        .dyn_into()
+        .map_err(|_| "no <a>")?;
+    a.set_href(&url);
+    a.set_download(name);
+    a.click();
+    web_sys::Url::revoke_object_url(&url).map_err(err)?;
+    report("lastDownload", name.into());
+    Ok(())
+}
+
+/// Ctrl+E in the browser: the step's export as a zip download; the status line.
+pub fn download_export(app: &KvscopeApp) -> String {
+    let (Some(l), Some(p), Some(out)) = (app.lesson(), app.params(), app.output()) else {
+        return "export failed: nothing computed yet".into();
+    };
+    let backend = app.running_backend();
+    let name = format!("{}-step{:02}.zip", l.id(), app.position().1 + 1);
+    let files = crate::lessons::export_step_files(l, p, out.as_ref(), app.cursor(), app.reports(), backend.as_ref());
+    match files.and_then(|f| download(&name, "application/zip", &crate::lessons::export::zip_stored(&f))) {
+        Ok(()) => format!("downloaded {name}"),
+        Err(e) => format!("export failed: {e}"),
+    }
+}
+
+/// A captured frame as PNG bytes.
+fn png_bytes(img: &egui::ColorImage) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, img.size[0] as u32, img.size[1] as u32);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    let rgba: Vec<u8> = img.pixels.iter().flat_map(|c| c.to_srgba_unmultiplied()).collect();
+    enc.write_header()
+        .and_then(|mut w| w.write_image_data(&rgba))
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+impl WebApp {
+    /// Lesson files dropped on the page replace the lessons: they are read asynchronously (the browser
+    /// reads files only so), and loaded in the frame after they arrive.
+    fn take_dropped(&mut self, ctx: &egui::Context) {
+        let arrived = self.dropped.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(files) = arrived {
+            let loaded = crate::lessons::load_sources(&files);
+            let n = loaded.as_ref().map_or(0, Vec::len);
+            self.app.replace_lessons(loaded);
+            self.app.status = Some(format!("loaded {n} lessons from {} dropped files", files.len()));
+            report("droppedLessons", (n as f64).into());
+        }
+        let dropped = ctx.input(|i| i.raw.dropped_files.clone());
+        if dropped.is_empty() {
+            return;
+        }
+        let slot = self.dropped.clone();
+        let ctx = ctx.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let mut files = Vec::new();
+            for f in dropped {
+                let name = f.path().display().to_string();
+                if !name.ends_with(".toml") {
+                    continue;
+                }
+                match f.bytes_async().await {
+                    Ok(b) => files.push((name, String::from_utf8_lossy(&b).into_owned())),
+                    Err(e) => web_sys::console::warn_1(&format!("kvscope: cannot read {name}: {e}").into()),
+                }
+            }
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(files);
+            ctx.request_repaint();
+        });
+    }
+
+    /// Ctrl+S: ask eframe for this frame; its callback downloads the PNG.
+    fn capture(&mut self, ctx: &egui::Context) {
+        if !std::mem::take(&mut self.app.pending_png) {
+            return;
+        }
+        let name = match self.app.lesson() {
+            Some(l) => format!("{}-step{:02}.png", l.id(), self.app.position().1 + 1),
+            None => "kvscope.png".to_string(),
+        };
+        ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(egui::ScreenshotCallback::new(
+            move |img| {
+                if let Err(e) = png_bytes(&img).and_then(|b| download(&name, "image/png", &b)) {
+                    web_sys::console::warn_1(&format!("kvscope: PNG download failed: {e}").into());
+                }
+            },
+        )));
+        // eframe takes the shot when it paints a later frame, and the readback completes when the
+        // device is polled, which it is while frames are drawn: draw a few.
+        self.repaints = 10;
+        self.app.status = Some("downloading the frame as a PNG".into());
+    }
+}
+
 impl eframe::App for WebApp {
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        self.take_dropped(ui.ctx());
+        if self.repaints > 0 {
+            self.repaints -= 1;
+            ui.ctx().request_repaint();
+        }
         let f = fragment();
         if f != self.written && !f.is_empty() {
             let problems = apply_fragment(&mut self.app, &f);
@@ -193,6 +317,7 @@ impl eframe::App for WebApp {
             report("linkProblems", problems.join("; ").into());
         }
         eframe::App::ui(&mut self.app, ui, frame);
+        self.capture(ui.ctx());
         let now = state_fragment(&self.app);
         if now != f
             && let Some(h) = web_sys::window().and_then(|w| w.history().ok())
@@ -219,6 +344,18 @@ impl eframe::App for WebApp {
         }
         let (l, s) = self.app.position();
         report("frames", (self.frames as f64).into());
+        report("lessonCount", (self.app.lessons().len() as f64).into());
+        report(
+            "loadErrors",
+            self.app
+                .load_errors()
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into(),
+        );
+        report("status", self.app.status_message().unwrap_or("").into());
         report("lesson", self.app.lessons().get(l).map_or("", |x| x.id()).into());
         report("step", ((s + 1) as f64).into());
         report("computing", self.app.computing().into());

@@ -9,6 +9,8 @@ use super::{AppConfig, KvscopeApp, STORAGE_KEY, Saved, fonts};
 impl eframe::App for KvscopeApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.show(ui);
+        // In the browser the frame is captured by eframe instead (`ui::web`): no offscreen renderer there.
+        #[cfg(not(target_arch = "wasm32"))]
         if self.pending_png {
             self.pending_png = false;
             let size = ui.ctx().content_rect().size() * ui.ctx().pixels_per_point();

@@ -97,7 +97,13 @@ impl Backend for WgpuBackend {
             F16Path::Packed => "f16 as u32 pairs",
             F16Path::Native => "native f16",
         };
-        format!("{} ({:?}), {f16}", self.info.name, self.info.backend)
+        // Browsers keep the adapter's name to themselves (WebGPU gives an empty one).
+        let name = if self.info.name.is_empty() {
+            "unnamed adapter"
+        } else {
+            &self.info.name
+        };
+        format!("{name} ({:?}), {f16}", self.info.backend)
     }
 
     fn clock(&self) -> String {
