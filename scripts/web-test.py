@@ -252,6 +252,7 @@ def main():
     ap.add_argument("--shots", help="write screenshots here")
     ap.add_argument("--max-gzip-mb", type=float, default=12.0)
     ap.add_argument("--skip-walk", action="store_true", help="skip opening every step (a quicker run)")
+    ap.add_argument("--walk-lessons", type=int, default=99, help="open the steps of this many lessons")
     a = ap.parse_args()
     print(f"[{a.mode}] bundle {a.dist}:", flush=True)
     sizes(a.dist, a.max_gzip_mb)
@@ -310,7 +311,7 @@ def main():
         wgpu_lessons = 7 if a.mode == "webgpu" else 0
         visited = 0
         t1 = time.time()
-        for n, (lid, steps) in enumerate([] if a.skip_walk else lessons):
+        for n, (lid, steps) in enumerate([] if a.skip_walk else lessons[:a.walk_lessons]):
             backend = "&backend=wgpu" if n < wgpu_lessons else ""
             for step in range(1, steps + 1):
                 d.js("location.hash = arguments[0];", f"lesson={lid}&step={step}{backend}")
@@ -333,9 +334,17 @@ def main():
         print(f"[{a.mode}] {visited} steps of {len(lessons)} lessons opened by URL, each reported back, "
               f"computed ({f'lessons 1-{wgpu_lessons} on wgpu, the rest' if wgpu_lessons else 'all'} on the CPU "
               f"backend), no console error, "
-              f"not blank ({time.time() - t1:.0f} s)", flush=True)
+              f"not blank ({time.time() - t1:.0f} s); the most WebGPU readbacks one computation took: "
+              f"{state(d).get('mostReadbacks')}", flush=True)
 
         if a.mode == "webgpu":
+            # A lesson that needs too many readbacks for the browser says so instead of stalling.
+            t3 = time.time()
+            d.js("location.hash = arguments[0];", "lesson=streaming&step=1&backend=wgpu")
+            st = wait_for(d, "lesson 8 on wgpu to give up", lambda s: s.get("lesson") == "streaming"
+                          and "WebGPU readbacks" in (s.get("error") or ""))
+            print(f"[webgpu] lesson 8 on wgpu stops with its reason ({time.time() - t3:.0f} s): {st['error'][:90]}…",
+                  flush=True)
             t2 = time.time()
             out = d.js_async("const done = arguments[0]; window.kvscope_check(0n).then(done, e => done('ERR ' + e));")
             if out.startswith("ERR"):

@@ -344,6 +344,7 @@ impl eframe::App for WebApp {
         }
         let (l, s) = self.app.position();
         report("frames", (self.frames as f64).into());
+        report("mostReadbacks", (compute::wgpu::replay::most_readbacks() as f64).into());
         report("lessonCount", (self.app.lessons().len() as f64).into());
         report(
             "loadErrors",

@@ -198,9 +198,15 @@ impl Worker {
 #[cfg(target_arch = "wasm32")]
 pub struct Worker {
     next: std::sync::Mutex<Option<Job>>,
+    /// (generation, passes so far) of the job being replayed.
+    passes: std::sync::Mutex<(u64, usize)>,
     check: std::sync::Mutex<Option<(u64, Arc<dyn Output>)>>,
     wake: Arc<dyn Fn() + Send + Sync>,
 }
+
+/// The most passes (one per WebGPU readback) a lesson's computation may take in the browser.
+#[cfg(target_arch = "wasm32")]
+pub const MAX_PASSES: usize = 400;
 
 #[cfg(target_arch = "wasm32")]
 impl Worker {
@@ -208,6 +214,7 @@ impl Worker {
     pub fn spawn(wake: impl Fn() + Send + Sync + 'static) -> Self {
         Self {
             next: std::sync::Mutex::new(None),
+            passes: std::sync::Mutex::new((0, 0)),
             check: std::sync::Mutex::new(None),
             wake: Arc::new(wake),
         }
@@ -230,9 +237,25 @@ impl Worker {
             next.take()
         };
         if let Some(job) = job {
+            let passes = {
+                let mut p = self.passes.lock().unwrap_or_else(|e| e.into_inner());
+                *p = if p.0 == job.generation {
+                    (p.0, p.1 + 1)
+                } else {
+                    (job.generation, 1)
+                };
+                p.1
+            };
             replay::begin(job.generation);
-            let (result, ms, launches) = compute_job(&job);
-            if let Some(wait) = replay::finish() {
+            let (mut result, ms, launches) = compute_job(&job);
+            let wait = replay::finish();
+            if wait.is_some() && passes >= MAX_PASSES {
+                // Each pass reruns the computation's host side: past this many GPU round trips the
+                // page would only get slower. Say so rather than stall (the CPU backend computes it).
+                result = Err(format!(
+                    "this computation needs more than {MAX_PASSES} WebGPU readbacks; in the browser each one costs a frame and a rerun of the computation (compute::wgpu::replay), so choose the cpu backend for it"
+                ));
+            } else if let Some(wait) = wait {
                 let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
                 if next.is_none() {
                     *next = Some(job);
@@ -244,6 +267,7 @@ impl Worker {
                 });
                 return Vec::new();
             }
+            crate::compute::wgpu::replay::forget(job.generation);
             if let Ok(out) = &result {
                 *self.check.lock().unwrap_or_else(|e| e.into_inner()) = Some((job.generation, out.clone()));
             }

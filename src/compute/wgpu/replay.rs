@@ -46,7 +46,7 @@ struct State {
     session: u64,
     /// Each unfinished session's records (the app's lesson job and the page's check may interleave).
     done: HashMap<u64, Records>,
-    /// FNV-1a of the bytes uploaded since the last call.
+    /// The hash of the bytes uploaded since the last call.
     uploaded: u64,
     /// Whether a pass is running.
     active: bool,
@@ -58,16 +58,31 @@ struct State {
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::default();
+    /// The most readbacks a completed computation took, for the page's report.
+    static MOST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// The most readbacks (passes less one) a completed computation has taken so far.
+pub fn most_readbacks() -> usize {
+    MOST.get()
+}
 
-/// Bytes the next call uploads (its inputs, parameters and zeroed outputs).
+/// The hash of no upload.
+const HASH_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Bytes the next call uploads (its inputs, parameters and zeroed outputs), hashed 8 bytes at a time
+/// (every pass hashes every upload again, so this is on the replay's hot path).
 pub(crate) fn uploaded(bytes: &[u8]) {
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
     STATE.with_borrow_mut(|s| {
-        let mut h = s.uploaded;
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        let mut h = mix(s.uploaded, bytes.len() as u64);
+        let words = bytes.chunks_exact(8);
+        let tail = words.remainder();
+        for w in words {
+            h = mix(h, u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+        }
+        for &b in tail {
+            h = mix(h, u64::from(b));
         }
         s.uploaded = h;
     });
@@ -76,7 +91,7 @@ pub(crate) fn uploaded(bytes: &[u8]) {
 /// The key of a call: its entry points, workgroup counts, output sizes and the hash of what was uploaded
 /// for it (which starts again for the next call).
 pub(crate) fn key<'a>(dims: impl Iterator<Item = &'a LaunchDims>, outputs: impl Iterator<Item = usize>) -> String {
-    let h = STATE.with_borrow_mut(|s| std::mem::replace(&mut s.uploaded, FNV_OFFSET));
+    let h = STATE.with_borrow_mut(|s| std::mem::replace(&mut s.uploaded, HASH_START));
     let mut k = format!("{h:016x}:");
     for d in dims {
         k += &format!("{}{:?};", d.entry, d.grid);
@@ -130,7 +145,7 @@ pub fn begin(session: u64) {
             s.done.retain(|&k, _| k >= session);
         }
         s.session = session;
-        s.uploaded = FNV_OFFSET;
+        s.uploaded = HASH_START;
         s.active = true;
         s.pending = None;
     });
@@ -143,7 +158,9 @@ pub fn finish() -> Option<impl Future<Output = ()> + 'static> {
         s.active = false;
         let session = s.session;
         let Some((key, readback)) = s.pending.take() else {
-            s.done.remove(&session);
+            if let Some(d) = s.done.remove(&session) {
+                MOST.set(MOST.get().max(d.len()));
+            }
             return None;
         };
         s.in_flight.insert(session);
@@ -155,6 +172,14 @@ pub fn finish() -> Option<impl Future<Output = ()> + 'static> {
             });
         })
     })
+}
+
+/// Drop the records of `session` (a computation given up on).
+pub fn forget(session: u64) {
+    STATE.with_borrow_mut(|s| {
+        s.done.remove(&session);
+        s.in_flight.remove(&session);
+    });
 }
 
 /// Whether a readback of `session` is being awaited (a new pass would only wait again).
