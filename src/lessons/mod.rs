@@ -397,11 +397,12 @@ pub fn export_step(
     backend: &dyn Backend,
     dir: &Path,
 ) -> Result<PathBuf, String> {
-    let (arrays, reports) = out.export_arrays(cursor, verified);
-    let json = serde_json::to_value(params).map_err(|e| e.to_string())?;
-    let seed = get(params, "seed", 0).max(0) as u64;
-    crate::lessons::export::write_export(dir, lesson.id(), json, seed, backend, &reports, &arrays)
-        .map_err(|e| format!("{e:#}"))?;
+    let files = export_step_files(lesson, params, out, cursor, verified, backend)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the output folder {}: {e}", dir.display()))?;
+    for (name, bytes) in files {
+        let path = dir.join(&name);
+        std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     Ok(dir.to_path_buf())
 }
 

@@ -59,6 +59,20 @@ pub enum Msg {
     },
 }
 
+impl Msg {
+    /// The message of `job`'s computed output.
+    fn done(job: &Job, result: Result<Arc<dyn Output>, String>, ms: f64, launches: Vec<Launch>) -> Msg {
+        Msg::Done {
+            generation: job.generation,
+            lesson: job.lesson.id().to_string(),
+            result,
+            ms,
+            ran_on: (job.backend.kind(), job.backend.device()),
+            launches,
+        }
+    }
+}
+
 fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -87,17 +101,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
         }),
         Err(_) => None,
     };
-    (
-        Msg::Done {
-            generation: job.generation,
-            lesson: job.lesson.id().to_string(),
-            result,
-            ms,
-            ran_on: (job.backend.kind(), job.backend.device()),
-            launches,
-        },
-        verified,
-    )
+    (Msg::done(job, result, ms, launches), verified)
 }
 
 /// The reference check of an output. A panic inside it is a failed report that says so (the app keeps
@@ -141,17 +145,7 @@ impl Worker {
                     }
                     let (result, ms, launches) = compute_job(&job);
                     let out = result.as_ref().ok().cloned();
-                    if msg_tx
-                        .send(Msg::Done {
-                            generation: job.generation,
-                            lesson: job.lesson.id().to_string(),
-                            result,
-                            ms,
-                            ran_on: (job.backend.kind(), job.backend.device()),
-                            launches,
-                        })
-                        .is_err()
-                    {
+                    if msg_tx.send(Msg::done(&job, result, ms, launches)).is_err() {
                         break;
                     }
                     wake();
@@ -272,14 +266,7 @@ impl Worker {
                 *self.check.lock().unwrap_or_else(|e| e.into_inner()) = Some((job.generation, out.clone()));
             }
             (self.wake)();
-            return vec![Msg::Done {
-                generation: job.generation,
-                lesson: job.lesson.id().to_string(),
-                result,
-                ms,
-                ran_on: (job.backend.kind(), job.backend.device()),
-                launches,
-            }];
+            return vec![Msg::done(&job, result, ms, launches)];
         }
         let check = self.check.lock().unwrap_or_else(|e| e.into_inner()).take();
         match check {
