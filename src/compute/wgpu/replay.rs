@@ -23,7 +23,12 @@ use std::task::{Context, Poll, Waker};
 use crate::compute::BackendError;
 use crate::compute::launch::LaunchDims;
 
-use super::{Pooled, dev};
+use super::pool::Pooled;
+
+/// A device error (this file's own: `mod.rs` uses this one, so it may not import from there).
+fn dev(e: impl std::fmt::Display) -> BackendError {
+    BackendError::Device(e.to_string())
+}
 
 /// A readback on its way.
 type Readback = Pin<Box<dyn Future<Output = Result<Vec<Vec<u32>>, BackendError>>>>;
