@@ -1075,7 +1075,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "scores.npy,manifest.json");
         assert!(
-            lines[1].contains("'shape': (2, 3)") && lines[1].contains("<f4"),
+            lines[1].contains("'shape': (2, 3") && lines[1].contains("<f4"),
             "{}",
             lines[1]
         );

@@ -431,6 +431,18 @@ pub fn export_step_files(
     .map_err(|e| format!("{e:#}"))
 }
 
+/// [`export_step_files`] as one stored zip (the web build's Ctrl+E download).
+pub fn export_step_zip(
+    lesson: &Lesson,
+    params: &Params,
+    out: &dyn Output,
+    cursor: usize,
+    verified: Option<&[CheckReport]>,
+    backend: &dyn Backend,
+) -> Result<Vec<u8>, String> {
+    export_step_files(lesson, params, out, cursor, verified, backend).map(|f| crate::lessons::export::zip_stored(&f))
+}
+
 /// The worst of several reports (largest max abs error; any failure first).
 pub fn worst<'a>(reports: impl IntoIterator<Item = &'a CheckReport>) -> Option<&'a CheckReport> {
     reports.into_iter().max_by(|a, b| {

@@ -223,8 +223,8 @@ pub fn download_export(app: &KvscopeApp) -> String {
     };
     let backend = app.running_backend();
     let name = format!("{}-step{:02}.zip", l.id(), app.position().1 + 1);
-    let files = crate::lessons::export_step_files(l, p, out.as_ref(), app.cursor(), app.reports(), backend.as_ref());
-    match files.and_then(|f| download(&name, "application/zip", &crate::lessons::export::zip_stored(&f))) {
+    let zip = crate::lessons::export_step_zip(l, p, out.as_ref(), app.cursor(), app.reports(), backend.as_ref());
+    match zip.and_then(|z| download(&name, "application/zip", &z)) {
         Ok(()) => format!("downloaded {name}"),
         Err(e) => format!("export failed: {e}"),
     }
