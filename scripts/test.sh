@@ -115,6 +115,8 @@ log "web bundle (scripts/build-web.sh)"
 t0=$(date +%s)
 ./scripts/build-web.sh
 echo "web build took $(( $(date +%s) - t0 )) s"
+log "cargo clippy --target wasm32-unknown-unknown --no-default-features --features web --lib -- -D warnings"
+cargo clippy --release --target wasm32-unknown-unknown --no-default-features --features web --lib -- -D warnings
 PYWEB="$PWD/.cache/pyweb"
 if [ ! -e "$PYWEB/PIL/__init__.py" ]; then
   log "installing Pillow into $PYWEB (the browser test's blank-screenshot check)"

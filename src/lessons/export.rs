@@ -168,7 +168,7 @@ pub fn export_files(
     check: &[CheckReport],
     arrays: &[NamedArray],
     extra: serde_json::Map<String, serde_json::Value>,
-) -> Result<(Manifest, Vec<(String, Vec<u8>)>)> {
+) -> Result<(Manifest, Files)> {
     let mut files = Vec::new();
     let mut entries = std::collections::BTreeMap::new();
     for a in arrays {
@@ -204,6 +204,9 @@ pub fn export_files(
     ));
     Ok((manifest, files))
 }
+
+/// Files in memory: (file name, bytes).
+pub type Files = Vec<(String, Vec<u8>)>;
 
 /// A zip archive of `files` (stored, not compressed: `.npy` arrays of floats barely shrink), as the web
 /// build downloads an export.

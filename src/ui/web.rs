@@ -100,6 +100,9 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
         .await
 }
 
+/// Lesson files as (file name, contents).
+type LessonSources = Vec<(String, String)>;
+
 /// The desktop app plus the page's URL state and reports.
 struct WebApp {
     app: KvscopeApp,
@@ -113,7 +116,7 @@ struct WebApp {
     /// Frames still to draw for a PNG capture to arrive.
     repaints: u32,
     /// Lesson files dropped on the page, once read.
-    dropped: Arc<std::sync::Mutex<Option<Vec<(String, String)>>>>,
+    dropped: Arc<std::sync::Mutex<Option<LessonSources>>>,
 }
 
 /// `location.hash` without the `#`.
