@@ -161,12 +161,36 @@ def sizes(dist, max_mb):
         fail(f"the page is {total_gz / 1e6:.2f} MB gzip-compressed, over the {max_mb} MB limit")
 
 
+def shot(d, tries=10):
+    """A screenshot and its colour count. Chromium composites a WebGPU canvas only while frames are being
+    presented, so a screenshot taken when the app is idle can come back blank: nudge the pointer (which
+    repaints) and take it again, up to `tries` times."""
+    for i in range(tries):
+        png = d.screenshot()
+        n = colours(png)
+        if n is None or n >= 8:
+            return png, n
+        d.s("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+                                              "actions": [{"type": "pointerMove", "duration": 50, "origin": "viewport",
+                                                           "x": 640 + 7 * i, "y": 400 + 5 * i}]}]})
+        time.sleep(0.2)
+    return png, n
+
+
 def state(d):
     return d.js("return window.__kvscope;") or {}
 
 
 def errors(d):
-    return d.js("return window.__kvscope_errors;") or []
+    """The page's console errors, and what chromium itself reports about rendering (a WGSL shader it
+    rejects, an invalid pipeline: these never reach the page's console.error)."""
+    errs = d.js("return window.__kvscope_errors;") or []
+    for e in d.s("POST", "/se/log", {"type": "browser"}) or []:
+        if "No available adapters." in e.get("message", ""):
+            continue  # the WebGL2 run hides WebGPU on purpose: requestAdapter finds none, and says so
+        if e.get("source") == "rendering" or (e.get("level") == "SEVERE" and "favicon" not in e.get("message", "")):
+            errs.append(f"chromium {e.get('level')} ({e.get('source')}): {e.get('message', '')[:600]}")
+    return errs
 
 
 def wait_for(d, what, cond, timeout=300):
@@ -280,12 +304,11 @@ def main():
         if a.mode == "webgl2" and st.get("renderer") != "Gl":
             fail(f"expected the WebGL2 renderer, got {st.get('renderer')}")
         st = wait_for(d, "lesson 1's result", lambda s: s.get("hasOutput") and not s.get("computing"))
-        shot = d.screenshot()
-        n = colours(shot)
+        png, n = shot(d)
         if n is not None and n < 8:
             fail(f"the first screenshot has {n} colours: blank")
         if a.shots:
-            open(os.path.join(a.shots, f"{a.mode}-first.png"), "wb").write(shot)
+            open(os.path.join(a.shots, f"{a.mode}-first.png"), "wb").write(png)
         # Frame time: move the pointer over the heatmap 120 times (each hover repaints), then read eframe's
         # CPU time per frame (the mean of the last 120 frames) and the frames drawn per second of moving.
         f0 = state(d).get("frames", 0)
@@ -316,7 +339,8 @@ def main():
             for step in range(1, steps + 1):
                 d.js("location.hash = arguments[0];", f"lesson={lid}&step={step}{backend}")
                 st = wait_for(d, f"{lid} step {step}",
-                              lambda s, lid=lid, step=step: s.get("lesson") == lid and s.get("step") == step
+                              lambda s, lid=lid, step=step, want="wgpu" if backend else "cpu": s.get("lesson") == lid
+                              and s.get("step") == step and s.get("backend") == want
                               and s.get("hasOutput") and not s.get("computing"))
                 if st.get("linkProblems"):
                     fail(f"{lid} step {step}: the link was refused: {st['linkProblems']}")
@@ -324,12 +348,11 @@ def main():
                     fail(f"{lid} step {step}: computed on {st.get('backend')}, not on wgpu")
                 if st.get("error"):
                     fail(f"{lid} step {step}: the lesson's computation failed: {st['error']}")
-                shot = d.screenshot()
-                n = colours(shot)
+                png, n = shot(d)
                 if n is not None and n < 8:
                     fail(f"{lid} step {step}: the screenshot has {n} colours: blank")
                 if a.shots and step in (1, steps):
-                    open(os.path.join(a.shots, f"{a.mode}-{lid}-{step}.png"), "wb").write(shot)
+                    open(os.path.join(a.shots, f"{a.mode}-{lid}-{step}.png"), "wb").write(png)
                 visited += 1
         print(f"[{a.mode}] {visited} steps of {len(lessons)} lessons opened by URL, each reported back, "
               f"computed ({f'lessons 1-{wgpu_lessons} on wgpu, the rest' if wgpu_lessons else 'all'} on the CPU "

@@ -114,8 +114,9 @@ fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
     let hl = vec2<f32>(f32(P.highlight.y), f32(P.highlight.x)); // (column, row)
     let before = (hl - centre) * px_per_cell;                   // > 0: left of / above the band, in px
     let after = (centre - (hl + vec2<f32>(1.0))) * px_per_cell; // > 0: right of / below the band
-    let ring = (before > vec2<f32>(0.0) & before <= vec2<f32>(3.0)) | (after > vec2<f32>(0.0) & after <= vec2<f32>(3.0));
-    let inside = before <= vec2<f32>(0.0) & after <= vec2<f32>(0.0);
+    // WGSL wants parentheses where comparisons meet `&` (Chrome's compiler enforces it; naga did not).
+    let ring = ((before > vec2<f32>(0.0)) & (before <= vec2<f32>(3.0))) | ((after > vec2<f32>(0.0)) & (after <= vec2<f32>(3.0)));
+    let inside = (before <= vec2<f32>(0.0)) & (after <= vec2<f32>(0.0));
     let row_on = (P.flags.y & 1u) != 0u;
     let col_on = (P.flags.y & 2u) != 0u;
     let cell_on = (P.flags.y & 4u) != 0u;
