@@ -337,11 +337,18 @@ def main():
         for n, (lid, steps) in enumerate([] if a.skip_walk else lessons[:a.walk_lessons]):
             backend = "&backend=wgpu" if n < wgpu_lessons else ""
             for step in range(1, steps + 1):
+                t_step = time.time()
                 d.js("location.hash = arguments[0];", f"lesson={lid}&step={step}{backend}")
                 st = wait_for(d, f"{lid} step {step}",
                               lambda s, lid=lid, step=step, want="wgpu" if backend else "cpu": s.get("lesson") == lid
                               and s.get("step") == step and s.get("backend") == want
-                              and s.get("hasOutput") and not s.get("computing"))
+                              and s.get("hasOutput") and not s.get("computing"),
+                              # on wgpu each readback is a GPU round trip, ~0.15 s on SwiftShader here
+                              timeout=600 if backend else 300)
+                took = time.time() - t_step
+                if took > 10:
+                    print(f"[{a.mode}]   {lid} step {step} took {took:.0f} s to compute"
+                          f"{' on wgpu (' + st.get('lastReplay', '') + ')' if backend else ''}", flush=True)
                 if st.get("linkProblems"):
                     fail(f"{lid} step {step}: the link was refused: {st['linkProblems']}")
                 if backend and st.get("backend") != "wgpu":
@@ -365,7 +372,7 @@ def main():
             t3 = time.time()
             d.js("location.hash = arguments[0];", "lesson=streaming&step=1&backend=wgpu")
             st = wait_for(d, "lesson 8 on wgpu to give up", lambda s: s.get("lesson") == "streaming"
-                          and "WebGPU readbacks" in (s.get("error") or ""))
+                          and "WebGPU readbacks" in (s.get("error") or ""), timeout=600)
             print(f"[webgpu] lesson 8 on wgpu stops with its reason ({time.time() - t3:.0f} s): {st['error'][:90]}…",
                   flush=True)
             t2 = time.time()

@@ -348,6 +348,11 @@ impl eframe::App for WebApp {
         let (l, s) = self.app.position();
         report("frames", (self.frames as f64).into());
         report("mostReadbacks", (compute::wgpu::replay::most_readbacks() as f64).into());
+        let (passes, host_ms, wall_ms) = crate::ui::worker::last_replay();
+        report(
+            "lastReplay",
+            format!("{passes} passes, {host_ms:.0} ms on the host after the first, {wall_ms:.0} ms in all").into(),
+        );
         report("lessonCount", (self.app.lessons().len() as f64).into());
         report(
             "loadErrors",

@@ -182,20 +182,56 @@ impl Worker {
     }
 }
 
-/// The browser's worker: the page has one thread, so work is split across frames instead. A submitted
-/// job waits for the next frame's [`Worker::poll`], which computes the newest one (older ones are
-/// skipped, as the thread skips them); its reference check runs in the frame after that, unless a newer
-/// job arrived. A frame holds one pass of a computation or one check, and a slider being dragged never
-/// builds a backlog. On WebGPU a pass that needs a readback stops there: the readback is awaited as an
-/// async task between frames, and the next frame runs the job again with it
-/// ([`crate::compute::wgpu::replay`]).
+/// The browser's worker: the page has one thread, so work is split into pieces the event loop runs
+/// between frames. A submitted job starts in the next frame's [`Worker::poll`] (older ones are skipped,
+/// as the thread skips them); its reference check runs in a later frame, unless a newer job arrived. On
+/// WebGPU a pass of a computation that needs a readback stops there ([`crate::compute::wgpu::replay`]):
+/// an async task awaits the readback and runs the next pass as soon as it arrives, without waiting for a
+/// frame, so a computation of n readbacks costs n GPU round trips rather than n frames. The task stops
+/// when a newer job is submitted. A slider being dragged never builds a backlog.
 #[cfg(target_arch = "wasm32")]
 pub struct Worker {
+    shared: Arc<Shared>,
+}
+
+/// What the frames and the replaying task share (the page has one thread; the locks never wait).
+#[cfg(target_arch = "wasm32")]
+struct Shared {
+    /// The newest job not yet started.
     next: std::sync::Mutex<Option<Job>>,
-    /// (generation, passes so far) of the job being replayed.
-    passes: std::sync::Mutex<(u64, usize)>,
+    /// The newest generation submitted (a replaying task of an older one stops).
+    latest: std::sync::Mutex<u64>,
+    /// Whether a task is replaying a job.
+    replaying: std::sync::Mutex<bool>,
+    /// Messages the task finished, for the next poll.
+    finished: std::sync::Mutex<Vec<Msg>>,
+    /// The output waiting for its reference check.
     check: std::sync::Mutex<Option<(u64, Arc<dyn Output>)>>,
     wake: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// A readback to await before a computation's next pass.
+#[cfg(target_arch = "wasm32")]
+type Wait = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+/// Lock a mutex of the page's single thread.
+#[cfg(target_arch = "wasm32")]
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    /// The last replayed job: its passes, the milliseconds its passes ran on the host after the first,
+    /// and its milliseconds from the first pass to the last.
+    static LAST_REPLAY: std::cell::Cell<(usize, f64, f64)> = const { std::cell::Cell::new((0, 0.0, 0.0)) };
+}
+
+/// The last job that needed WebGPU readbacks: its passes, host milliseconds (passes after the first) and
+/// wall milliseconds (the page reports them).
+#[cfg(target_arch = "wasm32")]
+pub fn last_replay() -> (usize, f64, f64) {
+    LAST_REPLAY.get()
 }
 
 /// The most passes (one per WebGPU readback) a lesson's computation may take in the browser.
@@ -203,82 +239,123 @@ pub struct Worker {
 pub const MAX_PASSES: usize = 400;
 
 #[cfg(target_arch = "wasm32")]
+impl Shared {
+    /// Run one pass of `job` (its `passes`-th). `Ok`: it finished, with its message (the output is left
+    /// for the check). `Err`: the readback to await before the next pass.
+    fn pass(&self, job: &Job, passes: usize) -> Result<Msg, Wait> {
+        use crate::compute::wgpu::replay;
+        replay::begin(job.generation);
+        let (mut result, ms, launches) = compute_job(job);
+        match replay::finish() {
+            Some(wait) if passes < MAX_PASSES => return Err(Box::pin(wait)),
+            Some(_) => {
+                // Each pass reruns the computation's host side: past this many GPU round trips the
+                // page would only get slower. Say so rather than stall (the CPU backend computes it).
+                result = Err(format!(
+                    "this computation needs more than {MAX_PASSES} WebGPU readbacks; in the browser each one costs a GPU round trip and a rerun of the computation (compute::wgpu::replay), so choose the cpu backend for it"
+                ));
+            }
+            None => {}
+        }
+        replay::forget(job.generation);
+        if let Ok(out) = &result {
+            *lock(&self.check) = Some((job.generation, out.clone()));
+        }
+        Ok(Msg::done(job, result, ms, launches))
+    }
+
+    /// Whether `generation` is still the newest job.
+    fn current(&self, generation: u64) -> bool {
+        *lock(&self.latest) == generation
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
 impl Worker {
-    /// A worker for this thread; `wake` is called when work waits (request a repaint).
+    /// A worker for this thread; `wake` is called when a message waits (request a repaint).
     pub fn spawn(wake: impl Fn() + Send + Sync + 'static) -> Self {
         Self {
-            next: std::sync::Mutex::new(None),
-            passes: std::sync::Mutex::new((0, 0)),
-            check: std::sync::Mutex::new(None),
-            wake: Arc::new(wake),
+            shared: Arc::new(Shared {
+                next: std::sync::Mutex::new(None),
+                latest: std::sync::Mutex::new(0),
+                replaying: std::sync::Mutex::new(false),
+                finished: std::sync::Mutex::new(Vec::new()),
+                check: std::sync::Mutex::new(None),
+                wake: Arc::new(wake),
+            }),
         }
     }
 
     /// Queue a job for the next frame.
     pub fn submit(&self, job: Job) {
-        *self.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
-        (self.wake)();
+        *lock(&self.shared.latest) = job.generation;
+        *lock(&self.shared.next) = Some(job);
+        (self.shared.wake)();
     }
 
-    /// This frame's work: a pass of the newest job, else the waiting check.
+    /// This frame's work: the messages the replaying task finished, the first pass of the newest job
+    /// (when no task is replaying), else the waiting check.
     pub fn poll(&self) -> Vec<Msg> {
-        use crate::compute::wgpu::replay;
-        let job = {
-            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            if next.as_ref().is_some_and(|j| replay::busy(j.generation)) {
-                return Vec::new();
-            }
-            next.take()
-        };
-        if let Some(job) = job {
-            let passes = {
-                let mut p = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-                *p = if p.0 == job.generation {
-                    (p.0, p.1 + 1)
-                } else {
-                    (job.generation, 1)
-                };
-                p.1
-            };
-            replay::begin(job.generation);
-            let (mut result, ms, launches) = compute_job(&job);
-            let wait = replay::finish();
-            if wait.is_some() && passes >= MAX_PASSES {
-                // Each pass reruns the computation's host side: past this many GPU round trips the
-                // page would only get slower. Say so rather than stall (the CPU backend computes it).
-                result = Err(format!(
-                    "this computation needs more than {MAX_PASSES} WebGPU readbacks; in the browser each one costs a frame and a rerun of the computation (compute::wgpu::replay), so choose the cpu backend for it"
-                ));
-            } else if let Some(wait) = wait {
-                let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-                if next.is_none() {
-                    *next = Some(job);
+        let sh = &self.shared;
+        let mut msgs: Vec<Msg> = std::mem::take(&mut *lock(&sh.finished));
+        if *lock(&sh.replaying) {
+            // Its readback is on the way; a newer job starts once the task sees it and stops.
+            return msgs;
+        }
+        if let Some(job) = lock(&sh.next).take() {
+            match sh.pass(&job, 1) {
+                Ok(m) => {
+                    msgs.push(m);
+                    (sh.wake)();
                 }
-                let wake = self.wake.clone();
-                wasm_bindgen_futures::spawn_local(async move {
-                    wait.await;
-                    wake();
-                });
-                return Vec::new();
+                Err(wait) => {
+                    *lock(&sh.replaying) = true;
+                    let sh = sh.clone();
+                    let t0 = Instant::now();
+                    wasm_bindgen_futures::spawn_local(async move {
+                        let mut wait = wait;
+                        let mut passes = 1;
+                        let mut host = 0.0;
+                        loop {
+                            wait.await;
+                            if !sh.current(job.generation) {
+                                crate::compute::wgpu::replay::forget(job.generation);
+                                break;
+                            }
+                            passes += 1;
+                            let t = Instant::now();
+                            let r = sh.pass(&job, passes);
+                            host += t.elapsed().as_secs_f64();
+                            match r {
+                                Ok(m) => {
+                                    lock(&sh.finished).push(m);
+                                    LAST_REPLAY.set((passes, host * 1e3, t0.elapsed().as_secs_f64() * 1e3));
+                                    break;
+                                }
+                                Err(w) => wait = w,
+                            }
+                        }
+                        *lock(&sh.replaying) = false;
+                        (sh.wake)();
+                    });
+                }
             }
-            crate::compute::wgpu::replay::forget(job.generation);
-            if let Ok(out) = &result {
-                *self.check.lock().unwrap_or_else(|e| e.into_inner()) = Some((job.generation, out.clone()));
-            }
-            (self.wake)();
-            return vec![Msg::done(&job, result, ms, launches)];
+            return msgs;
         }
-        let check = self.check.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match check {
-            Some((generation, out)) => {
-                (self.wake)();
-                vec![Msg::Verified {
-                    generation,
-                    reports: verify_output(out.as_ref()),
-                }]
-            }
-            None => Vec::new(),
+        if !msgs.is_empty() {
+            return msgs;
         }
+        let check = lock(&sh.check).take();
+        if let Some((generation, out)) = check
+            && sh.current(generation)
+        {
+            (sh.wake)();
+            msgs.push(Msg::Verified {
+                generation,
+                reports: verify_output(out.as_ref()),
+            });
+        }
+        msgs
     }
 }
 
