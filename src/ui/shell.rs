@@ -26,11 +26,16 @@ impl KvscopeApp {
         self.resolve_point();
         self.widgets.heat.begin_frame(self.sync);
         if self.computing() {
-            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+            ctx.request_repaint_after(std::time::Duration::from_millis(COMPUTING_REPAINT_MS));
         }
         shell(self, ui);
     }
 }
+
+/// How often a frame is drawn while a result is being computed (for the "computing…" hint). In the
+/// browser a frame drawn competes with the GPU round trips of a replayed WebGPU computation for the same
+/// GPU (on SwiftShader, the same CPU cores), so the page draws fewer.
+const COMPUTING_REPAINT_MS: u64 = if cfg!(target_arch = "wasm32") { 1000 } else { 100 };
 
 /// The whole window.
 pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
