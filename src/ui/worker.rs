@@ -240,12 +240,14 @@ pub const MAX_PASSES: usize = 400;
 
 #[cfg(target_arch = "wasm32")]
 impl Shared {
-    /// Run one pass of `job` (its `passes`-th). `Ok`: it finished, with its message (the output is left
-    /// for the check). `Err`: the readback to await before the next pass.
-    fn pass(&self, job: &Job, passes: usize) -> Result<Msg, Wait> {
+    /// Run one pass of `job` (its `passes`-th; the first began at `started`). `Ok`: it finished, with its
+    /// message, which counts the milliseconds since `started` (the output is left for the check). `Err`:
+    /// the readback to await before the next pass.
+    fn pass(&self, job: &Job, passes: usize, started: Instant) -> Result<Msg, Wait> {
         use crate::compute::wgpu::replay;
         replay::begin(job.generation);
-        let (mut result, ms, launches) = compute_job(job);
+        let (mut result, _, launches) = compute_job(job);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
         match replay::finish() {
             Some(wait) if passes < MAX_PASSES => return Err(Box::pin(wait)),
             Some(_) => {
@@ -303,7 +305,8 @@ impl Worker {
             return msgs;
         }
         if let Some(job) = lock(&sh.next).take() {
-            match sh.pass(&job, 1) {
+            let t0 = Instant::now();
+            match sh.pass(&job, 1, t0) {
                 Ok(m) => {
                     msgs.push(m);
                     (sh.wake)();
@@ -311,7 +314,6 @@ impl Worker {
                 Err(wait) => {
                     *lock(&sh.replaying) = true;
                     let sh = sh.clone();
-                    let t0 = Instant::now();
                     wasm_bindgen_futures::spawn_local(async move {
                         let mut wait = wait;
                         let mut passes = 1;
@@ -324,7 +326,7 @@ impl Worker {
                             }
                             passes += 1;
                             let t = Instant::now();
-                            let r = sh.pass(&job, passes);
+                            let r = sh.pass(&job, passes, t0);
                             host += t.elapsed().as_secs_f64();
                             match r {
                                 Ok(m) => {
