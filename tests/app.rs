@@ -297,6 +297,38 @@ fn kernel_steps_name_the_code_that_ran() {
     }
 }
 
+/// The kernel panel opens on an op that ran for the result: with KIVI, lesson 10's group kernels
+/// (`kernels/group_kv.cu`), not `quant_append`, which only the per-token formats run; a click on another
+/// op still shows that one.
+#[test]
+fn kernel_panel_opens_on_a_kernel_that_ran() {
+    let mut h = harness(false);
+    settle(&mut h);
+    let i = lesson_index(&h, "quantization");
+    let step = h.state().lessons()[i]
+        .file
+        .steps
+        .iter()
+        .position(|s| s.id.get_ref() == "kernels")
+        .expect("lesson 10's kernel step");
+    // The panel's source line: "kernels/<file>.cu : line N" (.wgsl on wgpu).
+    let shows = |h: &Harness<'static, KvscopeApp>, stem: &str| {
+        h.query_all_by_label_contains(&format!("kernels/{stem}."))
+            .next()
+            .is_some()
+    };
+    for (format, file) in [(3, "quant_kv"), (5, "group_kv"), (1, "quant_kv"), (2, "group_kv")] {
+        h.state_mut().goto(i, step);
+        h.state_mut().set_param("format", format);
+        settle(&mut h);
+        assert!(shows(&h, file), "format {format}: the panel does not show {file}");
+    }
+    assert!(!shows(&h, "quant_kv"));
+    h.get_by_label("quant_decode_u8").click();
+    settle(&mut h);
+    assert!(shows(&h, "quant_kv"), "a clicked op is shown");
+}
+
 /// On/off parameters (`kind = "bool"`) are checkboxes, not 0–1 sliders.
 #[test]
 fn switches_are_checkboxes() {

@@ -183,6 +183,11 @@ pub trait Output: Any + Send + Sync {
     fn point(&self, _name: &str) -> Option<usize> {
         None
     }
+    /// The op the kernel panel opens on for this result, when it is not the lesson's first (a lesson
+    /// whose sliders choose between kernels: lesson 10's formats).
+    fn main_op(&self) -> Option<Kernel> {
+        None
+    }
     /// What `op` reads and writes in global memory for this result, when the lesson says.
     fn io(&self, _op: Kernel) -> Option<OpIo> {
         None

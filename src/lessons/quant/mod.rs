@@ -767,6 +767,15 @@ impl Output for QuantOut {
     fn values(&self) -> Vec<(&'static str, String)> {
         self.numbers.clone()
     }
+
+    fn main_op(&self) -> Option<Kernel> {
+        // Pools of a built-in dtype run quant_append/quant_decode; INT8 per channel and KIVI the group
+        // kernels, starting with the f16 ring's store.
+        match self.runs.get(self.selected)?.0 {
+            CacheFormat::Pool { .. } => Some(Kernel::QuantAppend),
+            CacheFormat::Int8Channel | CacheFormat::Kivi { .. } => Some(Kernel::GroupStore),
+        }
+    }
 }
 
 #[cfg(test)]

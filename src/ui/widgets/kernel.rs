@@ -12,8 +12,9 @@ use crate::ui::text;
 /// Which op the panel shows, and its highlighted source.
 #[derive(Default)]
 pub struct KernelPanelState {
-    /// Index into the lesson's ops.
-    pub op: usize,
+    /// Index into the lesson's ops, once one is clicked; until then the panel shows the result's
+    /// [`Output::main_op`] (lesson 10's KIVI runs the group kernels, not `quant_append`), else the first.
+    pub op: Option<usize>,
     /// The highlighted source, for (op, presentation mode, light theme): built once, not every frame.
     pub source: Option<((Kernel, bool, bool), LayoutJob)>,
 }
@@ -25,11 +26,20 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
     if ops.is_empty() {
         return;
     }
-    let sel = cx.widgets.kernel.op.min(ops.len() - 1);
+    let sel = cx
+        .widgets
+        .kernel
+        .op
+        .unwrap_or_else(|| {
+            out.main_op()
+                .and_then(|m| ops.iter().position(|o| *o == m))
+                .unwrap_or(0)
+        })
+        .min(ops.len() - 1);
     ui.horizontal_wrapped(|ui| {
         for (i, op) in ops.iter().enumerate() {
             if ui.selectable_label(i == sel, op.cuda_entries()[0]).clicked() {
-                cx.widgets.kernel.op = i;
+                cx.widgets.kernel.op = Some(i);
             }
         }
     });
