@@ -621,7 +621,7 @@ pub fn group_problem(
         p.cache.k_pool.as_f16().unwrap_or(&[]),
         p.cache.v_pool.as_f16().unwrap_or(&[]),
     );
-    let (hd, kvh, g) = (s.head_dim, s.kv_heads, fmt.group);
+    let (hd, kvh) = (s.head_dim, s.kv_heads);
     let mut k = vec![0f32; n * kvh * hd];
     let mut v = vec![0f32; n * kvh * hd];
     for t in 0..context {
@@ -642,11 +642,7 @@ pub fn group_problem(
                 }
             }
             rows.extend([ri as i32, t as i32]);
-            jobs.extend(
-                fmt.step_jobs(ri, t, |i| block(ri, i / g) * g + i % g)
-                    .into_iter()
-                    .flatten(),
-            );
+            jobs.extend(fmt.step_job_words(ri, t, |b| block(ri, b)));
         }
         append_scalar(GroupAppendInput {
             shape,

@@ -910,21 +910,15 @@ pub fn quant_shapes(
             };
             shape.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut cache = GroupCache::new(&shape);
-            let g = gf.group;
             let block = |ri: usize, i: usize| i * r + ri;
             for t in 0..max_len {
                 let (mut rows, mut kt, mut vt, mut jobs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for (ri, &len) in sp.lens.iter().enumerate().filter(|&(_, &l)| t < l) {
+                for (ri, _) in sp.lens.iter().enumerate().filter(|&(_, &l)| t < l) {
                     let at = (starts[ri] + t) * row;
                     rows.extend([ri as i32, t as i32]);
                     kt.extend_from_slice(&k[at..at + row]);
                     vt.extend_from_slice(&v[at..at + row]);
-                    let _ = len;
-                    jobs.extend(
-                        gf.step_jobs(ri, t, |i| block(ri, i / g) * g + i % g)
-                            .into_iter()
-                            .flatten(),
-                    );
+                    jobs.extend(gf.step_job_words(ri, t, |b| block(ri, b)));
                 }
                 backend
                     .group_append(GroupAppendInput {

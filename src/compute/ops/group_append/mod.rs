@@ -177,6 +177,15 @@ impl GroupFormat {
         jobs
     }
 
+    /// [`GroupFormat::step_jobs`] for a request whose logical block b is physical block `block(b)`
+    /// (slot = `block(i / G)` · G + `i % G`), flattened into the `jobs` words the op takes.
+    pub fn step_job_words(&self, ring: usize, t: usize, block: impl Fn(usize) -> usize) -> impl Iterator<Item = i32> {
+        let g = self.group;
+        self.step_jobs(ring, t, |i| block(i / g) * g + i % g)
+            .into_iter()
+            .flatten()
+    }
+
     /// Average bytes one token's K and V take per KV head of `hd` values over a context of `ctx`
     /// tokens: codes, f16 scales and zeros (zeros only when asymmetric), and the f16 residual (K: R/2
     /// tokens on average before a flush; V: the last R).

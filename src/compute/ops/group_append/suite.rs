@@ -75,12 +75,7 @@ pub fn build(
             }
             k.extend(kr);
             v.extend(vr);
-            let g = fmt.group;
-            jobs.extend(
-                fmt.step_jobs(r, t, |i| block_of(r, i / g) * g + i % g)
-                    .into_iter()
-                    .flatten(),
-            );
+            jobs.extend(fmt.step_job_words(r, t, |b| block_of(r, b)));
         }
         append(GroupAppendInput {
             shape: s,
