@@ -38,6 +38,16 @@ fn lesson_index(h: &Harness<'static, KvscopeApp>, id: &str) -> usize {
     h.state().lessons().iter().position(|l| l.id() == id).expect(id)
 }
 
+/// The index of lesson `lesson`'s step `id`.
+fn step_index(h: &Harness<'static, KvscopeApp>, lesson: usize, id: &str) -> usize {
+    h.state().lessons()[lesson]
+        .file
+        .steps
+        .iter()
+        .position(|s| s.id.get_ref() == id)
+        .unwrap_or_else(|| panic!("lesson {lesson} has no step {id}"))
+}
+
 fn go(h: &mut Harness<'static, KvscopeApp>, id: &str, step: usize) {
     let i = lesson_index(h, id);
     h.state_mut().goto(i, step);
@@ -254,12 +264,7 @@ fn kernel_steps_name_the_code_that_ran() {
     }
     let statuses = h.state().backend_statuses();
     for lesson in [0, 3] {
-        let step = h.state().lessons()[lesson]
-            .file
-            .steps
-            .iter()
-            .position(|s| s.id.get_ref() == "kernel")
-            .expect("a kernel step");
+        let step = step_index(&h, lesson, "kernel");
         let cases = [
             (BackendKind::Cpu, "as their Rust twins on the CPU", "CPU 上的 Rust 版本"),
             (
@@ -305,12 +310,7 @@ fn kernel_panel_opens_on_a_kernel_that_ran() {
     let mut h = harness(false);
     settle(&mut h);
     let i = lesson_index(&h, "quantization");
-    let step = h.state().lessons()[i]
-        .file
-        .steps
-        .iter()
-        .position(|s| s.id.get_ref() == "kernels")
-        .expect("lesson 10's kernel step");
+    let step = step_index(&h, i, "kernels");
     // The panel's source line: "kernels/<file>.cu : line N" (.wgsl on wgpu).
     let shows = |h: &Harness<'static, KvscopeApp>, stem: &str| {
         h.query_all_by_label_contains(&format!("kernels/{stem}."))
@@ -357,12 +357,7 @@ fn lesson_five_reaches_oom_and_counts_match_the_allocator() {
     use kvscope::kv::Scheduler;
     let mut h = harness(false);
     let li = lesson_index(&h, "paged-cache");
-    let oom_step = h.state().lessons()[li]
-        .file
-        .steps
-        .iter()
-        .position(|s| s.id.get_ref() == "oom")
-        .expect("an oom step");
+    let oom_step = step_index(&h, li, "oom");
     go(&mut h, "paged-cache", oom_step);
     assert_eq!(
         h.query_all_by_label_contains("OOM — ").count(),

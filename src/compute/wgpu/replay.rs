@@ -187,11 +187,6 @@ pub fn forget(session: u64) {
     });
 }
 
-/// Whether a readback of `session` is being awaited (a new pass would only wait again).
-pub fn busy(session: u64) -> bool {
-    STATE.with_borrow(|s| s.in_flight.contains(&session))
-}
-
 /// Sessions from here up belong to the page's check (one per op), below to the app's lesson jobs.
 pub const CHECK_SESSIONS: u64 = 1 << 62;
 
