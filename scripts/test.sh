@@ -49,6 +49,14 @@ if [ ! -e "$PYDEPS/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ] || [ ! -e "$PYDEPS/nv
   log "installing $NVRTC_WHEEL and $RUNTIME_WHEEL into $PYDEPS"
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target "$PYDEPS" "$NVRTC_WHEEL" "$RUNTIME_WHEEL"
 fi
+# CUDA 13's NVRTC and headers too (the GPU machines kvscope is checked on have CUDA 13): the test of
+# scripts/gpu-check.sh loads it through KVSCOPE_NVRTC and compiles every kernel for compute_90 with it.
+PYDEPS13="$PWD/.cache/pydeps13"
+if [ ! -e "$PYDEPS13/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$PYDEPS13/nvidia/cu13/include/cuda_fp16.h" ]; then
+  log "installing nvidia-cuda-nvrtc==13.0.88 and nvidia-cuda-runtime==13.0.96 into $PYDEPS13"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target "$PYDEPS13" "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-runtime==13.0.96"
+fi
+export KVSCOPE_NVRTC13="$PYDEPS13/nvidia/cu13/lib/libnvrtc.so.13"
 export LD_LIBRARY_PATH="$PYDEPS/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KVSCOPE_CUDA_INCLUDE="$PYDEPS/nvidia/cuda_runtime/include"
 export KVSCOPE_REQUIRE_NVRTC=1

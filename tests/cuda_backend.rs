@@ -124,3 +124,70 @@ fn kernel_sources_name_their_entries_and_launches() {
         }
     }
 }
+
+/// `scripts/gpu-check.sh`, the one command for an NVIDIA machine with no cargo, run here where there is
+/// no GPU: it finds the binary without cargo, names the NVRTC it loaded (CUDA 12's from the wheel
+/// `scripts/test.sh` installs, and CUDA 13's through `KVSCOPE_NVRTC`, loaded under the name
+/// `libnvrtc.so`), compiles every kernel file for compute_90 with it, and then stops with the driver's
+/// reason and exit code 2, writing its log under `$OUT`.
+#[test]
+fn gpu_check_runs_up_to_the_gpu_and_says_why_it_stops() {
+    let required = std::env::var_os("KVSCOPE_REQUIRE_NVRTC").is_some();
+    if let Err(reason) = nvrtc_status() {
+        assert!(!required, "KVSCOPE_REQUIRE_NVRTC is set but {reason}");
+        eprintln!("SKIPPED gpu_check_runs_up_to_the_gpu_and_says_why_it_stops: {reason}");
+        return;
+    }
+    // (NVRTC to load, the major version it must report): the default search, then CUDA 13's.
+    let mut runs: Vec<(Option<std::ffi::OsString>, &str)> = vec![(None, "12")];
+    match std::env::var_os("KVSCOPE_NVRTC13") {
+        Some(p) => runs.push((Some(p), "13")),
+        None => assert!(!required, "KVSCOPE_REQUIRE_NVRTC is set but KVSCOPE_NVRTC13 is not"),
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (nvrtc, major) in runs {
+        let out = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("bash");
+        cmd.arg(root.join("scripts/gpu-check.sh"))
+            .current_dir(root)
+            .env("KVSCOPE_BIN", env!("CARGO_BIN_EXE_kvscope"))
+            .env("OUT", out.path())
+            .env_remove("KVSCOPE_GPU_CHECK_LOGGED")
+            .env_remove("KVSCOPE_NVRTC")
+            // The script picks the headers that belong to the NVRTC it loads.
+            .env_remove("KVSCOPE_CUDA_INCLUDE");
+        if let Some(p) = &nvrtc {
+            cmd.env("KVSCOPE_NVRTC", p);
+        }
+        let o = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "NVRTC {major}: exit 2 means no GPU and nothing else failed\n{text}"
+        );
+        assert!(text.contains("library names tried, in order: libnvrtc.so "), "{text}");
+        assert!(
+            text.contains(&format!("loaded: NVRTC {major}.")),
+            "NVRTC {major}\n{text}"
+        );
+        let files = sources::files().len();
+        assert!(
+            text.contains(&format!("== nvrtc sm_90: ok: {files} files")),
+            "NVRTC {major}\n{text}"
+        );
+        let headers = if major == "13" {
+            "cu13/include"
+        } else {
+            "cuda_runtime/include"
+        };
+        assert!(
+            text.contains("cuda_fp16.h from: ") && text.contains(headers),
+            "NVRTC {major}: {headers}\n{text}"
+        );
+        assert!(text.contains("no GPU here: libcuda not found"), "{text}");
+        assert!(!text.contains("panicked"), "{text}");
+        let log = std::fs::read_to_string(out.path().join("gpu-check.log")).unwrap();
+        assert!(log.contains("no GPU here"), "the log under $OUT holds the run");
+    }
+}

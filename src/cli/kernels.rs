@@ -18,6 +18,9 @@ pub enum KernelsCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Which NVRTC the CUDA backend would load: the library names tried in order, the version and file
+    /// loaded, and the folders searched for cuda_fp16.h. Exits non-zero when NVRTC or the header is missing.
+    Nvrtc,
 }
 
 /// Run `kvscope kernels …`.
@@ -34,7 +37,29 @@ pub fn run(cmd: KernelsCmd) -> Result<bool> {
             }
             Ok(true)
         }
+        KernelsCmd::Nvrtc => {
+            use compute::cuda;
+            outln!("library names tried, in order: {}", cuda::nvrtc_names().join(" "));
+            let loaded = cuda::nvrtc_loaded();
+            match &loaded {
+                Ok(what) => outln!("loaded: {what}"),
+                Err(why) => outln!("not loaded: {why}"),
+            }
+            let dirs = cuda::include_dirs();
+            if dirs.is_empty() {
+                outln!("cuda_fp16.h: not found (set KVSCOPE_CUDA_INCLUDE, CUDA_HOME or CUDA_PATH)");
+            } else {
+                outln!("cuda_fp16.h from: {}", dirs.join(" "));
+            }
+            Ok(loaded.is_ok() && !dirs.is_empty())
+        }
         KernelsCmd::Ptx { arch, out } => {
+            if let Ok(what) = compute::cuda::nvrtc_loaded() {
+                outln!(
+                    "compiling with {what}, headers from {}",
+                    compute::cuda::include_dirs().join(" ")
+                );
+            }
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             for f in compute::cuda::sources::files() {
                 let ptx = compute::cuda::compile(&f, &arch).map_err(|log| anyhow::anyhow!(log))?;

@@ -40,14 +40,54 @@ fn driver_error(what: &str, e: DriverError) -> String {
     format!("{what}: {name} {text}").trim_end().to_string()
 }
 
+/// The file names cudarc asks the dynamic loader for when it loads NVRTC, in its order. They come from
+/// the crate's `cuda-12080` feature: `libnvrtc.so`, then `libnvrtc.so.12` and older; CUDA 13's
+/// `libnvrtc.so.13` is not among them, so it is loaded through a link named `libnvrtc.so` on
+/// `LD_LIBRARY_PATH` (`scripts/gpu-check.sh` makes one). The 12.8 bindings call only functions NVRTC 13
+/// still has (create, compile, log, PTX, destroy, version), each looked up when first called.
+pub fn nvrtc_names() -> Vec<String> {
+    let mut names = cudarc::get_lib_name_candidates("nvrtc");
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
 /// Whether libnvrtc can be loaded, or why not.
 pub fn nvrtc_status() -> Result<(), String> {
     // SAFETY: only dlopens candidate library names and drops them; panics are caught.
     match quietly(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }) {
         Some(true) => Ok(()),
-        Some(false) => Err("NVRTC not found (install the CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel and put its lib folder on LD_LIBRARY_PATH)".into()),
+        Some(false) => Err(format!(
+            "NVRTC not found: none of {} is on the loader's path (install the CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel and put its lib folder on LD_LIBRARY_PATH; for CUDA 13's libnvrtc.so.13, a link to it named libnvrtc.so)",
+            nvrtc_names().join(", ")
+        )),
         None => Err("NVRTC was found but could not be loaded".into()),
     }
+}
+
+/// The NVRTC this process uses: its version and the file the loader mapped, e.g.
+/// `NVRTC 13.0 (/usr/local/cuda/lib64/libnvrtc.so.13.0.88)`.
+pub fn nvrtc_loaded() -> Result<String, String> {
+    nvrtc_status()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: nvrtcVersion writes one int through each pointer, both valid for the call; the library
+    // was found above, and a missing symbol's panic is caught.
+    let r = quietly(|| unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) })
+        .ok_or("NVRTC was loaded but has no nvrtcVersion")?;
+    if r != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(format!("nvrtcVersion failed: {r:?}"));
+    }
+    let file = std::fs::read_to_string("/proc/self/maps").ok().and_then(|maps| {
+        maps.lines().find_map(|l| {
+            let path = l.split_whitespace().nth(5)?;
+            let name = std::path::Path::new(path).file_name()?.to_str()?;
+            name.starts_with("libnvrtc.so").then(|| path.to_string())
+        })
+    });
+    Ok(format!(
+        "NVRTC {major}.{minor} ({})",
+        file.as_deref().unwrap_or("file not known")
+    ))
 }
 
 /// Folders that may hold `cuda_fp16.h`: `KVSCOPE_CUDA_INCLUDE`, `$CUDA_HOME/include`,

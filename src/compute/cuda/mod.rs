@@ -18,7 +18,7 @@ pub(crate) mod sim;
 pub mod sources;
 
 #[cfg(feature = "native")]
-pub use device::{CudaBackend, compile, include_dirs, nvrtc_status, probe};
+pub use device::{CudaBackend, compile, include_dirs, nvrtc_loaded, nvrtc_names, nvrtc_status, probe};
 #[cfg(feature = "native")]
 pub use sim::{MAX_SIM_THREADS, SimBackend};
 
