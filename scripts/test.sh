@@ -4,7 +4,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== %s\n' "$*"; }
+# Each `log` line starts a phase; at the end (pass or fail) a table of the phases and their seconds, and
+# of each test binary's own time inside `cargo test`, shows what the run costs.
+T_RUN=$(date +%s)
+PHASE="setup (checks for what is installed)"
+T_PHASE=$T_RUN
+PHASES=()
+TEST_LOG="$(mktemp)"
+end_phase() { PHASES+=("$(( $(date +%s) - T_PHASE ))|$PHASE"); T_PHASE=$(date +%s); }
+log() { end_phase; PHASE="$*"; printf '\n== %s\n' "$*"; }
+phase_table() {
+  local rc=$?
+  end_phase
+  printf '\n== phases of this run (seconds, 2 cores here%s)\n' "$([ $rc -eq 0 ] || echo "; it FAILED with exit $rc")"
+  for p in "${PHASES[@]}"; do printf '%6s  %s\n' "${p%%|*}" "${p#*|}"; done
+  if [ -s "$TEST_LOG" ]; then
+    echo "  test binaries inside cargo test (libtest's own time; the rest of that phase is compiling):"
+    awk '/^     Running /{ name = ($2 == "unittests") ? $2 " " $3 : $2 } /^   Doc-tests /{ name = "doc-tests " $2 }
+         /^test result:/{ match($0, /finished in [0-9.]+s/); t = substr($0, RSTART + 12, RLENGTH - 13); printf "%9.1f    %s\n", t, name }' "$TEST_LOG" | sort -rn
+  fi
+  printf '%6s  total\n' "$(( $(date +%s) - T_RUN ))"
+  rm -f "$TEST_LOG"
+}
+trap phase_table EXIT
 
 # Rust components (the toolchain itself comes with the machine).
 for comp in rustfmt clippy; do
@@ -71,7 +93,7 @@ log "cargo test --release"
 # The app's random-event test runs 3000 events here (its default is 10,000): with nine lessons its walk
 # spends long stretches on the slow backends, and 10,000 events took about 30 minutes on 2 cores.
 export KVSCOPE_MONKEY_EVENTS="${KVSCOPE_MONKEY_EVENTS:-3000}"
-cargo test --release "$@"
+cargo test --release "$@" 2>&1 | tee "$TEST_LOG"
 
 # The FP8 encoder and decoder against an independent implementation: ml_dtypes (pinned pip wheels, with
 # numpy, into an ignored cache folder) checks every code's value and the code chosen for every f16 input.
