@@ -43,8 +43,10 @@ fn headless() -> Option<Headless> {
     }
 }
 
-/// The app as tests and `kvscope render` run it: synchronous, fresh.
+/// The app as tests and `kvscope render` run it: synchronous, fresh. The six walks share computed
+/// results (`worker::share_results`): each step is computed once, then drawn in every configuration.
 fn config() -> AppConfig {
+    kvscope::ui::worker::share_results(true);
     AppConfig {
         lessons_dir: None,
         sync: true,

@@ -126,6 +126,34 @@ pub struct KvscopeApp {
     smoke_steps: usize,
     /// A named timeline point the current step opens at, until the result that locates it arrives.
     pending_point: Option<String>,
+    /// The lesson's own area in the last frame: the narration panel and the views, in points.
+    lesson_area: Option<egui::Rect>,
+    /// What happened to the jobs sent to the worker.
+    jobs: JobStats,
+}
+
+/// What happened to the jobs the app sent to its worker: how many were submitted, how many results came
+/// back, and how many of those had gone stale (a newer job was submitted before they arrived) or were
+/// dropped (a newer result had already arrived). Jobs submitted but never computed were superseded in the
+/// worker's queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobStats {
+    /// Jobs sent.
+    pub submitted: u64,
+    /// Results (or errors) that came back.
+    pub arrived: u64,
+    /// Results that arrived after a newer job had been submitted (shown, if newer than what is shown,
+    /// until the newer one arrives).
+    pub stale: u64,
+    /// Results older than one already shown: dropped.
+    pub dropped: u64,
+}
+
+impl JobStats {
+    /// Jobs that were never computed: a newer job replaced them in the queue (or is still computing).
+    pub fn superseded(&self) -> u64 {
+        self.submitted.saturating_sub(self.arrived)
+    }
 }
 
 impl KvscopeApp {
@@ -176,6 +204,8 @@ impl KvscopeApp {
             done: 0,
             smoke_steps: 0,
             pending_point: None,
+            lesson_area: None,
+            jobs: JobStats::default(),
             export_dir: config
                 .export_dir
                 .clone()
@@ -413,6 +443,21 @@ impl KvscopeApp {
             .map(|(_, r)| r.as_slice())
     }
 
+    /// The lesson's own area in the last frame drawn (the narration panel and the views, without the
+    /// lesson list, the top bar and the status bar), in points: what the per-lesson snapshots crop to.
+    pub fn lesson_area(&self) -> Option<egui::Rect> {
+        self.lesson_area
+    }
+
+    pub(crate) fn set_lesson_area(&mut self, r: egui::Rect) {
+        self.lesson_area = Some(r);
+    }
+
+    /// What happened to the jobs sent to the worker so far.
+    pub fn job_stats(&self) -> JobStats {
+        self.jobs
+    }
+
     /// Whether a newer result is being computed.
     pub fn computing(&self) -> bool {
         !self.sync && self.done < self.generation
@@ -437,7 +482,12 @@ impl KvscopeApp {
                 ran_on,
                 launches,
             } => {
+                self.jobs.arrived += 1;
+                if generation < self.generation {
+                    self.jobs.stale += 1;
+                }
                 if generation < self.done {
+                    self.jobs.dropped += 1;
                     return;
                 }
                 self.done = generation;
@@ -465,6 +515,7 @@ impl KvscopeApp {
             return;
         }
         self.generation += 1;
+        self.jobs.submitted += 1;
         self.submitted = Some(key);
         let job = Job {
             generation: self.generation,

@@ -60,11 +60,12 @@ pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
             .show(ui, |ui| navigator(app, ui));
     }
     let side_w = if pres { 440.0 } else { 330.0 };
-    egui::Panel::right("kvscope-side")
+    let side = egui::Panel::right("kvscope-side")
         .resizable(false)
         .exact_size(side_w)
         .show(ui, |ui| side_panel(app, ui));
-    egui::CentralPanel::default_margins().show(ui, |ui| central(app, ui));
+    let views = egui::CentralPanel::default_margins().show(ui, |ui| central(app, ui));
+    app.set_lesson_area(side.response.rect.union(views.response.rect));
 }
 
 fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {

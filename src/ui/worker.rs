@@ -91,16 +91,60 @@ fn compute_job(job: &Job) -> (Result<Arc<dyn Output>, String>, f64, Vec<Launch>)
     (result.map(Arc::from), t0.elapsed().as_secs_f64() * 1e3, launches)
 }
 
+/// What [`run_now`] keeps when results are shared: the output (or error), its milliseconds, launches and
+/// reference check.
+type Shared = (
+    Result<Arc<dyn Output>, String>,
+    f64,
+    Vec<Launch>,
+    Option<Vec<CheckReport>>,
+);
+/// (lesson file, lesson id, sliders, backend).
+type SharedKey = (std::path::PathBuf, String, Params, BackendKind);
+
+static SHARE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SHARED: std::sync::Mutex<Option<std::collections::HashMap<SharedKey, Shared>>> = std::sync::Mutex::new(None);
+
+/// Share computed results between the apps of this process: [`run_now`] then computes each (lesson
+/// file, sliders, backend) once and hands the same output, launches and check to every app that asks.
+/// The tests that walk every step in several languages, sizes and modes switch it on, so a step is
+/// computed once per backend rather than once per walk; the app and `kvscope render` leave it off. A
+/// lesson's output depends only on its file, its sliders and the backend (the computation is seeded);
+/// `tests/app.rs` checks that recomputing a step gives the same numbers.
+pub fn share_results(on: bool) {
+    SHARE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Compute a job on this thread: the output, then its verification.
 pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
-    let (result, ms, launches) = compute_job(job);
-    let verified = match &result {
-        Ok(out) => Some(Msg::Verified {
-            generation: job.generation,
-            reports: verify_output(out.as_ref()),
-        }),
-        Err(_) => None,
+    let key: Option<SharedKey> = SHARE.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+        (
+            job.lesson.source.clone(),
+            job.lesson.id().to_string(),
+            job.params.clone(),
+            job.backend.kind(),
+        )
+    });
+    let lock = || SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = key
+        .as_ref()
+        .and_then(|k| lock().as_ref().and_then(|m| m.get(k).cloned()));
+    let (result, ms, launches, reports) = match kept {
+        Some(kept) => kept,
+        None => {
+            let (result, ms, launches) = compute_job(job);
+            let reports = result.as_ref().ok().map(|out| verify_output(out.as_ref()));
+            let done = (result, ms, launches, reports);
+            if let Some(k) = key {
+                lock().get_or_insert_with(Default::default).insert(k, done.clone());
+            }
+            done
+        }
     };
+    let verified = reports.map(|reports| Msg::Verified {
+        generation: job.generation,
+        reports,
+    });
     (Msg::done(job, result, ms, launches), verified)
 }
 
