@@ -93,17 +93,17 @@ fn compute_job(job: &Job) -> (Result<Arc<dyn Output>, String>, f64, Vec<Launch>)
 
 /// What [`run_now`] keeps when results are shared: the output (or error), its milliseconds, launches and
 /// reference check.
-type Shared = (
+type Kept = (
     Result<Arc<dyn Output>, String>,
     f64,
     Vec<Launch>,
     Option<Vec<CheckReport>>,
 );
 /// (lesson file, lesson id, sliders, backend).
-type SharedKey = (std::path::PathBuf, String, Params, BackendKind);
+type KeptKey = (std::path::PathBuf, String, Params, BackendKind);
 
 static SHARE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static SHARED: std::sync::Mutex<Option<std::collections::HashMap<SharedKey, Shared>>> = std::sync::Mutex::new(None);
+static KEPT: std::sync::Mutex<Option<std::collections::HashMap<KeptKey, Kept>>> = std::sync::Mutex::new(None);
 
 /// Share computed results between the apps of this process: [`run_now`] then computes each (lesson
 /// file, sliders, backend) once and hands the same output, launches and check to every app that asks.
@@ -117,7 +117,7 @@ pub fn share_results(on: bool) {
 
 /// Compute a job on this thread: the output, then its verification.
 pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
-    let key: Option<SharedKey> = SHARE.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+    let key: Option<KeptKey> = SHARE.load(std::sync::atomic::Ordering::Relaxed).then(|| {
         (
             job.lesson.source.clone(),
             job.lesson.id().to_string(),
@@ -125,7 +125,7 @@ pub fn run_now(job: &Job) -> (Msg, Option<Msg>) {
             job.backend.kind(),
         )
     });
-    let lock = || SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let lock = || KEPT.lock().unwrap_or_else(|e| e.into_inner());
     let kept = key
         .as_ref()
         .and_then(|k| lock().as_ref().and_then(|m| m.get(k).cloned()));
