@@ -8,7 +8,34 @@ use std::path::Path;
 use std::process::Command;
 
 use kvscope::compute::Kernel;
-use kvscope::compute::cuda::{compile, include_dirs, nvrtc_status, sources};
+use kvscope::compute::cuda::{ENTRY_PARAMS, compile, include_dirs, nvrtc_status, sources};
+
+/// Every `.entry` of a PTX text with its `.param` types in order (`u64`, `u32`, `f32`…).
+fn ptx_entries(ptx: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for chunk in ptx.split(".entry ").skip(1) {
+        let (name, rest) = chunk.split_once('(').expect("an entry's parameter list");
+        let params = rest.split_once(')').expect("the end of the parameter list").0;
+        let types = params
+            .split(',')
+            .filter_map(|p| p.split_whitespace().skip_while(|w| *w != ".param").nth(1))
+            .map(|t| t.trim_start_matches('.').to_string())
+            .collect();
+        out.push((name.trim().to_string(), types));
+    }
+    out
+}
+
+/// The PTX `.param` type NVRTC gives a C argument type of `kernels/shim/entries.def`.
+fn ptx_type(c: &str) -> &'static str {
+    match c {
+        "int" => "u32",
+        "float" => "f32",
+        "long long" => "u64",
+        c if c.ends_with('*') => "u64",
+        other => panic!("entries.def type {other} has no PTX type here"),
+    }
+}
 
 #[test]
 fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
@@ -26,9 +53,25 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
         "cuda_fp16.h not found: set KVSCOPE_CUDA_INCLUDE"
     );
     for arch in ["compute_80", "compute_90"] {
+        let mut seen = Vec::new();
         for file in sources::files() {
             let ptx = compile(&file, arch).unwrap_or_else(|log| panic!("{log}"));
             let text = ptx.to_src();
+            // The `.param` list NVRTC gives each entry is the one `kernels/shim/entries.def` lists, from
+            // which both the shim's wrappers and the cudarc launches are generated.
+            for (entry, types) in ptx_entries(&text) {
+                let (_, list) = ENTRY_PARAMS
+                    .iter()
+                    .find(|(e, _)| *e == entry)
+                    .unwrap_or_else(|| panic!("{}: entry {entry} is not in kernels/shim/entries.def", file.file));
+                let want: Vec<&str> = list.iter().map(|(t, _)| ptx_type(t)).collect();
+                assert_eq!(
+                    types, want,
+                    "{} for {arch}: {entry}'s .param list against entries.def",
+                    file.file
+                );
+                seen.push(entry);
+            }
             let target = arch.replace("compute_", "sm_");
             assert!(
                 text.contains(&format!(".target {target}")),
@@ -44,6 +87,12 @@ fn nvrtc_compiles_every_kernel_for_sm80_and_sm90() {
                     );
                 }
             }
+        }
+        for (entry, _) in ENTRY_PARAMS {
+            assert!(
+                seen.iter().any(|e| e == entry),
+                "{entry} of entries.def is in no kernel's PTX for {arch}"
+            );
         }
     }
 }

@@ -564,18 +564,14 @@ fn the_ui_leaves_exports_and_benchmarks_to_the_layers_below() {
 }
 
 /// `unsafe` lives only in the CUDA code (`compute::cuda` and the CUDA side of each op, its
-/// `ops/<op>/cuda.rs` and `ops/<op>/sim.rs`: FFI into the shim and cudarc launches) and `simd`
+/// `ops/<op>/cuda.rs`, written once for the GPU and the shim: the generated launches are unsafe) and `simd`
 /// (intrinsics and the `gemm` crate's entry point), and every `unsafe` block there has a `// SAFETY:`
 /// comment on a line just above it (clippy checks the blocks; this checks the places).
 #[test]
 fn unsafe_lives_only_in_the_cuda_module_and_simd() {
     let files = rust_files(&src(""));
     let rel = |p: &Path| p.strip_prefix(src("")).unwrap().to_string_lossy().replace('\\', "/");
-    let cuda_side = |r: &str| {
-        r.starts_with("compute/ops/")
-            && (r.ends_with("/cuda.rs") || r.ends_with("/sim.rs"))
-            && r.matches('/').count() == 3
-    };
+    let cuda_side = |r: &str| r.starts_with("compute/ops/") && r.ends_with("/cuda.rs") && r.matches('/').count() == 3;
     let allowed = |p: &Path| {
         let r = rel(p);
         r.starts_with("compute/cuda/") || r.starts_with("simd/") || cuda_side(&r)
@@ -584,7 +580,7 @@ fn unsafe_lives_only_in_the_cuda_module_and_simd() {
     assert!(outside.len() > 20);
     assert!(files.iter().filter(|p| cuda_side(&rel(p))).count() >= 14);
     // The grants outside them: `#[allow(unsafe_code)]` on `pub mod cuda;` in compute/mod.rs, and on the
-    // `cuda` and `sim` modules of each op's mod.rs (the line after the grant declares one of them).
+    // `cuda` module of each op's mod.rs (the line after the grant declares it).
     let bad: Vec<String> = offenders(&outside, &["unsafe"])
         .into_iter()
         .filter(|l| {
@@ -600,8 +596,7 @@ fn unsafe_lives_only_in_the_cuda_module_and_simd() {
             let declares = |m: &str| next.as_deref() == Some(m);
             !(grant
                 && ((l.contains("compute/mod.rs") && declares("pub mod cuda;"))
-                    || (l.contains("compute/ops/")
-                        && (declares("pub(crate) mod cuda;") || declares("pub(crate) mod sim;")))))
+                    || (l.contains("compute/ops/") && declares("pub(crate) mod cuda;"))))
         })
         .collect();
     assert!(

@@ -148,9 +148,15 @@ fn every_op_of_the_table_has_its_folder_kernels_and_twins() {
             assert_eq!(k.op(), op);
         }
         let dir = root.join("src/compute/ops").join(op.folder());
-        for f in ["mod.rs", "launch.rs", "cpu.rs", "cuda.rs", "sim.rs", "wgpu.rs"] {
+        for f in ["mod.rs", "launch.rs", "cpu.rs", "cuda.rs", "wgpu.rs"] {
             assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
         }
+        // The op's CUDA launches are written once for both CUDA backends (the GPU and the shim).
+        assert!(
+            !dir.join("sim.rs").exists(),
+            "{}: sim.rs is cuda.rs's job",
+            dir.display()
+        );
         for ext in ["cu", "wgsl"] {
             let path = root.join("kernels").join(format!("{}.{ext}", op.file_stem()));
             let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -166,6 +172,39 @@ fn every_op_of_the_table_has_its_folder_kernels_and_twins() {
     }
     let listed: usize = Op::ALL.iter().map(|op| op.kernels().len()).sum();
     assert_eq!(listed, Kernel::ALL.len());
+}
+
+/// No op restates a kernel's argument list: its `cuda.rs` fills the typed struct that build.rs
+/// generates from `kernels/shim/entries.def` (fields by name) and calls the generated launch, which
+/// pushes the arguments to cudarc, or passes them to the shim's wrapper, in the list's one order.
+#[test]
+fn no_op_restates_a_kernel_argument_list() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<std::path::PathBuf> = Op::ALL
+        .iter()
+        .map(|op| root.join("src/compute/ops").join(op.folder()).join("cuda.rs"))
+        .collect();
+    for f in ["device.rs", "backend.rs", "sim.rs"] {
+        files.push(root.join("src/compute/cuda").join(f));
+    }
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for positional in [".arg(", "launch_builder", "kvs_sim_", "ffi::"] {
+            assert!(
+                !text.contains(positional),
+                "{} restates an argument list by position ({positional}); fill the entry's struct from \
+                 compute::cuda::entries instead",
+                f.display()
+            );
+        }
+    }
+    for op in Op::ALL {
+        let text = std::fs::read_to_string(root.join("src/compute/ops").join(op.folder()).join("cuda.rs")).unwrap();
+        assert!(
+            text.contains("cuda::entries::"),
+            "{op:?}: cuda.rs does not launch through the generated entries"
+        );
+    }
 }
 
 /// Backends report the launches they made: every entry point of every op, from the op's probe, as a

@@ -1,9 +1,10 @@
 //! `impl Backend for CudaBackend`: each op's launches live in its folder (`ops/<op>/cuda.rs`); this
 //! dispatches to them, and times paged decode on device-resident buffers with CUDA events.
 
-use cudarc::driver::{CudaSlice, PushKernelArg, sys};
+use cudarc::driver::{CudaSlice, sys};
 
-use super::device::{CudaBackend, cfg, dev};
+use super::device::{CudaBackend, dev};
+use super::entries::{Entries, ReadStreamU32};
 use crate::compute::launch;
 use crate::compute::ops::paged_decode::cuda::{DecodeBuffers, launch as launch_decode, upload as upload_decode};
 use crate::compute::{AttnInput, Backend, BackendError, BackendKind, DecodeTiming, Device, PagedDecodeInput, Valid};
@@ -14,7 +15,7 @@ impl CudaBackend {
     /// of them; each the mean of `reps`, timed with CUDA events on the same stream.
     pub(crate) fn time_decode_read_copy(
         &self,
-        b: &mut DecodeBuffers,
+        b: &mut DecodeBuffers<CudaBackend>,
         kv_bytes: usize,
         reps: usize,
     ) -> Result<(f64, f64, f64), BackendError> {
@@ -44,15 +45,16 @@ impl CudaBackend {
         // The read-only roof over the same bytes (rounded up to whole 16-byte words).
         let words = kv_bytes.div_ceil(16);
         let l = launch::read_stream(words);
-        let data: CudaSlice<u8> = self.stream.alloc_zeros(words * 16).map_err(dev)?;
+        let data: CudaSlice<[u32; 4]> = self.stream.alloc_zeros(words).map_err(dev)?;
         let mut partial: CudaSlice<u32> = self.stream.alloc_zeros(l.grid[0] as usize).map_err(dev)?;
-        let n_words = words as i64;
         let mut read = || -> Result<(), BackendError> {
-            let mut a = self.stream.launch_builder(self.func(l.entry)?);
-            a.arg(&data).arg(&n_words).arg(&mut partial);
-            // SAFETY: matches read_stream_u32: data holds n_words 16-byte words, partial one u32 per block.
-            unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-            Ok(())
+            let a = ReadStreamU32 {
+                data: &data,
+                n_words: words as i64,
+                partial: &mut partial,
+            };
+            // SAFETY: data holds n_words 16-byte words, partial one u32 per block of the grid.
+            unsafe { self.read_stream_u32(&l, a) }
         };
         read()?; // warm-up
         let (r0, r1) = (ev()?, ev()?);

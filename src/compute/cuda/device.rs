@@ -11,12 +11,16 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg, sys};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
+    ValidAsZeroBits, sys,
+};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
-use half::f16;
 
+use super::entries::{Entries, Kernels, entry_is};
 use super::sources::{KernelFile, MEASURING_ENTRIES, files};
 use crate::compute::launch::{self, LaunchDims};
+use crate::compute::ops::attention_fused::cuda as fused;
 use crate::compute::{AttnInput, Backend, BackendError, Valid};
 
 /// Run `f`, turning a panic into `None` without printing it.
@@ -213,13 +217,45 @@ pub(crate) fn cfg(l: &LaunchDims) -> LaunchConfig {
     }
 }
 
-pub(crate) fn i(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
+impl Kernels for CudaBackend {
+    const NAME: &'static str = "CUDA";
+    type Buf<T: DeviceRepr + ValidAsZeroBits + Copy + Default> = CudaSlice<T>;
+    /// An empty slice uploads one zero: a zero-length allocation is not a buffer cudarc can pass.
+    fn upload<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(
+        &self,
+        host: &[T],
+    ) -> Result<CudaSlice<T>, BackendError> {
+        if host.is_empty() {
+            return self.zeros(1);
+        }
+        self.stream().clone_htod(host).map_err(dev)
+    }
+    fn zeros<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(&self, n: usize) -> Result<CudaSlice<T>, BackendError> {
+        self.stream().alloc_zeros(n.max(1)).map_err(dev)
+    }
+    fn download<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(
+        &self,
+        buf: &CudaSlice<T>,
+        host: &mut [T],
+    ) -> Result<(), BackendError> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.stream().memcpy_dtoh(buf, host).map_err(dev)
+    }
+    fn to_vec<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(
+        &self,
+        buf: &CudaSlice<T>,
+    ) -> Result<Vec<T>, BackendError> {
+        self.stream().clone_dtoh(buf).map_err(dev)
+    }
+    fn budget(&self, _: &[LaunchDims]) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
-pub(crate) fn bits(x: &[f16]) -> &[u16] {
-    bytemuck::cast_slice(x)
-}
+// `impl Entries for CudaBackend`: each entry's launch pushes its arguments to cudarc in the list's order.
+include!(concat!(env!("OUT_DIR"), "/cuda_entries_gpu.rs"));
 
 impl CudaBackend {
     /// The loaded kernel `entry`.
@@ -234,55 +270,14 @@ impl CudaBackend {
         &self.stream
     }
 
-    /// Upload Q, K and V of an attention problem.
-    pub(crate) fn upload_qkv(&self, inp: &AttnInput) -> Result<[CudaSlice<f32>; 3], BackendError> {
-        let s = &self.stream;
-        let [q, k, v] = inp.slices();
-        Ok([
-            s.clone_htod(q).map_err(dev)?,
-            s.clone_htod(k).map_err(dev)?,
-            s.clone_htod(v).map_err(dev)?,
-        ])
-    }
-
-    /// Launch `attention_fused_f32` on uploaded Q/K/V into `out` (asynchronous). The caller has
-    /// validated `inp` (it comes from a [`Valid`]).
-    pub(crate) fn launch_fused(
-        &self,
-        qkv: &[CudaSlice<f32>; 3],
-        out: &mut CudaSlice<f32>,
-        inp: &AttnInput,
-    ) -> Result<(), BackendError> {
-        let (h, kvh, t, hd) = inp.dims();
-        let l = crate::compute::ops::attention_fused::launch::cuda(h, t);
-        let (mk, w, sk) = inp.mask.code();
-        let (hh, kv, tt, hdim, scale) = (i(h), i(kvh), i(t), i(hd), 1.0 / (hd as f32).sqrt());
-        let mut a = self.stream.launch_builder(self.func(l.entry)?);
-        a.arg(&qkv[0])
-            .arg(&qkv[1])
-            .arg(&qkv[2])
-            .arg(out)
-            .arg(&hh)
-            .arg(&kv)
-            .arg(&tt)
-            .arg(&hdim)
-            .arg(&scale)
-            .arg(&mk)
-            .arg(&w)
-            .arg(&sk);
-        // SAFETY: matches attention_fused_f32; q [h,t,hd], k/v [kvh,t,hd], out [h,t,hd] (sizes validated).
-        unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-        Ok(())
-    }
-
     /// Milliseconds of one fused attention launch on device-resident Q/K/V (mean of `reps`).
     pub fn time_attention_fused_ms(&self, inp: &AttnInput, reps: usize) -> Result<f64, BackendError> {
         let checked = Valid::check(inp, &self.limits())?;
         let inp: &AttnInput = &checked;
         let (h, _, t, hd) = inp.dims();
-        let qkv = self.upload_qkv(inp)?;
+        let qkv = fused::upload_qkv(self, inp)?;
         let mut out: CudaSlice<f32> = self.stream.alloc_zeros(h * t * hd).map_err(dev)?;
-        self.launch_fused(&qkv, &mut out, inp)?; // warm-up
+        fused::launch(self, &qkv, &mut out, inp)?; // warm-up
         let ev = || {
             self.ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -291,7 +286,7 @@ impl CudaBackend {
         let (t0, t1) = (ev()?, ev()?);
         t0.record(&self.stream).map_err(dev)?;
         for _ in 0..reps {
-            self.launch_fused(&qkv, &mut out, inp)?;
+            fused::launch(self, &qkv, &mut out, inp)?;
         }
         t1.record(&self.stream).map_err(dev)?;
         Ok(t0.elapsed_ms(&t1).map_err(dev)? as f64 / reps as f64)

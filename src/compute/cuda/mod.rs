@@ -1,9 +1,10 @@
 //! CUDA: the `kernels/*.cu` sources, the NVRTC + cudarc backend for real NVIDIA GPUs, and the simulator
-//! backend that runs the same sources on CPU threads. Each op's launches live in its folder
-//! (`ops/<op>/cuda.rs` and `sim.rs`), its launch geometry in `ops/<op>/launch.rs`.
+//! backend that runs the same sources on CPU threads. Each op's launches live in its folder, written once
+//! for both backends (`ops/<op>/cuda.rs`), its launch geometry in `ops/<op>/launch.rs`; every entry
+//! point's argument list is generated from `kernels/shim/entries.def` (`entries`).
 //!
-//! `unsafe` (FFI into the shim and cudarc launches) lives in this module and in those two files of each
-//! op, the CUDA side of it; each use carries a `// SAFETY:` line.
+//! `unsafe` (FFI into the shim and cudarc launches) lives in this module and in that file of each op,
+//! the CUDA side of it; each use carries a `// SAFETY:` line.
 //!
 //! Both backends exist only with the `native` feature (the default). The web build keeps the sources
 //! (students still read them next to the result) and lists both backends as unavailable, "not in the
@@ -14,11 +15,15 @@ mod backend;
 #[cfg(feature = "native")]
 pub(crate) mod device;
 #[cfg(feature = "native")]
+pub(crate) mod entries;
+#[cfg(feature = "native")]
 pub(crate) mod sim;
 pub mod sources;
 
 #[cfg(feature = "native")]
 pub use device::{CudaBackend, compile, include_dirs, nvrtc_loaded, nvrtc_names, nvrtc_status, probe};
+#[cfg(feature = "native")]
+pub use entries::ENTRY_PARAMS;
 #[cfg(feature = "native")]
 pub use sim::{MAX_SIM_THREADS, SimBackend};
 

@@ -3,12 +3,16 @@
 //! `__syncthreads`, an exchange buffer for warp shuffles. It proves the kernels on machines without a
 //! GPU and lets students step the exact code a GPU would run. It is slow, so it refuses large launches.
 
-use half::f16;
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+use super::entries::{Entries, Kernels, MaskTableI32, ReadStreamU32, entry_is, i};
 use crate::compute::launch::{self, LaunchDims};
 use crate::compute::{Backend, BackendError, BackendKind};
 
 include!(concat!(env!("OUT_DIR"), "/sim_ffi.rs"));
+
+// `impl Entries for SimBackend`: each entry's launch calls the shim's C wrapper of that entry.
+include!(concat!(env!("OUT_DIR"), "/cuda_entries_sim.rs"));
 
 /// The most simulated CUDA threads one call may launch (about a second of CPU time).
 pub const MAX_SIM_THREADS: u64 = 1 << 20;
@@ -16,11 +20,6 @@ pub const MAX_SIM_THREADS: u64 = 1 << 20;
 /// The CUDA-on-CPU simulator backend.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SimBackend;
-
-/// `n` as a kernel's `int` argument (saturating).
-pub(crate) fn i(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
 
 /// Refuse launches too large to simulate.
 pub(crate) fn budget(launches: &[LaunchDims]) -> Result<(), BackendError> {
@@ -33,21 +32,36 @@ pub(crate) fn budget(launches: &[LaunchDims]) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// f16 values as the binary16 bits the shim takes.
-pub(crate) fn bits(x: &[f16]) -> &[u16] {
-    bytemuck::cast_slice(x)
-}
-
-/// f16 values as the binary16 bits the shim writes.
-pub(crate) fn bits_mut(x: &mut [f16]) -> &mut [u16] {
-    bytemuck::cast_slice_mut(x)
-}
-
 /// A launch's grid and block, as the wrappers' first six arguments; reported as a launch that ran
 /// (`compute::launch::report`), since every caller passes them to a wrapper next.
 pub(crate) fn dims(l: &LaunchDims) -> (u32, u32, u32, u32, u32, u32) {
     launch::ran_cuda(l);
     (l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2])
+}
+
+impl Kernels for SimBackend {
+    const NAME: &'static str = "cuda-sim";
+    type Buf<T: DeviceRepr + ValidAsZeroBits + Copy + Default> = Vec<T>;
+    fn upload<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(&self, host: &[T]) -> Result<Vec<T>, BackendError> {
+        Ok(host.to_vec())
+    }
+    fn zeros<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(&self, n: usize) -> Result<Vec<T>, BackendError> {
+        Ok(vec![T::default(); n])
+    }
+    fn download<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(
+        &self,
+        buf: &Vec<T>,
+        host: &mut [T],
+    ) -> Result<(), BackendError> {
+        host.copy_from_slice(buf);
+        Ok(())
+    }
+    fn to_vec<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(&self, buf: &Vec<T>) -> Result<Vec<T>, BackendError> {
+        Ok(buf.clone())
+    }
+    fn budget(&self, launches: &[LaunchDims]) -> Result<(), BackendError> {
+        budget(launches)
+    }
 }
 
 impl Backend for SimBackend {
@@ -59,8 +73,9 @@ impl Backend for SimBackend {
         "kernels/*.cu on CPU threads (C++ shim)".to_string()
     }
 
-    // `run_<op>` calls `ops::<op>::sim::run`, for every row of the op table.
-    crate::compute::ops::op_table!(impl_backend_ops[sim]);
+    // `run_<op>` calls `ops::<op>::cuda::run`, generic over both CUDA backends, for every row of the
+    // op table.
+    crate::compute::ops::op_table!(impl_backend_ops[cuda]);
 }
 
 impl SimBackend {
@@ -75,10 +90,14 @@ impl SimBackend {
         let l = launch::read_stream(n_words);
         budget(&[l])?;
         let mut partial = vec![0u32; l.grid[0] as usize];
-        let (a, b, c, d, e, f) = dims(&l);
+        let a = ReadStreamU32 {
+            data: &words,
+            n_words: n_words as i64,
+            partial: &mut partial,
+        };
         // SAFETY: `words` holds n_words 16-byte words; `partial` holds one u32
         // per block of the grid; the kernel reads only words[0..n_words] and writes partial[blockIdx.x].
-        unsafe { ffi::kvs_sim_read_stream_u32(a, b, c, d, e, f, words.as_ptr(), n_words as i64, partial.as_mut_ptr()) };
+        unsafe { self.read_stream_u32(&l, a) }?;
         Ok(partial)
     }
 }
@@ -94,10 +113,17 @@ impl SimBackend {
         };
         budget(&[l])?;
         let mut out = vec![-1i32; rows * cols];
-        let (mk, w, s) = mask.code();
-        let (a, b, c, d, e, f) = dims(&l);
+        let (mask_kind, window, sinks) = mask.code();
+        let a = MaskTableI32 {
+            out: &mut out,
+            rows: i(rows),
+            cols: i(cols),
+            mask_kind,
+            window,
+            sinks,
+        };
         // SAFETY: `out` holds rows·cols values; the kernel writes out[i·cols + j] for i < rows, j < cols.
-        unsafe { ffi::kvs_sim_mask_table_i32(a, b, c, d, e, f, out.as_mut_ptr(), i(rows), i(cols), mk, w, s) };
+        unsafe { self.mask_table_i32(&l, a) }?;
         Ok(out)
     }
 }

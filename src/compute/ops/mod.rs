@@ -2,14 +2,14 @@
 //!
 //! An op is one [`super::Backend`] method. Its folder `ops/<op>/` holds the input struct and its
 //! `validate`, the suite cases, the f64 reference (`reference.rs`), the launch geometry of its kernels
-//! (`launch.rs`), and one file per backend that implements it (`cpu.rs`, `cuda.rs`, `sim.rs`,
-//! `wgpu.rs`). Its kernels live in `kernels/<file>.cu` and `kernels/<file>.wgsl`, with entry points of
+//! (`launch.rs`), and one file per backend that implements it (`cpu.rs`, `wgpu.rs`, and `cuda.rs` for
+//! both CUDA backends). Its kernels live in `kernels/<file>.cu` and `kernels/<file>.wgsl`, with entry points of
 //! the same names on both sides.
 //!
 //! The table is the one list: the [`Op`] and [`Kernel`] enums, the `Backend` trait's op methods (the
 //! validating wrapper and the "not implemented" default), every backend's dispatch into the op folders,
 //! the cross-backend suite and the lists the tests iterate all come from it. A row that names a
-//! folder without one of its four backend files does not compile; see ARCHITECTURE.md, "How to add an
+//! folder without one of its three backend files does not compile; see ARCHITECTURE.md, "How to add an
 //! op".
 
 pub mod attention;

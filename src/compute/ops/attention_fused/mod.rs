@@ -6,9 +6,6 @@ pub(crate) mod cpu;
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
-#[cfg(feature = "native")]
-#[allow(unsafe_code)]
-pub(crate) mod sim;
 pub(crate) mod wgpu;
 
 use super::attention::{case_qkv, cases};

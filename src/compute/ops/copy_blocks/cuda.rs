@@ -1,31 +1,32 @@
-//! Whole-block copies on the CUDA backend: `copy_blocks_f16` on device copies of the pools, copied back.
+//! Whole-block copies on both CUDA backends: `copy_blocks_f16` of `kernels/kv_cache.cu` on copies of
+//! the pools in the kernels' memory, copied back.
 
-use cudarc::driver::PushKernelArg;
-use half::f16;
-
-use super::launch;
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{CopyBlocksF16, Entries};
+use crate::compute::cuda::entries::{bits, bits_mut, i};
 use crate::compute::{BackendError, CopyBlocksInput, Valid, f16_pool_mut};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<CopyBlocksInput>) -> Result<(), BackendError> {
+use super::launch;
+
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<CopyBlocksInput>) -> Result<(), BackendError> {
     let inp = inp.into_inner();
     let sh = inp.shape;
     let pairs = inp.pairs();
-    let (k_pool, v_pool) = (f16_pool_mut(inp.k_pool, "CUDA")?, f16_pool_mut(inp.v_pool, "CUDA")?);
-    let s = b.stream();
-    let mut kp = s.clone_htod(bits(k_pool)).map_err(dev)?;
-    let mut vp = s.clone_htod(bits(v_pool)).map_err(dev)?;
-    let bm = s.clone_htod(inp.block_mapping).map_err(dev)?;
-    let (n, per) = (i(pairs), i(sh.kv_heads * sh.block_size * sh.head_dim));
+    let (k_pool, v_pool) = (f16_pool_mut(inp.k_pool, K::NAME)?, f16_pool_mut(inp.v_pool, K::NAME)?);
     let l = launch::cuda(pairs);
-    let mut a = s.launch_builder(b.func(l.entry)?);
-    a.arg(&mut kp).arg(&mut vp).arg(&bm).arg(&n).arg(&per);
-    // SAFETY: matches copy_blocks_f16; every block id is inside the pool and no destination is
-    // also a source or another pair's destination (validated).
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-    s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(k_pool))
-        .map_err(dev)?;
-    s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(v_pool))
-        .map_err(dev)?;
-    Ok(())
+    b.budget(&[l])?;
+    let (mut kp, mut vp) = (b.upload(bits(k_pool))?, b.upload(bits(v_pool))?);
+    let bm = b.upload(inp.block_mapping)?;
+    let a = CopyBlocksF16 {
+        k_pool: &mut kp,
+        v_pool: &mut vp,
+        block_mapping: &bm,
+        num_pairs: i(pairs),
+        numel_per_block: i(sh.kv_heads * sh.block_size * sh.head_dim),
+    };
+    // SAFETY: the pools hold sh.numel() values; every block id in the mapping is inside the pool and
+    // the pairs are independent (validated), so each pair copies kv_heads·block_size·head_dim values
+    // within the pools.
+    unsafe { b.copy_blocks_f16(&l, a) }?;
+    b.download(&kp, bits_mut(k_pool))?;
+    b.download(&vp, bits_mut(v_pool))
 }

@@ -7,9 +7,6 @@ pub(crate) mod cpu;
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
-#[cfg(feature = "native")]
-#[allow(unsafe_code)]
-pub(crate) mod sim;
 pub mod suite;
 pub(crate) mod wgpu;
 

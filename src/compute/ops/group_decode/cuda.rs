@@ -1,76 +1,58 @@
-//! The group decode on the CUDA backend: `group_decode`, one block per (KV head, request).
-
-use cudarc::driver::{CudaSlice, PushKernelArg};
+//! The group decode on both CUDA backends: `group_decode` of `kernels/group_kv.cu`, one block per
+//! (KV head, request).
 
 use super::{GroupDecodeInput, launch};
-use crate::compute::cuda::device::{CudaBackend, cfg, dev, i};
+use crate::compute::cuda::entries::i;
+use crate::compute::cuda::entries::{Entries, GroupDecode};
 use crate::compute::{BackendError, Valid};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<&GroupDecodeInput>) -> Result<Vec<f32>, BackendError> {
-    let st = b.stream();
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<&GroupDecodeInput>) -> Result<Vec<f32>, BackendError> {
     let p = *inp;
     let s = p.shape;
     let c = p.cache;
     let (r, h, hd) = (p.requests(), p.n_heads, s.head_dim);
-    let q = st.clone_htod(p.q).map_err(dev)?;
-    let kc = st.clone_htod(&c.k_codes).map_err(dev)?;
-    let vc = st.clone_htod(&c.v_codes).map_err(dev)?;
-    let ks = st.clone_htod(&c.k_scale).map_err(dev)?;
-    let kz = st.clone_htod(&c.k_zero).map_err(dev)?;
-    let vs = st.clone_htod(&c.v_scale).map_err(dev)?;
-    let vz = st.clone_htod(&c.v_zero).map_err(dev)?;
-    let kr = st.clone_htod(&c.k_ring).map_err(dev)?;
-    let vr = st.clone_htod(&c.v_ring).map_err(dev)?;
-    let tables = st.clone_htod(p.block_tables).map_err(dev)?;
-    let lens = st.clone_htod(p.context_lens).map_err(dev)?;
-    let kq = st.clone_htod(p.k_quantised).map_err(dev)?;
-    let vq = st.clone_htod(p.v_quantised).map_err(dev)?;
-    let rings = st.clone_htod(p.rings).map_err(dev)?;
-    let mut out: CudaSlice<f32> = st.alloc_zeros(r * h * hd).map_err(dev)?;
-    let mut probs: CudaSlice<f32> = st.alloc_zeros((r * h * p.columns()).max(1)).map_err(dev)?;
     let l = launch::cuda(s.kv_heads, r);
-    let (mb, hh, kv, hdim, scale, g, cap, bits, sym, vpt) = (
-        i(p.max_blocks),
-        i(h),
-        i(s.kv_heads),
-        i(hd),
-        1.0 / (hd as f32).sqrt(),
-        i(s.fmt.group),
-        i(s.fmt.cap()),
-        s.fmt.bits as i32,
-        i32::from(s.fmt.symmetric),
-        i32::from(s.fmt.v_per_token),
-    );
-    let mut a = st.launch_builder(b.func(l.entry)?);
-    a.arg(&mut out)
-        .arg(&mut probs)
-        .arg(&q)
-        .arg(&kc)
-        .arg(&vc)
-        .arg(&ks)
-        .arg(&kz)
-        .arg(&vs)
-        .arg(&vz)
-        .arg(&kr)
-        .arg(&vr)
-        .arg(&tables)
-        .arg(&lens)
-        .arg(&kq)
-        .arg(&vq)
-        .arg(&rings)
-        .arg(&mb)
-        .arg(&hh)
-        .arg(&kv)
-        .arg(&hdim)
-        .arg(&scale)
-        .arg(&g)
-        .arg(&cap)
-        .arg(&bits)
-        .arg(&sym)
-        .arg(&vpt);
-    // SAFETY: matches group_decode's signature; validated: q [r,h,hd], the cache's buffers have the
-    // shape's sizes, quantised tokens' blocks are inside the pools, rings in range; out is [r,h,hd]
-    // and probs [r,h,max_blocks·G].
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-    st.clone_dtoh(&out).map_err(dev)
+    b.budget(&[l])?;
+    let (q, tables, lens) = (b.upload(p.q)?, b.upload(p.block_tables)?, b.upload(p.context_lens)?);
+    let (k_codes, v_codes) = (b.upload(&c.k_codes)?, b.upload(&c.v_codes)?);
+    let (k_scale, k_zero) = (b.upload(&c.k_scale)?, b.upload(&c.k_zero)?);
+    let (v_scale, v_zero) = (b.upload(&c.v_scale)?, b.upload(&c.v_zero)?);
+    let (k_ring, v_ring) = (b.upload(&c.k_ring)?, b.upload(&c.v_ring)?);
+    let (k_quantised, v_quantised) = (b.upload(p.k_quantised)?, b.upload(p.v_quantised)?);
+    let rings = b.upload(p.rings)?;
+    let mut out = b.zeros(r * h * hd)?;
+    let mut probs = b.zeros((r * h * p.columns()).max(1))?;
+    let a = GroupDecode {
+        out: &mut out,
+        probs: &mut probs,
+        q: &q,
+        k_codes: &k_codes,
+        v_codes: &v_codes,
+        k_scale: &k_scale,
+        k_zero: &k_zero,
+        v_scale: &v_scale,
+        v_zero: &v_zero,
+        k_ring: &k_ring,
+        v_ring: &v_ring,
+        block_tables: &tables,
+        context_lens: &lens,
+        k_quantised: &k_quantised,
+        v_quantised: &v_quantised,
+        rings: &rings,
+        max_blocks: i(p.max_blocks),
+        n_heads: i(h),
+        n_kv_heads: i(s.kv_heads),
+        head_dim: i(hd),
+        scale: 1.0 / (hd as f32).sqrt(),
+        group: i(s.fmt.group),
+        cap: i(s.fmt.cap()),
+        bits: s.fmt.bits as i32,
+        sym: i32::from(s.fmt.symmetric),
+        v_per_token: i32::from(s.fmt.v_per_token),
+    };
+    // SAFETY: validated: q is [r,h,hd], the cache's buffers have the shape's sizes, every block of a
+    // quantised token is inside the pools, every ring in range and the tokens in f16 fit their ring;
+    // out is [r,h,hd] and probs [r,h,max_blocks·G].
+    unsafe { b.group_decode(&l, a) }?;
+    b.to_vec(&out)
 }

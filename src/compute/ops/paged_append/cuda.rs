@@ -1,13 +1,13 @@
-//! The paged append on the CUDA backend: `paged_append_f16` on device copies of the pools, copied back.
+//! The paged append on both CUDA backends (the GPU through cudarc, the shim on CPU threads):
+//! `paged_append_f16` of `kernels/kv_cache.cu` on copies of the pools in the kernels' memory, copied back.
 
-use cudarc::driver::PushKernelArg;
-use half::f16;
-
-use super::launch;
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{Entries, PagedAppendF16};
+use crate::compute::cuda::entries::{bits, bits_mut, i};
 use crate::compute::{BackendError, PagedAppendInput, Valid, f16_pool_mut};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
+use super::launch;
+
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<PagedAppendInput>) -> Result<(), BackendError> {
     let PagedAppendInput {
         shape: sh,
         k_pool,
@@ -16,30 +16,25 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<PagedAppendInput>) -> Result<(), B
         k,
         v,
     } = inp.into_inner();
-    let (k_pool, v_pool) = (f16_pool_mut(k_pool, "CUDA")?, f16_pool_mut(v_pool, "CUDA")?);
-    let s = b.stream();
-    let mut kp = s.clone_htod(bits(k_pool)).map_err(dev)?;
-    let mut vp = s.clone_htod(bits(v_pool)).map_err(dev)?;
-    let kd = s.clone_htod(k).map_err(dev)?;
-    let vd = s.clone_htod(v).map_err(dev)?;
-    let sm = s.clone_htod(slot_mapping).map_err(dev)?;
-    let (n, kv, bs, hd) = (i(slot_mapping.len()), i(sh.kv_heads), i(sh.block_size), i(sh.head_dim));
+    let (k_pool, v_pool) = (f16_pool_mut(k_pool, K::NAME)?, f16_pool_mut(v_pool, K::NAME)?);
     let l = launch::cuda(slot_mapping.len());
-    let mut a = s.launch_builder(b.func(l.entry)?);
-    a.arg(&mut kp)
-        .arg(&mut vp)
-        .arg(&kd)
-        .arg(&vd)
-        .arg(&sm)
-        .arg(&n)
-        .arg(&kv)
-        .arg(&bs)
-        .arg(&hd);
-    // SAFETY: matches paged_append_f16; every non-negative slot lies inside the pool (validated).
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-    s.memcpy_dtoh(&kp, bytemuck::cast_slice_mut::<f16, u16>(k_pool))
-        .map_err(dev)?;
-    s.memcpy_dtoh(&vp, bytemuck::cast_slice_mut::<f16, u16>(v_pool))
-        .map_err(dev)?;
-    Ok(())
+    b.budget(&[l])?;
+    let (mut kp, mut vp) = (b.upload(bits(k_pool))?, b.upload(bits(v_pool))?);
+    let (kd, vd, sm) = (b.upload(k)?, b.upload(v)?, b.upload(slot_mapping)?);
+    let a = PagedAppendF16 {
+        k_pool: &mut kp,
+        v_pool: &mut vp,
+        k: &kd,
+        v: &vd,
+        slot_mapping: &sm,
+        num_tokens: i(slot_mapping.len()),
+        n_kv_heads: i(sh.kv_heads),
+        block_size: i(sh.block_size),
+        head_dim: i(sh.head_dim),
+    };
+    // SAFETY: the pools hold sh.numel() values, every non-negative slot lies inside the pool
+    // (validated), and k/v hold tokens·kv_heads·head_dim values.
+    unsafe { b.paged_append_f16(&l, a) }?;
+    b.download(&kp, bits_mut(k_pool))?;
+    b.download(&vp, bits_mut(v_pool))
 }

@@ -1,75 +1,65 @@
-//! Paged prefill on the CUDA backend: `paged_prefill_f16` over every (KV head, query row, partition), then
-//! `paged_attention_reduce_f32` over the rows' partitions.
-
-use cudarc::driver::{CudaSlice, PushKernelArg};
+//! Paged prefill on both CUDA backends: `paged_prefill_f16` over every (KV head, query row, partition),
+//! then `paged_attention_reduce_f32` over the rows' partitions (`kernels/paged_attention.cu`).
 
 use super::{PagedPrefillInput, launch};
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{Entries, PagedAttentionReduceF32, PagedPrefillF16};
+use crate::compute::cuda::entries::{bits, i};
 use crate::compute::ops::paged_decode::launch as decode_launch;
 use crate::compute::{BackendError, Valid, f16_pool};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<&PagedPrefillInput>) -> Result<Vec<f32>, BackendError> {
-    let st = b.stream();
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<&PagedPrefillInput>) -> Result<Vec<f32>, BackendError> {
     let s = inp.shape;
     let (q_rows, h, hd) = (inp.rows(), inp.n_heads, s.head_dim);
     let p = decode_launch::cuda_num_partitions(inp.max_context());
-    let map = inp.row_map();
-    let q = st.clone_htod(inp.q).map_err(dev)?;
-    let k_pool = st.clone_htod(bits(f16_pool(inp.k_pool, "CUDA")?)).map_err(dev)?;
-    let v_pool = st.clone_htod(bits(f16_pool(inp.v_pool, "CUDA")?)).map_err(dev)?;
-    let tables = st.clone_htod(inp.block_tables).map_err(dev)?;
-    let row_req = st.clone_htod(&map.req).map_err(dev)?;
-    let row_ctx = st.clone_htod(&map.ctx).map_err(dev)?;
-    let mut tmp_out: CudaSlice<f32> = st.alloc_zeros(q_rows * h * p * hd).map_err(dev)?;
-    let mut tmp_max: CudaSlice<f32> = st.alloc_zeros(q_rows * h * p).map_err(dev)?;
-    let mut tmp_sum: CudaSlice<f32> = st.alloc_zeros(q_rows * h * p).map_err(dev)?;
-    let mut out: CudaSlice<f32> = st.alloc_zeros(q_rows * h * hd).map_err(dev)?;
     let (lp, lr) = (
         launch::cuda(s.kv_heads, q_rows, p),
         decode_launch::cuda_reduce(h, q_rows),
     );
-    let (nq, mb, np, hh, kv, bsz, hdim, scale) = (
-        i(q_rows),
-        i(inp.max_blocks),
-        i(p),
-        i(h),
-        i(s.kv_heads),
-        i(s.block_size),
-        i(hd),
-        1.0 / (hd as f32).sqrt(),
-    );
-    let mut a = st.launch_builder(b.func(lp.entry)?);
-    a.arg(&mut tmp_out)
-        .arg(&mut tmp_max)
-        .arg(&mut tmp_sum)
-        .arg(&q)
-        .arg(&k_pool)
-        .arg(&v_pool)
-        .arg(&tables)
-        .arg(&row_req)
-        .arg(&row_ctx);
-    a.arg(&nq)
-        .arg(&mb)
-        .arg(&np)
-        .arg(&hh)
-        .arg(&kv)
-        .arg(&bsz)
-        .arg(&hdim)
-        .arg(&scale);
-    // SAFETY: matches paged_prefill_f16's signature; validated as the rows' decode problem: q [Q,H,hd],
-    // pools [num_blocks,KVH,B,hd] f16, every row's live blocks inside the pool; row_req/row_ctx [Q];
-    // temporaries [Q,H,P(,hd)].
-    unsafe { a.launch(cfg(&lp)) }.map_err(dev)?;
-    let mut a = st.launch_builder(b.func(lr.entry)?);
-    a.arg(&mut out)
-        .arg(&tmp_out)
-        .arg(&tmp_max)
-        .arg(&tmp_sum)
-        .arg(&row_ctx)
-        .arg(&np)
-        .arg(&hh)
-        .arg(&hdim);
-    // SAFETY: matches paged_attention_reduce_f32 over Q rows: out [Q,H,hd], temporaries as above.
-    unsafe { a.launch(cfg(&lr)) }.map_err(dev)?;
-    st.clone_dtoh(&out).map_err(dev)
+    b.budget(&[lp, lr])?;
+    let map = inp.row_map();
+    let q = b.upload(inp.q)?;
+    let k_pool = b.upload(bits(f16_pool(inp.k_pool, K::NAME)?))?;
+    let v_pool = b.upload(bits(f16_pool(inp.v_pool, K::NAME)?))?;
+    let tables = b.upload(inp.block_tables)?;
+    let (row_req, row_ctx) = (b.upload(&map.req)?, b.upload(&map.ctx)?);
+    let mut tmp_out = b.zeros(q_rows * h * p * hd)?;
+    let mut tmp_max = b.zeros(q_rows * h * p)?;
+    let mut tmp_sum = b.zeros(q_rows * h * p)?;
+    let mut out = b.zeros(q_rows * h * hd)?;
+    let a = PagedPrefillF16 {
+        tmp_out: &mut tmp_out,
+        tmp_max: &mut tmp_max,
+        tmp_sum: &mut tmp_sum,
+        q: &q,
+        k_pool: &k_pool,
+        v_pool: &v_pool,
+        block_tables: &tables,
+        row_req: &row_req,
+        row_ctx: &row_ctx,
+        n_rows: i(q_rows),
+        max_blocks_per_seq: i(inp.max_blocks),
+        num_partitions: i(p),
+        n_heads: i(h),
+        n_kv_heads: i(s.kv_heads),
+        block_size: i(s.block_size),
+        head_dim: i(hd),
+        scale: 1.0 / (hd as f32).sqrt(),
+    };
+    // SAFETY: validated as the rows' decode problem: q [Q,H,hd], pools [num_blocks,KVH,B,hd] f16, every
+    // row's live blocks a table entry inside the pool; row_req/row_ctx [Q]; temporaries [Q,H,P(,hd)].
+    unsafe { b.paged_prefill_f16(&lp, a) }?;
+    let a = PagedAttentionReduceF32 {
+        out: &mut out,
+        tmp_out: &tmp_out,
+        tmp_max: &tmp_max,
+        tmp_sum: &tmp_sum,
+        context_lens: &row_ctx,
+        num_partitions: i(p),
+        n_heads: i(h),
+        head_dim: i(hd),
+    };
+    // SAFETY: out is [Q,H,hd]; the temporaries were sized above for the same Q, H, P, hd, and each row's
+    // context length is in row_ctx [Q].
+    unsafe { b.paged_attention_reduce_f32(&lr, a) }?;
+    b.to_vec(&out)
 }

@@ -1,15 +1,14 @@
-//! The dequantising decode on the CUDA backend: `quant_decode_u8`, one block per (KV head, request).
-
-use cudarc::driver::{CudaSlice, PushKernelArg};
+//! The dequantising decode on both CUDA backends: `quant_decode_u8` of `kernels/quant_kv.cu`, one block
+//! per (KV head, request).
 
 use super::{QuantDecodeInput, launch};
 use crate::cache::dtype::quant::Quant;
-use crate::compute::cuda::device::{CudaBackend, cfg, dev, i};
+use crate::compute::cuda::entries::i;
+use crate::compute::cuda::entries::{Entries, QuantDecodeU8};
 use crate::compute::{BackendError, Valid};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<&QuantDecodeInput>) -> Result<Vec<f32>, BackendError> {
-    let st = b.stream();
-    let (fmt, mode) = (
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<&QuantDecodeInput>) -> Result<Vec<f32>, BackendError> {
+    let (fmt, scale_mode) = (
         inp.quant().kernel_code(),
         Quant::scale_mode(inp.0.shape.dtype.format().scales),
     );
@@ -17,45 +16,36 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<&QuantDecodeInput>) -> Result<Vec<
     let p = inp.0;
     let s = p.shape;
     let (r, h, hd) = (p.requests(), p.n_heads, s.head_dim);
-    let q = st.clone_htod(p.q).map_err(dev)?;
-    let k_pool = st.clone_htod(p.k_pool.bytes).map_err(dev)?;
-    let v_pool = st.clone_htod(p.v_pool.bytes).map_err(dev)?;
-    let k_scales = st.clone_htod(p.k_pool.scales).map_err(dev)?;
-    let v_scales = st.clone_htod(p.v_pool.scales).map_err(dev)?;
-    let tables = st.clone_htod(p.block_tables).map_err(dev)?;
-    let lens = st.clone_htod(p.context_lens).map_err(dev)?;
-    let mut out: CudaSlice<f32> = st.alloc_zeros(r * h * hd).map_err(dev)?;
-    let mut probs: CudaSlice<f32> = st.alloc_zeros((r * h * cols).max(1)).map_err(dev)?;
     let l = launch::cuda(s.kv_heads, r);
-    let (mb, hh, kv, bs, hdim, scale) = (
-        i(p.max_blocks),
-        i(h),
-        i(s.kv_heads),
-        i(s.block_size),
-        i(hd),
-        1.0 / (hd as f32).sqrt(),
-    );
-    let mut a = st.launch_builder(b.func(l.entry)?);
-    a.arg(&mut out)
-        .arg(&mut probs)
-        .arg(&q)
-        .arg(&k_pool)
-        .arg(&v_pool)
-        .arg(&k_scales)
-        .arg(&v_scales)
-        .arg(&tables)
-        .arg(&lens)
-        .arg(&mb)
-        .arg(&hh)
-        .arg(&kv)
-        .arg(&bs)
-        .arg(&hdim)
-        .arg(&scale)
-        .arg(&fmt)
-        .arg(&mode);
-    // SAFETY: matches quant_decode_u8's signature; sizes validated: q [r,h,hd], pools
-    // [num_blocks,kvh,bs,hd] bytes with their layout's scales, tables [r,max_blocks] with live blocks
-    // inside the pool; out is [r,h,hd] and probs [r,h,max_blocks·bs].
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-    st.clone_dtoh(&out).map_err(dev)
+    b.budget(&[l])?;
+    let q = b.upload(p.q)?;
+    let (k_pool, v_pool) = (b.upload(p.k_pool.bytes)?, b.upload(p.v_pool.bytes)?);
+    let (k_scales, v_scales) = (b.upload(p.k_pool.scales)?, b.upload(p.v_pool.scales)?);
+    let (tables, lens) = (b.upload(p.block_tables)?, b.upload(p.context_lens)?);
+    let mut out = b.zeros(r * h * hd)?;
+    let mut probs = b.zeros((r * h * cols).max(1))?;
+    let a = QuantDecodeU8 {
+        out: &mut out,
+        probs: &mut probs,
+        q: &q,
+        k_pool: &k_pool,
+        v_pool: &v_pool,
+        k_scales: &k_scales,
+        v_scales: &v_scales,
+        block_tables: &tables,
+        context_lens: &lens,
+        max_blocks: i(p.max_blocks),
+        n_heads: i(h),
+        n_kv_heads: i(s.kv_heads),
+        block_size: i(s.block_size),
+        head_dim: i(hd),
+        scale: 1.0 / (hd as f32).sqrt(),
+        fmt,
+        scale_mode,
+    };
+    // SAFETY: sizes validated (only validation makes a `Valid`): q is [r,h,hd], the pools
+    // [num_blocks,kvh,bs,hd] bytes with their layout's scales, block_tables [r,max_blocks] with every
+    // block of a live token inside the pool; out is [r,h,hd] and probs [r,h,max_blocks·bs].
+    unsafe { b.quant_decode_u8(&l, a) }?;
+    b.to_vec(&out)
 }

@@ -10,9 +10,6 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub mod launch;
 pub mod reference;
-#[cfg(feature = "native")]
-#[allow(unsafe_code)]
-pub(crate) mod sim;
 pub mod suite;
 pub(crate) mod wgpu;
 

@@ -1,56 +1,51 @@
-//! The score-returning decode on the CUDA backend: `score_decode_f16`, one block per (KV head, request).
-
-use cudarc::driver::{CudaSlice, PushKernelArg};
+//! The score-returning decode on both CUDA backends: `score_decode_f16` of `kernels/score_attention.cu`,
+//! one block per (KV head, request).
 
 use super::{ScoreDecodeInput, ScoreDecodeOut, launch};
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{Entries, ScoreDecodeF16};
+use crate::compute::cuda::entries::{bits, i};
 use crate::compute::{BackendError, Valid, f16_pool};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<&ScoreDecodeInput>) -> Result<ScoreDecodeOut, BackendError> {
-    let st = b.stream();
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<&ScoreDecodeInput>) -> Result<ScoreDecodeOut, BackendError> {
     let s = inp.shape;
     let (r, h, hd, cols) = (inp.requests(), inp.n_heads, s.head_dim, inp.columns());
-    let q = st.clone_htod(inp.q).map_err(dev)?;
-    let k_pool = st.clone_htod(bits(f16_pool(inp.k_pool, "CUDA")?)).map_err(dev)?;
-    let v_pool = st.clone_htod(bits(f16_pool(inp.v_pool, "CUDA")?)).map_err(dev)?;
-    let tables = st.clone_htod(inp.block_tables).map_err(dev)?;
-    let lens = st.clone_htod(inp.context_lens).map_err(dev)?;
-    let valid = st.clone_htod(inp.valid).map_err(dev)?;
-    let mut out: CudaSlice<f32> = st.alloc_zeros(r * h * hd).map_err(dev)?;
-    let mut probs: CudaSlice<f32> = st.alloc_zeros(r * h * cols).map_err(dev)?;
-    let mut scores: CudaSlice<f32> = st.alloc_zeros(r * s.kv_heads * cols).map_err(dev)?;
     let l = launch::cuda(s.kv_heads, r);
-    let (mb, hh, kv, bs, hdim, scale) = (
-        i(inp.max_blocks),
-        i(h),
-        i(s.kv_heads),
-        i(s.block_size),
-        i(hd),
-        1.0 / (hd as f32).sqrt(),
+    b.budget(&[l])?;
+    let q = b.upload(inp.q)?;
+    let k_pool = b.upload(bits(f16_pool(inp.k_pool, K::NAME)?))?;
+    let v_pool = b.upload(bits(f16_pool(inp.v_pool, K::NAME)?))?;
+    let (tables, lens, valid) = (
+        b.upload(inp.block_tables)?,
+        b.upload(inp.context_lens)?,
+        b.upload(inp.valid)?,
     );
-    let mut a = st.launch_builder(b.func(l.entry)?);
-    a.arg(&mut out)
-        .arg(&mut probs)
-        .arg(&mut scores)
-        .arg(&q)
-        .arg(&k_pool)
-        .arg(&v_pool)
-        .arg(&tables)
-        .arg(&lens)
-        .arg(&valid)
-        .arg(&mb)
-        .arg(&hh)
-        .arg(&kv)
-        .arg(&bs)
-        .arg(&hdim)
-        .arg(&scale);
-    // SAFETY: matches score_decode_f16's signature; sizes validated: q [r,h,hd], pools
-    // [num_blocks,kvh,bs,hd], tables [r,max_blocks] with live blocks inside the pool, valid
-    // [num_blocks,kvh,bs], out [r,h,hd], probs [r,h,max_blocks·bs], scores [r,kvh,max_blocks·bs].
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+    let mut out = b.zeros(r * h * hd)?;
+    let mut probs = b.zeros(r * h * cols)?;
+    let mut scores = b.zeros(r * s.kv_heads * cols)?;
+    let a = ScoreDecodeF16 {
+        out: &mut out,
+        probs: &mut probs,
+        scores: &mut scores,
+        q: &q,
+        k_pool: &k_pool,
+        v_pool: &v_pool,
+        block_tables: &tables,
+        context_lens: &lens,
+        valid: &valid,
+        max_blocks: i(inp.max_blocks),
+        n_heads: i(h),
+        n_kv_heads: i(s.kv_heads),
+        block_size: i(s.block_size),
+        head_dim: i(hd),
+        scale: 1.0 / (hd as f32).sqrt(),
+    };
+    // SAFETY: sizes validated (only validation makes a `Valid`): q is [r,h,hd], pools [num_blocks,kvh,bs,hd]
+    // f16, block_tables [r,max_blocks] with every block of a live token inside the pool, valid
+    // [num_blocks,kvh,bs]; out is [r,h,hd], probs [r,h,max_blocks·bs] and scores [r,kvh,max_blocks·bs].
+    unsafe { b.score_decode_f16(&l, a) }?;
     Ok(ScoreDecodeOut {
-        out: st.clone_dtoh(&out).map_err(dev)?,
-        probs: st.clone_dtoh(&probs).map_err(dev)?,
-        scores: st.clone_dtoh(&scores).map_err(dev)?,
+        out: b.to_vec(&out)?,
+        probs: b.to_vec(&probs)?,
+        scores: b.to_vec(&scores)?,
     })
 }

@@ -1,14 +1,13 @@
-//! The static-cache append on the CUDA backend: `static_cache_append_f16` on device copies of the
-//! caches, copied back.
+//! The static-cache append on both CUDA backends: `static_cache_append_f16` of `kernels/kv_cache.cu`
+//! on copies of the caches in the kernels' memory, copied back.
 
-use cudarc::driver::PushKernelArg;
-use half::f16;
-
-use super::launch;
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{Entries, StaticCacheAppendF16};
+use crate::compute::cuda::entries::{bits, bits_mut, i};
 use crate::compute::{BackendError, StaticAppendInput, Valid};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<StaticAppendInput>) -> Result<(), BackendError> {
+use super::launch;
+
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<StaticAppendInput>) -> Result<(), BackendError> {
     let StaticAppendInput {
         shape: sh,
         k_cache,
@@ -18,36 +17,25 @@ pub(crate) fn run(b: &CudaBackend, inp: Valid<StaticAppendInput>) -> Result<(), 
         k_new,
         v_new,
     } = inp.into_inner();
-    let s = b.stream();
-    let mut kc = s.clone_htod(bits(k_cache)).map_err(dev)?;
-    let mut vc = s.clone_htod(bits(v_cache)).map_err(dev)?;
-    let kn = s.clone_htod(k_new).map_err(dev)?;
-    let vn = s.clone_htod(v_new).map_err(dev)?;
-    let (ly, ps, bt, kv, ms, hd) = (
-        i(layer),
-        i(pos),
-        i(sh.batch),
-        i(sh.kv_heads),
-        i(sh.max_seq_len),
-        i(sh.head_dim),
-    );
     let l = launch::cuda(sh.batch, sh.kv_heads);
-    let mut a = s.launch_builder(b.func(l.entry)?);
-    a.arg(&mut kc)
-        .arg(&mut vc)
-        .arg(&kn)
-        .arg(&vn)
-        .arg(&ly)
-        .arg(&ps)
-        .arg(&bt)
-        .arg(&kv)
-        .arg(&ms)
-        .arg(&hd);
-    // SAFETY: matches static_cache_append_f16; caches hold numel() values, layer/pos validated in range.
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
-    s.memcpy_dtoh(&kc, bytemuck::cast_slice_mut::<f16, u16>(k_cache))
-        .map_err(dev)?;
-    s.memcpy_dtoh(&vc, bytemuck::cast_slice_mut::<f16, u16>(v_cache))
-        .map_err(dev)?;
-    Ok(())
+    b.budget(&[l])?;
+    let (mut kc, mut vc) = (b.upload(bits(k_cache))?, b.upload(bits(v_cache))?);
+    let (kn, vn) = (b.upload(k_new)?, b.upload(v_new)?);
+    let a = StaticCacheAppendF16 {
+        k_cache: &mut kc,
+        v_cache: &mut vc,
+        k_new: &kn,
+        v_new: &vn,
+        layer: i(layer),
+        pos: i(pos),
+        batch: i(sh.batch),
+        n_kv_heads: i(sh.kv_heads),
+        max_seq: i(sh.max_seq_len),
+        head_dim: i(sh.head_dim),
+    };
+    // SAFETY: the caches hold sh.numel() values and k_new/v_new batch·kv_heads·head_dim, with layer and
+    // pos in range (validated); the kernel writes only row (layer, ·, ·, pos).
+    unsafe { b.static_cache_append_f16(&l, a) }?;
+    b.download(&kc, bits_mut(k_cache))?;
+    b.download(&vc, bits_mut(v_cache))
 }

@@ -1,57 +1,48 @@
-//! The streaming decode on the CUDA backend: `stream_decode_f16`, one block per (query head, request).
-
-use cudarc::driver::{CudaSlice, PushKernelArg};
+//! The streaming decode on both CUDA backends: `stream_decode_f16` of `kernels/stream_attention.cu`, one
+//! block per (query head, request).
 
 use super::{StreamDecodeInput, StreamDecodeOut, launch};
-use crate::compute::cuda::device::{CudaBackend, bits, cfg, dev, i};
+use crate::compute::cuda::entries::{Entries, StreamDecodeF16};
+use crate::compute::cuda::entries::{bits, i};
 use crate::compute::{BackendError, Valid, f16_pool};
 
-pub(crate) fn run(b: &CudaBackend, inp: Valid<&StreamDecodeInput>) -> Result<StreamDecodeOut, BackendError> {
-    let st = b.stream();
+pub(crate) fn run<K: Entries>(b: &K, inp: Valid<&StreamDecodeInput>) -> Result<StreamDecodeOut, BackendError> {
     let s = inp.shape;
     let (r, h, hd) = (inp.requests(), inp.n_heads, s.head_dim);
-    let q = st.clone_htod(inp.q).map_err(dev)?;
-    let q_pos = st.clone_htod(inp.q_pos).map_err(dev)?;
-    let k_pool = st.clone_htod(bits(f16_pool(inp.k_pool, "CUDA")?)).map_err(dev)?;
-    let v_pool = st.clone_htod(bits(f16_pool(inp.v_pool, "CUDA")?)).map_err(dev)?;
-    let tables = st.clone_htod(inp.block_tables).map_err(dev)?;
-    let lens = st.clone_htod(inp.context_lens).map_err(dev)?;
-    let key_pos = st.clone_htod(inp.key_pos).map_err(dev)?;
-    let table = st.clone_htod(inp.cos_sin).map_err(dev)?;
-    let mut out: CudaSlice<f32> = st.alloc_zeros(r * h * hd).map_err(dev)?;
-    let mut probs: CudaSlice<f32> = st.alloc_zeros(r * h * inp.columns()).map_err(dev)?;
     let l = launch::cuda(h, r);
-    let (mb, hh, kv, bs, hdim, scale) = (
-        i(inp.max_blocks),
-        i(h),
-        i(s.kv_heads),
-        i(s.block_size),
-        i(hd),
-        1.0 / (hd as f32).sqrt(),
-    );
-    let mut a = st.launch_builder(b.func(l.entry)?);
-    a.arg(&mut out)
-        .arg(&mut probs)
-        .arg(&q)
-        .arg(&q_pos)
-        .arg(&k_pool)
-        .arg(&v_pool)
-        .arg(&tables)
-        .arg(&lens)
-        .arg(&key_pos)
-        .arg(&table)
-        .arg(&mb)
-        .arg(&hh)
-        .arg(&kv)
-        .arg(&bs)
-        .arg(&hdim)
-        .arg(&scale);
-    // SAFETY: matches stream_decode_f16's signature; sizes validated: q [r,h,hd], q_pos [r], pools
-    // [num_blocks,kvh,bs,hd], tables [r,max_blocks] with live blocks inside the pool, key_pos
-    // [r,max_blocks·bs] with live positions inside the table, out [r,h,hd], probs [r,h,max_blocks·bs].
-    unsafe { a.launch(cfg(&l)) }.map_err(dev)?;
+    b.budget(&[l])?;
+    let (q, q_pos) = (b.upload(inp.q)?, b.upload(inp.q_pos)?);
+    let k_pool = b.upload(bits(f16_pool(inp.k_pool, K::NAME)?))?;
+    let v_pool = b.upload(bits(f16_pool(inp.v_pool, K::NAME)?))?;
+    let (tables, lens) = (b.upload(inp.block_tables)?, b.upload(inp.context_lens)?);
+    let (key_pos, cos_sin) = (b.upload(inp.key_pos)?, b.upload(inp.cos_sin)?);
+    let mut out = b.zeros(r * h * hd)?;
+    let mut probs = b.zeros(r * h * inp.columns())?;
+    let a = StreamDecodeF16 {
+        out: &mut out,
+        probs: &mut probs,
+        q: &q,
+        q_pos: &q_pos,
+        k_pool: &k_pool,
+        v_pool: &v_pool,
+        block_tables: &tables,
+        context_lens: &lens,
+        key_pos: &key_pos,
+        cos_sin: &cos_sin,
+        max_blocks: i(inp.max_blocks),
+        n_heads: i(h),
+        n_kv_heads: i(s.kv_heads),
+        block_size: i(s.block_size),
+        head_dim: i(hd),
+        scale: 1.0 / (hd as f32).sqrt(),
+    };
+    // SAFETY: sizes validated (only validation makes a `Valid`): q is [r,h,hd], q_pos [r], pools
+    // [num_blocks,kvh,bs,hd] f16, block_tables [r,max_blocks] with every block of a live token inside the
+    // pool, key_pos [r,max_blocks·bs] with every position of a live token inside the [P,hd] table (as
+    // q_pos); out is [r,h,hd] and probs [r,h,max_blocks·bs].
+    unsafe { b.stream_decode_f16(&l, a) }?;
     Ok(StreamDecodeOut {
-        out: st.clone_dtoh(&out).map_err(dev)?,
-        probs: st.clone_dtoh(&probs).map_err(dev)?,
+        out: b.to_vec(&out)?,
+        probs: b.to_vec(&probs)?,
     })
 }
