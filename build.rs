@@ -203,7 +203,11 @@ fn cuda_entries(list: &[Entry]) {
             e.name, e.name
         );
         let names: Vec<String> = e.args.iter().map(|(_, n)| format!("r#{n}")).collect();
-        let pattern = format!("super::entries::{ty} {{ {}{} }}", names.join(", "), if has_buf { "" } else { ", .." });
+        let pattern = format!(
+            "super::entries::{ty} {{ {}{} }}",
+            names.join(", "),
+            if has_buf { "" } else { ", .." }
+        );
         let ptrs: Vec<String> = e
             .args
             .iter()

@@ -21,8 +21,9 @@ WB="$WB_ROOT/bin/wasm-bindgen"
 if [ ! -x "$WB" ]; then
   log "installing wasm-bindgen-cli $WB_VERSION (the version Cargo.lock pins) into $WB_ROOT"
   # --locked first; the crates.io mirror may lack one of its locked dependencies, then resolve afresh.
-  cargo install wasm-bindgen-cli --version "$WB_VERSION" --locked --root "$WB_ROOT" \
-    || cargo install wasm-bindgen-cli --version "$WB_VERSION" --root "$WB_ROOT"
+  # Without scripts/test.sh's clippy-driver wrapper: it lints kvscope, not the tools it installs.
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --locked --root "$WB_ROOT" \
+    || env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --root "$WB_ROOT"
 fi
 
 log "cargo rustc --lib --crate-type cdylib --target wasm32-unknown-unknown --no-default-features --features web --profile web"

@@ -277,6 +277,7 @@ def main():
     ap.add_argument("--max-gzip-mb", type=float, default=12.0)
     ap.add_argument("--skip-walk", action="store_true", help="skip opening every step (a quicker run)")
     ap.add_argument("--walk-lessons", type=int, default=99, help="open the steps of this many lessons")
+    ap.add_argument("--step-times", action="store_true", help="print each step's compute and screenshot seconds")
     a = ap.parse_args()
     print(f"[{a.mode}] bundle {a.dist}:", flush=True)
     sizes(a.dist, a.max_gzip_mb)
@@ -309,11 +310,11 @@ def main():
             fail(f"the first screenshot has {n} colours: blank")
         if a.shots:
             open(os.path.join(a.shots, f"{a.mode}-first.png"), "wb").write(png)
-        # Frame time: move the pointer over the heatmap 120 times (each hover repaints), then read eframe's
+        # Frame time: move the pointer over the heatmap 40 times (each hover repaints), then read eframe's
         # CPU time per frame (the mean of the last 120 frames) and the frames drawn per second of moving.
         f0 = state(d).get("frames", 0)
         moves = [{"type": "pointerMove", "duration": 16, "origin": "viewport",
-                  "x": 300 + (i * 37) % 500, "y": 80 + (i * 53) % 250} for i in range(120)]
+                  "x": 300 + (i * 37) % 500, "y": 80 + (i * 53) % 250} for i in range(40)]
         t_move = time.time()
         d.s("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse",
                                               "parameters": {"pointerType": "mouse"}, "actions": moves}]})
@@ -323,7 +324,7 @@ def main():
         drawn = st.get("frames", 0) - f0
         print(f"[{a.mode}] lesson 1 at the default size (1280x800 window): {st.get('frameCpuMs', float('nan')):.1f} ms "
               f"of CPU per frame (eframe's measure, mean of the last {min(120, int(st.get('frames', 0)))} frames; "
-              f"{drawn} frames drawn during 120 pointer moves, which chromedriver took {t_move:.1f} s to send)",
+              f"{drawn} frames drawn during {len(moves)} pointer moves, which chromedriver took {t_move:.1f} s to send)",
               flush=True)
 
         lessons = json.loads(st["lessons"])
@@ -355,9 +356,13 @@ def main():
                     fail(f"{lid} step {step}: computed on {st.get('backend')}, not on wgpu")
                 if st.get("error"):
                     fail(f"{lid} step {step}: the lesson's computation failed: {st['error']}")
+                t_shot = time.time()
                 png, n = shot(d)
                 if n is not None and n < 8:
                     fail(f"{lid} step {step}: the screenshot has {n} colours: blank")
+                if a.step_times:
+                    print(f"[{a.mode}]   {lid} step {step}: {took:.2f} s to compute, {time.time() - t_shot:.2f} s to "
+                          f"screenshot", flush=True)
                 if a.shots and step in (1, steps):
                     open(os.path.join(a.shots, f"{a.mode}-{lid}-{step}.png"), "wb").write(png)
                 visited += 1

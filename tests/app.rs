@@ -819,8 +819,10 @@ fn entries_and_threads(
 /// is on stays on; never past a negative minimum), and the move is kept when the lesson still computes
 /// on the CPU backend, launches exactly the same entries there, and launches fewer CUDA threads in all.
 /// Switches, texts and the choice of format or policy that changes the entries are never moved. The
-/// lessons are split round-robin over three tests, so that they run side by side and none takes minutes
-/// (at these values lesson 12 alone takes about 2 minutes here, lessons 8–10 about half a minute each).
+/// lessons are split round-robin over six tests, two lessons each, so that they run side by side and
+/// none takes more than about two minutes (at these values lesson 12 alone takes about 110 s of shim
+/// work here, in about 3,000 launches, lessons 8–10 about half a minute each; each test prints its
+/// lessons' launches per entry).
 fn cuda_sim_walk(part: usize, parts: usize) {
     use kvscope::lessons::{Params, compute_with_launches, normalize};
     let sim = kvscope::compute::probe(kvscope::compute::BackendKind::CudaSim)
@@ -865,6 +867,16 @@ fn cuda_sim_walk(part: usize, parts: usize) {
         let (out, launches) = compute_with_launches(l, &params, sim.as_ref());
         let out = out.unwrap_or_else(|e| panic!("{} {params:?}: {e}", l.id()));
         let (ran, _) = entries_and_threads(&launches);
+        let mut per_entry = std::collections::BTreeMap::<&str, (usize, u64)>::new();
+        for la in &launches {
+            let e = per_entry.entry(la.dims.entry).or_default();
+            e.0 += 1;
+            e.1 += la.dims.threads();
+        }
+        eprintln!(
+            "cuda-sim: {:18} launches (entry: count, threads): {per_entry:?}",
+            l.id()
+        );
         eprintln!(
             "cuda-sim: {:18} {:6.1?}  {} → {} CUDA threads ({})",
             l.id(),
@@ -892,18 +904,33 @@ fn cuda_sim_walk(part: usize, parts: usize) {
 }
 
 #[test]
-fn every_lesson_runs_on_the_cuda_sim_backend_part_1_of_3() {
-    cuda_sim_walk(0, 3);
+fn every_lesson_runs_on_the_cuda_sim_backend_part_1_of_6() {
+    cuda_sim_walk(0, 6);
 }
 
 #[test]
-fn every_lesson_runs_on_the_cuda_sim_backend_part_2_of_3() {
-    cuda_sim_walk(1, 3);
+fn every_lesson_runs_on_the_cuda_sim_backend_part_2_of_6() {
+    cuda_sim_walk(1, 6);
 }
 
 #[test]
-fn every_lesson_runs_on_the_cuda_sim_backend_part_3_of_3() {
-    cuda_sim_walk(2, 3);
+fn every_lesson_runs_on_the_cuda_sim_backend_part_3_of_6() {
+    cuda_sim_walk(2, 6);
+}
+
+#[test]
+fn every_lesson_runs_on_the_cuda_sim_backend_part_4_of_6() {
+    cuda_sim_walk(3, 6);
+}
+
+#[test]
+fn every_lesson_runs_on_the_cuda_sim_backend_part_5_of_6() {
+    cuda_sim_walk(4, 6);
+}
+
+#[test]
+fn every_lesson_runs_on_the_cuda_sim_backend_part_6_of_6() {
+    cuda_sim_walk(5, 6);
 }
 
 fn has_nan(o: &dyn Output) -> bool {
