@@ -45,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -130,44 +131,41 @@ inline thread_local unsigned t_linear = 0;  // x + y*bx + z*bx*by, as in CUDA
 inline unsigned lane_id() { return t_linear & 31u; }
 inline Warp& my_warp() { return g_block.warps[t_linear >> 5]; }
 
-// A reusable pool of worker threads; worker i plays CUDA thread i of every block.
+// A reusable pool of worker threads; worker i plays CUDA thread i of every block. Each worker waits
+// on its own semaphore, so a launch wakes exactly the n workers it needs, all at once (a condition
+// variable shared by all of them woke every worker ever spawned, one mutex holder at a time).
 class Pool {
 public:
     void run(unsigned n, const std::function<void(unsigned)>& job) {
-        std::unique_lock<std::mutex> lk(m_);
-        while (spawned_ < n) {
-            std::thread(&Pool::worker, this, spawned_, gen_).detach();
-            ++spawned_;
+        while (slots_.size() < n) {
+            slots_.push_back(std::make_unique<Slot>());
+            std::thread(&Pool::worker, this, static_cast<unsigned>(slots_.size() - 1), slots_.back().get())
+                .detach();
         }
         job_ = &job;
-        active_ = n;
-        remaining_ = n;
-        ++gen_;
-        cv_.notify_all();
-        done_.wait(lk, [&] { return remaining_ == 0; });
+        remaining_.store(n, std::memory_order_relaxed);
+        for (unsigned i = 0; i < n; ++i) slots_[i]->go.release();  // publishes job_ to worker i
+        done_.acquire();                                           // the last worker's release
         job_ = nullptr;
     }
 
 private:
-    void worker(unsigned id, std::uint64_t seen) {
-        std::unique_lock<std::mutex> lk(m_);
+    struct Slot {
+        std::binary_semaphore go{0};
+    };
+
+    void worker(unsigned id, Slot* slot) {
         for (;;) {
-            cv_.wait(lk, [&] { return gen_ != seen; });
-            seen = gen_;
-            if (id >= active_) continue;
-            const std::function<void(unsigned)>* job = job_;
-            lk.unlock();
-            (*job)(id);
-            lk.lock();
-            if (--remaining_ == 0) done_.notify_all();
+            slot->go.acquire();
+            (*job_)(id);
+            if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.release();
         }
     }
 
-    std::mutex m_;
-    std::condition_variable cv_, done_;
+    std::vector<std::unique_ptr<Slot>> slots_;
     const std::function<void(unsigned)>* job_ = nullptr;
-    unsigned spawned_ = 0, active_ = 0, remaining_ = 0;
-    std::uint64_t gen_ = 0;
+    std::atomic<unsigned> remaining_{0};
+    std::binary_semaphore done_{0};
 };
 
 inline Pool& pool() {
