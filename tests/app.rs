@@ -602,6 +602,18 @@ fn monkey_on_the_real_worker() {
         let app = h.state();
         if let Some(out) = app.output() {
             assert!(!has_nan(out.as_ref()), "NaN in a view after event {event}");
+            // The views draw the lesson on screen: a result still arriving for the lesson the user left
+            // must not be drawn as this one's (its numbers are another kind's placeholders).
+            let l = app.lesson().expect("an output is shown only with a lesson");
+            for (name, _) in out.values() {
+                assert!(
+                    l.kind.placeholders().contains(&name),
+                    "event {event}: the views of {} draw a result with `{{{name}}}`, which {} does not declare: \
+                     another lesson's result",
+                    l.id(),
+                    l.kind.name()
+                );
+            }
         }
         if let Some(r) = app.reports() {
             assert!(
