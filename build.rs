@@ -1,7 +1,8 @@
 //! Builds the CUDA-on-CPU shim: the real `kernels/*.cu` files compiled as C++20 with
 //! `kernels/shim/cuda_shim.h`, linked into kvscope as the `cuda-sim` backend, and its Rust declarations
 //! generated from the shim's one list of entry points (`kernels/shim/entries.def`); and lists the
-//! shipped lesson files (`lessons/*.toml`) for embedding, so a new lesson file needs no code edit.
+//! shipped lesson files (`lessons/*.toml`) for embedding, so a new lesson file needs no code edit, and
+//! the KV dtypes' kernel snippets (`kernels/kv/`), so a new dtype's snippets need none either.
 
 use std::path::Path;
 
@@ -262,8 +263,47 @@ fn cuda_entries(list: &[Entry]) {
     );
 }
 
+/// Write `$OUT_DIR/kv_snippets.rs`: the kernel snippets of every KV dtype that has them, found by name
+/// in `kernels/kv/`: `<dtype>.cuh` and its four WGSL pool files `<dtype>_{read,write}_{packed,native}.wgsl`.
+/// A dtype's snippets are its files; no Rust names them (the storage layer knows no kernel files).
+fn kv_snippets() {
+    println!("cargo:rerun-if-changed=kernels/kv");
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).to_path_buf();
+    let dir = root.join("kernels/kv");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the kernels/kv folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cuh"))
+        .filter_map(|p| p.file_stem().and_then(|n| n.to_str()).map(str::to_string))
+        .collect();
+    names.sort();
+    let file = |rel: String| {
+        let path = root.join(&rel);
+        assert!(
+            path.exists(),
+            "{rel}: a KV dtype with a CUDA header needs its four WGSL pool files too"
+        );
+        format!("({rel:?}, include_str!({:?}))", path.display().to_string())
+    };
+    let mut out = String::from("&[\n");
+    for n in &names {
+        out += &format!(
+            "    ({n:?}, KernelReads {{ cuda: {}, wgsl: WgslReads {{ read_packed: {}, read_native: {}, write_packed: {}, write_native: {} }} }}),\n",
+            file(format!("kernels/kv/{n}.cuh")),
+            file(format!("kernels/kv/{n}_read_packed.wgsl")),
+            file(format!("kernels/kv/{n}_read_native.wgsl")),
+            file(format!("kernels/kv/{n}_write_packed.wgsl")),
+            file(format!("kernels/kv/{n}_write_native.wgsl")),
+        );
+    }
+    out += "]\n";
+    let dest = Path::new(&std::env::var("OUT_DIR").expect("set by cargo")).join("kv_snippets.rs");
+    std::fs::write(dest, out).expect("writing kv_snippets.rs");
+}
+
 fn main() {
     embed_lessons();
+    kv_snippets();
     // The shim is C++ on OS threads: only in the native build (feature `native`), never for wasm32.
     if std::env::var_os("CARGO_FEATURE_NATIVE").is_none()
         || std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32")

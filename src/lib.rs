@@ -8,9 +8,12 @@
 //!   scheduling and eviction policies): everything that stores K/V goes through it;
 //! - [`model`]: the tiny trained Llama-style model, run on a backend (prefill, cached decode through
 //!   the engine);
+//! - [`drivers`]: the lesson drivers, the computations lessons 8–12 run over a model (streaming,
+//!   eviction, quantised caches, serving, speculative decoding);
 //!   (`compute::bench` holds the measurements that `kvscope bench` and lesson 4's sweep share);
 //! - [`facts`]: the published facts the lessons quote (`assets/facts.toml`: device figures, papers'
 //!   figures, model configurations, each with its source), drawn as quoted, never as measured;
+//! - [`figure`]: the data the views draw (heatmaps, block grids) as plain values, for lessons to build;
 //! - [`lesson_file`]: the lesson-file format and loader (typed `lessons/*.toml`, checked against each
 //!   kind's schema), with no lesson code;
 //! - [`lessons`]: one module per lesson kind, what it computes (no egui), and `lessons::export`, the
@@ -24,7 +27,9 @@
 pub mod cache;
 pub mod calc;
 pub mod compute;
+pub mod drivers;
 pub mod facts;
+pub mod figure;
 pub mod kv;
 pub mod lesson_file;
 pub mod lessons;

@@ -4,7 +4,7 @@
 mod common;
 
 use kvscope::compute::{Backend, BackendKind, CpuBackend, probe};
-use kvscope::model::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS, snapkv_select};
+use kvscope::drivers::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS, snapkv_select};
 use kvscope::model::{HELDOUT, shared};
 
 fn run(text: &[u8], prompt: usize, cfg: EvictConfig, b: &dyn Backend, opt: EvictOptions) -> EvictRun {

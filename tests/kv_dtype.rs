@@ -28,7 +28,6 @@ static F32: KvFormat = KvFormat {
     quant: None,
     write,
     read,
-    kernels: None,
 };
 
 fn shape() -> PagedShape {

@@ -4,7 +4,9 @@
 //! lesson-file loader imports no lesson code; the UI (kinds' views in `ui/views/` included) imports neither
 //! `lessons::export` nor `compute::bench` (that work belongs to the lessons and the CLI); `cache`,
 //! `compute`, `math` and `simd` do not import the KV engine (`kv`), and only the ops and the engine
-//! write K/V. The paths are parsed (`paths`): grouped `use crate::{…}` trees, `super::`/`self::` paths
+//! write K/V. The storage layer (`cache`) names no kernel file; lesson computations (`lessons`, `drivers`)
+//! import no renderer (their views' data is `figure`); the calculator imports no lesson or driver, and
+//! `model` no driver. The paths are parsed (`paths`): grouped `use crate::{…}` trees, `super::`/`self::` paths
 //! resolved from the file's module, and inline `crate::…` paths in code, with comments and literals
 //! skipped. No import cycles: none among the top-level modules of `src/`, and none among its files
 //! (re-exports followed to the file that defines the item).
@@ -524,8 +526,13 @@ fn the_path_parser_sees_grouped_relative_and_inline_imports() {
 #[test]
 fn math_cache_and_compute_import_nothing_above_them() {
     let mut files = Vec::new();
-    for d in ["math", "cache", "compute", "model"] {
-        files.extend(rust_files(&src(d)));
+    for d in ["math", "cache", "compute", "model", "figure.rs"] {
+        let p = src(d);
+        if p.is_file() {
+            files.push(p);
+        } else {
+            files.extend(rust_files(&p));
+        }
     }
     assert!(files.len() > 10);
     let bad = importers(
@@ -537,9 +544,75 @@ fn math_cache_and_compute_import_nothing_above_them() {
             "crate::render",
             "crate::lesson_file",
             "crate::lessons",
+            "crate::drivers",
         ],
     );
     assert!(bad.is_empty(), "lower layers import upper ones:\n{}", bad.join("\n"));
+}
+
+/// The storage layer knows no kernel files: a KV dtype's kernel snippets are files named after it in
+/// `kernels/kv/`, which the compute layer embeds (`compute::kv_snippets`); nothing in `cache/` embeds a
+/// file or names a kernel source by path in its code.
+#[test]
+fn storage_knows_no_kernel_files() {
+    let files = rust_files(&src("cache"));
+    assert!(files.len() >= 8, "{files:?}");
+    let bad = offenders(
+        &files,
+        &["include_str!", "include_bytes!", "kernels/", ".cuh\"", ".wgsl\""],
+    );
+    assert!(
+        bad.is_empty(),
+        "the storage layer names kernel files:\n{}",
+        bad.join("\n")
+    );
+    // The check sees a planted one.
+    let planted = std::env::temp_dir().join(format!("kvscope-layering-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "const S: &str = include_str!(\"../../kernels/kv/f16.cuh\");\n",
+    )
+    .unwrap();
+    assert_eq!(offenders(std::slice::from_ref(&planted), &["include_str!"]).len(), 1);
+    let _ = std::fs::remove_file(planted);
+}
+
+/// The lesson computations (lessons' folders and the drivers they run) build plain data for their
+/// views (`crate::figure`) and import nothing from the renderers or the UI.
+#[test]
+fn lesson_computations_import_no_render_types() {
+    let mut files = rust_files(&src("lessons"));
+    files.extend(rust_files(&src("drivers")));
+    assert!(files.len() >= 20, "{files:?}");
+    let bad = importers(&files, &["egui", "eframe", "wgpu", "crate::ui", "crate::render"]);
+    assert!(
+        bad.is_empty(),
+        "lesson computations import the renderers:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The calculator takes its formats from the one list in `cache`, not from a lesson or a driver, and
+/// `model/` holds models: it imports no driver.
+#[test]
+fn the_calculator_and_the_models_import_no_lesson_driver() {
+    let bad = importers(
+        &rust_files(&src("calc")),
+        &[
+            "crate::drivers",
+            "crate::lessons",
+            "crate::model",
+            "crate::ui",
+            "crate::render",
+        ],
+    );
+    assert!(
+        bad.is_empty(),
+        "the calculator imports a lesson's code:\n{}",
+        bad.join("\n")
+    );
+    let bad = importers(&rust_files(&src("model")), &["crate::drivers"]);
+    assert!(bad.is_empty(), "a model imports a lesson driver:\n{}", bad.join("\n"));
 }
 
 #[test]
@@ -624,7 +697,7 @@ fn cache_and_compute_do_not_import_the_kv_engine_above_them() {
     assert!(bad.is_empty(), "the engine's layers import it:\n{}", bad.join("\n"));
     // And every paged-append call outside the ops and the engine would be a second copy of its glue.
     let mut above = Vec::new();
-    for d in ["lessons", "model", "cli", "ui"] {
+    for d in ["lessons", "model", "drivers", "cli", "ui"] {
         above.extend(rust_files(&src(d)));
     }
     let glue = offenders(

@@ -2,9 +2,9 @@
 //! group is full, FP8 scales are calibrated from the prompt (or 1.0), every 8-bit decode checks against
 //! the reference, and the byte counts match the pools.
 
+use kvscope::cache::CacheFormat;
 use kvscope::cache::KvDtype;
 use kvscope::compute::CpuBackend;
-use kvscope::model::quant::CacheFormat;
 
 fn f16(x: f32) -> f32 {
     half::f16::from_f32(x).to_f32()
@@ -85,7 +85,7 @@ fn int8_per_channel_quantises_a_block_when_it_fills() {
         .quant_run(&kvscope::model::HELDOUT[..40], CacheFormat::Int8Channel, &CpuBackend)
         .unwrap();
     let row = c.n_kv_heads * c.head_dim;
-    let b = kvscope::model::quant::BLOCK;
+    let b = kvscope::drivers::quant::BLOCK;
     let check = run.check.as_ref().expect("the group decode checks its last step");
     assert!(check.passed(), "{check}");
     for l in 0..c.n_layers {

@@ -4,9 +4,9 @@
 
 use kvscope::cache::{KvDtype, PagedShape};
 use kvscope::compute::CpuBackend;
+use kvscope::drivers::serve::ServedRequest;
 use kvscope::kv::{ChunkedPrefill, SchedulePolicy, WholePrompt};
 use kvscope::model::HELDOUT;
-use kvscope::model::serve::ServedRequest;
 
 fn requests() -> Vec<ServedRequest> {
     let at = |from: usize, len: usize| HELDOUT[from..from + len].to_vec();
@@ -76,8 +76,8 @@ fn chunked_prefill_generates_the_bytes_of_whole_prompts() {
 /// budget. Latencies are counted from each request's arrival to each byte's first sampling.
 #[test]
 fn a_budget_with_and_without_chunking() {
+    use kvscope::drivers::serve::{DEFAULT_SCENARIO, scenario};
     use kvscope::kv::WholeUnderBudget;
-    use kvscope::model::serve::{DEFAULT_SCENARIO, scenario};
     let m = kvscope::model::shared().unwrap();
     let reqs = scenario(&DEFAULT_SCENARIO).unwrap();
     let long = reqs.len() - 1;

@@ -4,7 +4,7 @@
 //! is accepted saves target passes.
 
 use kvscope::compute::CpuBackend;
-use kvscope::model::spec::{Drafter, SpecConfig};
+use kvscope::drivers::spec::{Drafter, SpecConfig};
 
 fn cfg(drafter: Drafter<'_>, k: usize) -> SpecConfig<'_> {
     SpecConfig {
@@ -126,8 +126,8 @@ fn chi2_two_sample(a: &[usize; 256], b: &[usize; 256]) -> (f64, usize) {
 /// purpose) emits the draft's distribution instead, and fails the same test.
 #[test]
 fn speculative_sampling_keeps_the_target_distribution_on_the_trained_models() {
+    use kvscope::drivers::spec::{distribution, draw, verify};
     use kvscope::math::Rng;
-    use kvscope::model::spec::{distribution, draw, verify};
     let m = kvscope::model::shared().unwrap();
     let d = kvscope::model::draft().unwrap();
     let ctx = &kvscope::model::HELDOUT[..40];

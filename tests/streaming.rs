@@ -3,7 +3,7 @@
 mod common;
 
 use kvscope::compute::{Backend, BackendKind, CpuBackend, probe};
-use kvscope::model::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
+use kvscope::drivers::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
 use kvscope::model::{HELDOUT, Model, shared};
 
 fn cfg(policy: StreamPolicy, positions: Positions, window: usize, sinks: usize, block_size: usize) -> StreamConfig {

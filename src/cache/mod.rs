@@ -1,7 +1,11 @@
 //! KV-cache models: the static preallocated cache and the paged cache (allocator, block tables,
-//! accounting, prefix caching with copy-on-write). Pure data structures over host memory; the backends in `compute` run kernels on them.
+//! accounting, prefix caching with copy-on-write), the cache quantised in groups ([`group`]), and the one
+//! list of KV formats ([`formats`]). Pure data structures over host memory; the backends in `compute` run
+//! kernels on them.
 
 pub mod dtype;
+pub mod formats;
+pub mod group;
 pub mod paged;
 pub mod pool;
 pub mod prefix;
@@ -10,13 +14,15 @@ mod request;
 mod static_cache;
 
 pub use dtype::{KvDtype, KvFormat, PoolGeometry, ScaleLayout};
+pub use formats::CacheFormat;
+pub use group::{GroupCache, GroupFormat, GroupShape};
 pub use paged::{BlockAllocator, OutOfBlocks, PagedError, PagedKvCache, PagedShape, PagedStats, RequestId};
 pub use pool::{Pool, PoolMut, PoolRef};
 pub use static_cache::{StaticCacheError, StaticKvCache, StaticShape};
 
 /// K and V bytes one token occupies in a model's cache: 2 (K and V) · layers · kv_heads · the bytes
 /// of one row of `head_dim` values of `dtype` (with the row's own scales, for a dtype that keeps scales
-/// per token or per group; scales shared by a block, a head or the pool are not counted per token).
+/// per token; scales shared by a block, a head or the pool are not counted per token).
 /// Llama-3-8B (32 layers, 8 KV heads, head_dim 128, f16) → 131 072 B = 128 KiB.
 pub fn kv_bytes_per_token(layers: u64, kv_heads: u64, head_dim: u64, dtype: KvDtype) -> u64 {
     let f = dtype.format();
@@ -27,7 +33,7 @@ pub fn kv_bytes_per_token(layers: u64, kv_heads: u64, head_dim: u64, dtype: KvDt
         row: head_dim as usize,
     };
     let row_scales = match f.scales {
-        ScaleLayout::PerToken { .. } | ScaleLayout::PerGroup { .. } => f.scales.count(g),
+        ScaleLayout::PerToken { .. } => f.scales.count(g),
         _ => 0,
     };
     let row = f.bytes_for(head_dim as usize) + row_scales * std::mem::size_of::<f32>();

@@ -627,10 +627,7 @@ pub fn copy_block(pool: PoolMut, s: PagedShape, src: usize, dst: usize) {
     let (from, to) = (bytes(src), bytes(dst));
     pool.bytes.copy_within(from, to.start);
     let scales = s.num_scales();
-    if matches!(
-        f.scales,
-        ScaleLayout::PerToken { .. } | ScaleLayout::PerChannel | ScaleLayout::PerGroup { .. }
-    ) {
+    if matches!(f.scales, ScaleLayout::PerToken { .. }) {
         let per = scales / s.num_blocks.max(1);
         pool.scales.copy_within(src * per..(src + 1) * per, dst * per);
     }

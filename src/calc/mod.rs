@@ -11,8 +11,8 @@ pub mod configs;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
-use crate::model::quant::CacheFormat;
 
 /// How a layer attends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -346,10 +346,10 @@ impl ModelSpec {
 }
 
 /// A KV format the calculator counts: a cache format of lesson 10, or bf16 (f16's bytes).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Format {
     /// Its name as given.
-    pub name: &'static str,
+    pub name: String,
     /// The bytes it counts.
     pub cache: CacheFormat,
 }
@@ -358,26 +358,22 @@ impl Format {
     /// The formats `--dtype` takes.
     pub fn all() -> Vec<Format> {
         let mut v = vec![Format {
-            name: "bf16",
+            name: "bf16".into(),
             cache: CacheFormat::Pool {
                 dtype: KvDtype::F16,
                 calibrated: true,
             },
         }];
+        // Every format of the one list (`cache::formats`), FP8 only as calibrated: the calculator counts
+        // bytes, and a scale of 1.0 stores the same bytes.
         for f in CacheFormat::all(32, 32) {
-            let name: &'static str = match f.name().as_str() {
-                "f16" => "f16",
-                "int8-token" => "int8-token",
-                "int8-channel" => "int8-channel",
-                "fp8-e4m3" => "fp8-e4m3",
-                "fp8-e5m2" => "fp8-e5m2",
-                "fp8-e4m3-head" => "fp8-e4m3-head",
-                "fp8-e5m2-head" => "fp8-e5m2-head",
-                "kivi2" => "kivi2",
-                "kivi4" => "kivi4",
-                _ => continue,
-            };
-            v.push(Format { name, cache: f });
+            if f.uncalibrated() {
+                continue;
+            }
+            v.push(Format {
+                name: f.name(),
+                cache: f,
+            });
         }
         v
     }
@@ -385,7 +381,7 @@ impl Format {
     /// The format called `name`.
     pub fn parse(name: &str) -> Result<Format, String> {
         Self::all().into_iter().find(|f| f.name == name).ok_or_else(|| {
-            let known: Vec<&str> = Self::all().iter().map(|f| f.name).collect();
+            let known: Vec<String> = Self::all().into_iter().map(|f| f.name).collect();
             format!("unknown KV format `{name}` (known: {})", known.join(", "))
         })
     }

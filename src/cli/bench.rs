@@ -28,8 +28,8 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these benchmarks (p1, p1-keep, p3).
-    #[arg(long, value_delimiter = ',')]
+    /// Run only these benchmarks (p1, p1-keep, p3, p3-b1, p3-b64, and p3-<format> for lesson 10's formats).
+    #[arg(long, value_delimiter = ',', help = only_help())]
     only: Vec<String>,
 }
 
@@ -109,21 +109,18 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         }
     }
     // Lesson 10's lines: the same decode over 8-bit pools, against f16 in this run.
-    use kvscope::cache::KvDtype;
-    let quant: Vec<KvDtype> = [KvDtype::INT8_TOKEN, KvDtype::FP8_E4M3, KvDtype::FP8_E5M2]
+    // Lesson 10's lines (`p3-<format>`, from the one list of formats: `cache::formats`): the same decode
+    // over the quantised caches, against f16 in this run; KIVI at G = R = 32, the lesson's defaults.
+    let (pools, group_formats) = kvscope::cache::CacheFormat::decode_bench(32, 32);
+    let quant: Vec<_> = pools
         .into_iter()
         .filter(|d| !args.only.is_empty() && want(&format!("p3-{d}")))
         .collect();
-    // INT8 per channel (blocks of 16) and KIVI (G = R = 32, the lesson's defaults): group kernels.
-    use kvscope::compute::ops::group_append::GroupFormat;
-    let groups: Vec<(&str, GroupFormat)> = [
-        ("int8-channel", GroupFormat::int8_channel(kvscope::model::quant::BLOCK)),
-        ("kivi2", GroupFormat::kivi(2, 32, 32)),
-        ("kivi4", GroupFormat::kivi(4, 32, 32)),
-    ]
-    .into_iter()
-    .filter(|(n, _)| !args.only.is_empty() && want(&format!("p3-{n}")))
-    .collect();
+    let groups: Vec<(&str, kvscope::cache::GroupFormat)> = group_formats
+        .iter()
+        .map(|(n, g)| (n.as_str(), *g))
+        .filter(|(n, _)| !args.only.is_empty() && want(&format!("p3-{n}")))
+        .collect();
     if !quant.is_empty() || !groups.is_empty() {
         let ql = bench::p3_quant(b.as_ref(), req, ctx, &quant, &groups, 9)?;
         if args.json {
@@ -405,7 +402,7 @@ fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool>
     let latency = measure::measure_latency(model, b.as_ref()).map_err(err)?;
     outln!(
         "default scenario (requests arrival:prompt:generated {:?}) on {}",
-        kvscope::model::serve::DEFAULT_SCENARIO,
+        kvscope::drivers::serve::DEFAULT_SCENARIO,
         kind.name()
     );
     outln!("policy   budget  TTFT ms per request            worst ITL ms per request       bytes/s");
@@ -570,4 +567,19 @@ fn app(kind: BackendKind) -> Result<bool> {
         );
     }
     Ok(true)
+}
+
+/// `--only`'s help: the fixed lines and a `p3-<format>` line per format of `cache::formats`'s list that
+/// the decode benchmark times.
+fn only_help() -> String {
+    let (pools, groups) = kvscope::cache::CacheFormat::decode_bench(32, 32);
+    let formats: Vec<String> = pools
+        .iter()
+        .map(|d| format!("p3-{d}"))
+        .chain(groups.iter().map(|(n, _)| format!("p3-{n}")))
+        .collect();
+    format!(
+        "Run only these benchmarks: p1, p1-keep, p3, p3-b1, p3-b64, or lesson 10's decode against f16: {}",
+        formats.join(", ")
+    )
 }

@@ -15,9 +15,7 @@ pub struct CalcArgs {
     /// A Hugging Face config.json.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// KV format: bf16, f16, int8-token, int8-channel, fp8-e4m3, fp8-e5m2, fp8-e4m3-head, fp8-e5m2-head,
-    /// kivi2, kivi4 (KIVI at G = R = 32).
-    #[arg(long, default_value = "bf16")]
+    #[arg(long, default_value = "bf16", help = dtype_help())]
     dtype: String,
     /// Weights dtype (f32, bf16, f16, fp8, int8, int4). Default: the config's torch_dtype.
     #[arg(long)]
@@ -192,4 +190,10 @@ pub fn run(a: CalcArgs) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// `--dtype`'s help: the calculator's formats, from the one list (`cache::formats`).
+fn dtype_help() -> String {
+    let names: Vec<String> = kvscope::calc::Format::all().into_iter().map(|f| f.name).collect();
+    format!("KV format: {} (KIVI at G = R = 32)", names.join(", "))
 }

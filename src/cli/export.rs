@@ -168,10 +168,10 @@ pub enum ExportCmd {
     Streaming {
         /// dense | window | sinks | recompute
         #[arg(long, value_parser = parse_policy)]
-        policy: kvscope::model::stream::StreamPolicy,
+        policy: kvscope::drivers::stream::StreamPolicy,
         /// cache (positions by slot in the cache, StreamingLLM) | text (each byte keeps its own)
         #[arg(long, value_parser = parse_positions, default_value = "cache")]
-        positions: kvscope::model::stream::Positions,
+        positions: kvscope::drivers::stream::Positions,
         /// W: recent bytes each step attends to, the byte it reads included.
         #[arg(long, default_value_t = 64)]
         window: usize,
@@ -200,7 +200,7 @@ pub enum ExportCmd {
     Eviction {
         /// full | window | sinks | h2o | snapkv | random
         #[arg(long, value_parser = parse_evict_policy)]
-        policy: kvscope::model::evict::EvictPolicy,
+        policy: kvscope::drivers::evict::EvictPolicy,
         /// K: tokens kept per KV head per layer (the one a step reads included).
         #[arg(long)]
         budget: usize,
@@ -255,9 +255,7 @@ pub enum ExportCmd {
     /// v_scales.npy (and k_zeros.npy, v_zeros.npy for KIVI), k_deq.npy, v_deq.npy, out.npy, nll.npy and a
     /// manifest that defines each.
     Quant {
-        /// f16 | int8-token | int8-channel | fp8-e4m3 | fp8-e5m2 | fp8-e4m3-head | fp8-e5m2-head |
-        /// fp8-e4m3-scale1 | fp8-e5m2-scale1 | kivi2 | kivi4
-        #[arg(long)]
+        #[arg(long, help = kvscope::cache::CacheFormat::names().join(" | "))]
         format: String,
         /// KIVI's group size G.
         #[arg(long, default_value_t = 32)]
@@ -412,18 +410,19 @@ fn model_export(
     Ok(())
 }
 
-fn parse_policy(s: &str) -> Result<kvscope::model::stream::StreamPolicy, String> {
-    kvscope::model::stream::StreamPolicy::parse(s)
+fn parse_policy(s: &str) -> Result<kvscope::drivers::stream::StreamPolicy, String> {
+    kvscope::drivers::stream::StreamPolicy::parse(s)
         .ok_or_else(|| format!("`{s}` is not a policy: dense, window, sinks or recompute"))
 }
 
-fn parse_evict_policy(s: &str) -> Result<kvscope::model::evict::EvictPolicy, String> {
-    kvscope::model::evict::EvictPolicy::parse(s)
+fn parse_evict_policy(s: &str) -> Result<kvscope::drivers::evict::EvictPolicy, String> {
+    kvscope::drivers::evict::EvictPolicy::parse(s)
         .ok_or_else(|| format!("`{s}` is not a policy: full, window, sinks, h2o, snapkv or random"))
 }
 
-fn parse_positions(s: &str) -> Result<kvscope::model::stream::Positions, String> {
-    kvscope::model::stream::Positions::parse(s).ok_or_else(|| format!("`{s}` is not a position scheme: cache or text"))
+fn parse_positions(s: &str) -> Result<kvscope::drivers::stream::Positions, String> {
+    kvscope::drivers::stream::Positions::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a position scheme: cache or text"))
 }
 
 /// Run `kvscope export …`.
@@ -474,7 +473,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             backend: kind,
             out,
         } => {
-            use kvscope::model::quant::CacheFormat;
+            use kvscope::cache::CacheFormat;
             let fmt = CacheFormat::parse(&format, group, residual).ok_or_else(|| {
                 let known: Vec<String> = CacheFormat::all(group, residual)
                     .iter()
@@ -592,28 +591,18 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 .quant_table(b.as_ref(), windows, group, residual)
                 .map_err(|e| anyhow::anyhow!(e))?;
             // The decode speed per 8-bit format against f16, in one run (kvscope bench's p3-* lines).
-            use kvscope::cache::KvDtype;
-            use kvscope::compute::ops::group_append::GroupFormat;
-            let lines = kvscope::compute::bench::p3_quant(
-                b.as_ref(),
-                8,
-                8192,
-                &[KvDtype::INT8_TOKEN, KvDtype::FP8_E4M3, KvDtype::FP8_E5M2],
-                &[
-                    ("int8-channel", GroupFormat::int8_channel(kvscope::model::quant::BLOCK)),
-                    ("kivi2", GroupFormat::kivi(2, group, residual)),
-                    ("kivi4", GroupFormat::kivi(4, group, residual)),
-                ],
-                9,
-            )?;
-            table.bench = Some(kvscope::model::quant::QuantBench {
+            let (pools, groups) = kvscope::cache::CacheFormat::decode_bench(group, residual);
+            let groups: Vec<(&str, kvscope::cache::GroupFormat)> =
+                groups.iter().map(|(n, g)| (n.as_str(), *g)).collect();
+            let lines = kvscope::compute::bench::p3_quant(b.as_ref(), 8, 8192, &pools, &groups, 9)?;
+            table.bench = Some(kvscope::drivers::quant::QuantBench {
                 backend: b.kind().name().to_string(),
                 machine: b.device(),
                 requests: 8,
                 context: 8192,
                 lines: lines
                     .iter()
-                    .map(|l| kvscope::model::quant::QuantBenchLine {
+                    .map(|l| kvscope::drivers::quant::QuantBenchLine {
                         format: l.format.clone(),
                         tokens_per_s: l.tokens_per_s,
                         bytes_read: l.bytes_read,
@@ -698,7 +687,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             backend: kind,
             out,
         } => {
-            let cfg = kvscope::model::evict::EvictConfig {
+            let cfg = kvscope::drivers::evict::EvictConfig {
                 policy,
                 budget,
                 recent,
@@ -748,7 +737,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             backend: kind,
             out,
         } => {
-            use kvscope::model::spec::{Drafter, SpecConfig};
+            use kvscope::drivers::spec::{Drafter, SpecConfig};
             let b = backend(kind)?;
             let model = kvscope::model::shared().map_err(|e| anyhow::anyhow!("{e}"))?;
             let (text, source) = match prompt {
@@ -795,7 +784,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             out,
         } => {
             let requests = if requests.is_empty() {
-                kvscope::model::serve::DEFAULT_SCENARIO.to_vec()
+                kvscope::drivers::serve::DEFAULT_SCENARIO.to_vec()
             } else {
                 requests
             };
@@ -821,7 +810,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             backend: kind,
             out,
         } => {
-            let cfg = kvscope::model::stream::StreamConfig {
+            let cfg = kvscope::drivers::stream::StreamConfig {
                 policy,
                 positions,
                 window,

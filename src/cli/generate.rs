@@ -66,7 +66,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     .map_err(|e| anyhow!("{e}"))?;
     let b = backend(a.backend)?;
     if let Some(spec) = a.speculative {
-        use kvscope::model::spec::{Drafter, SpecConfig};
+        use kvscope::drivers::spec::{Drafter, SpecConfig};
         let cfg = |drafter| SpecConfig {
             drafter,
             k: a.k,

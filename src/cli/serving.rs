@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use kvscope::cache::{KvDtype, PagedShape};
 use kvscope::compute::BackendKind;
+use kvscope::drivers::serve::{self, ServeRun};
 use kvscope::kv::{ChunkedPrefill, SchedulePolicy, WholeUnderBudget};
-use kvscope::model::serve::{self, ServeRun};
 
 /// Whole prompts or chunks, under the token budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -189,8 +189,8 @@ pub enum SpecArg {
 }
 
 /// The drafter of `arg`.
-pub fn drafter(arg: SpecArg) -> Result<kvscope::model::spec::Drafter<'static>> {
-    use kvscope::model::spec::Drafter;
+pub fn drafter(arg: SpecArg) -> Result<kvscope::drivers::spec::Drafter<'static>> {
+    use kvscope::drivers::spec::Drafter;
     Ok(match arg {
         SpecArg::Ngram => Drafter::Ngram { min_n: 1, max_n: 3 },
         SpecArg::Draft => Drafter::Model(kvscope::model::draft().map_err(|e| anyhow!("{e}"))?),
@@ -199,8 +199,8 @@ pub fn drafter(arg: SpecArg) -> Result<kvscope::model::spec::Drafter<'static>> {
 
 /// The JSON of a speculative run, next to plain decode of the same bytes.
 pub fn spec_report(
-    run: &kvscope::model::spec::SpecRun,
-    plain: &kvscope::model::spec::SpecRun,
+    run: &kvscope::drivers::spec::SpecRun,
+    plain: &kvscope::drivers::spec::SpecRun,
     greedy: bool,
 ) -> serde_json::Value {
     let (kv, plain_kv) = run.kv_bytes();

@@ -461,7 +461,7 @@ pub fn p3_quant(
     requests: usize,
     context: usize,
     dtypes: &[crate::cache::KvDtype],
-    groups: &[(&str, crate::compute::ops::group_append::GroupFormat)],
+    groups: &[(&str, crate::cache::GroupFormat)],
     reps: usize,
 ) -> Result<Vec<QuantLine>, BackendError> {
     use crate::compute::ops::quant_decode::QuantDecodeInput;
@@ -582,9 +582,9 @@ pub fn p3_quant(
 /// P3's problem held in a group-quantised cache ([`group_problem`]).
 pub struct GroupProblem {
     /// The cache's shape.
-    pub shape: crate::compute::ops::group_append::GroupShape,
+    pub shape: crate::cache::GroupShape,
     /// The cache.
-    pub cache: crate::compute::ops::group_append::GroupCache,
+    pub cache: crate::cache::GroupCache,
     /// Block tables `[R, max_blocks]`.
     pub tables: Vec<i32>,
     /// Columns of `tables`.
@@ -597,11 +597,9 @@ pub struct GroupProblem {
 /// requests), built the way a decode would have built it: every step appends each request's token
 /// through the scalar encoder (`group_append`'s rule), so the last R tokens (K: those past the last whole
 /// R; KIVI's V: the last R) are still in the f16 rings.
-pub fn group_problem(
-    p: &DecodeProblem,
-    fmt: crate::compute::ops::group_append::GroupFormat,
-) -> Result<GroupProblem, BackendError> {
-    use crate::compute::ops::group_append::{GroupAppendInput, GroupCache, GroupShape, append_scalar};
+pub fn group_problem(p: &DecodeProblem, fmt: crate::cache::GroupFormat) -> Result<GroupProblem, BackendError> {
+    use crate::cache::{GroupCache, GroupShape};
+    use crate::compute::ops::group_append::{GroupAppendInput, append_scalar};
     let s = p.cache.shape();
     let n = p.reqs.len();
     let context = p.reqs.first().map_or(0, |&r| p.cache.len(r));
@@ -613,7 +611,9 @@ pub fn group_problem(
         rings: n,
         fmt,
     };
-    shape.validate()?;
+    shape
+        .validate(crate::compute::MAX_HEAD_DIM)
+        .map_err(crate::compute::invalid)?;
     let mut cache = GroupCache::new(&shape);
     let block = |r: usize, i: usize| i * n + r;
     let tables: Vec<i32> = (0..n).flat_map(|r| (0..mb).map(move |i| block(r, i) as i32)).collect();
@@ -668,7 +668,7 @@ fn p3_group(
     backend: &dyn Backend,
     prob: &DecodeProblem,
     name: &str,
-    fmt: crate::compute::ops::group_append::GroupFormat,
+    fmt: crate::cache::GroupFormat,
     reps: usize,
     host: bool,
 ) -> Result<QuantLine, BackendError> {

@@ -16,6 +16,7 @@ mod cpu;
 pub mod cuda;
 mod input;
 mod kind;
+pub mod kv_snippets;
 pub mod launch;
 pub mod ops;
 pub mod reference;

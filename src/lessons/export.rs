@@ -533,7 +533,7 @@ pub fn model_attention(
 /// mass each head puts on text bytes 0…S−1, 0 where they are not kept); the manifest defines each.
 pub fn streaming(
     backend: &dyn Backend,
-    cfg: crate::model::stream::StreamConfig,
+    cfg: crate::drivers::stream::StreamConfig,
     bytes: usize,
     model: Option<&std::path::Path>,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
@@ -615,13 +615,13 @@ pub fn streaming(
 /// (SnapKV compresses after it), its keep sets, accumulated scores and losses.
 pub fn eviction(
     backend: &dyn Backend,
-    cfg: crate::model::evict::EvictConfig,
+    cfg: crate::drivers::evict::EvictConfig,
     text: &[u8],
     prompt_len: usize,
     source: &str,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
     let m = crate::model::shared()?;
-    let opt = crate::model::evict::EvictOptions {
+    let opt = crate::drivers::evict::EvictOptions {
         record: true,
         ..Default::default()
     };
@@ -700,7 +700,7 @@ pub fn eviction(
 /// the cache (`[L, H, hd]`).
 pub fn quant(
     backend: &dyn Backend,
-    fmt: crate::model::quant::CacheFormat,
+    fmt: crate::cache::CacheFormat,
     text: &[u8],
     source: &str,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
@@ -730,19 +730,19 @@ pub fn quant(
         arrays.push(NamedArray::new("k_scales", &dims, ArrayData::F32(flat(&run.k_scales))));
         arrays.push(NamedArray::new("v_scales", &dims, ArrayData::F32(flat(&run.v_scales))));
     }
-    if !run.k_zeros.iter().all(Vec::is_empty) && matches!(fmt, crate::model::quant::CacheFormat::Kivi { .. }) {
+    if !run.k_zeros.iter().all(Vec::is_empty) && matches!(fmt, crate::cache::CacheFormat::Kivi { .. }) {
         arrays.push(NamedArray::new("k_zeros", &dims, ArrayData::F32(flat(&run.k_zeros))));
         arrays.push(NamedArray::new("v_zeros", &dims, ArrayData::F32(flat(&run.v_zeros))));
     }
     let mut extra = model_manifest(m);
     let decode = match fmt {
-        crate::model::quant::CacheFormat::Kivi { .. } => {
+        crate::cache::CacheFormat::Kivi { .. } => {
             "deq = code * scale + zero (asymmetric; code unsigned); 0 scale and zero: the value is still f16 (deq = the f16 rounding of k)"
         }
-        crate::model::quant::CacheFormat::Int8Channel => {
+        crate::cache::CacheFormat::Int8Channel => {
             "deq = int8(code) * scale (code two's complement); 0 scale: the value is still f16 (its block is filling)"
         }
-        crate::model::quant::CacheFormat::Pool { dtype, .. } => match dtype.format().quant {
+        crate::cache::CacheFormat::Pool { dtype, .. } => match dtype.format().quant {
             Some(crate::cache::dtype::quant::Quant::Int8Token) => {
                 "deq = int8(code) * scale (two's complement; the scale is the row's absmax / 127 rounded up to an f16 value)"
             }
@@ -808,12 +808,14 @@ pub struct QuantShapes {
 /// seeded queries through the format's decode op, checked against the f64 reference on the same codes.
 pub fn quant_shapes(
     backend: &dyn Backend,
-    fmt: crate::model::quant::CacheFormat,
+    fmt: crate::cache::CacheFormat,
     sp: &QuantShapes,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    use crate::compute::ops::group_append::{GroupAppendInput, GroupCache, GroupFormat, GroupShape};
+    use crate::cache::CacheFormat;
+    use crate::cache::{GroupCache, GroupFormat, GroupShape};
+    use crate::compute::ops::group_append::GroupAppendInput;
     use crate::compute::ops::group_decode::GroupDecodeInput;
-    use crate::model::quant::{CacheFormat, Contents, GroupReq, group_contents, pool_contents};
+    use crate::drivers::quant::{Contents, GroupReq, group_contents, pool_contents};
     let (r, h, kvh, hd) = (sp.lens.len(), sp.heads, sp.kv_heads, sp.head_dim);
     if r == 0 || sp.lens.contains(&0) {
         anyhow::bail!("every request needs at least one token");
@@ -908,7 +910,9 @@ pub fn quant_shapes(
                 rings: r,
                 fmt: gf,
             };
-            shape.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            shape
+                .validate(crate::compute::MAX_HEAD_DIM)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut cache = GroupCache::new(&shape);
             let block = |ri: usize, i: usize| i * r + ri;
             for t in 0..max_len {

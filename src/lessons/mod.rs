@@ -97,10 +97,10 @@ use ndarray::{Array2, Array3, Axis};
 
 use crate::compute::launch::Launch;
 use crate::compute::{Backend, CheckReport, Kernel};
+use crate::figure::HeatmapData;
 pub use crate::lesson_file::{COMMON_PLACEHOLDERS, LessonError, Schema};
 use crate::lessons::export::NamedArray;
 use crate::math::Mask;
-use crate::render::heatmap::HeatmapData;
 
 /// Slider values by parameter id.
 pub type Params = BTreeMap<String, i64>;

@@ -9,15 +9,10 @@
 //! static and the paged KV cache with the backends' append and paged-decode kernels.
 
 pub mod decode;
-pub mod evict;
 mod forward;
 pub mod heads;
 mod load;
 pub mod memo;
-pub mod quant;
-pub mod serve;
-pub mod spec;
-pub mod stream;
 pub mod texts;
 
 use ndarray::{Array2, Array3};

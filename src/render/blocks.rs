@@ -12,45 +12,8 @@ use super::colormap::PALETTE;
 use super::{
     PxRect, UNIFORM, frag_entry, fullscreen_pipeline, rgba, rgba_texture, tex_binding, uniform_bind_group, wgpu,
 };
-use crate::cache::PagedKvCache;
 
-/// The pool as the renderer sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockGridData {
-    /// Slots per block.
-    pub block_size: usize,
-    /// Owner request of each block, or −1 for a free block.
-    pub owners: Vec<i32>,
-    /// Tokens held by each block.
-    pub filled: Vec<i32>,
-    /// The (block, slot) being written, if any.
-    pub written: Option<(usize, usize)>,
-}
-
-/// Most blocks one grid shows.
-pub const MAX_BLOCKS: usize = 8192;
-
-impl BlockGridData {
-    /// Read a paged cache: owners from the block tables, fill counts from each request's length.
-    pub fn from_cache(cache: &PagedKvCache, written: Option<(usize, usize)>) -> Self {
-        let s = cache.shape();
-        let mut owners = vec![-1i32; s.num_blocks];
-        let mut filled = vec![0i32; s.num_blocks];
-        for (&req, table) in cache.tables() {
-            let len = cache.len(req);
-            for (i, &b) in table.iter().enumerate() {
-                owners[b as usize] = req as i32;
-                filled[b as usize] = len.saturating_sub(i * s.block_size).min(s.block_size) as i32;
-            }
-        }
-        Self {
-            block_size: s.block_size,
-            owners,
-            filled,
-            written,
-        }
-    }
-}
+pub use crate::figure::{BlockGridData, MAX_BLOCKS};
 
 /// Slot columns inside a block: a divisor of `block_size` near its square root when there is one
 /// (8 → 4×2, 16 → 4×4, 32 → 8×4), so that no block shows a dead slot.

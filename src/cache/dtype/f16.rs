@@ -1,12 +1,11 @@
 //! The f16 KV dtype: IEEE half precision, two bytes a value, no scales; every write rounds to nearest
 //! (ties to even), as `__float2half` does. Its read paths: `half`'s conversion here (and F16C in
-//! `simd::decode`'s own f16 path), `kv_load8`/`kv_unpack8` in `kernels/kv/f16.cuh`, and `k_at`/`v_at` in
-//! `kernels/kv/f16_read_*.wgsl`.
+//! `simd::decode`'s own f16 path); its kernel snippets are found by its name (`compute::kv_snippets`).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::format::{KernelReads, KvFormat, ScaleLayout, WgslReads};
+use super::format::{KvFormat, ScaleLayout};
 
 /// The f16 format.
 pub static FORMAT: KvFormat = KvFormat {
@@ -17,27 +16,6 @@ pub static FORMAT: KvFormat = KvFormat {
     quant: None,
     write,
     read,
-    kernels: Some(KernelReads {
-        cuda: ("kernels/kv/f16.cuh", include_str!("../../../kernels/kv/f16.cuh")),
-        wgsl: WgslReads {
-            read_packed: (
-                "kernels/kv/f16_read_packed.wgsl",
-                include_str!("../../../kernels/kv/f16_read_packed.wgsl"),
-            ),
-            read_native: (
-                "kernels/kv/f16_read_native.wgsl",
-                include_str!("../../../kernels/kv/f16_read_native.wgsl"),
-            ),
-            write_packed: (
-                "kernels/kv/f16_write_packed.wgsl",
-                include_str!("../../../kernels/kv/f16_write_packed.wgsl"),
-            ),
-            write_native: (
-                "kernels/kv/f16_write_native.wgsl",
-                include_str!("../../../kernels/kv/f16_write_native.wgsl"),
-            ),
-        },
-    }),
 };
 
 /// The row's values as f16 (pools are 8-byte aligned and rows start at even bytes, so the cast holds).

@@ -1,6 +1,7 @@
 //! What a KV dtype is made of: its storage ([`KvFormat`]: bits, the Rust write and read of a row) and
-//! its scales ([`ScaleLayout`]), with the kernel snippets that read and write it. Each dtype's file
-//! (`f16.rs`) defines one [`KvFormat`]; [`super::KvDtype`] is the handle pools carry.
+//! its scales ([`ScaleLayout`]). Each dtype's file
+//! (`f16.rs`) defines one [`KvFormat`]; [`super::KvDtype`] is the handle pools carry. Its kernel snippets are
+//! files named after it in `kernels/kv/` (`compute::kv_snippets`).
 
 /// Where a dtype's scales live, per pool. `count` sizes the scale array; `row` is the range of scales
 /// one token row (one slot of one KV head) is written and read with.
@@ -13,17 +14,10 @@ pub enum ScaleLayout {
         /// Scales per row.
         per: usize,
     },
-    /// One scale per (block, KV head, channel): INT8 per channel (KIVI's K), final when the block fills.
-    PerChannel,
     /// One scale per KV head (FP8 per head).
     PerHead,
     /// One scale for the whole pool (FP8 per tensor).
     PerTensor,
-    /// A scale and a zero point per group of `group` values of a row (KIVI).
-    PerGroup {
-        /// Values per group.
-        group: usize,
-    },
 }
 
 /// A pool's geometry, as the scale layouts see it.
@@ -46,10 +40,8 @@ impl ScaleLayout {
         match self {
             Self::None => 0,
             Self::PerToken { per } => rows * per,
-            Self::PerChannel => g.blocks * g.heads * g.row,
             Self::PerHead => g.heads,
             Self::PerTensor => 1,
-            Self::PerGroup { group } => rows * 2 * g.row.div_ceil(group.max(1)),
         }
     }
 
@@ -60,13 +52,8 @@ impl ScaleLayout {
         match self {
             Self::None => 0..0,
             Self::PerToken { per } => span(r * per, per),
-            Self::PerChannel => span((block * g.heads + head) * g.row, g.row),
             Self::PerHead => span(head, 1),
             Self::PerTensor => 0..1,
-            Self::PerGroup { group } => {
-                let n = 2 * g.row.div_ceil(group.max(1));
-                span(r * n, n)
-            }
         }
     }
 }
@@ -75,7 +62,7 @@ impl ScaleLayout {
 pub struct KvFormat {
     /// Its name (`"f16"`): what lesson files and exports call it.
     pub name: &'static str,
-    /// Bits one value takes in the pool (16 for f16; 8 for INT8 and FP8; 2 or 4 for KIVI).
+    /// Bits one value takes in the pool (16 for f16; 8 for INT8 and FP8).
     pub bits: usize,
     /// Where its scales live.
     pub scales: ScaleLayout,
@@ -89,32 +76,6 @@ pub struct KvFormat {
     /// Decode one row: bytes and its scales to f32. The CPU decode's read path for every dtype without
     /// a SIMD path of its own in `simd::decode`.
     pub read: fn(src: &[u8], scales: &[f32], dst: &mut [f32]),
-    /// The named read functions of its kernels, or `None` where the backend has no path for it yet.
-    pub kernels: Option<KernelReads>,
-}
-
-/// The files that hold a dtype's read (and write) functions on the GPU backends.
-#[derive(Debug, Clone, Copy)]
-pub struct KernelReads {
-    /// `kernels/kv/<name>.cuh`, included where a kernel includes `kv_dtype.cuh`: `kv_t`, `kv_load8`,
-    /// `kv_unpack8`, `kv_store`.
-    pub cuda: (&'static str, &'static str),
-    /// `kernels/kv/<name>_read*.wgsl` and `_write*.wgsl`: `k_at`/`v_at` and `store_k`/`store_v`, the
-    /// packed (any adapter) and native (shader-f16) bindings.
-    pub wgsl: WgslReads,
-}
-
-/// A dtype's WGSL pool snippets: (path, text) each.
-#[derive(Debug, Clone, Copy)]
-pub struct WgslReads {
-    /// Read-only pools, words.
-    pub read_packed: (&'static str, &'static str),
-    /// Read-only pools, native elements (needs `enable f16;` for f16).
-    pub read_native: (&'static str, &'static str),
-    /// Written pools, words.
-    pub write_packed: (&'static str, &'static str),
-    /// Written pools, native elements.
-    pub write_native: (&'static str, &'static str),
 }
 
 impl KvFormat {

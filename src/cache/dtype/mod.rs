@@ -1,11 +1,12 @@
 //! KV dtypes: how a pool stores its values. A [`KvDtype`] is part of the cache shape; it names a
 //! [`KvFormat`], the one place a dtype's code lives: its bits per value, its scale layout, the Rust
-//! row write and read every pool access goes through, and the names of its CUDA and WGSL read paths.
+//! row write and read every pool access goes through. Its CUDA and WGSL read paths are files named after
+//! it in `kernels/kv/`, which the compute layer finds (`compute::kv_snippets`).
 //!
 //! Built: f16 ([`f16`]); INT8 per token (one scale per slot and KV head) and FP8 E4M3/E5M2 (one scale
-//! per tensor or per KV head), in [`quant`]. Still to come, each as a `KvFormat`: INT8 per channel (one
-//! scale per block, KV head and channel, final when the block fills) and KIVI (2- or 4-bit codes
-//! packed, a scale and zero point per group). Code outside a format never matches on the dtype:
+//! per tensor or per KV head), in [`quant`]. INT8 per channel and KIVI are not pool dtypes: their codes
+//! wait for a group of tokens, so they live in the cache quantised in groups ([`super::group`]); the one
+//! list of every format, of both kinds, is [`super::formats`]. Code outside a format never matches on the dtype:
 //! it asks the format ([`KvFormat::bytes_for`], [`ScaleLayout::count`], `write`, `read`), and a backend
 //! without a read path for a dtype says so with a typed error.
 //!
@@ -17,7 +18,7 @@ pub mod f16;
 mod format;
 pub mod quant;
 
-pub use format::{KernelReads, KvFormat, PoolGeometry, ScaleLayout, WgslReads};
+pub use format::{KvFormat, PoolGeometry, ScaleLayout};
 
 /// A KV dtype: a handle on its [`KvFormat`]. Two dtypes are equal when they name the same format.
 #[derive(Clone, Copy)]
@@ -131,10 +132,8 @@ mod tests {
         for (layout, count) in [
             (ScaleLayout::None, 0),
             (ScaleLayout::PerToken { per: 1 }, 24),
-            (ScaleLayout::PerChannel, 60),
             (ScaleLayout::PerHead, 2),
             (ScaleLayout::PerTensor, 1),
-            (ScaleLayout::PerGroup { group: 4 }, 24 * 6),
         ] {
             assert_eq!(layout.count(g), count, "{layout:?}");
             let last = layout.row(g, 2, 1, 3);

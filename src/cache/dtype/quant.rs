@@ -71,7 +71,6 @@ macro_rules! fp8_format {
             quant: Some(Quant::Fp8($fmt)),
             write: |s, d, sc| fp8_write($fmt, s, d, sc),
             read: |s, sc, d| fp8_read($fmt, s, sc, d),
-            kernels: None,
         };
     };
 }
@@ -85,7 +84,6 @@ pub static INT8_TOKEN: KvFormat = KvFormat {
     quant: Some(Quant::Int8Token),
     write: int8_write,
     read: int8_read,
-    kernels: None,
 };
 
 fp8_format!(

@@ -59,7 +59,7 @@ const INCLUDE_KV_DTYPE: &str = "#include \"kv_dtype.cuh\"";
 
 /// The header a KV dtype's kernels read its pools with, if it has one: `(path, text)`.
 pub fn kv_dtype_header(dtype: KvDtype) -> Option<(&'static str, &'static str)> {
-    dtype.format().kernels.map(|k| k.cuda)
+    crate::compute::kv_snippets::kernel_reads(dtype).map(|k| k.cuda)
 }
 
 impl KernelFile {

@@ -57,7 +57,7 @@ impl WgslFile {
         let snippet = match self.pools {
             Pools::None => "",
             pools => {
-                let w = dtype.format().kernels?.wgsl;
+                let w = crate::compute::kv_snippets::kernel_reads(dtype)?.wgsl;
                 match (pools, f16) {
                     (Pools::Read, F16Path::Packed) => w.read_packed.1,
                     (Pools::Read, F16Path::Native) => w.read_native.1,

@@ -177,7 +177,7 @@ pub const PLACEHOLDERS: &[&str] = &[
 pub fn slider_format(i: i64) -> Format {
     let all = Format::all();
     let k = (i.max(1) as usize - 1).min(all.len() - 1);
-    all[k]
+    all[k].clone()
 }
 
 /// The MLA layer the sliders describe (d_model 64, d_nope = d_v = 32).
@@ -440,7 +440,7 @@ impl LessonKind for Arch {
         let wrong = get(p, "wrong", 0) != 0;
         let cla = get(p, "cla", 1).clamp(1, 8) as usize;
         let q = Query {
-            format,
+            format: format.clone(),
             weights_dtype: None,
             context,
             batch: 1,

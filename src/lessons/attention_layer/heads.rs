@@ -3,11 +3,11 @@
 //! each computed by the backend's attention kernels and checked against the f64 reference.
 
 use crate::compute::{AttnInput, Backend, CheckReport, Tolerance, check, reference};
+use crate::figure::HeatmapData;
 use crate::lessons::heat_probs;
 use crate::math::Mask;
 use crate::model::heads::{Label, Profile, labels, profiles};
 use crate::model::{shared, texts};
-use crate::render::heatmap::HeatmapData;
 use ndarray::Array3;
 use std::sync::Arc;
 

@@ -17,9 +17,9 @@ use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 
 use crate::compute::Against;
 use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
+use crate::figure::HeatmapData;
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::math::{AttnCore, AttnShape, AttnWeights, Mask, Qkv, output_projection, project};
-use crate::render::heatmap::HeatmapData;
 
 /// One attention layer computed on a backend.
 pub struct AttnOut {

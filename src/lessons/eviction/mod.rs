@@ -1,7 +1,7 @@
 //! Lesson 9, which tokens to keep (kind `eviction`): the trained model reads a 256-byte window of the
 //! held-out text (a 128-byte prompt, then 128 bytes decoded), one decode step per byte through the paged
 //! cache, under six policies with one budget, **tokens kept per KV head per layer**: full, window,
-//! sinks + window, H2O, SnapKV and random ([`crate::model::evict`]). Attention runs through the backend's
+//! sinks + window, H2O, SnapKV and random ([`crate::drivers::evict`]). Attention runs through the backend's
 //! `score_decode`, which returns the weights the policies score by. Everything the views draw is measured
 //! here, on the active backend; the quality table over the whole held-out file and the recall trials
 //! (stored, [`stored`]) is drawn labelled as stored.
@@ -12,7 +12,7 @@ use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::model::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS};
+use crate::drivers::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS};
 use crate::model::{HELDOUT, shared};
 
 crate::views! {
@@ -498,11 +498,11 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
         }
         // How H2O fares against the plain window at the same budget, over the stored budgets.
         let bpb_at = |p: &str, k: usize| s.cell(p, k).map_or(f64::NAN, |c| c.bits_per_byte);
-        let loses = crate::model::evict::BUDGETS
+        let loses = crate::drivers::evict::BUDGETS
             .iter()
             .filter(|&&k| bpb_at("h2o", k) > bpb_at("window", k))
             .count();
-        let all = crate::model::evict::BUDGETS.len();
+        let all = crate::drivers::evict::BUDGETS.len();
         let (en, zh, c_en, c_zh) = if loses == all {
             (
                 "H2O scores worse than the plain window at every budget measured",

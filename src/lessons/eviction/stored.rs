@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use crate::model::evict::{QualityCell, QualityTable};
+use crate::drivers::evict::{QualityCell, QualityTable};
 
 impl QualityTable {
     /// The cell of `policy` at budget `k`.
@@ -22,7 +22,7 @@ pub fn embedded() -> Option<&'static QualityTable> {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::evict::{BUDGETS, EvictPolicy};
+    use crate::drivers::evict::{BUDGETS, EvictPolicy};
 
     #[test]
     fn the_stored_table_parses_and_covers_every_policy_and_budget() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat, heat_probs};
 use crate::compute::Against;
-use crate::render::heatmap::HeatmapData;
+use crate::figure::HeatmapData;
 use crate::compute::launch::LaunchDims;
 use crate::compute::ops::flash::launch;
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};

@@ -9,7 +9,7 @@ use crate::compute::Against;
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::lessons::heat;
 use crate::model::{memo, shared, texts};
-use crate::render::heatmap::HeatmapData;
+use crate::figure::HeatmapData;
 
 /// Decode steps on a simulated backend (`cuda-sim`).
 pub const SIM_STEPS: usize = 4;

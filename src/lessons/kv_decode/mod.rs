@@ -22,7 +22,7 @@ use crate::compute::{
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
 use crate::math::{Mask, Rng, matmul, output_projection, softmax_row};
-use crate::render::heatmap::HeatmapData;
+use crate::figure::HeatmapData;
 
 crate::views! {
     /// The views of lesson 4.

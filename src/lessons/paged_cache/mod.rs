@@ -18,7 +18,7 @@ use crate::compute::{Backend, CheckReport, Kernel};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
 use crate::math::Rng;
-use crate::render::blocks::BlockGridData;
+use crate::figure::BlockGridData;
 
 crate::views! {
     /// The views of lesson 5.

@@ -6,7 +6,7 @@ use crate::lessons::Output;
 use crate::cache::{PagedShape, RequestId};
 use crate::compute::CheckReport;
 use crate::lessons::export::{ArrayData, NamedArray};
-use crate::render::blocks::BlockGridData;
+use crate::figure::BlockGridData;
 
 /// One event of the replay.
 #[derive(Debug, Clone, PartialEq, Eq)]

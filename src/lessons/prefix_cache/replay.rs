@@ -8,7 +8,7 @@ use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
 use crate::kv::{EngineError, KvEngine, KvEvent};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::math::Rng;
-use crate::render::blocks::BlockGridData;
+use crate::figure::BlockGridData;
 use super::out::{Event, PrefixFrame, PrefixOut};
 
 /// KV heads and head_dim of the lesson's pool (small: the lesson is about blocks, not arithmetic).

@@ -1,5 +1,5 @@
 //! Lesson 10, KV-cache quantisation (kind `quant`): the trained model decodes a 256-byte window of the
-//! held-out text byte by byte from an empty cache in each format ([`crate::model::quant`]): f16, INT8 per
+//! held-out text byte by byte from an empty cache in each format ([`crate::drivers::quant`]): f16, INT8 per
 //! token and FP8 E4M3/E5M2 through the quantising append and dequantising decode kernels on the active
 //! backend; INT8 per channel and KIVI (2 and 4 bits) through the group kernels (`group_append`,
 //! `group_decode`) on the same backend. Everything the views draw is measured
@@ -15,9 +15,10 @@ use crate::cache::dtype::quant::{E4M3, E5M2, Fp8, int8_decode, int8_encode, int8
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::model::quant::{CacheFormat, QuantRun};
+use crate::cache::CacheFormat;
+use crate::drivers::quant::QuantRun;
 use crate::model::{HELDOUT, shared};
-use crate::render::heatmap::HeatmapData;
+use crate::figure::HeatmapData;
 
 crate::views! {
     /// The views of lesson 10.
@@ -670,7 +671,7 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
     v
 }
 
-impl crate::model::quant::QuantTable {
+impl crate::drivers::quant::QuantTable {
     /// The narration's line on decode speed: the stored benchmark's ratios, or that none is stored.
     pub fn speed_line(&self, zh: bool) -> String {
         match &self.bench {

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use crate::model::quant::{QuantCell, QuantTable};
+use crate::drivers::quant::{QuantCell, QuantTable};
 
 impl QuantTable {
     /// The cell of `format`.
@@ -22,7 +22,7 @@ pub fn embedded() -> Option<&'static QuantTable> {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::quant::CacheFormat;
+    use crate::cache::CacheFormat;
 
     #[test]
     fn the_stored_table_parses_and_covers_every_format() {

@@ -11,8 +11,8 @@ use crate::cache::{KvDtype, PagedShape};
 use crate::compute::Backend;
 use crate::kv::{ChunkedPrefill, KvEngine, SchedulePolicy, WholeUnderBudget};
 use crate::model::Model;
-use crate::model::serve::{Chunk, DEFAULT_SCENARIO, scenario};
-use crate::model::spec::{Drafter, SpecConfig};
+use crate::drivers::serve::{Chunk, DEFAULT_SCENARIO, scenario};
+use crate::drivers::spec::{Drafter, SpecConfig};
 
 /// Where the stored measurement lives in the repository.
 pub const STORED_PATH: &str = "assets/measurements/serving.json";

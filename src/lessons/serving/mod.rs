@@ -12,8 +12,8 @@ use crate::calc::{self, Format, ModelSpec};
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, LessonKind, Output, Params, Schema, format_bytes, get};
-use crate::model::serve::{DEFAULT_SCENARIO, ServeRun, scenario};
-use crate::model::spec::{Drafter, SpecConfig, SpecRun};
+use crate::drivers::serve::{DEFAULT_SCENARIO, ServeRun, scenario};
+use crate::drivers::spec::{Drafter, SpecConfig, SpecRun};
 
 crate::views! {
     /// The views of lesson 12.
@@ -266,7 +266,7 @@ impl LessonKind for Serving {
                 seq.extend_from_slice(&spec.output[..s.pos + 1 - prompt.len()]);
                 let mut chunk = vec![seq[s.pos]];
                 chunk.extend_from_slice(&s.proposed);
-                let r = crate::model::spec::verify_pass_checked(
+                let r = crate::drivers::spec::verify_pass_checked(
                     model,
                     backend,
                     &seq[..s.pos],

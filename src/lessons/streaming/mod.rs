@@ -2,7 +2,7 @@
 //! held-out text byte by byte far past its 256-byte context, through the paged cache, under four
 //! policies (dense, window, sinks + window, recompute), with keys turned on read by the backend's
 //! `stream_decode` kernel at positions by cache slot (StreamingLLM) or by text position
-//! ([`crate::model::stream`]). Everything the views draw is measured here, on the active backend; the
+//! ([`crate::drivers::stream`]). Everything the views draw is measured here, on the active backend; the
 //! 16 KiB results of `kvscope export streaming` (stored, [`stored`]) are drawn beside them, labelled as
 //! stored.
 
@@ -12,7 +12,7 @@ use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, CheckReport, Kernel};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::model::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
+use crate::drivers::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
 use crate::model::{HELDOUT, shared};
 
 crate::views! {

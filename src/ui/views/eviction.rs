@@ -5,9 +5,9 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 use egui_plot::{Bar, BarChart, HLine, Legend, Line, Plot, PlotPoints, Points, VLine};
 
+use crate::drivers::evict::{BUDGETS, EvictPolicy, EvictRun};
 use crate::lessons::eviction::{EvictOut, Eviction, View, stored};
 use crate::lessons::{LessonKind, Output};
-use crate::model::evict::{BUDGETS, EvictPolicy, EvictRun};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
@@ -657,7 +657,7 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
         },
     );
     let hp = ((ui.available_height() - 2.0 * size) / 2.0 - size).max(90.0);
-    let series = |f: fn(&crate::model::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
+    let series = |f: fn(&crate::drivers::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
         BUDGETS
             .iter()
             .filter_map(|&k| s.cell(p.name(), k).map(|c| [(k as f64).log2(), f(c)]))

@@ -5,11 +5,11 @@
 use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Bar, BarChart, Plot};
 
+use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
 use crate::cache::dtype::quant::{E4M3, E5M2, Fp8};
 use crate::lessons::quant::{CONTEXTS, Quant, QuantOut, View, format_label, show_value, stored, tokens_per_pool};
 use crate::lessons::{LessonKind, Output};
-use crate::model::quant::CacheFormat;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;

@@ -5,9 +5,9 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
 
+use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
 use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
 use crate::lessons::{LessonKind, Output};
-use crate::model::stream::{Positions, StreamPolicy, StreamRun};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;

@@ -3,6 +3,7 @@
 //! scales, zero points and f16 rings equal the scalar encoder's, exactly. The caches these runs build
 //! are also what `group_decode`'s suite reads.
 
+use crate::cache::GroupFormat;
 use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check};
 use crate::math::Rng;
 

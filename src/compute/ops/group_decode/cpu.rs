@@ -8,7 +8,7 @@ use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 use super::GroupDecodeInput;
-use crate::compute::ops::group_append::{GroupCache, GroupShape};
+use crate::cache::{GroupCache, GroupShape};
 use crate::compute::{BackendError, CpuBackend, Valid};
 
 /// Tokens dequantised at a time (a tile of K or V stays in the L1/L2 cache).

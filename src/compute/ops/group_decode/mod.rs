@@ -13,8 +13,8 @@ pub mod launch;
 pub mod suite;
 pub(crate) mod wgpu;
 
-use crate::compute::ops::group_append::{GroupCache, GroupShape};
-use crate::compute::{BackendError, Limits, OpInput, invalid};
+use crate::cache::group::{GroupCache, GroupShape};
+use crate::compute::{BackendError, Limits, MAX_HEAD_DIM, OpInput, invalid};
 
 /// The decode problem.
 #[derive(Debug, Clone, Copy)]
@@ -67,7 +67,7 @@ impl GroupDecodeInput<'_> {
 impl OpInput for &GroupDecodeInput<'_> {
     fn validate_for(&self, _limits: &Limits) -> Result<(), BackendError> {
         let s = &self.shape;
-        s.validate()?;
+        s.validate(MAX_HEAD_DIM).map_err(invalid)?;
         if !self.cache.fits(s) {
             return Err(invalid("the group cache's buffers do not have its shape's sizes"));
         }

@@ -3,8 +3,9 @@
 //! decoded by the backend with GQA (4 query heads on 2 KV heads) and MQA, against the f64 reference on
 //! the same codes and rings.
 
+use crate::cache::{GroupCache, GroupFormat};
+use crate::compute::ops::group_append::append_scalar;
 use crate::compute::ops::group_append::suite::{LENS, build, formats, shape, tables};
-use crate::compute::ops::group_append::{GroupCache, GroupFormat, append_scalar};
 use crate::compute::{Backend, BackendError, CheckReport, Tolerance, check};
 use crate::math::Rng;
 

@@ -7,10 +7,10 @@
 
 use ndarray::{Array2, Array3, Axis};
 
-use super::Model;
 use crate::cache::RequestId;
 use crate::compute::Backend;
 use crate::kv::KvEngine;
+use crate::model::Model;
 
 /// One request's chunk in a step: its id, the position of the chunk's first token, and the tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +126,7 @@ pub const DEFAULT_SCENARIO: [(usize, usize, usize); 4] = [(0, 24, 40), (0, 16, 4
 /// Requests of `(arrival step, prompt bytes, bytes to generate)`, each prompt a different piece of the
 /// held-out text (request i starts at byte 997·i, wrapped).
 pub fn scenario(specs: &[(usize, usize, usize)]) -> Result<Vec<ServedRequest>, String> {
-    let text = super::HELDOUT;
+    let text = crate::model::HELDOUT;
     specs
         .iter()
         .enumerate()
@@ -273,7 +273,7 @@ impl Model {
         use crate::kv::{Request, Scheduler};
         let c = self.config;
         for (i, r) in requests.iter().enumerate() {
-            if r.prompt.len() + r.generate > super::MAX_POSITIONS {
+            if r.prompt.len() + r.generate > crate::model::MAX_POSITIONS {
                 return Err(format!("request {i}: more tokens than the RoPE tables hold"));
             }
         }
@@ -357,7 +357,7 @@ impl Model {
                     let i = ch.req as usize;
                     // A chunk that reaches the end of what the request holds samples its next byte.
                     if ch.pos0 + ch.tokens.len() == seq[i].len() {
-                        pending[i] = Some(super::decode::Sampler::greedy().pick(&last_row(lg)));
+                        pending[i] = Some(crate::model::decode::Sampler::greedy().pick(&last_row(lg)));
                         run.first_token_step[i].get_or_insert(step_no);
                         // The byte to come is number `outputs[i].len()`; its first sampling is its emission.
                         if run.emit_steps[i].len() == run.outputs[i].len()

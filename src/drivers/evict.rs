@@ -29,12 +29,12 @@ use web_time::Instant;
 
 use ndarray::Array3;
 
-use super::Model;
 use crate::cache::{KvDtype, PagedShape, RequestId};
 use crate::compute::ops::score_decode::{ScoreDecodeInput, reference};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::kv::KvEngine;
 use crate::math::Rng;
+use crate::model::Model;
 
 /// Which tokens stay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -629,7 +629,7 @@ pub const NEEDLE_LEN: usize = 12;
 pub fn recall_text(seed: u64, i: usize) -> Vec<u8> {
     let mut rng = Rng::stream(seed, 0x2EC0 + i as u64);
     let n = REPEAT_AT + NEEDLE_LEN;
-    let held = super::HELDOUT;
+    let held = crate::model::HELDOUT;
     let o = rng.below(held.len() - n);
     let mut t = held[o..o + n].to_vec();
     let needle: Vec<u8> = (0..NEEDLE_LEN).map(|_| b'a' + rng.below(26) as u8).collect();
@@ -652,7 +652,7 @@ impl Model {
     /// of the held-out file (a 128-byte prompt, then 128 bytes scored), and `trials` recall trials (the
     /// prompt is everything before the repeat).
     pub fn eviction_table(&self, backend: &dyn Backend, windows: usize, trials: usize) -> Result<QualityTable, String> {
-        let held = super::HELDOUT;
+        let held = crate::model::HELDOUT;
         let windows = windows.min(held.len() / 256);
         let (l_n, h) = (self.config.n_layers, self.config.n_heads);
         let mut top10 = vec![0f64; l_n * h];

@@ -18,121 +18,18 @@
 use ndarray::Array3;
 
 use crate::cache::dtype::quant::Quant;
-use crate::cache::{KvDtype, PagedShape, RequestId};
+use crate::cache::formats::CHANNEL_BLOCK;
+use crate::cache::group::{GroupCache, GroupShape};
+use crate::cache::{CacheFormat, PagedShape, RequestId};
 use crate::compute::Backend;
-use crate::compute::ops::group_append::{GroupAppendInput, GroupCache, GroupFormat, GroupShape};
+use crate::compute::ops::group_append::GroupAppendInput;
 use crate::compute::ops::group_decode::GroupDecodeInput;
 use crate::kv::KvEngine;
 
-use super::Model;
+use crate::model::Model;
 
-/// Block size of the runs' pools (and of INT8 per channel's blocks).
-pub const BLOCK: usize = 16;
-
-/// A cache format the lesson compares.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CacheFormat {
-    /// A pool of a built-in dtype; `calibrated` sets FP8 scales from the prefill (else 1.0).
-    Pool {
-        /// The pool's dtype.
-        dtype: KvDtype,
-        /// FP8: scales from the prefill's absolute maximum (else vLLM's uncalibrated 1.0).
-        calibrated: bool,
-    },
-    /// INT8 per channel: a scale per (block, KV head, channel), the filling block in f16.
-    Int8Channel,
-    /// KIVI: K per channel and V per token, `bits` bits, groups of `group`, the last `residual` in f16.
-    Kivi {
-        /// 2 or 4.
-        bits: u32,
-        /// Values per group (tokens for K, channels for V).
-        group: usize,
-        /// Tokens kept in f16 (a multiple of `group`).
-        residual: usize,
-    },
-}
-
-impl CacheFormat {
-    /// The formats of the lesson's table, in order.
-    pub fn all(group: usize, residual: usize) -> Vec<CacheFormat> {
-        let pool = |dtype, calibrated| CacheFormat::Pool { dtype, calibrated };
-        vec![
-            pool(KvDtype::F16, true),
-            pool(KvDtype::INT8_TOKEN, true),
-            CacheFormat::Int8Channel,
-            pool(KvDtype::FP8_E4M3, true),
-            pool(KvDtype::FP8_E5M2, true),
-            pool(KvDtype::FP8_E4M3_HEAD, true),
-            pool(KvDtype::FP8_E5M2_HEAD, true),
-            pool(KvDtype::FP8_E4M3, false),
-            pool(KvDtype::FP8_E5M2, false),
-            CacheFormat::Kivi {
-                bits: 4,
-                group,
-                residual,
-            },
-            CacheFormat::Kivi {
-                bits: 2,
-                group,
-                residual,
-            },
-        ]
-    }
-
-    /// The rule of a format quantised in groups (INT8 per channel in blocks of [`BLOCK`], KIVI).
-    pub fn group(&self) -> Option<GroupFormat> {
-        match *self {
-            CacheFormat::Pool { .. } => None,
-            CacheFormat::Int8Channel => Some(GroupFormat::int8_channel(BLOCK)),
-            CacheFormat::Kivi { bits, group, residual } => Some(GroupFormat::kivi(bits, group, residual)),
-        }
-    }
-
-    /// Its name: the dtype's (`fp8-e4m3`, with `-scale1` when uncalibrated), `int8-channel`, `kivi2`.
-    pub fn name(&self) -> String {
-        match *self {
-            CacheFormat::Pool { dtype, calibrated } => {
-                let fp8 = matches!(dtype.format().quant, Some(Quant::Fp8(_)));
-                if fp8 && !calibrated {
-                    format!("{dtype}-scale1")
-                } else {
-                    dtype.to_string()
-                }
-            }
-            CacheFormat::Int8Channel => "int8-channel".into(),
-            CacheFormat::Kivi { bits, .. } => format!("kivi{bits}"),
-        }
-    }
-
-    /// The format called `name` (the export's `--format`), with KIVI's group and residual.
-    pub fn parse(name: &str, group: usize, residual: usize) -> Option<CacheFormat> {
-        Self::all(group, residual).into_iter().find(|f| f.name() == name)
-    }
-
-    /// Bytes one token's K and V take in one layer with `kv_heads` heads of `hd`, scales, zero points
-    /// and (averaged over a context of `ctx` tokens) the f16 residual included.
-    pub fn bytes_per_token(&self, kv_heads: usize, hd: usize, ctx: usize) -> f64 {
-        let row = (kv_heads * hd) as f64; // values per token per tensor
-        let ctx = ctx.max(1) as f64;
-        match *self {
-            CacheFormat::Pool { dtype, .. } => {
-                let f = dtype.format();
-                let codes = 2.0 * row * f.bits as f64 / 8.0;
-                let scales = match f.scales {
-                    crate::cache::ScaleLayout::PerToken { per } => 2.0 * (kv_heads * per) as f64 * 2.0, // f16
-                    crate::cache::ScaleLayout::PerHead => 2.0 * kv_heads as f64 * 4.0 / ctx,
-                    crate::cache::ScaleLayout::PerTensor => 2.0 * 4.0 / ctx,
-                    _ => 0.0,
-                };
-                codes + scales
-            }
-            CacheFormat::Int8Channel | CacheFormat::Kivi { .. } => {
-                let g = self.group().expect("a group format");
-                kv_heads as f64 * g.bytes_per_token(hd, ctx as usize)
-            }
-        }
-    }
-}
+/// Block size of the runs' pools (and of INT8 per channel's blocks: [`CHANNEL_BLOCK`]).
+pub const BLOCK: usize = CHANNEL_BLOCK;
 
 /// One window decoded through one format.
 #[derive(Debug, Clone)]
@@ -299,7 +196,7 @@ impl Model {
                     rings: 1,
                     fmt: gf,
                 };
-                shape.validate().map_err(|e| e.to_string())?;
+                shape.validate(crate::compute::MAX_HEAD_DIM)?;
                 group = Some((shape, vec![GroupCache::new(&shape); l_n]));
             }
         }
@@ -604,7 +501,7 @@ impl Model {
         group: usize,
         residual: usize,
     ) -> Result<QuantTable, String> {
-        let held = super::HELDOUT;
+        let held = crate::model::HELDOUT;
         let windows = windows.clamp(1, held.len() / 256);
         let mut cells = Vec::new();
         for fmt in CacheFormat::all(group, residual) {

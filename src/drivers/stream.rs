@@ -24,12 +24,12 @@ use web_time::Instant;
 
 use ndarray::Array3;
 
-use super::Model;
 use crate::cache::{KvDtype, PagedShape, RequestId};
 use crate::compute::ops::rope::cos_sin_table;
 use crate::compute::ops::stream_decode::{StreamDecodeInput, reference};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::kv::{EvictionPolicy, KvEngine};
+use crate::model::Model;
 
 /// Which bytes the cache keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

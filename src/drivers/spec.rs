@@ -16,12 +16,12 @@
 
 use ndarray::Axis;
 
-use super::Model;
 use super::serve::Chunk;
 use crate::cache::{KvDtype, PagedShape, RequestId};
 use crate::compute::Backend;
 use crate::kv::KvEngine;
 use crate::math::Rng;
+use crate::model::Model;
 
 /// Who drafts.
 #[derive(Debug, Clone, Copy)]
@@ -71,11 +71,11 @@ pub fn ngram_propose(seq: &[u8], k: usize, min_n: usize, max_n: usize) -> Vec<u8
 }
 
 /// The softmax of `logits / temperature` in f64; one-hot at the argmax (ties broken as
-/// [`super::decode::Sampler::pick`] breaks them) at temperature 0.
+/// [`crate::model::decode::Sampler::pick`] breaks them) at temperature 0.
 pub fn distribution(logits: &[f32], temperature: f32) -> Vec<f64> {
     let mut p = vec![0.0; logits.len()];
     if temperature <= 0.0 {
-        let arg = super::decode::Sampler::greedy().pick(logits) as usize;
+        let arg = crate::model::decode::Sampler::greedy().pick(logits) as usize;
         if let Some(x) = p.get_mut(arg) {
             *x = 1.0;
         }
@@ -312,7 +312,7 @@ impl Model {
             return Err(format!("k = {} drafts per step; at most 64", cfg.k));
         }
         let total = prompt.len() + generate + cfg.k + 1;
-        if total > super::MAX_POSITIONS {
+        if total > crate::model::MAX_POSITIONS {
             return Err(format!("{total} positions: more than the RoPE tables hold"));
         }
         let mut rng = Rng::new(cfg.seed);
