@@ -83,30 +83,24 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
     let lessons = lesson::load_embedded()
         .unwrap_or_else(|e| panic!("{}", e.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")));
     assert_eq!(lessons.len(), EMBEDDED.len());
-    assert_eq!(
-        lessons.iter().map(|l| l.id()).collect::<Vec<_>>(),
-        [
-            "attention-matrix",
-            "causal-mask",
-            "multi-head",
-            "kv-decode",
-            "paged-cache",
-            "flash-attention",
-            "prefix-cache",
-            "streaming",
-            "eviction",
-            "quantization",
-            "architectures",
-            "serving"
-        ]
-    );
-    let l3 = &lessons[2];
-    let llama = l3
-        .file
-        .models
+    // Every shipped file is one lesson, in file order, with the id its file gives and no id twice:
+    // read from the files themselves, so a new lesson needs no edit here.
+    let ids: Vec<&str> = lessons.iter().map(|l| l.id()).collect();
+    let from_files: Vec<String> = EMBEDDED
         .iter()
+        .map(|(name, text)| {
+            let v: toml::Value = toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            v["id"].as_str().unwrap_or_else(|| panic!("{name}: no id")).to_string()
+        })
+        .collect();
+    assert_eq!(ids, from_files);
+    let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "an id twice: {ids:?}");
+    let llama = lessons
+        .iter()
+        .flat_map(|l| l.file.models.iter())
         .find(|m| m.name == "Llama-3-8B")
-        .expect("Llama-3-8B in the table");
+        .expect("Llama-3-8B in a lesson's model table");
     assert_eq!(llama.kv_bytes_per_token(), 128 * 1024);
     // The folder on disk is the same as the embedded copy.
     let dir = lesson::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons")).unwrap();

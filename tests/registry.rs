@@ -151,6 +151,25 @@ fn every_op_of_the_table_has_its_folder_kernels_and_twins() {
         for f in ["mod.rs", "launch.rs", "cpu.rs", "cuda.rs", "wgpu.rs"] {
             assert!(dir.join(f).exists(), "{} has no {f}", dir.display());
         }
+        // Its f64 reference: its own `reference.rs`, or its `mod.rs` names the file it shares.
+        if !dir.join("reference.rs").exists() {
+            let m = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+            let named: Vec<&str> = m
+                .lines()
+                .filter(|l| l.starts_with("//!"))
+                .flat_map(|l| l.split('`'))
+                .filter(|w| w.ends_with(".rs"))
+                .collect();
+            assert!(
+                m.contains("reference is") && !named.is_empty(),
+                "{} has no reference.rs and its mod.rs names none it shares",
+                dir.display()
+            );
+            for f in named {
+                let shared = [root.join("src/compute").join(f), root.join(f)];
+                assert!(shared.iter().any(|p| p.exists()), "{}: `{f}` is no file", dir.display());
+            }
+        }
         // The op's CUDA launches are written once for both CUDA backends (the GPU and the shim).
         assert!(
             !dir.join("sim.rs").exists(),

@@ -499,7 +499,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     }
                     _ => bail!("shape mode needs --context-lens or --max-context N (N >= 1)"),
                 };
-                let sp = export::QuantShapes {
+                let sp = kvscope::lessons::quant::export::QuantShapes {
                     lens: lens.clone(),
                     block_size,
                     num_blocks,
@@ -509,7 +509,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     seed,
                 };
                 let b = backend(kind)?;
-                let (arrays, extra) = export::quant_shapes(b.as_ref(), fmt, &sp)?;
+                let (arrays, extra) = kvscope::lessons::quant::export::quant_shapes(b.as_ref(), fmt, &sp)?;
                 let chk = extra["quant"]["check"].clone();
                 let params = serde_json::json!({
                     "format": format, "group": group, "residual": residual, "context_lens": lens,
@@ -533,7 +533,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 ),
             };
             let b = backend(kind)?;
-            let (arrays, extra) = export::quant(b.as_ref(), fmt, &text, &source)?;
+            let (arrays, extra) = kvscope::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source)?;
             let q = extra["quant"].clone();
             let params =
                 serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len()});
@@ -553,7 +553,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 "e5m2" => E5M2,
                 other => bail!("unknown FP8 format `{other}` (known: e4m3, e5m2)"),
             };
-            let arrays = export::fp8_table(f);
+            let arrays = kvscope::lessons::quant::export::fp8_table(f);
             let mut extra = serde_json::Map::new();
             extra.insert(
                 "fp8".into(),
@@ -709,7 +709,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 ),
             };
             let b = backend(kind)?;
-            let (arrays, extra) = export::eviction(b.as_ref(), cfg, &text, plen, &source)?;
+            let (arrays, extra) = kvscope::lessons::eviction::export::eviction(b.as_ref(), cfg, &text, plen, &source)?;
             let params = serde_json::json!({
                 "policy": policy.name(), "budget": budget, "recent": cfg.recent_tokens(),
                 "obs_window": cfg.window_tokens(), "pool_kernel": pool_kernel, "seed": seed,
@@ -819,7 +819,8 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             };
             let b = backend(kind)?;
             let bytes = bytes.unwrap_or(kvscope::model::HELDOUT.len());
-            let (arrays, extra) = export::streaming(b.as_ref(), cfg, bytes, model.as_deref())?;
+            let (arrays, extra) =
+                kvscope::lessons::streaming::export::streaming(b.as_ref(), cfg, bytes, model.as_deref())?;
             let params = serde_json::json!({
                 "policy": policy.name(), "positions": positions.name(), "window": window, "sinks": sinks,
                 "block_size": block_size, "bytes": bytes,

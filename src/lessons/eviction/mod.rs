@@ -6,6 +6,7 @@
 //! here, on the active backend; the quality table over the whole held-out file and the recall trials
 //! (stored, [`stored`]) is drawn labelled as stored.
 
+pub mod export;
 pub mod stored;
 
 use super::{LessonKind, Output, Params, get};

@@ -6,6 +6,7 @@
 //! 16 KiB results of `kvscope export streaming` (stored, [`stored`]) are drawn beside them, labelled as
 //! stored.
 
+pub mod export;
 pub mod stored;
 
 use super::{LessonKind, Output, Params, get};

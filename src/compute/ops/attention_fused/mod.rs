@@ -1,5 +1,8 @@
 //! Fused attention (`Backend::attention_fused`: scores, softmax and P·V in one online-softmax kernel):
 //! its suite cases and probe. It takes the three-kernel op's input, [`super::attention::AttnInput`].
+//!
+//! Its f64 reference is the attention op's (`compute::reference::attention`, `ops/attention/reference.rs`):
+//! the fused kernel computes the same output.
 
 pub(crate) mod cpu;
 #[cfg(feature = "native")]

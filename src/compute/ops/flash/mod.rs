@@ -1,6 +1,9 @@
 //! FlashAttention's tiled forward pass (`Backend::flash_attention`, `kernels/flash_attention.cu`
 //! `flash_attention_f32` and its WGSL twin): the input (an attention input plus the tile sizes), the
 //! shared-memory budget that limits the tiles, its validation, its suite cases and its probe.
+//!
+//! Its f64 reference is the attention op's (`compute::reference::attention`, `ops/attention/reference.rs`):
+//! the tiled kernel computes the same output.
 
 pub(crate) mod cpu;
 #[cfg(feature = "native")]

@@ -16,6 +16,9 @@
 //! groups that completed ([`GroupFormat::step_jobs`]): a job quantises G tokens of K (or V) per
 //! channel into a block, or one token of V per group of channels into its slot. The scalar encoder in
 //! this file ([`GroupFormat::encode`]) is what every backend's codes are compared with, code for code.
+//!
+//! Its reference is the scalar encoder of the rule (`GroupFormat::encode`, `src/cache/group.rs`), compared
+//! code for code, scale for scale.
 
 pub(crate) mod cpu;
 #[cfg(feature = "native")]

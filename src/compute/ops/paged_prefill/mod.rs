@@ -14,6 +14,7 @@ pub(crate) mod cpu;
 #[allow(unsafe_code)]
 pub(crate) mod cuda;
 pub mod launch;
+pub mod reference;
 pub mod suite;
 pub(crate) mod wgpu;
 
@@ -133,11 +134,6 @@ impl OpInput for &PagedPrefillInput<'_> {
     }
 }
 
-/// The f64 reference: each row's causal attention over its request's cache, gathered through the table.
-pub fn reference(inp: &PagedPrefillInput) -> Vec<f64> {
-    let rows = inp.row_map();
-    let mut tables = Vec::new();
-    crate::compute::ops::paged_decode::reference::paged_decode(&inp.as_decode(&rows, &mut tables))
-}
-
 pub use suite::{TWIN_TOLERANCE, probe, suite};
+
+pub use reference::reference;

@@ -3,6 +3,9 @@
 //! each row's scale and writes it; FP8 divides by the pool's scale (calibrated at prefill, or 1.0) and
 //! writes codes. The kernels are `kernels/quant_kv.cu` and `.wgsl`; the Rust encoder they are checked
 //! against, code for code, is `cache::dtype::quant`.
+//!
+//! Its reference is the scalar encoder of `cache::dtype::quant` (`src/cache/dtype/quant.rs`), compared
+//! code for code: an encoder has no f64 answer, only the codes its specification gives.
 
 pub(crate) mod cpu;
 #[cfg(feature = "native")]

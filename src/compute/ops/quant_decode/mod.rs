@@ -3,6 +3,8 @@
 //! tables, and attends in f32. It is checked against the f64 reference of `paged_decode`, which reads the
 //! same codes through the dtype's decoder (`cache::dtype::quant`). The kernels are
 //! `kernels/quant_kv.cu` and `.wgsl` (four codes per u32 word there: WGSL has no 8-bit types).
+//!
+//! Its f64 reference is paged decode's (`ops/paged_decode/reference.rs`), on the same codes dequantised.
 
 pub(crate) mod cpu;
 #[cfg(feature = "native")]
