@@ -590,3 +590,24 @@ fn every_published_fact_is_quoted() {
         );
     }
 }
+
+/// `lessons/README.md` stays true of the tree: it names every kind of the registry, and every shipped
+/// lesson by its number.
+#[test]
+fn the_lessons_readme_names_every_kind_and_lesson() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons/README.md")).unwrap();
+    for k in kvscope::lessons::REGISTRY.iter() {
+        assert!(
+            readme.contains(&format!("`{}`", k.name())),
+            "lessons/README.md does not name the kind `{}`",
+            k.name()
+        );
+    }
+    for (name, _) in EMBEDDED {
+        let number = name.split('-').next().unwrap();
+        assert!(
+            readme.contains(&format!(" {number} ")),
+            "lessons/README.md's list of shipped lessons lacks {name}"
+        );
+    }
+}
