@@ -42,6 +42,19 @@ __device__ __forceinline__ bool attn_visible(int i, int j, int mask_kind, int wi
     return true;
 }
 
+// 2^e as a float (e in the normal range).
+__device__ __forceinline__ float kvs_pow2(int e) { return __uint_as_float((unsigned int)(e + 127) << 23); }
+
+// The smallest f16 value >= s (s >= 0), as a float: the INT8 scales' rounding (quant_kv.cu's per
+// token, group_kv.cu's per channel).
+__device__ __forceinline__ float kvs_f16_ceil(float s) {
+    if (!(s > 0.0f)) return 0.0f;
+    if (s >= 65504.0f) return 65504.0f;
+    if (s < kvs_pow2(-14)) return ceilf(s * kvs_pow2(24)) * kvs_pow2(-24);
+    const unsigned int b = __float_as_uint(s);
+    return __uint_as_float((b & 0x1fffu) == 0u ? b : (b & ~0x1fffu) + 0x2000u);
+}
+
 // ---------------------------------------------------------------------------------------
 // Block-wide reductions: first inside each warp with shuffles (no shared memory, no
 // barrier), then across warps through shared memory. Every thread of the block must call
@@ -85,4 +98,60 @@ __device__ __forceinline__ float attn_block_sum(float v, float* s_red /* [32] sh
     // calls attn_block_sum right after it).
     __syncthreads();
     return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// The decode body of the kernels that materialise a score row (score_attention,
+// stream_attention, quant_kv, group_kv, mla_attention): for one query head, with its scaled
+// query already in shared memory,
+//
+//     p[t] = score(t)                     t < len     (-inf: masked, MASKED kernels only)
+//     p[t] = softmax_t(p)                 in place: p is the head's probs row
+//     o[d] = sum_t term(p[t], t, d)       d < out_dim, tokens in order
+//
+// Each kernel supplies how a score and a P.V term are read from its cache (`score`, `term`:
+// lambdas over the block table, the dtype, the codes and scales, the rotation), so the
+// softmax and the walk are written once. MASKED kernels (tokens masked as -inf: evicted or
+// outside the window) give masked tokens weight 0, skip them in P.V, and write 0 in the
+// row's columns from len to T. Strided over the block's threads; every thread must call it
+// (it contains __syncthreads). The paged decode's split-context online softmax
+// (paged_attention.cu) is another algorithm and does not use it.
+// ---------------------------------------------------------------------------------------
+template <bool MASKED, class Score, class Term>
+__device__ __forceinline__ void decode_row(float* p, float* o, int len, int T, int out_dim,
+                                           float* s_red /* [32] shared */, Score score,
+                                           Term term) {
+    const int tid = (int)threadIdx.x;
+    const int nt = (int)blockDim.x;
+    float m = -KVS_INF;
+    for (int t = tid; t < len; t += nt) {
+        const float s = score(t);
+        p[t] = s;
+        m = fmaxf(m, s);
+    }
+    m = attn_block_max(m, s_red);
+    float l = 0.0f;
+    for (int t = tid; t < len; t += nt) {
+        const float e = (MASKED && p[t] == -KVS_INF) ? 0.0f : __expf(p[t] - m);
+        p[t] = e;
+        l += e;
+    }
+    l = attn_block_sum(l, s_red);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (MASKED) {
+        for (int t = tid; t < T; t += nt) p[t] = t < len ? p[t] * inv : 0.0f;
+    } else {
+        for (int t = tid; t < len; t += nt) p[t] *= inv;
+    }
+    __syncthreads();  // BARRIER: every probability is in p before P.V reads them all
+
+    for (int d = tid; d < out_dim; d += nt) {
+        float acc = 0.0f;
+        for (int t = 0; t < len; ++t) {
+            const float pt = p[t];
+            if (MASKED && pt == 0.0f) continue;
+            acc += term(pt, t, d);
+        }
+        o[d] = acc;
+    }
 }

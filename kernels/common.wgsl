@@ -27,6 +27,29 @@ fn neg_inf() -> f32 {
 }
 
 // Is key j visible to query i?
+// 2^e as a float (e in the normal range).
+fn kvs_pow2(e: i32) -> f32 {
+    return bitcast<f32>(u32(e + 127) << 23u);
+}
+
+// The smallest f16 value >= s (s >= 0), as a float: the INT8 scales' rounding.
+fn kvs_f16_ceil(s: f32) -> f32 {
+    if (!(s > 0.0)) {
+        return 0.0;
+    }
+    if (s >= 65504.0) {
+        return 65504.0;
+    }
+    if (s < kvs_pow2(-14)) {
+        return ceil(s * kvs_pow2(24)) * kvs_pow2(-24);
+    }
+    let b = bitcast<u32>(s);
+    if ((b & 0x1fffu) == 0u) {
+        return s;
+    }
+    return bitcast<f32>((b & ~0x1fffu) + 0x2000u);
+}
+
 fn kvs_visible(i: u32, j: u32, mask_kind: u32, window: u32, sinks: u32) -> bool {
     if (mask_kind == 1u) {
         return j <= i;

@@ -39,17 +39,6 @@
 
 #define GROUP_MAX_HD 256
 
-__device__ __forceinline__ float g_pow2(int e) { return __uint_as_float((unsigned int)(e + 127) << 23); }
-
-// The smallest f16 value >= s (s >= 0), as a float: INT8's scale rounding.
-__device__ __forceinline__ float g_f16_ceil(float s) {
-    if (!(s > 0.0f)) return 0.0f;
-    if (s >= 65504.0f) return 65504.0f;
-    if (s < g_pow2(-14)) return ceilf(s * g_pow2(24)) * g_pow2(-24);
-    const unsigned int b = __float_as_uint(s);
-    return __uint_as_float((b & 0x1fffu) == 0u ? b : (b & ~0x1fffu) + 0x2000u);
-}
-
 __device__ __forceinline__ float g_f16r(float x) { return __half2float(__float2half_rn(x)); }
 
 // The group's (scale, zero) of n values x[i * stride].
@@ -58,7 +47,7 @@ __device__ __forceinline__ void g_params(const __half* x, long long stride, int 
     if (sym) {
         float amax = 0.0f;
         for (int i = 0; i < n; ++i) amax = fmaxf(amax, fabsf(__half2float(x[i * stride])));
-        *scale = g_f16_ceil(amax / 127.0f);
+        *scale = kvs_f16_ceil(amax / 127.0f);
         *zero = 0.0f;
     } else {
         float lo = KVS_INF, hi = -KVS_INF;
@@ -159,7 +148,7 @@ extern "C" __global__ void group_quant(unsigned char* __restrict__ k_codes, unsi
                     amax = fmaxf(amax, fabsf(x));
                 }
                 if (sym) {
-                    scale[pb + d] = g_f16_ceil(amax / 127.0f);
+                    scale[pb + d] = kvs_f16_ceil(amax / 127.0f);
                     zero[pb + d] = 0.0f;
                 } else {
                     lo = g_f16r(lo);
@@ -230,35 +219,20 @@ extern "C" __global__ void group_decode(float* __restrict__ out, float* __restri
         __syncthreads();  // BARRIER: the scaled query is complete before any score reads it
 
         float* p = probs + ((size_t)r * n_heads + h) * T;
-        float m = -KVS_INF;
-        for (int t = tid; t < len; t += nt) {
-            float dot = 0.0f;
-            for (int d = 0; d < hd; ++d)
-                dot += s_q[d] * g_value(k_codes, k_scale, k_zero, k_ring, table, ring, kq, 0, t, kvh, d,
-                                        n_kv_heads, hd, group, cap, bits, sym);
-            p[t] = dot;
-            m = fmaxf(m, dot);
-        }
-        m = attn_block_max(m, s_red);
-        float l = 0.0f;
-        for (int t = tid; t < len; t += nt) {
-            const float e = __expf(p[t] - m);
-            p[t] = e;
-            l += e;
-        }
-        l = attn_block_sum(l, s_red);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int t = tid; t < len; t += nt) p[t] *= inv;
-        __syncthreads();  // BARRIER: every probability is in probs before P.V reads them all
-
         float* o = out + ((size_t)r * n_heads + h) * hd;
-        for (int d = tid; d < hd; d += nt) {
-            float acc = 0.0f;
-            for (int t = 0; t < len; ++t)
-                acc += p[t] * g_value(v_codes, v_scale, v_zero, v_ring, table, ring, vq, v_per_token, t, kvh,
-                                      d, n_kv_heads, hd, group, cap, bits, sym);
-            o[d] = acc;
-        }
+        decode_row<false>(
+            p, o, len, T, hd, s_red,
+            [&](int t) {
+                float dot = 0.0f;
+                for (int d = 0; d < hd; ++d)
+                    dot += s_q[d] * g_value(k_codes, k_scale, k_zero, k_ring, table, ring, kq, 0, t, kvh, d,
+                                            n_kv_heads, hd, group, cap, bits, sym);
+                return dot;
+            },
+            [&](float pt, int t, int d) {
+                return pt * g_value(v_codes, v_scale, v_zero, v_ring, table, ring, vq, v_per_token, t, kvh, d,
+                                    n_kv_heads, hd, group, cap, bits, sym);
+            });
         __syncthreads();  // BARRIER: every thread has left this head's loops before the next head
                           // rewrites s_q and its probs row
     }

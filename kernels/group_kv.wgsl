@@ -58,10 +58,6 @@ struct GroupParams {
 @group(0) @binding(5) var<storage, read_write> ring: array<u32>;   // K's f16 pairs, then V's at P.vring_at
 @group(0) @binding(6) var<storage, read_write> result: array<f32>; // decode: out, probs
 
-fn g_pow2(e: i32) -> f32 {
-    return bitcast<f32>(u32(e + 127) << 23u);
-}
-
 // The f16 bits of x, rounded to nearest even (overflow to infinity, NaN kept).
 fn f16_bits(x: f32) -> u32 {
     let b = bitcast<u32>(x);
@@ -86,7 +82,7 @@ fn f16_value(h: u32) -> f32 {
     let m = h & 0x3ffu;
     var v = 0.0;
     if (e == 0u) {
-        v = f32(m) * g_pow2(-24);
+        v = f32(m) * kvs_pow2(-24);
     } else if (e == 31u) {
         if (m == 0u) {
             v = f32_bits(0x7f800000u);
@@ -104,23 +100,6 @@ fn f16_value(h: u32) -> f32 {
 
 fn f16r(x: f32) -> f32 {
     return f16_value(f16_bits(x));
-}
-
-fn g_f16_ceil(s: f32) -> f32 {
-    if (!(s > 0.0)) {
-        return 0.0;
-    }
-    if (s >= 65504.0) {
-        return 65504.0;
-    }
-    if (s < g_pow2(-14)) {
-        return ceil(s * g_pow2(24)) * g_pow2(-24);
-    }
-    let b = bitcast<u32>(s);
-    if ((b & 0x1fffu) == 0u) {
-        return s;
-    }
-    return bitcast<f32>((b & ~0x1fffu) + 0x2000u);
 }
 
 fn g_encode(x: f32, scale: f32, zero: f32) -> u32 {
@@ -215,7 +194,7 @@ fn group_quant(@builtin(global_invocation_id) g: vec3<u32>) {
             var sc = 0.0;
             var z = 0.0;
             if (P.sym != 0u) {
-                sc = g_f16_ceil(amax / 127.0);
+                sc = kvs_f16_ceil(amax / 127.0);
             } else {
                 z = f16r(lo);
                 sc = f16r((hi - z) / f32((1u << P.bits) - 1u));
@@ -257,7 +236,7 @@ fn group_quant(@builtin(global_invocation_id) g: vec3<u32>) {
             amax = max(amax, abs(x));
         }
         if (P.sym != 0u) {
-            params[s_at + pb + d] = g_f16_ceil(amax / 127.0);
+            params[s_at + pb + d] = kvs_f16_ceil(amax / 127.0);
             params[z_at + pb + d] = 0.0;
         } else {
             let z = f16r(lo);
@@ -306,6 +285,24 @@ const GROUP_MAX_HD: u32 = 256u;
 var<workgroup> s_q: array<f32, GROUP_MAX_HD>;
 var<workgroup> s_len: u32;
 
+// What decode_row (kernels/decode_row.wgsl) reads for this invocation's head.
+var<private> d_r: u32;
+var<private> d_kvh: u32;
+var<private> d_kq: u32;
+var<private> d_vq: u32;
+
+fn score_at(i: u32) -> f32 {
+    var dot = 0.0;
+    for (var d = 0u; d < P.head_dim; d += 1u) {
+        dot += s_q[d] * value_at(false, d_r, i, d_kvh, d, d_kq);
+    }
+    return dot;
+}
+
+fn pv_term(pt: f32, i: u32, d: u32) -> f32 {
+    return pt * value_at(true, d_r, i, d_kvh, d, d_vq);
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn group_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let kvh = wid.x;
@@ -318,8 +315,10 @@ fn group_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         s_len = u32(max(ints[P.lens_at + r], 0));
     }
     let len = workgroupUniformLoad(&s_len);
-    let kq = u32(ints[P.kq_at + r]);
-    let vq = u32(ints[P.vq_at + r]);
+    d_r = r;
+    d_kvh = kvh;
+    d_kq = u32(ints[P.kq_at + r]);
+    d_vq = u32(ints[P.vq_at + r]);
 
     for (var g = 0u; g < QG; g += 1u) {
         let h = kvh * QG + g;
@@ -329,42 +328,7 @@ fn group_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
         workgroupBarrier();
 
-        let pb = P.probs_at + (r * H + h) * T;
-        var m = neg_inf();
-        for (var i = t; i < len; i += WG) {
-            var dot = 0.0;
-            for (var d = 0u; d < hd; d += 1u) {
-                dot += s_q[d] * value_at(false, r, i, kvh, d, kq);
-            }
-            result[pb + i] = dot;
-            m = max(m, dot);
-        }
-        m = wg_max(m, t);
-        var l = 0.0;
-        for (var i = t; i < len; i += WG) {
-            let e = exp(result[pb + i] - m);
-            result[pb + i] = e;
-            l += e;
-        }
-        l = wg_sum(l, t);
-        var inv = 0.0;
-        if (l > 0.0) {
-            inv = 1.0 / l;
-        }
-        for (var i = t; i < len; i += WG) {
-            result[pb + i] = result[pb + i] * inv;
-        }
-        storageBarrier();
-        workgroupBarrier();
-
-        let ob = (r * H + h) * hd;
-        for (var d = t; d < hd; d += WG) {
-            var acc = 0.0;
-            for (var i = 0u; i < len; i += 1u) {
-                acc += result[pb + i] * value_at(true, r, i, kvh, d, vq);
-            }
-            result[ob + d] = acc;
-        }
+        decode_row(false, P.probs_at + (r * H + h) * T, (r * H + h) * hd, len, T, hd, t);
         storageBarrier();
         workgroupBarrier();
     }

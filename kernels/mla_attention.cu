@@ -53,31 +53,17 @@ extern "C" __global__ void mla_decode_f16(float* __restrict__ out, float* __rest
     __syncthreads();  // BARRIER: the scaled query is complete before any score reads it
 
     float* p = probs + ((size_t)r * n_heads + h) * T;
-    float m = -KVS_INF;
-    for (int t = tid; t < len; t += nt) {
-        const __half* row = latent + ((size_t)table[t / block_size] * block_size + t % block_size) * dim;
-        float dot = 0.0f;
-        for (int i = 0; i < dim; ++i) dot += s_q[i] * __half2float(row[i]);
-        p[t] = dot;
-        m = fmaxf(m, dot);
-    }
-    m = attn_block_max(m, s_red);
-    float l = 0.0f;
-    for (int t = tid; t < len; t += nt) {
-        const float e = __expf(p[t] - m);
-        p[t] = e;
-        l += e;
-    }
-    l = attn_block_sum(l, s_red);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int t = tid; t < len; t += nt) p[t] *= inv;
-    __syncthreads();  // BARRIER: every probability is in probs before the output reads them all
-
     float* o = out + ((size_t)r * n_heads + h) * d_c;
-    for (int d = tid; d < d_c; d += nt) {
-        float acc = 0.0f;
-        for (int t = 0; t < len; ++t)
-            acc += p[t] * __half2float(latent[((size_t)table[t / block_size] * block_size + t % block_size) * dim + d]);
-        o[d] = acc;
-    }
+    auto row_of = [&](int t) {
+        return latent + ((size_t)table[t / block_size] * block_size + t % block_size) * dim;
+    };
+    decode_row<false>(
+        p, o, len, T, d_c, s_red,
+        [&](int t) {
+            const __half* row = row_of(t);
+            float dot = 0.0f;
+            for (int i = 0; i < dim; ++i) dot += s_q[i] * __half2float(row[i]);
+            return dot;
+        },
+        [&](float pt, int t, int d) { return pt * __half2float(row_of(t)[d]); });
 }

@@ -31,6 +31,26 @@ const MLA_MAX_DIM: u32 = 1024u;
 var<workgroup> s_q: array<f32, MLA_MAX_DIM>;
 var<workgroup> s_len: u32;
 
+// What decode_row (kernels/decode_row.wgsl) reads for this invocation's head.
+var<private> d_tb: u32;
+
+fn latent_row(j: u32) -> u32 {
+    return (u32(tables[d_tb + j / P.block_size]) * P.block_size + j % P.block_size) * (P.d_c + P.d_r);
+}
+
+fn score_at(j: u32) -> f32 {
+    let row = latent_row(j);
+    var dot = 0.0;
+    for (var i = 0u; i < P.d_c + P.d_r; i += 1u) {
+        dot += s_q[i] * k_at(row + i);
+    }
+    return dot;
+}
+
+fn pv_term(pt: f32, j: u32, d: u32) -> f32 {
+    return pt * k_at(latent_row(j) + d);
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn mla_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let h = w.x;
@@ -43,7 +63,7 @@ fn mla_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation
         s_len = u32(max(lens[r], 0));
     }
     let len = workgroupUniformLoad(&s_len);
-    let tb = r * P.max_blocks;
+    d_tb = r * P.max_blocks;
     for (var i = t; i < dim; i += WG) {
         if (i < dc) {
             s_q[i] = q[(r * H + h) * dc + i] * P.scale;
@@ -53,42 +73,5 @@ fn mla_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation
     }
     workgroupBarrier();
 
-    let pb = P.probs_at + (r * H + h) * T;
-    var m = neg_inf();
-    for (var j = t; j < len; j += WG) {
-        let row = (u32(tables[tb + j / P.block_size]) * P.block_size + j % P.block_size) * dim;
-        var dot = 0.0;
-        for (var i = 0u; i < dim; i += 1u) {
-            dot += s_q[i] * k_at(row + i);
-        }
-        result[pb + j] = dot;
-        m = max(m, dot);
-    }
-    m = wg_max(m, t);
-    var l = 0.0;
-    for (var j = t; j < len; j += WG) {
-        let e = exp(result[pb + j] - m);
-        result[pb + j] = e;
-        l += e;
-    }
-    l = wg_sum(l, t);
-    var inv = 0.0;
-    if (l > 0.0) {
-        inv = 1.0 / l;
-    }
-    for (var j = t; j < len; j += WG) {
-        result[pb + j] = result[pb + j] * inv;
-    }
-    storageBarrier();
-    workgroupBarrier();
-
-    let ob = (r * H + h) * dc;
-    for (var d = t; d < dc; d += WG) {
-        var acc = 0.0;
-        for (var j = 0u; j < len; j += 1u) {
-            let row = (u32(tables[tb + j / P.block_size]) * P.block_size + j % P.block_size) * dim;
-            acc += result[pb + j] * k_at(row + d);
-        }
-        result[ob + d] = acc;
-    }
+    decode_row(false, P.probs_at + (r * H + h) * T, (r * H + h) * dc, len, T, dc, t);
 }

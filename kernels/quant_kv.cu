@@ -42,8 +42,6 @@
 
 #define QUANT_MAX_HD 256
 
-// 2^e as a float (e in the normal range).
-__device__ __forceinline__ float q_pow2(int e) { return __uint_as_float((unsigned int)(e + 127) << 23); }
 
 // FP8 parameters of fmt 2 (E4M3) and 3 (E5M2).
 __device__ __forceinline__ int q_mbits(int fmt) { return fmt == 2 ? 3 : 2; }
@@ -64,8 +62,8 @@ __device__ __forceinline__ float fp8_decode(unsigned int c, int fmt) {
         if (m == mmask) return __uint_as_float(0x7fc00000u);
     }
     const int bias = q_bias(fmt);
-    if (e == 0u) return sign * (float)m * q_pow2(1 - bias - mb);
-    return sign * (float)((1u << mb) + m) * q_pow2((int)e - bias - mb);
+    if (e == 0u) return sign * (float)m * kvs_pow2(1 - bias - mb);
+    return sign * (float)((1u << mb) + m) * kvs_pow2((int)e - bias - mb);
 }
 
 // The FP8 code of x (already divided by its scale): round to nearest even, saturating.
@@ -78,7 +76,7 @@ __device__ __forceinline__ unsigned int fp8_encode(float x, int fmt) {
     const int bias = q_bias(fmt);
     int e = (int)((__float_as_uint(a) >> 23) & 0xffu) - 127;
     if (e < 1 - bias) e = 1 - bias;  // subnormal range: the smallest quantum
-    unsigned int qm = (unsigned int)rintf(a * q_pow2(mb - e));  // exact scaling, RNE rounding
+    unsigned int qm = (unsigned int)rintf(a * kvs_pow2(mb - e));  // exact scaling, RNE rounding
     if (qm == (2u << mb)) {  // rounded up into the next binade
         qm >>= 1;
         e += 1;
@@ -88,17 +86,6 @@ __device__ __forceinline__ unsigned int fp8_encode(float x, int fmt) {
     return sign | code;
 }
 
-// The smallest f16 value >= s (s >= 0), as a float: the INT8 scale's rounding.
-__device__ __forceinline__ float f16_ceil(float s) {
-    if (!(s > 0.0f)) return 0.0f;
-    if (s >= 65504.0f) return 65504.0f;
-    if (s < q_pow2(-14)) {
-        const float qu = q_pow2(-24);
-        return ceilf(s * q_pow2(24)) * qu;
-    }
-    const unsigned int b = __float_as_uint(s);
-    return __uint_as_float((b & 0x1fffu) == 0u ? b : (b & ~0x1fffu) + 0x2000u);
-}
 
 __device__ __forceinline__ unsigned int int8_encode(float x, float scale) {
     if (!(scale > 0.0f) || x != x) return 0u;
@@ -122,7 +109,7 @@ __device__ __forceinline__ void quant_row(unsigned char* dst, float* scales, lon
     if (fmt == 1) {
         float amax = 0.0f;
         for (int d = 0; d < hd; ++d) amax = fmaxf(amax, fabsf(src[d]));
-        const float s = f16_ceil(amax / 127.0f);
+        const float s = kvs_f16_ceil(amax / 127.0f);
         scales[si] = s;
         for (int d = 0; d < hd; ++d) dst[d] = (unsigned char)int8_encode(src[d], s);
     } else {
@@ -183,40 +170,25 @@ extern "C" __global__ void quant_decode_u8(float* __restrict__ out, float* __res
         __syncthreads();  // BARRIER: the scaled query is complete before any score reads it
 
         float* p = probs + ((size_t)r * n_heads + h) * T;
-        float m = -KVS_INF;
-        for (int t = tid; t < len; t += nt) {
-            const long long row =
-                ((long long)table[t / block_size] * n_kv_heads + kvh) * block_size + t % block_size;
-            const unsigned char* kr = k_pool + row * head_dim;
-            float dot = 0.0f;
-            for (int d = 0; d < head_dim; ++d) dot += s_q[d] * q_decode(kr[d], fmt);
-            dot *= k_scales[q_scale_index(scale_mode, row, kvh)];
-            p[t] = dot;
-            m = fmaxf(m, dot);
-        }
-        m = attn_block_max(m, s_red);
-        float l = 0.0f;
-        for (int t = tid; t < len; t += nt) {
-            const float e = __expf(p[t] - m);
-            p[t] = e;
-            l += e;
-        }
-        l = attn_block_sum(l, s_red);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int t = tid; t < len; t += nt) p[t] *= inv;
-        __syncthreads();  // BARRIER: every probability is in probs before P.V reads them all
-
         float* o = out + ((size_t)r * n_heads + h) * head_dim;
-        for (int d = tid; d < head_dim; d += nt) {
-            float acc = 0.0f;
-            for (int t = 0; t < len; ++t) {
-                const long long row = ((long long)table[t / block_size] * n_kv_heads + kvh) *
-                                          block_size + t % block_size;
-                const float w = p[t] * v_scales[q_scale_index(scale_mode, row, kvh)];
-                acc += w * q_decode(v_pool[row * head_dim + d], fmt);
-            }
-            o[d] = acc;
-        }
+        auto row_of = [&](int t) {
+            return ((long long)table[t / block_size] * n_kv_heads + kvh) * block_size + t % block_size;
+        };
+        decode_row<false>(
+            p, o, len, T, head_dim, s_red,
+            [&](int t) {
+                const long long row = row_of(t);
+                const unsigned char* kr = k_pool + row * head_dim;
+                float dot = 0.0f;
+                for (int d = 0; d < head_dim; ++d) dot += s_q[d] * q_decode(kr[d], fmt);
+                dot *= k_scales[q_scale_index(scale_mode, row, kvh)];
+                return dot;
+            },
+            [&](float pt, int t, int d) {
+                const long long row = row_of(t);
+                const float w = pt * v_scales[q_scale_index(scale_mode, row, kvh)];
+                return w * q_decode(v_pool[row * head_dim + d], fmt);
+            });
         __syncthreads();  // BARRIER: every thread has left this head's loops before the next head
                           // rewrites s_q and its probs row
     }

@@ -17,10 +17,6 @@
 // probabilities live in `result` after the output, at P.probs_at.
 // =======================================================================================
 
-fn q_pow2(e: i32) -> f32 {
-    return bitcast<f32>(u32(e + 127) << 23u);
-}
-
 fn q_mbits(fmt: u32) -> i32 {
     return select(2, 3, fmt == 2u);
 }
@@ -49,9 +45,9 @@ fn fp8_decode(c: u32, fmt: u32) -> f32 {
     }
     let bias = q_bias(fmt);
     if (e == 0u) {
-        return sign * f32(m) * q_pow2(1 - bias - mb);
+        return sign * f32(m) * kvs_pow2(1 - bias - mb);
     }
-    return sign * f32((1u << u32(mb)) + m) * q_pow2(i32(e) - bias - mb);
+    return sign * f32((1u << u32(mb)) + m) * kvs_pow2(i32(e) - bias - mb);
 }
 
 fn fp8_encode(x: f32, fmt: u32) -> u32 {
@@ -68,7 +64,7 @@ fn fp8_encode(x: f32, fmt: u32) -> u32 {
     let mb = q_mbits(fmt);
     let bias = q_bias(fmt);
     var e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, 1 - bias);
-    var qm = u32(round(a * q_pow2(mb - e)));
+    var qm = u32(round(a * kvs_pow2(mb - e)));
     if (qm == (2u << u32(mb))) {
         qm = qm >> 1u;
         e += 1;
@@ -77,23 +73,6 @@ fn fp8_encode(x: f32, fmt: u32) -> u32 {
         return sign | qm;
     }
     return sign | ((u32(e + bias) << u32(mb)) | (qm - (1u << u32(mb))));
-}
-
-fn f16_ceil(s: f32) -> f32 {
-    if (!(s > 0.0)) {
-        return 0.0;
-    }
-    if (s >= 65504.0) {
-        return 65504.0;
-    }
-    if (s < q_pow2(-14)) {
-        return ceil(s * q_pow2(24)) * q_pow2(-24);
-    }
-    let b = bitcast<u32>(s);
-    if ((b & 0x1fffu) == 0u) {
-        return s;
-    }
-    return bitcast<f32>((b & ~0x1fffu) + 0x2000u);
 }
 
 fn int8_encode(x: f32, scale: f32) -> u32 {
@@ -201,8 +180,8 @@ fn quant_append_u8(@builtin(global_invocation_id) g: vec3<u32>) {
             ka = max(ka, abs(src[sk + d]));
             va = max(va, abs(src[sv + d]));
         }
-        ks = f16_ceil(ka / 127.0);
-        vs = f16_ceil(va / 127.0);
+        ks = kvs_f16_ceil(ka / 127.0);
+        vs = kvs_f16_ceil(va / 127.0);
         scales[si] = ks;
         scales[P.vs_at + si] = vs;
     } else {
@@ -228,6 +207,30 @@ const QUANT_MAX_HD: u32 = 256u;
 var<workgroup> s_q: array<f32, QUANT_MAX_HD>;
 var<workgroup> s_len: u32;
 
+// What decode_row (kernels/decode_row.wgsl) reads for this invocation's head.
+var<private> d_tb: u32;
+var<private> d_kvh: u32;
+
+fn q_row(i: u32) -> u32 {
+    return (u32(tables[d_tb + i / P.block_size]) * P.kv_heads + d_kvh) * P.block_size + i % P.block_size;
+}
+
+fn score_at(i: u32) -> f32 {
+    let row = q_row(i);
+    var dot = 0.0;
+    for (var d = 0u; d < P.head_dim; d += 1u) {
+        dot += s_q[d] * q_decode(code_k(row * P.head_dim + d), P.fmt);
+    }
+    dot = dot * scale_of(0u, row, d_kvh);
+    return dot;
+}
+
+fn pv_term(pt: f32, i: u32, d: u32) -> f32 {
+    let row = q_row(i);
+    let wt = pt * scale_of(P.vs_at, row, d_kvh);
+    return wt * q_decode(code_v(row * P.head_dim + d), P.fmt);
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn quant_decode_u8(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let kvh = w.x;
@@ -240,7 +243,8 @@ fn quant_decode_u8(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocatio
         s_len = u32(max(lens[r], 0));
     }
     let len = workgroupUniformLoad(&s_len);
-    let tb = r * P.max_blocks;
+    d_tb = r * P.max_blocks;
+    d_kvh = kvh;
 
     for (var g = 0u; g < G; g += 1u) {
         let h = kvh * G + g;
@@ -250,46 +254,7 @@ fn quant_decode_u8(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocatio
         }
         workgroupBarrier();
 
-        let pb = P.probs_at + (r * H + h) * T;
-        var m = neg_inf();
-        for (var i = t; i < len; i += WG) {
-            let row = (u32(tables[tb + i / P.block_size]) * P.kv_heads + kvh) * P.block_size + i % P.block_size;
-            var dot = 0.0;
-            for (var d = 0u; d < hd; d += 1u) {
-                dot += s_q[d] * q_decode(code_k(row * hd + d), P.fmt);
-            }
-            dot = dot * scale_of(0u, row, kvh);
-            result[pb + i] = dot;
-            m = max(m, dot);
-        }
-        m = wg_max(m, t);
-        var l = 0.0;
-        for (var i = t; i < len; i += WG) {
-            let e = exp(result[pb + i] - m);
-            result[pb + i] = e;
-            l += e;
-        }
-        l = wg_sum(l, t);
-        var inv = 0.0;
-        if (l > 0.0) {
-            inv = 1.0 / l;
-        }
-        for (var i = t; i < len; i += WG) {
-            result[pb + i] = result[pb + i] * inv;
-        }
-        storageBarrier();
-        workgroupBarrier();
-
-        let ob = (r * H + h) * hd;
-        for (var d = t; d < hd; d += WG) {
-            var acc = 0.0;
-            for (var i = 0u; i < len; i += 1u) {
-                let row = (u32(tables[tb + i / P.block_size]) * P.kv_heads + kvh) * P.block_size + i % P.block_size;
-                let wt = result[pb + i] * scale_of(P.vs_at, row, kvh);
-                acc += wt * q_decode(code_v(row * hd + d), P.fmt);
-            }
-            result[ob + d] = acc;
-        }
+        decode_row(false, P.probs_at + (r * H + h) * T, (r * H + h) * hd, len, T, hd, t);
         storageBarrier();
         workgroupBarrier();
     }

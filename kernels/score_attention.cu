@@ -74,45 +74,25 @@ extern "C" __global__ void score_decode_f16(float* __restrict__ out, float* __re
         __syncthreads();  // BARRIER: the scaled query is complete before any score reads it
 
         float* p = probs + ((size_t)r * n_heads + h) * T;
-        float m = -KVS_INF;
-        for (int t = tid; t < len; t += nt) {
-            const int blk = table[t / block_size];
-            const int off = t % block_size;
-            if (valid[((size_t)blk * n_kv_heads + kvh) * block_size + off] == 0) {
-                p[t] = -KVS_INF;  // evicted for this KV head
-                continue;
-            }
-            const kv_t* row = k_pool + (((size_t)blk * n_kv_heads + kvh) * block_size + off) * head_dim;
-            float dot = 0.0f;
-            for (int d = 0; d < head_dim; ++d) dot += s_q[d] * __half2float(row[d]);
-            p[t] = dot;
-            m = fmaxf(m, dot);
-        }
-        m = attn_block_max(m, s_red);
-        float l = 0.0f;
-        for (int t = tid; t < len; t += nt) {
-            const float e = (p[t] == -KVS_INF) ? 0.0f : __expf(p[t] - m);
-            p[t] = e;
-            l += e;
-        }
-        l = attn_block_sum(l, s_red);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int t = tid; t < T; t += nt) p[t] = t < len ? p[t] * inv : 0.0f;
-        __syncthreads();  // BARRIER: every probability is in probs before P.V reads them all
-
         float* o = out + ((size_t)r * n_heads + h) * head_dim;
-        for (int d = tid; d < head_dim; d += nt) {
-            float acc = 0.0f;
-            for (int t = 0; t < len; ++t) {
-                const float pt = p[t];
-                if (pt == 0.0f) continue;
+        decode_row<true>(
+            p, o, len, T, head_dim, s_red,
+            [&](int t) {
+                const int blk = table[t / block_size];
+                const int off = t % block_size;
+                if (valid[((size_t)blk * n_kv_heads + kvh) * block_size + off] == 0)
+                    return -KVS_INF;  // evicted for this KV head
+                const kv_t* row = k_pool + (((size_t)blk * n_kv_heads + kvh) * block_size + off) * head_dim;
+                float dot = 0.0f;
+                for (int d = 0; d < head_dim; ++d) dot += s_q[d] * __half2float(row[d]);
+                return dot;
+            },
+            [&](float pt, int t, int d) {
                 const int blk = table[t / block_size];
                 const kv_t* row = v_pool + (((size_t)blk * n_kv_heads + kvh) * block_size +
                                             t % block_size) * head_dim;
-                acc += pt * __half2float(row[d]);
-            }
-            o[d] = acc;
-        }
+                return pt * __half2float(row[d]);
+            });
         __syncthreads();  // BARRIER: every thread has left this head's loops before the next head
                           // rewrites s_q (its scores read it) and its probs row
     }

@@ -43,6 +43,30 @@ const SCORE_MAX_HD: u32 = 256u;
 var<workgroup> s_q: array<f32, SCORE_MAX_HD>;
 var<workgroup> s_len: u32;
 
+// What decode_row (kernels/decode_row.wgsl) reads for this invocation's head.
+var<private> d_tb: u32;
+var<private> d_kvh: u32;
+
+fn score_at(i: u32) -> f32 {
+    let blk = u32(tables[d_tb + i / P.block_size]);
+    let slot = (blk * P.kv_heads + d_kvh) * P.block_size + i % P.block_size;
+    if (valid[slot] == 0) {
+        return neg_inf();  // evicted for this KV head
+    }
+    let row = slot * P.head_dim;
+    var dot = 0.0;
+    for (var d = 0u; d < P.head_dim; d += 1u) {
+        dot += s_q[d] * k_at(row + d);
+    }
+    return dot;
+}
+
+fn pv_term(pt: f32, i: u32, d: u32) -> f32 {
+    let blk = u32(tables[d_tb + i / P.block_size]);
+    let row = ((blk * P.kv_heads + d_kvh) * P.block_size + i % P.block_size) * P.head_dim;
+    return pt * v_at(row + d);
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn score_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let kvh = w.x;
@@ -56,6 +80,8 @@ fn score_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocati
     }
     let len = workgroupUniformLoad(&s_len);
     let tb = r * P.max_blocks;
+    d_tb = tb;
+    d_kvh = kvh;
 
     for (var g = 0u; g < G; g += 1u) {
         let h = kvh * G + g;
@@ -66,62 +92,7 @@ fn score_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocati
         workgroupBarrier();
 
         let pb = P.probs_at + (r * H + h) * T;
-        var m = neg_inf();
-        for (var i = t; i < len; i += WG) {
-            let blk = u32(tables[tb + i / P.block_size]);
-            let slot = (blk * P.kv_heads + kvh) * P.block_size + i % P.block_size;
-            if (valid[slot] == 0) {
-                result[pb + i] = neg_inf();
-                continue;
-            }
-            let row = slot * hd;
-            var dot = 0.0;
-            for (var d = 0u; d < hd; d += 1u) {
-                dot += s_q[d] * k_at(row + d);
-            }
-            result[pb + i] = dot;
-            m = max(m, dot);
-        }
-        m = wg_max(m, t);
-        var l = 0.0;
-        for (var i = t; i < len; i += WG) {
-            let sc = result[pb + i];
-            var e = 0.0;
-            if (sc != neg_inf()) {
-                e = exp(sc - m);
-            }
-            result[pb + i] = e;
-            l += e;
-        }
-        l = wg_sum(l, t);
-        var inv = 0.0;
-        if (l > 0.0) {
-            inv = 1.0 / l;
-        }
-        for (var i = t; i < T; i += WG) {
-            if (i < len) {
-                result[pb + i] = result[pb + i] * inv;
-            } else {
-                result[pb + i] = 0.0;
-            }
-        }
-        storageBarrier();
-        workgroupBarrier();
-
-        let ob = (r * H + h) * hd;
-        for (var d = t; d < hd; d += WG) {
-            var acc = 0.0;
-            for (var i = 0u; i < len; i += 1u) {
-                let pt = result[pb + i];
-                if (pt == 0.0) {
-                    continue;
-                }
-                let blk = u32(tables[tb + i / P.block_size]);
-                let row = ((blk * P.kv_heads + kvh) * P.block_size + i % P.block_size) * hd;
-                acc += pt * v_at(row + d);
-            }
-            result[ob + d] = acc;
-        }
+        decode_row(true, pb, (r * H + h) * hd, len, T, hd, t);
         storageBarrier();
         workgroupBarrier();
     }

@@ -82,50 +82,29 @@ extern "C" __global__ void stream_decode_f16(float* __restrict__ out, float* __r
     float* p = probs + ((size_t)r * n_heads + h) * T;
     const int* kp = key_pos + (size_t)r * T;
     const int* table = block_tables + (size_t)r * max_blocks;
-    float m = -KVS_INF;
-    for (int t = tid; t < len; t += nt) {
-        const int pos = kp[t];
-        if (pos < 0) {
-            p[t] = -KVS_INF;  // masked: outside the window
-            continue;
-        }
-        const int blk = table[t / block_size];
-        const kv_t* row =
-            k_pool + (((size_t)blk * n_kv_heads + kvh) * block_size + t % block_size) * head_dim;
-        const float* kcs = cos_sin + (size_t)pos * head_dim;
-        float dot = 0.0f;
-        for (int d = 0; d < half; ++d) {
-            const float k1 = __half2float(row[d]), k2 = __half2float(row[d + half]);
-            const float c = kcs[d], s = kcs[half + d];
-            dot += s_q[d] * (k1 * c - k2 * s);
-            dot += s_q[d + half] * (k2 * c + k1 * s);
-        }
-        p[t] = dot;
-        m = fmaxf(m, dot);
-    }
-    m = attn_block_max(m, s_red);
-    float l = 0.0f;
-    for (int t = tid; t < len; t += nt) {
-        const float e = (p[t] == -KVS_INF) ? 0.0f : __expf(p[t] - m);
-        p[t] = e;
-        l += e;
-    }
-    l = attn_block_sum(l, s_red);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int t = tid; t < T; t += nt) p[t] = t < len ? p[t] * inv : 0.0f;
-    __syncthreads();  // BARRIER: every probability is in probs before P.V reads them all
-
     float* o = out + ((size_t)r * n_heads + h) * head_dim;
-    for (int d = tid; d < head_dim; d += nt) {
-        float acc = 0.0f;
-        for (int t = 0; t < len; ++t) {
-            const float pt = p[t];
-            if (pt == 0.0f) continue;
+    decode_row<true>(
+        p, o, len, T, head_dim, s_red,
+        [&](int t) {
+            const int pos = kp[t];
+            if (pos < 0) return -KVS_INF;  // masked: outside the window
+            const int blk = table[t / block_size];
+            const kv_t* row =
+                k_pool + (((size_t)blk * n_kv_heads + kvh) * block_size + t % block_size) * head_dim;
+            const float* kcs = cos_sin + (size_t)pos * head_dim;
+            float dot = 0.0f;
+            for (int d = 0; d < half; ++d) {
+                const float k1 = __half2float(row[d]), k2 = __half2float(row[d + half]);
+                const float c = kcs[d], s = kcs[half + d];
+                dot += s_q[d] * (k1 * c - k2 * s);
+                dot += s_q[d + half] * (k2 * c + k1 * s);
+            }
+            return dot;
+        },
+        [&](float pt, int t, int d) {
             const int blk = table[t / block_size];
             const kv_t* row =
                 v_pool + (((size_t)blk * n_kv_heads + kvh) * block_size + t % block_size) * head_dim;
-            acc += pt * __half2float(row[d]);
-        }
-        o[d] = acc;
-    }
+            return pt * __half2float(row[d]);
+        });
 }

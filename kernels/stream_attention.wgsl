@@ -47,6 +47,39 @@ const STREAM_MAX_HD: u32 = 256u;
 var<workgroup> s_q: array<f32, STREAM_MAX_HD>;
 var<workgroup> s_len: u32;
 
+// What decode_row (kernels/decode_row.wgsl) reads for this invocation's head.
+var<private> d_tb: u32;
+var<private> d_kb: u32;
+var<private> d_kvh: u32;
+
+fn score_at(i: u32) -> f32 {
+    let hd = P.head_dim;
+    let half = hd / 2u;
+    let pos = key_pos[d_kb + i];
+    if (pos < 0) {
+        return neg_inf();  // masked: outside the window
+    }
+    let blk = u32(tables[d_tb + i / P.block_size]);
+    let row = ((blk * P.kv_heads + d_kvh) * P.block_size + i % P.block_size) * hd;
+    let kc = u32(pos) * hd;
+    var dot = 0.0;
+    for (var d = 0u; d < half; d += 1u) {
+        let k1 = k_at(row + d);
+        let k2 = k_at(row + d + half);
+        let c = cos_sin[kc + d];
+        let s = cos_sin[kc + half + d];
+        dot += s_q[d] * (k1 * c - k2 * s);
+        dot += s_q[d + half] * (k2 * c + k1 * s);
+    }
+    return dot;
+}
+
+fn pv_term(pt: f32, i: u32, d: u32) -> f32 {
+    let blk = u32(tables[d_tb + i / P.block_size]);
+    let row = ((blk * P.kv_heads + d_kvh) * P.block_size + i % P.block_size) * P.head_dim;
+    return pt * v_at(row + d);
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn stream_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let h = w.x;
@@ -73,69 +106,8 @@ fn stream_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocat
     }
     workgroupBarrier();
 
-    let pb = P.probs_at + (r * H + h) * T;
-    let kb = r * T;
-    let tb = r * P.max_blocks;
-    var m = neg_inf();
-    for (var i = t; i < len; i += WG) {
-        let pos = key_pos[kb + i];
-        if (pos < 0) {
-            result[pb + i] = neg_inf();
-            continue;
-        }
-        let blk = u32(tables[tb + i / P.block_size]);
-        let row = ((blk * P.kv_heads + kvh) * P.block_size + i % P.block_size) * hd;
-        let kc = u32(pos) * hd;
-        var dot = 0.0;
-        for (var d = 0u; d < half; d += 1u) {
-            let k1 = k_at(row + d);
-            let k2 = k_at(row + d + half);
-            let c = cos_sin[kc + d];
-            let s = cos_sin[kc + half + d];
-            dot += s_q[d] * (k1 * c - k2 * s);
-            dot += s_q[d + half] * (k2 * c + k1 * s);
-        }
-        result[pb + i] = dot;
-        m = max(m, dot);
-    }
-    m = wg_max(m, t);
-    var l = 0.0;
-    for (var i = t; i < len; i += WG) {
-        let sc = result[pb + i];
-        var e = 0.0;
-        if (sc != neg_inf()) {
-            e = exp(sc - m);
-        }
-        result[pb + i] = e;
-        l += e;
-    }
-    l = wg_sum(l, t);
-    var inv = 0.0;
-    if (l > 0.0) {
-        inv = 1.0 / l;
-    }
-    for (var i = t; i < T; i += WG) {
-        if (i < len) {
-            result[pb + i] = result[pb + i] * inv;
-        } else {
-            result[pb + i] = 0.0;
-        }
-    }
-    storageBarrier();
-    workgroupBarrier();
-
-    let ob = (r * H + h) * hd;
-    for (var d = t; d < hd; d += WG) {
-        var acc = 0.0;
-        for (var i = 0u; i < len; i += 1u) {
-            let pt = result[pb + i];
-            if (pt == 0.0) {
-                continue;
-            }
-            let blk = u32(tables[tb + i / P.block_size]);
-            let row = ((blk * P.kv_heads + kvh) * P.block_size + i % P.block_size) * hd;
-            acc += pt * v_at(row + d);
-        }
-        result[ob + d] = acc;
-    }
+    d_kb = r * T;
+    d_tb = r * P.max_blocks;
+    d_kvh = kvh;
+    decode_row(true, P.probs_at + (r * H + h) * T, (r * H + h) * hd, len, T, hd, t);
 }

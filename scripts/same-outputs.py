@@ -45,6 +45,16 @@ def commands(backends, tables):
         out.append((f"attention-flash-{b}", ["export", "attention", "--kernel", "flash", "--seq", "24", *be], True))
         out.append((f"paged-decode-{b}", ["export", "paged-decode", "--requests", "3", "--context-lens", "5,17,33", *be], True))
         out.append((f"logits-{b}", ["export", "logits", "--prompt", PROMPT, *be], True))
+        # The decode kernels of lessons 8-10 on this backend: quantised caches on seeded rows (shape
+        # mode), the streaming decode and the score-returning decode on the model.
+        for f in ["int8-token", "fp8-e5m2-head", "int8-channel", "kivi2", "kivi4"]:
+            out.append((f"quant-shapes-{f}-{b}", ["export", "quant", "--format", f, "--requests", "3",
+                                                  "--context-lens", "5,17,40", *be], True))
+        out.append((f"streaming-sinks-{b}", ["export", "streaming", "--policy", "sinks", "--bytes", "300", *be], True))
+        out.append((f"eviction-h2o-{b}", ["export", "eviction", "--policy", "h2o", "--budget", "24",
+                                          "--prompt", PROMPT * 2, *be], True))
+        out.append((f"eviction-snapkv-{b}", ["export", "eviction", "--policy", "snapkv", "--budget", "24",
+                                             "--prompt", PROMPT * 2, *be], True))
     out.append(("model-attention", ["export", "model-attention", "--prompt", PROMPT, *cpu], True))
     out.append(("speculative-ngram", ["export", "speculative", "--speculative", "ngram"], True))
     out.append(("speculative-draft", ["export", "speculative", "--speculative", "draft"], True))

@@ -17,6 +17,16 @@ pub enum F16Path {
 /// put in front of every kernel file (WGSL has no `#include`).
 pub const COMMON: &str = include_str!("../../../kernels/common.wgsl");
 
+/// `kernels/decode_row.wgsl`: the decode body of the kernels that materialise a score row (softmax over
+/// the row, then P·V), put in front of every kernel file that calls `decode_row`; each such file defines
+/// the `score_at` and `pv_term` it reads through.
+pub const DECODE_ROW: &str = include_str!("../../../kernels/decode_row.wgsl");
+
+/// Whether `source` calls the shared decode body.
+fn uses_decode_row(source: &str) -> bool {
+    source.contains("decode_row(")
+}
+
 /// Which f16 pool snippet a file needs in front of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pools {
@@ -71,7 +81,8 @@ impl WgslFile {
         } else {
             ""
         };
-        Some(format!("{enable}{snippet}\n{COMMON}\n{}", self.source))
+        let decode = if uses_decode_row(self.source) { DECODE_ROW } else { "" };
+        Some(format!("{enable}{snippet}\n{COMMON}\n{decode}\n{}", self.source))
     }
 }
 
@@ -128,6 +139,13 @@ pub fn kernel_source(kernel: Kernel) -> Option<KernelSource> {
 /// own lines keep their numbers. Made once per file.
 fn display_source(file: &'static str, source: &'static str) -> &'static str {
     crate::compute::made_once(file, || {
-        format!("{source}\n// ---- kernels/common.wgsl (put in front of {file} when it is compiled) ----\n{COMMON}")
+        let decode = if uses_decode_row(source) {
+            format!("\n// ---- kernels/decode_row.wgsl (put in front of {file} when it is compiled) ----\n{DECODE_ROW}")
+        } else {
+            String::new()
+        };
+        format!(
+            "{source}{decode}\n// ---- kernels/common.wgsl (put in front of {file} when it is compiled) ----\n{COMMON}"
+        )
     })
 }
