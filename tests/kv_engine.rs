@@ -275,3 +275,67 @@ fn a_latent_layout_runs_through_the_engine() {
     e.free(7).unwrap();
     e.cache().check_invariants().unwrap();
 }
+
+/// The engine owns the cache quantised in groups too: two requests of KIVI-2 (G = 4, R = 8) written
+/// token by token, interleaved, through `write_tokens`; their decode through `decode_groups` against the
+/// f64 reference on the same codes; a truncation into quantised tokens refused (and one above them
+/// allowed); a swap out to another engine and back leaves the decode bit for bit the same; a third
+/// writer finds every ring held.
+#[test]
+fn the_engine_writes_decodes_truncates_and_swaps_a_cache_quantised_in_groups() {
+    use kvscope::cache::GroupFormat;
+    use kvscope::compute::{Tolerance, check};
+    let b = CpuBackend::new();
+    let fmt = GroupFormat::kivi(2, 4, 8);
+    let (kvh, hd, layers) = (2, 16, 2);
+    let mut e = KvEngine::grouped(fmt, 12, kvh, hd, 2, layers).unwrap();
+    assert_eq!(e.layers(), layers);
+    let mut rng = Rng::stream(7, 1);
+    let lens = [19usize, 11];
+    for t in 0..lens[0] {
+        for (req, &len) in lens.iter().enumerate() {
+            if t >= len {
+                continue;
+            }
+            let req = req as RequestId;
+            e.reserve(req, 1).unwrap();
+            for l in 0..layers {
+                let (k, v) = (rng.normal_vec(kvh * hd, 1.0), rng.normal_vec(kvh * hd, 1.0));
+                e.write_tokens(&b, l, &[(req, t)], &k, &v).unwrap();
+            }
+        }
+    }
+    let q = rng.normal_vec(2 * 4 * hd, 1.0);
+    let tables = e.group_tables(&[0, 1]).unwrap();
+    assert_eq!(tables.k_quantised, [16, 8]);
+    assert_eq!(tables.v_quantised, [11, 3]);
+    let got = e.decode_groups(&b, 1, &tables, &q, 4).unwrap();
+    let want = kvscope::compute::ops::group_decode::reference(&e.group_input(1, &tables, &q, 4).unwrap());
+    let r = check("engine group decode", &[2, 4, hd], &got, &want, Tolerance::F32);
+    assert!(r.passed(), "{r:?}");
+
+    // Request 0 has K quantised up to 16 and V up to 11: 12 tokens may stay, 10 may not.
+    let err = e.truncate(0, 10).unwrap_err().to_string();
+    assert!(err.contains("quantised in groups"), "{err}");
+    e.truncate(0, 17).unwrap();
+    let tables = e.group_tables(&[0, 1]).unwrap();
+    let before = e.decode_groups(&b, 0, &tables, &q, 4).unwrap();
+
+    let mut host = KvEngine::grouped(fmt, 12, kvh, hd, 2, layers).unwrap();
+    let moved = e.swap_out(0, &mut host).unwrap();
+    assert!(moved > 0);
+    assert!(e.ring_of(0).is_none(), "the ring goes with the request");
+    e.swap_in(0, &mut host).unwrap();
+    let tables = e.group_tables(&[0, 1]).unwrap();
+    let after = e.decode_groups(&b, 0, &tables, &q, 4).unwrap();
+    assert_eq!(before, after, "a swap out and back changes nothing");
+
+    e.reserve(2, 1).unwrap();
+    let (k, v) = (vec![0.0; kvh * hd], vec![0.0; kvh * hd]);
+    let err = e.write_tokens(&b, 0, &[(2, 0)], &k, &v).unwrap_err().to_string();
+    assert!(err.contains("rings is held"), "{err}");
+    // A pool engine refuses the grouped calls, and a grouped one the pool calls.
+    let pools = KvEngine::new(shape(4, 4), 1);
+    assert!(pools.group_tables(&[0]).is_err());
+    assert!(matches!(e.write(&b, 0, &[0], &k, &v), Err(EngineError::Layout(_))));
+}

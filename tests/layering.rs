@@ -711,6 +711,25 @@ fn cache_and_compute_do_not_import_the_kv_engine_above_them() {
         &["PagedAppendInput", "CopyBlocksInput", ".paged_append(", ".copy_blocks("],
     );
     assert!(glue.is_empty(), "K/V written around the engine:\n{}", glue.join("\n"));
+    // The lesson drivers store and read K/V of both kinds of cache (pools and the cache quantised in
+    // groups) through the engine only.
+    let drivers = offenders(
+        &rust_files(&src("drivers")),
+        &[
+            "GroupAppendInput",
+            "GroupDecodeInput",
+            ".group_append(",
+            ".group_decode(",
+            ".quant_append(",
+            ".quant_decode(",
+            ".paged_decode(",
+        ],
+    );
+    assert!(
+        drivers.is_empty(),
+        "a driver runs cache kernels itself:\n{}",
+        drivers.join("\n")
+    );
 }
 
 /// The library's top-level modules (`src/x.rs` or `src/x/`), each with the others it imports outside

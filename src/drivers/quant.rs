@@ -6,11 +6,12 @@
 //!   every attention through the dequantising decode (`quant_append`, `quant_decode`) on the chosen
 //!   backend. FP8 scales are calibrated from the window's f32 prefill (its absolute maximum of K, or V,
 //!   over the format's largest value: fixed before the first byte), or left at vLLM's 1.0.
-//! - **Formats quantised in groups** (`int8-channel`, `kivi2`, `kivi4`): a group-quantised cache
-//!   (`compute::ops::group_append`): every row goes into the request's f16 ring through `group_append`,
-//!   whose `group_quant` kernel quantises the groups the rule completes (K per channel in groups of G
-//!   tokens once R have gathered; KIVI's V per token as it leaves the last R; INT8 per channel a block of
-//!   B tokens when it fills), and every attention runs `group_decode` on the chosen backend.
+//! - **Formats quantised in groups** (`int8-channel`, `kivi2`, `kivi4`): a [`KvEngine`] of the cache
+//!   quantised in groups ([`KvEngine::grouped`]): every row goes into the request's f16 ring through
+//!   `group_append`, whose `group_quant` kernel quantises the groups the rule completes (K per channel in
+//!   groups of G tokens once R have gathered; KIVI's V per token as it leaves the last R; INT8 per
+//!   channel a block of B tokens when it fills), and every attention runs `group_decode` on the chosen
+//!   backend. This file drives no kernel itself: the engine does, for both kinds.
 //!
 //! Every run also measures the attention output's error against attention over the unquantised f32
 //! K/V, per layer.
@@ -22,8 +23,6 @@ use crate::cache::formats::CHANNEL_BLOCK;
 use crate::cache::group::{GroupCache, GroupShape};
 use crate::cache::{CacheFormat, PagedShape, RequestId};
 use crate::compute::Backend;
-use crate::compute::ops::group_append::GroupAppendInput;
-use crate::compute::ops::group_decode::GroupDecodeInput;
 use crate::kv::KvEngine;
 
 use crate::model::Model;
@@ -138,10 +137,9 @@ impl Model {
         };
         let (mut got_last, mut want_last) = (Vec::new(), Vec::new());
         let (mut err2, mut ref2) = (vec![0f64; l_n], vec![0f64; l_n]);
-        let mut engine = None;
-        // A group-quantised format: one cache per layer, one request (ring 0) whose block i is block i.
-        let mut group: Option<(GroupShape, Vec<GroupCache>)> = None;
-        match fmt {
+        // Both kinds of cache are a `KvEngine`: a pool of the dtype, or the cache quantised in groups
+        // (one request, which holds ring 0).
+        let mut engine = match fmt {
             CacheFormat::Pool { dtype, calibrated } => {
                 let shape = PagedShape {
                     num_blocks: n.div_ceil(BLOCK),
@@ -185,26 +183,15 @@ impl Model {
                         run.scales[l] = ks.iter().chain(&vs).copied().collect();
                     }
                 }
-                engine = Some(e);
+                e
             }
             _ => {
                 let gf = fmt.group().ok_or("a group format")?;
-                let shape = GroupShape {
-                    num_blocks: n.div_ceil(gf.group),
-                    kv_heads: kvh,
-                    head_dim: hd,
-                    rings: 1,
-                    fmt: gf,
-                };
-                shape.validate(crate::compute::MAX_HEAD_DIM)?;
-                group = Some((shape, vec![GroupCache::new(&shape); l_n]));
+                KvEngine::grouped(gf, n.div_ceil(gf.group), kvh, hd, 1, l_n).map_err(|e| e.to_string())?
             }
-        }
+        };
         for t in 0..n {
-            let slot = match engine.as_mut() {
-                Some(e) => e.reserve(REQ, 1).map_err(|e| format!("step {t}: {e}"))?[0],
-                None => -1,
-            };
+            let slot = engine.reserve(REQ, 1).map_err(|e| format!("step {t}: {e}"))?[0];
             let mut x = self.embed_tokens(&text[t..=t]);
             for (l, b) in self.blocks.iter().enumerate() {
                 let (q, k, v) = self.qkv(b, &x, t);
@@ -212,57 +199,32 @@ impl Model {
                 run.k[l].extend_from_slice(&kf);
                 run.v[l].extend_from_slice(&vf);
                 let qs = q.as_slice().unwrap_or_default();
-                let got: Vec<f32> = match engine.as_mut() {
-                    Some(e) => {
-                        e.write(backend, l, &[slot], &kf, &vf).map_err(|e| e.to_string())?;
-                        let tables = e.tables(&[REQ]);
-                        let got = e
-                            .decode(backend, l, &tables, qs, h)
-                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
-                        if t + 1 == n {
-                            let inp = e.input(l, &tables, qs, h).map_err(|e| e.to_string())?;
-                            want_last.extend(crate::compute::reference::paged_decode(&inp));
-                            got_last.extend_from_slice(&got);
-                        }
-                        got
+                let e = &mut engine;
+                let got: Vec<f32> = if fmt.group().is_none() {
+                    e.write(backend, l, &[slot], &kf, &vf).map_err(|e| e.to_string())?;
+                    let tables = e.tables(&[REQ]);
+                    let got = e
+                        .decode(backend, l, &tables, qs, h)
+                        .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                    if t + 1 == n {
+                        let inp = e.input(l, &tables, qs, h).map_err(|e| e.to_string())?;
+                        want_last.extend(crate::compute::reference::paged_decode(&inp));
+                        got_last.extend_from_slice(&got);
                     }
-                    None => {
-                        let (shape, caches) = group.as_mut().ok_or("no cache")?;
-                        let gf = shape.fmt;
-                        let jobs: Vec<i32> = gf.step_jobs(0, t, |i| i).into_iter().flatten().collect();
-                        backend
-                            .group_append(GroupAppendInput {
-                                shape: *shape,
-                                cache: &mut caches[l],
-                                rows: &[0, t as i32],
-                                k: &kf,
-                                v: &vf,
-                                jobs: &jobs,
-                            })
-                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
-                        let table: Vec<i32> = (0..shape.num_blocks as i32).collect();
-                        let (kq, vq) = gf.quantised(t + 1);
-                        let inp = GroupDecodeInput {
-                            shape: *shape,
-                            cache: &caches[l],
-                            q: qs,
-                            n_heads: h,
-                            block_tables: &table,
-                            max_blocks: shape.num_blocks,
-                            context_lens: &[(t + 1) as i32],
-                            k_quantised: &[kq as i32],
-                            v_quantised: &[vq as i32],
-                            rings: &[0],
-                        };
-                        let got = backend
-                            .group_decode(&inp)
-                            .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
-                        if t + 1 == n {
-                            want_last.extend(crate::compute::ops::group_decode::reference(&inp));
-                            got_last.extend_from_slice(&got);
-                        }
-                        got
+                    got
+                } else {
+                    e.write_tokens(backend, l, &[(REQ, t)], &kf, &vf)
+                        .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                    let tables = e.group_tables(&[REQ]).map_err(|e| e.to_string())?;
+                    let got = e
+                        .decode_groups(backend, l, &tables, qs, h)
+                        .map_err(|e| format!("step {t}, layer {l}: {e}"))?;
+                    if t + 1 == n {
+                        let inp = e.group_input(l, &tables, qs, h).map_err(|e| e.to_string())?;
+                        want_last.extend(crate::compute::ops::group_decode::reference(&inp));
+                        got_last.extend_from_slice(&got);
                     }
+                    got
                 };
                 let exact = attend_f64(qs, &run.k[l], &run.v[l], t + 1, h, kvh, hd);
                 for (&g, &w) in got.iter().zip(&exact) {
@@ -299,25 +261,35 @@ impl Model {
             ));
         }
         // What the cache holds for each row, read back.
-        let contents: Vec<Contents> = match engine {
-            Some(e) => {
-                let rows: Vec<(RequestId, usize)> = (0..n).map(|t| (REQ, t)).collect();
-                (0..l_n)
-                    .map(|l| pool_contents(&e, l, &rows))
-                    .collect::<Result<_, _>>()?
-            }
-            None => {
-                let (shape, caches) = group.ok_or("no cache")?;
-                let (kq, vq) = shape.fmt.quantised(n);
-                let table: Vec<i32> = (0..shape.num_blocks as i32).collect();
-                let req = GroupReq {
-                    table: &table,
-                    ring: 0,
-                    len: n,
-                    quantised: (kq, vq),
-                };
-                caches.iter().map(|c| group_contents(&shape, c, &[req])).collect()
-            }
+        let contents: Vec<Contents> = if fmt.group().is_none() {
+            let rows: Vec<(RequestId, usize)> = (0..n).map(|t| (REQ, t)).collect();
+            (0..l_n)
+                .map(|l| pool_contents(&engine, l, &rows))
+                .collect::<Result<_, _>>()?
+        } else {
+            let shape = engine.group_shape().map_err(|e| e.to_string())?;
+            let table: Vec<i32> = engine
+                .cache()
+                .table(REQ)
+                .unwrap_or_default()
+                .iter()
+                .map(|&b| b as i32)
+                .collect();
+            let req = GroupReq {
+                table: &table,
+                ring: engine.ring_of(REQ).ok_or("the request holds no ring")?,
+                len: n,
+                quantised: shape.fmt.quantised(n),
+            };
+            (0..l_n)
+                .map(|l| {
+                    Ok(group_contents(
+                        &shape,
+                        engine.group_cache(l).map_err(|e| e.to_string())?,
+                        &[req],
+                    ))
+                })
+                .collect::<Result<_, String>>()?
         };
         for c in contents {
             let Contents {

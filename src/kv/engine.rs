@@ -21,6 +21,10 @@ pub enum PoolLayout {
     /// row is the latent. The engine reserves, frees and evicts its blocks and writes its rows through
     /// the dtype on the host; the kernel that reads it comes with the MLA lesson.
     Latent,
+    /// The cache quantised in groups (INT8 per channel, KIVI: `cache::group`): code pools in blocks of G
+    /// tokens and an f16 ring per request, every layer, written and read through `group_append` and
+    /// `group_decode` (`kv/group.rs`). The block manager is the same; the f16 pools stay empty.
+    Grouped,
 }
 
 /// What the engine did, in order: the events a lesson's views replay.
@@ -157,6 +161,8 @@ pub struct KvEngine {
     /// policy masks a token (then all written slots start valid).
     valid: Option<Vec<Vec<bool>>>,
     events: Vec<KvEvent>,
+    /// The cache quantised in groups, every layer ([`PoolLayout::Grouped`] only).
+    pub(super) groups: Option<super::group_store::GroupStore>,
 }
 
 impl KvEngine {
@@ -171,7 +177,7 @@ impl KvEngine {
         let mut cache = PagedKvCache::new(shape);
         let v = |s: &PagedShape| match layout {
             PoolLayout::KeyValue => s.pool(),
-            PoolLayout::Latent => Pool::new(s.dtype, 0, 0),
+            PoolLayout::Latent | PoolLayout::Grouped => Pool::new(s.dtype, 0, 0),
         };
         cache.v_pool = v(&shape);
         let more = (1..layers.max(1))
@@ -186,6 +192,7 @@ impl KvEngine {
             more,
             valid: None,
             events: Vec::new(),
+            groups: None,
         }
     }
 
@@ -211,7 +218,10 @@ impl KvEngine {
 
     /// Layers.
     pub fn layers(&self) -> usize {
-        1 + self.more.len()
+        match &self.groups {
+            Some(g) => g.layers.len(),
+            None => 1 + self.more.len(),
+        }
     }
 
     /// Layer `l`'s K and V pools (for the latent layout, V is empty).
@@ -246,12 +256,20 @@ impl KvEngine {
             PoolLayout::Latent => Err(EngineError::Layout(format!(
                 "{what} needs K and V pools; this engine holds one latent pool per layer"
             ))),
+            PoolLayout::Grouped => Err(EngineError::Layout(format!(
+                "{what} needs K and V pools; this engine holds a cache quantised in groups (write_tokens, decode_groups)"
+            ))),
         }
     }
 
     /// The events since the last [`Self::take_events`].
     pub fn events(&self) -> &[KvEvent] {
         &self.events
+    }
+
+    /// Record `e` (the grouped cache's writes, `kv/group.rs`).
+    pub(super) fn record(&mut self, e: KvEvent) {
+        self.events.push(e);
     }
 
     /// Take the events recorded so far.
@@ -510,6 +528,9 @@ impl KvEngine {
         }
         dst.reserve(req, len).map_err(PagedError::from)?;
         let to = dst.cache.table(req).map(<[u32]>::to_vec).unwrap_or_default();
+        if self.layout == PoolLayout::Grouped {
+            return self.move_group_blocks(req, table, &to, dst);
+        }
         let mut bytes = 0;
         for l in 0..self.layers() {
             let (sk, sv) = self.pools(l)?;
@@ -549,6 +570,7 @@ impl KvEngine {
     /// cached, else back on the free list. Returns its table.
     pub fn free(&mut self, req: RequestId) -> Result<Vec<u32>, PagedError> {
         let table = self.cache.free_request(req)?;
+        self.release_ring(req);
         let (mut to_evictor, mut to_free) = (Vec::new(), Vec::new());
         for &b in &table {
             if self.cache.ref_count(b) == 0 {
@@ -570,6 +592,7 @@ impl KvEngine {
 
     /// Cut `req` back to `len` tokens (speculative decoding's rejected draft tokens).
     pub fn truncate(&mut self, req: RequestId, len: usize) -> Result<Vec<u32>, PagedError> {
+        self.group_truncate_check(req, len)?;
         let freed = self.cache.truncate(req, len)?;
         self.events.push(KvEvent::Truncated {
             req,

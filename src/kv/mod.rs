@@ -18,10 +18,13 @@
 
 mod engine;
 mod evict;
+mod group;
+mod group_store;
 mod schedule;
 
 pub use engine::{EngineError, KvEngine, KvEvent, PoolLayout};
 pub use evict::{EvictionPolicy, LruPrefix};
+pub use group::GroupTables;
 pub use schedule::{
     ChunkedPrefill, Live, Queues, Request, ScenarioError, SchedulePolicy, Scheduler, StepEvents, WholePrompt,
     WholeUnderBudget,
