@@ -122,7 +122,7 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         .filter(|(n, _)| !args.only.is_empty() && want(&format!("p3-{n}")))
         .collect();
     if !quant.is_empty() || !groups.is_empty() {
-        let ql = bench::p3_quant(b.as_ref(), req, ctx, &quant, &groups, 9)?;
+        let ql = kvscope::lessons::quant::bench::p3_quant(b.as_ref(), req, ctx, &quant, &groups, 9)?;
         if args.json {
             outln!("{}", serde_json::to_string_pretty(&ql).context("json")?);
         } else {
@@ -145,7 +145,7 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
 
 /// Lesson 10's P3 lines: tokens per second, bytes read, GB/s against each pool's own read roof (on the
 /// host) and the speed-up over f16, with which limit binds.
-fn print_quant(lines: &[bench::QuantLine], b: &dyn kvscope::compute::Backend) {
+fn print_quant(lines: &[kvscope::lessons::quant::bench::QuantLine], b: &dyn kvscope::compute::Backend) {
     outln!(
         "{:<18} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>8}",
         "id",

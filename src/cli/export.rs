@@ -594,7 +594,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             let (pools, groups) = kvscope::cache::CacheFormat::decode_bench(group, residual);
             let groups: Vec<(&str, kvscope::cache::GroupFormat)> =
                 groups.iter().map(|(n, g)| (n.as_str(), *g)).collect();
-            let lines = kvscope::compute::bench::p3_quant(b.as_ref(), 8, 8192, &pools, &groups, 9)?;
+            let lines = kvscope::lessons::quant::bench::p3_quant(b.as_ref(), 8, 8192, &pools, &groups, 9)?;
             table.bench = Some(kvscope::drivers::quant::QuantBench {
                 backend: b.kind().name().to_string(),
                 machine: b.device(),

@@ -5,6 +5,7 @@
 //! `group_decode`) on the same backend. Everything the views draw is measured
 //! here; the table over the whole held-out file is stored ([`stored`]) and drawn labelled as stored.
 
+pub mod bench;
 pub mod export;
 pub mod stored;
 
