@@ -516,7 +516,7 @@ fn the_path_parser_sees_grouped_relative_and_inline_imports() {
         view.iter().any(|(_, p)| p.starts_with(&["crate".into(), "ui".into()])),
         "{view:?}"
     );
-    let engine = paths(&src("kv/engine.rs"));
+    let engine = paths(&src("kv/engine/mod.rs"));
     assert!(
         engine.iter().any(|(_, p)| p.join("::") == "crate::kv::EvictionPolicy"),
         "super:: resolves from the file's module: {engine:?}"
@@ -837,7 +837,7 @@ fn no_import_cycles_among_files() {
         g["ui/views/paged_cache/mod.rs"]
     );
     assert!(has("ui/views/paged_cache/mod.rs", "ui/views/paged_cache/stats.rs"));
-    assert!(has("kv/engine.rs", "kv/evict.rs"), "{:?}", g["kv/engine.rs"]);
+    assert!(has("kv/engine/mod.rs", "kv/evict.rs"), "{:?}", g["kv/engine/mod.rs"]);
     assert!(
         has("lessons/paged_cache/mod.rs", "compute/check.rs"),
         "`crate::compute::CheckReport` leads to check.rs: {:?}",
