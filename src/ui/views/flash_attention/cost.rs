@@ -1,7 +1,14 @@
 //! Lesson 6's cost views: the work of the naive path against the tiled one, the global-memory traffic
 //! of both, and the split of the context across blocks (flash-decoding).
 
-use super::*;
+use eframe::egui::{self, RichText, Ui};
+use egui_plot::{Bar, BarChart, Legend, Plot};
+
+use crate::lessons::flash_attention::FlashOut;
+use crate::render::colormap::Colormap;
+use crate::render::heatmap::Highlight;
+use crate::style;
+use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, heat_panel, view_id};
 
 /// Tiles visited and skipped, and the score elements computed against T².
 pub(super) fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {

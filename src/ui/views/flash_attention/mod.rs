@@ -12,7 +12,7 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, heat_panel, kernel_panel, prev_next, timeline, view_id};
+use crate::ui::widgets::{Axes, ViewCtx, bytes, heat_panel, kernel_panel, prev_next, timeline, view_id};
 
 mod cost;
 use cost::{io, split, work};
