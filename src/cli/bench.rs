@@ -69,6 +69,23 @@ enum BenchCmd {
         #[arg(long, value_name = "FILE")]
         store: Option<std::path::PathBuf>,
     },
+    /// Both models' speed on a backend: prefill and decode tokens/s, and decode's bytes per token
+    /// (weights + KV) against this machine's read rate over the same weights, measured in the same run.
+    /// SmolLM2 is measured when its file is there (./scripts/smollm2/fetch.sh), else the reason is printed.
+    Model {
+        /// Backend to measure.
+        #[arg(long, default_value = "cpu")]
+        backend: BackendKind,
+        /// Tokens to decode after the prompt.
+        #[arg(long, default_value_t = 32)]
+        decode: usize,
+        /// Another copy of SmolLM2's GGUF file.
+        #[arg(long)]
+        model_file: Option<std::path::PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// What a lesson-3 slider drag costs at T = 1024, d_model = 1024, 16 heads (worker and UI frame).
     App {
         /// Backend to compute on.
@@ -84,8 +101,68 @@ pub fn run(args: BenchArgs) -> Result<bool> {
         Some(BenchCmd::Sweep { backend, json, store }) => sweep(backend, json, store),
         Some(BenchCmd::App { backend }) => app(backend),
         Some(BenchCmd::Serving { backend, store }) => serving(backend, store),
+        Some(BenchCmd::Model {
+            backend,
+            decode,
+            model_file,
+            json,
+        }) => model_speed(backend, decode, model_file.as_deref(), json),
         None => ratios(&args),
     }
+}
+
+/// `bench model`: the tiny model on 128 bytes of the held-out English text, SmolLM2 on its first 128
+/// tokens; each prefilled, then decoding through the paged cache.
+fn model_speed(kind: BackendKind, decode: usize, file: Option<&std::path::Path>, json: bool) -> Result<bool> {
+    use kvscope::model::{HELDOUT_EN, Model, ModelName, speed};
+    let b = backend(kind)?;
+    let mut rows = Vec::new();
+    let tiny = Model::embedded().map_err(|e| anyhow::anyhow!("{e}"))?;
+    rows.push(speed::measure(&tiny, b.as_ref(), &HELDOUT_EN.as_bytes()[..128], decode).map_err(anyhow::Error::msg)?);
+    match Model::select(ModelName::Smollm2, file) {
+        Ok(m) => {
+            let ids = m.tokenizer.encode(HELDOUT_EN).map_err(anyhow::Error::msg)?;
+            rows.push(speed::measure(&m, b.as_ref(), &ids[..128.min(ids.len())], decode).map_err(anyhow::Error::msg)?);
+        }
+        Err(e) => outln!("smollm2 not measured: {e}"),
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(true);
+    }
+    outln!(
+        "{:<8} {:>11} {:>9} {:>12} {:>9} {:>11} {:>10} {:>9} {:>8}",
+        "model",
+        "parameters",
+        "prompt",
+        "prefill t/s",
+        "decode",
+        "decode t/s",
+        "MB/token",
+        "read GB/s",
+        "of limit"
+    );
+    for r in &rows {
+        outln!(
+            "{:<8} {:>11} {:>9} {:>12.1} {:>9} {:>11.2} {:>10.1} {:>9.1} {:>8.2}",
+            r.model,
+            r.parameters,
+            r.prefill_tokens,
+            r.prefill_tok_s,
+            r.decode_tokens,
+            r.decode_tok_s,
+            (r.weight_bytes + r.kv_bytes) as f64 / 1e6,
+            r.read_gbs,
+            r.fraction_of_limit
+        );
+    }
+    outln!(
+        "on {}; a decode step reads every f32 weight (the tied embedding too) and the f16 KV cache; the limit is \
+         this machine's parallel read of the same weights, measured in this run (the tiny model's 3 MB sit in \
+         cache, so its limit is the cache's, not memory's)",
+        rows[0].backend
+    );
+    Ok(true)
 }
 
 /// P1 and P3 as same-run ratios.

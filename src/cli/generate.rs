@@ -1,12 +1,11 @@
 //! `kvscope generate`: text from the tiny trained model, token by token through a KV cache on a backend.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
 use kvscope::compute::BackendKind;
-use kvscope::model::Model;
+use kvscope::model::ModelName;
 use kvscope::model::decode::{CacheKind, Sampler};
 
 use super::backend;
@@ -44,9 +43,8 @@ pub struct GenerateArgs {
     top_k: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// A model file instead of the committed one.
-    #[arg(long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    model: super::ModelArgs,
     /// Speculative decoding (lesson 12) through the paged cache: ngram (prompt lookup) or draft (the
     /// shipped draft model). Sampling is the temperature's full softmax (no top-k), with rejection
     /// sampling; prints acceptance by position, passes per byte and bytes/s against plain decode.
@@ -59,12 +57,13 @@ pub struct GenerateArgs {
 
 /// Run `kvscope generate`.
 pub fn run(a: GenerateArgs) -> Result<()> {
-    let model = match &a.model {
-        Some(p) => Model::load(p),
-        None => Model::embedded(),
-    }
-    .map_err(|e| anyhow!("{e}"))?;
+    let model = a.model.load()?;
     let b = backend(a.backend)?;
+    if a.speculative.is_some() && model.name != ModelName::Tiny {
+        return Err(anyhow!(
+            "--speculative runs on the byte-level tiny model only so far (its drafts are bytes)"
+        ));
+    }
     if let Some(spec) = a.speculative {
         use kvscope::drivers::spec::{Drafter, SpecConfig};
         let cfg = |drafter| SpecConfig {
@@ -100,20 +99,27 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     } else {
         Sampler::greedy()
     };
+    let ids = model.tokenizer.encode(&a.prompt).map_err(|e| anyhow!(e))?;
     let g = model
-        .generate(a.prompt.as_bytes(), a.tokens, cache, &mut sampler, b.as_ref())
+        .generate(&ids, a.tokens, cache, &mut sampler, b.as_ref())
         .map_err(|e| anyhow!(e))?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}{}", a.prompt, String::from_utf8_lossy(&g.tokens))?;
+    writeln!(out, "{}{}", a.prompt, model.tokenizer.decode(&g.tokens))?;
     let decoded = g.tokens.len().saturating_sub(1);
+    let unit = if model.name == ModelName::Tiny {
+        "bytes"
+    } else {
+        "tokens"
+    };
     writeln!(
         out,
-        "-- {} bytes on {} ({}), {:?} cache: prefill {} bytes in {:.1} ms; decode {:.1} tokens/s ({decoded} tokens in {:.1} ms)",
+        "-- {} {unit} of {} on {} ({}), {:?} cache: prefill {} {unit} in {:.1} ms; decode {:.1} tokens/s ({decoded} tokens in {:.1} ms)",
         g.tokens.len(),
+        model.name.id(),
         a.backend.name(),
         b.device(),
         a.cache,
-        a.prompt.len(),
+        ids.len(),
         g.prefill_s * 1e3,
         decoded as f64 / g.decode_s.max(1e-9),
         g.decode_s * 1e3

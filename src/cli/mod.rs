@@ -143,3 +143,35 @@ pub fn load_lessons(dir: Option<&std::path::Path>) -> Result<Vec<kvscope::lesson
         anyhow::anyhow!("the lesson files have errors:\n{}", text.join("\n"))
     })
 }
+
+/// The model a command runs: `--model tiny|smollm2` and `--model-file PATH`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// tiny: the byte-level model trained here (embedded); smollm2: SmolLM2-135M-Instruct (98 MB, fetched
+    /// by ./scripts/smollm2/fetch.sh into the user's cache directory).
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub model: ModelArg,
+    /// Another copy of the model's file: a safetensors file for tiny, the GGUF file for smollm2.
+    #[arg(long)]
+    pub model_file: Option<std::path::PathBuf>,
+}
+
+/// The models by command-line name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelArg {
+    /// The byte-level model trained here.
+    Tiny,
+    /// SmolLM2-135M-Instruct.
+    Smollm2,
+}
+
+impl ModelArgs {
+    /// Load it (a missing or damaged file is an error naming the file and what is wrong).
+    pub fn load(&self) -> Result<kvscope::model::Model> {
+        let name = match self.model {
+            ModelArg::Tiny => kvscope::model::ModelName::Tiny,
+            ModelArg::Smollm2 => kvscope::model::ModelName::Smollm2,
+        };
+        kvscope::model::Model::select(name, self.model_file.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}

@@ -448,63 +448,74 @@ pub fn flash_arrays(
     ))
 }
 
-/// The tiny model's architecture constants, for manifests.
+/// A model's architecture constants, for manifests.
 pub(crate) fn model_manifest(m: &crate::model::Model) -> serde_json::Map<String, serde_json::Value> {
     let c = m.config;
     let mut extra = serde_json::Map::new();
+    let file = match m.name {
+        crate::model::ModelName::Tiny => crate::model::EMBEDDED_PATH.to_string(),
+        crate::model::ModelName::Smollm2 => crate::model::smollm2::FILE_NAME.to_string(),
+    };
     extra.insert(
         "model".into(),
         serde_json::json!({
-            "file": crate::model::EMBEDDED_PATH,
+            "name": m.name.id(),
+            "describe": m.describe(),
+            "file": file,
             "parameters": m.parameters,
             "vocab": c.vocab, "d_model": c.d_model, "n_layers": c.n_layers,
             "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads, "head_dim": c.head_dim,
             "ffn_hidden": c.ffn_hidden, "context": c.context,
             "rope": {"base": c.rope_base, "layout": "rotate_half: dimension i < hd/2 pairs with i + hd/2"},
             "rms_norm_eps": c.norm_eps,
-            "tokenizer": "bytes of the UTF-8 text",
+            "tokenizer": m.tokenizer.describe(),
             "tied_embeddings": true,
         }),
     );
     extra
 }
 
-/// `export logits`: the committed model's tokens `[T]` and next-byte logits `[T, vocab]` for `prompt`.
+/// The ids of `prompt` for model `m`, with the error a lesson shows.
+pub fn prompt_ids(m: &crate::model::Model, prompt: &str) -> Result<Vec<u32>> {
+    let ids = m.tokenizer.encode(prompt).map_err(|e| anyhow::anyhow!(e))?;
+    anyhow::ensure!(!ids.is_empty(), "the prompt is empty: give at least one token");
+    Ok(ids)
+}
+
+/// `export logits`: model `m`'s tokens `[T]` and next-token logits `[T, vocab]` for `prompt`.
 pub fn model_logits(
     backend: &dyn Backend,
-    prompt: &[u8],
+    m: &crate::model::Model,
+    prompt: &str,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let m = crate::model::Model::embedded()?;
-    let out = m.prefill(prompt, backend, false).map_err(|e| anyhow::anyhow!(e))?;
-    let t = prompt.len();
+    let ids = prompt_ids(m, prompt)?;
+    let out = m.prefill(&ids, backend, false).map_err(|e| anyhow::anyhow!(e))?;
+    let t = ids.len();
     let arrays = vec![
-        NamedArray::new(
-            "tokens",
-            &[t],
-            ArrayData::I32(prompt.iter().map(|&b| i32::from(b)).collect()),
-        ),
+        NamedArray::new("tokens", &[t], ArrayData::I32(ids.iter().map(|&b| b as i32).collect())),
         NamedArray::new(
             "logits",
             &[t, m.config.vocab],
             ArrayData::F32(out.logits.iter().copied().collect()),
         ),
     ];
-    Ok((arrays, model_manifest(&m)))
+    Ok((arrays, model_manifest(m)))
 }
 
-/// `export model-attention`: every layer's and head's attention probabilities `[H, T, T]` for `prompt`,
-/// with each head's measured pattern label.
+/// `export model-attention`: every layer's and head's attention probabilities `[H, T, T]` of model `m`
+/// for `prompt`, with each head's measured pattern label.
 pub fn model_attention(
     backend: &dyn Backend,
-    prompt: &[u8],
+    m: &crate::model::Model,
+    prompt: &str,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let m = crate::model::Model::embedded()?;
-    let out = m.prefill(prompt, backend, false).map_err(|e| anyhow::anyhow!(e))?;
-    let t = prompt.len();
+    let ids = prompt_ids(m, prompt)?;
+    let out = m.prefill(&ids, backend, false).map_err(|e| anyhow::anyhow!(e))?;
+    let t = ids.len();
     let mut arrays = vec![NamedArray::new(
         "tokens",
         &[t],
-        ArrayData::I32(prompt.iter().map(|&b| i32::from(b)).collect()),
+        ArrayData::I32(ids.iter().map(|&b| b as i32).collect()),
     )];
     let mut labels = Vec::new();
     for (l, p) in out.probs.iter().enumerate() {
@@ -523,7 +534,7 @@ pub fn model_attention(
             .collect();
         labels.push(per_head);
     }
-    let mut extra = model_manifest(&m);
+    let mut extra = model_manifest(m);
     extra.insert("head_labels".into(), serde_json::json!(labels));
     Ok((arrays, extra))
 }

@@ -1,13 +1,28 @@
 //! The forward pass in f32: RMSNorm, RoPE ("rotate half"), GQA attention through the backend's
 //! attention op, SwiGLU and the tied output projection.
 
-use ndarray::{Array2, Array3, Axis, s};
+use ndarray::{Array2, Array3, ArrayView2, Axis, s};
+use rayon::prelude::*;
 
-use super::{Block, Model, Prefill};
+use super::{Block, Model, ModelName, Prefill, TokenId};
 use crate::compute::{AttnInput, Backend};
 use crate::math::{Mask, matmul};
 
 impl Model {
+    /// `x · w` for the model's projections. SmolLM2's single rows (a decode step) go through
+    /// [`row_times`] and its prompts through the `gemm` crate on every core (`simd::sgemm`); the tiny
+    /// model keeps `math::matmul` for everything, the one path its stored measurements were made with.
+    pub fn linear(&self, x: ArrayView2<f32>, w: ArrayView2<f32>) -> Array2<f32> {
+        match self.name {
+            ModelName::Smollm2 if x.nrows() == 1 => {
+                let y = row_times(&x.row(0).to_vec(), w);
+                Array2::from_shape_vec((1, w.ncols()), y).expect("one row of w's columns")
+            }
+            ModelName::Smollm2 => crate::simd::sgemm(x, w, rayon::current_num_threads()),
+            ModelName::Tiny => matmul(x, w),
+        }
+    }
+
     /// RMSNorm of each row of `x` with weight `w`: `x / √(mean(x²) + ε) · w`.
     pub fn rms_norm(&self, x: &Array2<f32>, w: &[f32]) -> Array2<f32> {
         let eps = self.config.norm_eps as f32;
@@ -46,11 +61,13 @@ impl Model {
     }
 
     /// Embeddings of `tokens`, `[T, d]`.
-    pub fn embed_tokens(&self, tokens: &[u8]) -> Array2<f32> {
+    pub fn embed_tokens<T: TokenId>(&self, tokens: &[T]) -> Array2<f32> {
         let d = self.config.d_model;
         let mut x = Array2::<f32>::zeros((tokens.len(), d));
         for (i, &t) in tokens.iter().enumerate() {
-            x.row_mut(i).assign(&self.embed.row(t as usize));
+            // An id past the vocabulary reads row 0 (callers check ids; this must not panic).
+            let row = if t.index() < self.config.vocab { t.index() } else { 0 };
+            x.row_mut(i).assign(&self.embed.row(row));
         }
         x
     }
@@ -58,16 +75,16 @@ impl Model {
     /// The SwiGLU MLP with its residual: `x + W2(silu(W1 h) ⊙ W3 h)`, `h = RMSNorm(x)`.
     pub fn mlp(&self, b: &Block, x: &Array2<f32>) -> Array2<f32> {
         let h = self.rms_norm(x, &b.ffn_norm);
-        let mut g = matmul(h.view(), b.w1.view());
-        let u = matmul(h.view(), b.w3.view());
+        let mut g = self.linear(h.view(), b.w1.view());
+        let u = self.linear(h.view(), b.w3.view());
         g.zip_mut_with(&u, |a, &up| *a = *a / (1.0 + (-*a).exp()) * up);
-        x + &matmul(g.view(), b.w2.view())
+        x + &self.linear(g.view(), b.w2.view())
     }
 
     /// Logits `[T, vocab]` of the final hidden states `x`.
     pub fn logits(&self, x: &Array2<f32>) -> Array2<f32> {
         let h = self.rms_norm(x, &self.norm);
-        matmul(h.view(), self.embed.t())
+        self.linear(h.view(), self.embed.t())
     }
 
     /// Project one block's attention input `x` (positions `pos0..`): Q `[H,T,hd]`, K and V `[KVH,T,hd]`,
@@ -79,9 +96,9 @@ impl Model {
     /// [`Model::qkv`] from the block's already normalised input `h` = RMSNorm(x).
     pub fn qkv_normed(&self, b: &Block, h: &Array2<f32>, pos0: usize) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
         let c = &self.config;
-        let q = self.heads_with_rope(&matmul(h.view(), b.wq.view()), c.n_heads, pos0, true);
-        let k = self.heads_with_rope(&matmul(h.view(), b.wk.view()), c.n_kv_heads, pos0, true);
-        let v = self.heads_with_rope(&matmul(h.view(), b.wv.view()), c.n_kv_heads, pos0, false);
+        let q = self.heads_with_rope(&self.linear(h.view(), b.wq.view()), c.n_heads, pos0, true);
+        let k = self.heads_with_rope(&self.linear(h.view(), b.wk.view()), c.n_kv_heads, pos0, true);
+        let v = self.heads_with_rope(&self.linear(h.view(), b.wv.view()), c.n_kv_heads, pos0, false);
         (q, k, v)
     }
 
@@ -89,9 +106,9 @@ impl Model {
     /// cache that turns keys on read stores (StreamingLLM's positions by cache slot, [`super::stream`]).
     pub fn qkv_unrotated(&self, b: &Block, h: &Array2<f32>) -> (Array3<f32>, Array3<f32>, Array3<f32>) {
         let c = &self.config;
-        let q = self.heads_with_rope(&matmul(h.view(), b.wq.view()), c.n_heads, 0, false);
-        let k = self.heads_with_rope(&matmul(h.view(), b.wk.view()), c.n_kv_heads, 0, false);
-        let v = self.heads_with_rope(&matmul(h.view(), b.wv.view()), c.n_kv_heads, 0, false);
+        let q = self.heads_with_rope(&self.linear(h.view(), b.wq.view()), c.n_heads, 0, false);
+        let k = self.heads_with_rope(&self.linear(h.view(), b.wk.view()), c.n_kv_heads, 0, false);
+        let v = self.heads_with_rope(&self.linear(h.view(), b.wv.view()), c.n_kv_heads, 0, false);
         (q, k, v)
     }
 
@@ -103,17 +120,23 @@ impl Model {
             cat.slice_mut(s![.., head * hd..(head + 1) * hd])
                 .assign(&o.index_axis(Axis(0), head));
         }
-        x + &matmul(cat.view(), b.wo.view())
+        x + &self.linear(cat.view(), b.wo.view())
     }
 
     /// The whole sequence at once, attention through `backend.attention` with the causal mask. With
     /// `round_kv`, K and V are rounded to f16 first, as a cache stores them.
-    pub fn prefill(&self, tokens: &[u8], backend: &dyn Backend, round_kv: bool) -> Result<Prefill, String> {
+    pub fn prefill<T: TokenId>(&self, tokens: &[T], backend: &dyn Backend, round_kv: bool) -> Result<Prefill, String> {
         if tokens.is_empty() || tokens.len() > self.config.context {
             return Err(format!(
                 "{} tokens: the model takes 1 to {} (its context)",
                 tokens.len(),
                 self.config.context
+            ));
+        }
+        if let Some(t) = tokens.iter().find(|t| t.index() >= self.config.vocab) {
+            return Err(format!(
+                "token id {t:?} is past the vocabulary of {}",
+                self.config.vocab
             ));
         }
         let mut x = self.embed_tokens(tokens);
@@ -176,6 +199,42 @@ impl Model {
     }
 }
 
+impl Model {
+    /// Bits per byte of a text of `n_bytes` UTF-8 bytes whose ids are `ids` (a model with a real
+    /// tokenizer): the stream `[context] + ids` in windows of at most `window` tokens, consecutive windows
+    /// sharing one token and each starting with a fresh context, every stream token after the first
+    /// scored once; Σ −log₂ p / `n_bytes`. `scripts/smollm2/reference.py --bpb` computes it the same way.
+    /// Returns (bits per byte, tokens scored).
+    pub fn bits_per_byte_ids(
+        &self,
+        ids: &[u32],
+        n_bytes: usize,
+        context: Option<u32>,
+        window: usize,
+        backend: &dyn Backend,
+    ) -> Result<(f64, usize), String> {
+        if window < 2 {
+            return Err("the window must hold at least two tokens".into());
+        }
+        let stream: Vec<u32> = context.into_iter().chain(ids.iter().copied()).collect();
+        let (mut nll, mut n) = (0f64, 0usize);
+        let mut s = 0;
+        while s + 1 < stream.len() {
+            let w = &stream[s..(s + window).min(stream.len())];
+            let out = self.prefill(w, backend, false)?;
+            for (i, &target) in w[1..].iter().enumerate() {
+                let row: Vec<f64> = out.logits.row(i).iter().map(|&v| f64::from(v)).collect();
+                let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+                nll += lse - row[target as usize];
+            }
+            n += w.len() - 1;
+            s += window - 1;
+        }
+        Ok((nll / std::f64::consts::LN_2 / n_bytes.max(1) as f64, n))
+    }
+}
+
 /// RoPE tables `[positions, hd/2]` (the model's context or [`super::MAX_POSITIONS`], the larger): angles `pos · θ^(−2i/hd)` in f64, cos and sin rounded to f32 (as the
 /// training script computes them).
 pub(super) fn rope_tables(context: usize, hd: usize, base: f64) -> (Array2<f32>, Array2<f32>) {
@@ -191,4 +250,48 @@ pub(super) fn rope_tables(context: usize, hd: usize, base: f64) -> (Array2<f32>,
         }
     }
     (cos, sin)
+}
+
+/// One row times a matrix, `x · w`, on every core and reading each weight once: a decode step is bound by
+/// reading the weights, and a GEMM would first pack all of `w` for a single row. `w` is `[in, out]`
+/// stored row-major (each thread accumulates a band of output columns over the rows of `w`) or the
+/// transpose of a row-major `[out, in]` (the tied output projection: one dot product per output).
+pub fn row_times(x: &[f32], w: ArrayView2<f32>) -> Vec<f32> {
+    let (inp, out) = w.dim();
+    assert_eq!(x.len(), inp, "x has {} values, w {inp} rows", x.len());
+    let mut y = vec![0f32; out];
+    if let Some(ws) = w.as_slice() {
+        const BAND: usize = 64;
+        y.par_chunks_mut(BAND).enumerate().for_each(|(bi, acc)| {
+            let o0 = bi * BAND;
+            for (k, &xk) in x.iter().enumerate() {
+                let row = &ws[k * out + o0..k * out + o0 + acc.len()];
+                acc.iter_mut().zip(row).for_each(|(a, &v)| *a += xk * v);
+            }
+        });
+    } else if let Some(wt) = w.t().as_slice() {
+        y.par_chunks_mut(256).enumerate().for_each(|(bi, ys)| {
+            for (j, yo) in ys.iter_mut().enumerate() {
+                let o = bi * 256 + j;
+                let row = &wt[o * inp..(o + 1) * inp];
+                // Eight partial sums, so the loop vectorises.
+                let mut part = [0f32; 8];
+                let (chunks, tail) = (row.chunks_exact(8), row.len() / 8 * 8);
+                for (c, xs) in chunks.zip(x.chunks_exact(8)) {
+                    for l in 0..8 {
+                        part[l] += c[l] * xs[l];
+                    }
+                }
+                let mut s: f32 = part.iter().sum();
+                for k in tail..inp {
+                    s += row[k] * x[k];
+                }
+                *yo = s;
+            }
+        });
+    } else {
+        let xm = ndarray::ArrayView2::from_shape((1, inp), x).expect("one row");
+        y = matmul(xm, w).into_raw_vec_and_offset().0;
+    }
+    y
 }

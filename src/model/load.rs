@@ -7,7 +7,7 @@ use std::path::Path;
 use ndarray::Array2;
 
 use super::forward::rope_tables;
-use super::{Block, Config, EMBEDDED, EMBEDDED_PATH, Model, ModelError};
+use super::{Block, Config, EMBEDDED, EMBEDDED_PATH, Model, ModelError, ModelName};
 
 fn meta<'a>(m: &'a HashMap<String, String>, path: &str, key: &str) -> Result<&'a str, ModelError> {
     m.get(key).map(String::as_str).ok_or_else(|| ModelError::Config {
@@ -181,6 +181,30 @@ impl Model {
             norm,
             parameters,
             rope,
+            tokenizer: super::Tokenizer::Bytes,
+            name: super::ModelName::Tiny,
         })
+    }
+}
+
+impl Model {
+    /// The model `name`, from `file` when given (a safetensors file for the tiny model, a GGUF file for
+    /// SmolLM2), else from where it lives: the embedded tiny model, SmolLM2 from [`super::smollm2::default_path`].
+    pub fn select(name: ModelName, file: Option<&Path>) -> Result<Model, ModelError> {
+        match (name, file) {
+            (ModelName::Tiny, None) => Model::embedded(),
+            (ModelName::Tiny, Some(p)) => Model::load(p),
+            (ModelName::Smollm2, p) => {
+                super::smollm2::load(&p.map_or_else(super::smollm2::default_path, |p| p.to_path_buf()))
+            }
+        }
+    }
+
+    /// What the model is, in a line (for manifests and captions).
+    pub fn describe(&self) -> String {
+        match self.name {
+            ModelName::Tiny => format!("kvscope-tiny: byte-level, {} parameters, trained here", self.parameters),
+            ModelName::Smollm2 => format!("{} ({} parameters)", super::smollm2::DESCRIPTION, self.parameters),
+        }
     }
 }

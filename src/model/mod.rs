@@ -10,10 +10,16 @@
 
 pub mod decode;
 mod forward;
+pub mod gguf;
 pub mod heads;
 mod load;
 pub mod memo;
+pub mod smollm2;
+pub mod speed;
 pub mod texts;
+pub mod tokens;
+
+pub use tokens::{TokenId, Tokenizer};
 
 use ndarray::{Array2, Array3};
 
@@ -88,6 +94,10 @@ pub fn tick_labels(tokens: &[u8]) -> Vec<String> {
     out
 }
 
+/// 2,685 bytes of English prose written for kvscope in December 2026 (after SmolLM2's training data was
+/// collected; the project's licence): the real model's held-out text (`scripts/smollm2/README.md`).
+pub const HELDOUT_EN: &str = include_str!("../../assets/texts/heldout-en.txt");
+
 /// The start of the held-out split the committed model was evaluated on (never trained on), as the
 /// training script wrote it: documents separated by blank lines, English and Chinese.
 pub const HELDOUT: &[u8] = include_bytes!("../../assets/models/kvscope-tiny.heldout.txt");
@@ -154,6 +164,15 @@ pub enum ModelError {
         path: String,
         /// The metadata key.
         key: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A GGUF file (the real model) that is damaged, truncated, of another architecture or not the
+    /// pinned file.
+    #[error("{path}: {msg}")]
+    Gguf {
+        /// The file.
+        path: String,
         /// What is wrong.
         msg: String,
     },
@@ -235,6 +254,30 @@ pub struct Model {
     pub parameters: usize,
     /// RoPE cos/sin tables `[MAX_POSITIONS, hd/2]`.
     rope: (Array2<f32>, Array2<f32>),
+    /// Text to ids and back.
+    pub tokenizer: Tokenizer,
+    /// Which model this is.
+    pub name: ModelName,
+}
+
+/// The models kvscope runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ModelName {
+    /// The byte-level model trained here (0.8 M parameters), embedded; also any safetensors file in its
+    /// format (the draft model of lesson 12).
+    Tiny,
+    /// SmolLM2-135M-Instruct from its GGUF file ([`smollm2`]).
+    Smollm2,
+}
+
+impl ModelName {
+    /// Its command-line name.
+    pub fn id(self) -> &'static str {
+        match self {
+            ModelName::Tiny => "tiny",
+            ModelName::Smollm2 => "smollm2",
+        }
+    }
 }
 
 /// What a prefill computes: logits `[T, vocab]`, and per layer the attention probabilities `[H, T, T]`.

@@ -78,21 +78,25 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// The tiny trained model's next-byte logits on a prompt: tokens.npy `[T]`, logits.npy `[T, 256]`
-    /// and the architecture constants in manifest.json.
+    /// A model's next-token logits on a prompt: tokens.npy `[T]`, logits.npy `[T, vocab]` and the
+    /// architecture constants in manifest.json.
     Logits {
         #[arg(long)]
         prompt: String,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
         out: PathBuf,
     },
-    /// The tiny trained model's attention on a prompt: probs_layer{L}.npy `[H, T, T]` for every layer, the
-    /// tokens, and each head's measured pattern label in manifest.json.
+    /// A model's attention on a prompt: probs_layer{L}.npy `[H, T, T]` for every layer, the tokens, and
+    /// each head's measured pattern label in manifest.json.
     ModelAttention {
         #[arg(long)]
         prompt: String,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]

@@ -60,11 +60,13 @@ fn model_export(
     prompt: &str,
     out: &Path,
     kind_name: &str,
-    arrays: fn(&dyn kvscope::compute::Backend, &[u8]) -> Result<ModelArrays>,
+    model: &crate::cli::ModelArgs,
+    arrays: fn(&dyn kvscope::compute::Backend, &kvscope::model::Model, &str) -> Result<ModelArrays>,
 ) -> Result<()> {
+    let m = model.load()?;
     let b = backend(kind)?;
-    let (arrays, extra) = arrays(b.as_ref(), prompt.as_bytes())?;
-    let params = serde_json::json!({ "prompt": prompt });
+    let (arrays, extra) = arrays(b.as_ref(), &m, prompt)?;
+    let params = serde_json::json!({ "prompt": prompt, "model": m.name.id() });
     export::write_export_with(out, kind_name, params, 0, b.as_ref(), &[], &arrays, extra)?;
     outln!("wrote {} arrays and manifest.json to {}", arrays.len(), out.display());
     Ok(())
@@ -501,14 +503,16 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
         }
         ExportCmd::Logits {
             prompt,
+            model,
             backend: kind,
             out,
-        } => model_export(kind, &prompt, &out, "logits", export::model_logits)?,
+        } => model_export(kind, &prompt, &out, "logits", &model, export::model_logits)?,
         ExportCmd::ModelAttention {
             prompt,
+            model,
             backend: kind,
             out,
-        } => model_export(kind, &prompt, &out, "model-attention", export::model_attention)?,
+        } => model_export(kind, &prompt, &out, "model-attention", &model, export::model_attention)?,
         ExportCmd::Attention {
             seq,
             d_model,
