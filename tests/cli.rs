@@ -791,7 +791,7 @@ fn export_streaming_writes_the_arrays_and_defines_them() {
     assert_eq!(s["positions"], "cache");
     assert_eq!(s["window"], 24);
     assert_eq!(s["bytes"], 300);
-    assert!(man["definitions"]["nll"].as_str().unwrap().contains("byte i+1"));
+    assert!(man["definitions"]["nll"].as_str().unwrap().contains("token i+1"));
     let (shape, nll) = kvscope::lessons::export::read_npy(&out.join("nll.npy")).unwrap();
     assert_eq!(shape, [299]);
     let bpb = nll.iter().sum::<f64>() / (std::f64::consts::LN_2 * nll.len() as f64);

@@ -34,7 +34,7 @@ use crate::compute::ops::score_decode::{ScoreDecodeInput, reference};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::kv::KvEngine;
 use crate::math::Rng;
-use crate::model::Model;
+use crate::model::{Model, TokenId};
 
 /// Which tokens stay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -165,11 +165,11 @@ impl EvictConfig {
 
 /// What an eviction run measured. Per-step arrays are kept when the run records them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EvictRun {
+pub struct EvictRun<T = u8> {
     /// The settings.
     pub config: EvictConfig,
     /// The bytes read.
-    pub tokens: Vec<u8>,
+    pub tokens: Vec<T>,
     /// The prompt length (SnapKV compresses when the step after it starts).
     pub prompt_len: usize,
     /// Layers and KV heads of the keep sets.
@@ -221,7 +221,7 @@ pub struct EvictRun {
     pub checked_steps: usize,
 }
 
-impl EvictRun {
+impl<T> EvictRun<T> {
     /// Bits per byte of the predictions made in steps `range` (clamped).
     pub fn bits_per_byte_in(&self, range: std::ops::Range<usize>) -> f64 {
         let r = range.start.min(self.nll.len())..range.end.min(self.nll.len());
@@ -257,7 +257,7 @@ pub struct EvictOptions {
 
 const REQ: RequestId = 0;
 
-fn ln_softmax_at(logits: &[f32], target: u8) -> (f32, bool) {
+fn ln_softmax_at(logits: &[f32], target: usize) -> (f32, bool) {
     let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let z: f64 = logits.iter().map(|&v| f64::from(v - m).exp()).sum();
     let best = logits
@@ -265,8 +265,8 @@ fn ln_softmax_at(logits: &[f32], target: u8) -> (f32, bool) {
         .enumerate()
         .fold((0, f32::NEG_INFINITY), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
     (
-        (f64::from(m) + z.ln() - f64::from(logits[target as usize])) as f32,
-        best.0 == target as usize,
+        (f64::from(m) + z.ln() - f64::from(logits[target])) as f32,
+        best.0 == target,
     )
 }
 
@@ -293,14 +293,14 @@ pub fn snapkv_select(votes: &[f64], k: usize, keep: usize) -> (Vec<f64>, Vec<usi
 impl Model {
     /// Feed `text` byte by byte under `cfg` (SnapKV compresses after the first `prompt_len` bytes) on
     /// `backend`.
-    pub fn evict_run(
+    pub fn evict_run<T: TokenId>(
         &self,
-        text: &[u8],
+        text: &[T],
         prompt_len: usize,
         cfg: EvictConfig,
         backend: &dyn Backend,
         opt: EvictOptions,
-    ) -> Result<EvictRun, String> {
+    ) -> Result<EvictRun<T>, String> {
         cfg.check()?;
         let c = self.config;
         let n = text.len();
@@ -564,7 +564,7 @@ impl Model {
             }
             if t + 1 < n {
                 let logits = self.logits(&x);
-                let (nll, hit) = ln_softmax_at(logits.row(0).as_slice().unwrap_or_default(), text[t + 1]);
+                let (nll, hit) = ln_softmax_at(logits.row(0).as_slice().unwrap_or_default(), text[t + 1].index());
                 run.nll.push(nll);
                 run.top1.push(hit);
             }

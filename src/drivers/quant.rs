@@ -25,7 +25,7 @@ use crate::cache::{CacheFormat, PagedShape, RequestId};
 use crate::compute::Backend;
 use crate::kv::KvEngine;
 
-use crate::model::Model;
+use crate::model::{Model, TokenId};
 
 /// Block size of the runs' pools (and of INT8 per channel's blocks: [`CHANNEL_BLOCK`]).
 pub const BLOCK: usize = CHANNEL_BLOCK;
@@ -98,7 +98,12 @@ impl Model {
     /// Decode `text` byte by byte from an empty cache held in `fmt`, on `backend` (8-bit pools: the
     /// quantising append and dequantising decode; f16: the paged ones). The loss of each next byte, the
     /// rows and what the cache held for them, and the attention output's error.
-    pub fn quant_run(&self, text: &[u8], fmt: CacheFormat, backend: &dyn Backend) -> Result<QuantRun, String> {
+    pub fn quant_run<T: TokenId>(
+        &self,
+        text: &[T],
+        fmt: CacheFormat,
+        backend: &dyn Backend,
+    ) -> Result<QuantRun, String> {
         let c = self.config;
         let n = text.len();
         if n < 2 || n > c.context {
@@ -245,7 +250,7 @@ impl Model {
                 let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let z: f64 = logits.iter().map(|&v| f64::from(v - m).exp()).sum();
                 run.nll
-                    .push((f64::from(m) + z.ln() - f64::from(logits[text[t + 1] as usize])) as f32);
+                    .push((f64::from(m) + z.ln() - f64::from(logits[text[t + 1].index()])) as f32);
             }
         }
         for l in 0..l_n {

@@ -29,7 +29,7 @@ use crate::compute::ops::rope::cos_sin_table;
 use crate::compute::ops::stream_decode::{StreamDecodeInput, reference};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
 use crate::kv::{EvictionPolicy, KvEngine};
-use crate::model::Model;
+use crate::model::{Model, TokenId};
 
 /// Which bytes the cache keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -129,11 +129,11 @@ impl StreamConfig {
 
 /// What a streaming run measured.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StreamRun {
+pub struct StreamRun<T = u8> {
     /// The settings.
     pub config: StreamConfig,
-    /// The bytes read.
-    pub tokens: Vec<u8>,
+    /// The tokens read (bytes for the tiny model).
+    pub tokens: Vec<T>,
     /// `nll[i]`: the natural-log loss of predicting byte i + 1 after reading byte i (`len − 1`).
     pub nll: Vec<f32>,
     /// Per step: blocks of the pool in use after the step's append and frees.
@@ -166,7 +166,7 @@ pub struct StreamRun {
     pub checked_steps: usize,
 }
 
-impl StreamRun {
+impl<T> StreamRun<T> {
     /// Bits per byte: the sum of `nll` over ln 2 times its length.
     pub fn bits_per_byte(&self) -> f64 {
         let s: f64 = self.nll.iter().map(|&x| f64::from(x)).sum();
@@ -216,35 +216,35 @@ impl EvictionPolicy for Keep {
 
 const REQ: RequestId = 0;
 
-fn ln_softmax_at(logits: &[f32], target: u8) -> f32 {
+fn ln_softmax_at(logits: &[f32], target: usize) -> f32 {
     let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let z: f64 = logits.iter().map(|&v| f64::from(v - m).exp()).sum();
-    (f64::from(m) + z.ln() - f64::from(logits[target as usize])) as f32
+    (f64::from(m) + z.ln() - f64::from(logits[target])) as f32
 }
 
 impl Model {
     /// Stream `text` byte by byte under `cfg` on `backend`. `tables_at` lists the steps whose block
     /// table the run keeps (for the views).
-    pub fn stream(
+    pub fn stream<T: TokenId>(
         &self,
-        text: &[u8],
+        text: &[T],
         cfg: StreamConfig,
         backend: &dyn Backend,
         tables_at: &[usize],
-    ) -> Result<StreamRun, String> {
+    ) -> Result<StreamRun<T>, String> {
         self.stream_verified(text, cfg, backend, tables_at, 0)
     }
 
     /// [`Model::stream`], with every `every`-th step's kernel launches (every layer) checked against the
     /// f64 reference on the same inputs (0: none).
-    pub fn stream_verified(
+    pub fn stream_verified<T: TokenId>(
         &self,
-        text: &[u8],
+        text: &[T],
         cfg: StreamConfig,
         backend: &dyn Backend,
         tables_at: &[usize],
         every: usize,
-    ) -> Result<StreamRun, String> {
+    ) -> Result<StreamRun<T>, String> {
         let c = self.config;
         let n = text.len();
         if n < 2 {
@@ -287,12 +287,12 @@ impl Model {
         Ok(run)
     }
 
-    fn stream_recompute(
+    fn stream_recompute<T: TokenId>(
         &self,
-        text: &[u8],
+        text: &[T],
         cfg: StreamConfig,
         backend: &dyn Backend,
-        run: &mut StreamRun,
+        run: &mut StreamRun<T>,
     ) -> Result<(), String> {
         let (n, h) = (text.len(), self.config.n_heads);
         for t in 0..n {
@@ -302,7 +302,7 @@ impl Model {
             if t + 1 < n {
                 run.nll.push(ln_softmax_at(
                     pre.logits.row(last).as_slice().unwrap_or_default(),
-                    text[t + 1],
+                    text[t + 1].index(),
                 ));
             }
             run.blocks_in_use.push(0);
@@ -321,14 +321,14 @@ impl Model {
         Ok(())
     }
 
-    fn stream_cached(
+    fn stream_cached<T: TokenId>(
         &self,
-        text: &[u8],
+        text: &[T],
         cfg: StreamConfig,
         backend: &dyn Backend,
         tables_at: &[usize],
         every: usize,
-        run: &mut StreamRun,
+        run: &mut StreamRun<T>,
     ) -> Result<(), String> {
         let c = self.config;
         let (n, h, hd) = (text.len(), c.n_heads, c.head_dim);
@@ -467,8 +467,10 @@ impl Model {
             }
             if t + 1 < n {
                 let logits = self.logits(&x);
-                run.nll
-                    .push(ln_softmax_at(logits.row(0).as_slice().unwrap_or_default(), text[t + 1]));
+                run.nll.push(ln_softmax_at(
+                    logits.row(0).as_slice().unwrap_or_default(),
+                    text[t + 1].index(),
+                ));
             }
         }
         Ok(())

@@ -179,13 +179,14 @@ pub enum ExportCmd {
         /// Tokens per block of the paged cache.
         #[arg(long, default_value_t = 16)]
         block_size: usize,
-        /// Bytes of the held-out file to stream (default: all of it, 16384).
+        /// Tokens of the held-out text to stream (default: all of it; the tiny model's are the 16384 bytes of
+        /// its held-out file, SmolLM2's the 577 tokens of assets/texts/heldout-en.txt).
         #[arg(long)]
         bytes: Option<usize>,
-        /// A model file instead of the embedded one (`scripts/train-tiny-model.py --start-byte 2` writes
-        /// lesson 8's variant; a model trained with a start byte reads it first).
-        #[arg(long)]
-        model: Option<PathBuf>,
+        /// --model-file takes a tiny-model variant too: `scripts/train-tiny-model.py --start-byte 2` writes
+        /// lesson 8's (a model trained with a start byte reads it first).
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -219,13 +220,16 @@ pub enum ExportCmd {
         /// The text to read (its bytes; at most the model's context of 256).
         #[arg(long, conflicts_with = "heldout", required_unless_present = "heldout")]
         prompt: Option<String>,
-        /// Read the held-out file's first 256 bytes instead: a 128-byte prompt, then 128 bytes decoded.
+        /// Read the held-out text's first 256 tokens instead (the tiny model's file's bytes; SmolLM2's
+        /// assets/texts/heldout-en.txt): a 128-token prompt, then 128 tokens decoded.
         #[arg(long)]
         heldout: bool,
-        /// Bytes of `--prompt` that are the prompt (SnapKV compresses after them; default: all but the
+        /// Tokens of `--prompt` that are the prompt (SnapKV compresses after them; default: all but the
         /// last quarter).
         #[arg(long)]
         prompt_len: Option<usize>,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -260,10 +264,12 @@ pub enum ExportCmd {
         /// KIVI's residual R (a multiple of G).
         #[arg(long, default_value_t = 32)]
         residual: usize,
-        /// The text to read (its bytes; at most the model's context of 256). Default: the held-out file's
-        /// first 256 bytes.
+        /// The text to read (at most the model's context). Default: the held-out text's first 256 tokens
+        /// (the tiny model's file's bytes; SmolLM2's assets/texts/heldout-en.txt).
         #[arg(long, conflicts_with_all = ["requests", "context_lens", "max_context"])]
         prompt: Option<String>,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         /// Shape mode (instead of the model): this many requests of seeded random K/V rows.
         #[arg(long)]
         requests: Option<usize>,

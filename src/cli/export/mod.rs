@@ -132,6 +132,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             kv_heads,
             head_dim,
             seed,
+            model,
             backend: kind,
             out,
         } => {
@@ -187,23 +188,36 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 );
                 return Ok(());
             }
+            let m = model.load()?;
             let (text, source) = match prompt {
-                Some(p) => (p.into_bytes(), "--prompt".to_string()),
+                Some(p) => (
+                    m.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
+                    "--prompt".to_string(),
+                ),
+                None if m.name == kvscope::model::ModelName::Smollm2 => {
+                    let mut t = m
+                        .tokenizer
+                        .encode(kvscope::model::HELDOUT_EN)
+                        .map_err(anyhow::Error::msg)?;
+                    t.truncate(256);
+                    (t, "the first 256 tokens of assets/texts/heldout-en.txt".to_string())
+                }
                 None => (
-                    kvscope::model::HELDOUT[..256].to_vec(),
+                    kvscope::model::HELDOUT[..256].iter().map(|&b| u32::from(b)).collect(),
                     "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
                 ),
             };
             let b = backend(kind)?;
-            let (arrays, extra) = kvscope::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source)?;
+            let (arrays, extra) = kvscope::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source, &m)?;
             let q = extra["quant"].clone();
-            let params =
-                serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len()});
+            let params = serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len(),
+                "model": m.name.id()});
             export::write_export_with(&out, "quant", params, 0, b.as_ref(), &[], &arrays, extra)?;
             outln!(
-                "{format}: {:.4} bits per byte over {} bytes; attention output error (RMS over RMS) {}; wrote {}",
+                "{format}: {:.4} bits per byte over {} tokens of {}; attention output error (RMS over RMS) {}; wrote {}",
                 q["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
                 text.len(),
+                m.name.id(),
                 q["out_rel_rms_per_layer"],
                 out.display()
             );
@@ -346,6 +360,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             prompt,
             heldout,
             prompt_len,
+            model,
             backend: kind,
             out,
         } => {
@@ -358,31 +373,46 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 seed,
                 block_size,
             };
+            let m = model.load()?;
             let (text, source, plen) = match prompt {
                 Some(p) if !heldout => {
-                    let t = p.into_bytes();
+                    let t = m.tokenizer.encode(&p).map_err(anyhow::Error::msg)?;
                     let plen = prompt_len.unwrap_or(t.len() - t.len() / 4);
                     (t, "--prompt".to_string(), plen)
                 }
+                _ if m.name == kvscope::model::ModelName::Smollm2 => {
+                    let mut t = m
+                        .tokenizer
+                        .encode(kvscope::model::HELDOUT_EN)
+                        .map_err(anyhow::Error::msg)?;
+                    t.truncate(256);
+                    (
+                        t,
+                        "the first 256 tokens of assets/texts/heldout-en.txt".to_string(),
+                        prompt_len.unwrap_or(128),
+                    )
+                }
                 _ => (
-                    kvscope::model::HELDOUT[..256].to_vec(),
+                    kvscope::model::HELDOUT[..256].iter().map(|&b| u32::from(b)).collect(),
                     "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
                     prompt_len.unwrap_or(128),
                 ),
             };
             let b = backend(kind)?;
-            let (arrays, extra) = kvscope::lessons::eviction::export::eviction(b.as_ref(), cfg, &text, plen, &source)?;
+            let (arrays, extra) =
+                kvscope::lessons::eviction::export::eviction(b.as_ref(), cfg, &text, plen, &source, &m)?;
             let params = serde_json::json!({
                 "policy": policy.name(), "budget": budget, "recent": cfg.recent_tokens(),
                 "obs_window": cfg.window_tokens(), "pool_kernel": pool_kernel, "seed": seed,
-                "block_size": block_size, "prompt_length": plen, "bytes": text.len(),
+                "block_size": block_size, "prompt_length": plen, "bytes": text.len(), "model": m.name.id(),
             });
             let e = extra["eviction"].clone();
             export::write_export_with(&out, "eviction", params, 0, b.as_ref(), &[], &arrays, extra)?;
             outln!(
-                "{} at K = {budget} tokens per KV head per layer: {:.4} bits per byte after the {plen}-byte prompt, \
+                "{} at K = {budget} tokens per KV head per layer ({}): {:.4} bits per byte after the {plen}-token prompt, \
                  dead fraction {:.3}; wrote {}",
                 policy.name(),
+                m.name.id(),
                 e["bits_per_byte_after_prompt"].as_f64().unwrap_or(f64::NAN),
                 e["dead_fraction"].as_f64().unwrap_or(f64::NAN),
                 out.display()
@@ -479,23 +509,24 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 sinks,
                 block_size,
             };
+            let m = model.load()?;
             let b = backend(kind)?;
-            let bytes = bytes.unwrap_or(kvscope::model::HELDOUT.len());
-            let (arrays, extra) =
-                kvscope::lessons::streaming::export::streaming(b.as_ref(), cfg, bytes, model.as_deref())?;
+            let (arrays, extra) = kvscope::lessons::streaming::export::streaming(b.as_ref(), cfg, bytes, &m)?;
             let params = serde_json::json!({
                 "policy": policy.name(), "positions": positions.name(), "window": window, "sinks": sinks,
-                "block_size": block_size, "bytes": bytes,
+                "block_size": block_size, "bytes": extra["streaming"]["heldout_bytes"], "model": m.name.id(),
             });
             let s = extra["streaming"].clone();
             export::write_export_with(&out, "streaming", params, 0, b.as_ref(), &[], &arrays, extra)?;
             outln!(
-                "{} ({} positions), W = {window}, S = {sinks}, B = {block_size}: {:.4} bits per byte over {} bytes, \
-                 at most {} blocks in use, {:.1} s; wrote {}",
+                "{} ({} positions), W = {window}, S = {sinks}, B = {block_size}: {:.4} bits per byte over {} bytes \
+                 ({} tokens of {}), at most {} blocks in use, {:.1} s; wrote {}",
                 policy.name(),
                 positions.name(),
                 s["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
                 s["bytes"],
+                s["tokens"],
+                m.name.id(),
                 s["max_blocks_in_use"],
                 s["seconds"].as_f64().unwrap_or(0.0),
                 out.display()

@@ -6,16 +6,17 @@ use anyhow::Result;
 use crate::compute::Backend;
 use crate::lessons::export::*;
 
-/// `kvscope export eviction`: one eviction run (lesson 9) on `text` with a prompt of `prompt_len` bytes
-/// (SnapKV compresses after it), its keep sets, accumulated scores and losses.
+/// `kvscope export eviction`: one eviction run (lesson 9) of model `m` on the tokens `text` (bytes for
+/// the tiny model) with a prompt of `prompt_len` tokens (SnapKV compresses after it), its keep sets,
+/// accumulated scores and losses.
 pub fn eviction(
     backend: &dyn Backend,
     cfg: crate::drivers::evict::EvictConfig,
-    text: &[u8],
+    text: &[u32],
     prompt_len: usize,
     source: &str,
+    m: &crate::model::Model,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let m = crate::model::shared()?;
     let opt = crate::drivers::evict::EvictOptions {
         record: true,
         ..Default::default()
@@ -39,19 +40,25 @@ pub fn eviction(
         NamedArray::new(
             "tokens",
             &[n],
-            ArrayData::I32(text.iter().map(|&b| i32::from(b)).collect()),
+            ArrayData::I32(text.iter().map(|&b| b as i32).collect()),
         ),
         NamedArray::new("kept", &[n, run.layers, run.kv_heads, width], ArrayData::I32(kept)),
         NamedArray::new("scores", &[n, run.layers, run.kv_heads, n], ArrayData::F32(scores)),
         NamedArray::new("nll", &[n - 1], ArrayData::F32(run.nll.clone())),
     ];
+    // The bytes the scored tokens stand for (1 each for the tiny model).
+    let scored = &text[prompt_len.clamp(1, n)..];
+    let (after_tokens, after_bytes) = (
+        scored.len(),
+        scored.iter().map(|&i| m.tokenizer.piece_bytes(i).len()).sum::<usize>(),
+    );
     let mut extra = model_manifest(m);
     let defs = serde_json::json!({
         "budget": "K: tokens kept per KV head per layer, counting the tokens a step attends to, the one it reads included; after step t's append and before its attention, while more than K would be kept, one token is evicted",
-        "tokens": "the bytes read, one decode step each (step t reads byte t at position t; positions stay text positions)",
+        "tokens": "the tokens read (bytes for the tiny model, BPE ids for smollm2), one decode step each (step t reads token t at position t; positions stay text positions)",
         "kept": "[step t, layer, kv_head, width]: the text indices step t attends to for that layer and KV head, ascending, padded with -1; width is the most any step attends to (K for the budgeted policies; more for full, and for snapkv, whose cache grows by one per byte after the prompt)",
         "scores": "[step t, layer, kv_head, T]: accumulated scores after step t's attention: for each token, the sum over steps s <= t of the attention mass the KV head's query group (its query heads, summed) put on it at step s, with the keep set in force at s (0 for tokens never attended)",
-        "nll": "nll[i] = -ln p(byte i+1 | the step that reads byte i); T-1 values",
+        "nll": "nll[i] = -ln p(token i+1 | the step that reads token i); T-1 values",
         "policies": {
             "full": "no eviction",
             "window": "the most recent K",
@@ -79,7 +86,9 @@ pub fn eviction(
             "layers": run.layers,
             "kv_heads": run.kv_heads,
             "width": width,
-            "bits_per_byte_after_prompt": run.bits_per_byte_in(prompt_len.saturating_sub(1)..n),
+            "bits_per_byte_after_prompt": run.bits_per_byte_in(prompt_len.saturating_sub(1)..n) * after_tokens as f64
+                / after_bytes.max(1) as f64,
+            "bits_per_token_after_prompt": run.bits_per_byte_in(prompt_len.saturating_sub(1)..n),
             "dead_fraction": run.dead_fraction(),
             "score_bytes": run.score_bytes,
             "kv_bytes_read": run.read_bytes,

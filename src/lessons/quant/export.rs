@@ -9,17 +9,17 @@ use crate::math::Rng;
 use crate::kv::KvEngine;
 use half::f16;
 
-/// Lesson 10's export: the tiny model reads `text` byte by byte from an empty cache held in `fmt`. Per
-/// layer (`[L, T, KVH, hd]`): the f32 K and V written, the codes as stored, each value's scale (and
-/// KIVI's zero point), what the cache held (dequantised), and the last step's attention output through
-/// the cache (`[L, H, hd]`).
+/// Lesson 10's export: model `m` reads the tokens `text` (bytes for the tiny model) one by one from an
+/// empty cache held in `fmt`. Per layer (`[L, T, KVH, hd]`): the f32 K and V written, the codes as
+/// stored, each value's scale (and KIVI's zero point), what the cache held (dequantised), and the last
+/// step's attention output through the cache (`[L, H, hd]`).
 pub fn quant(
     backend: &dyn Backend,
     fmt: crate::cache::CacheFormat,
-    text: &[u8],
+    text: &[u32],
     source: &str,
+    m: &crate::model::Model,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let m = crate::model::shared()?;
     let run = m.quant_run(text, fmt, backend).map_err(|e| anyhow::anyhow!(e))?;
     let c = m.config;
     let (l, n, kvh, hd) = (c.n_layers, text.len(), c.n_kv_heads, c.head_dim);
@@ -29,7 +29,7 @@ pub fn quant(
         NamedArray::new(
             "tokens",
             &[n],
-            ArrayData::I32(text.iter().map(|&b| i32::from(b)).collect()),
+            ArrayData::I32(text.iter().map(|&b| b as i32).collect()),
         ),
         NamedArray::new("k", &dims, ArrayData::F32(flat(&run.k))),
         NamedArray::new("v", &dims, ArrayData::F32(flat(&run.v))),
@@ -70,7 +70,7 @@ pub fn quant(
     extra.insert(
         "definitions".into(),
         serde_json::json!({
-            "tokens": "the bytes read, one decode step each from an empty cache (step t reads byte t at position t)",
+            "tokens": "the tokens read (bytes for the tiny model, BPE ids for smollm2), one decode step each from an empty cache (step t reads token t at position t)",
             "k": "[layer, t, kv_head, d]: the f32 key rows written (RoPE applied), before the cache stores them; v likewise",
             "k_codes": "[layer, t, kv_head, d] uint8: each value's code as stored, one code per element, unpacked",
             "k_scales": "[layer, t, kv_head, d] f32: the scale each value was quantised with (its f16 or f32 value), broadcast to the values' shape",
@@ -78,7 +78,8 @@ pub fn quant(
             "k_deq": "what the cache held for each value at the end, read back through the format's decoder",
             "decode": decode,
             "out": "[layer, head, d]: the last step's attention output, read from the cache",
-            "nll": "nll[i] = -ln p(byte i+1 | the step that reads byte i); T-1 values",
+            "nll": "nll[i] = -ln p(token i+1 | the step that reads token i); T-1 values",
+            "bits_per_byte": "sum(nll) / ln 2 / the UTF-8 bytes of tokens 1..T-1 (for the tiny model: T-1)",
             "fp8": {"e4m3": "OCP E4M3FN: bias 7, 3 mantissa bits, no infinities, max 448 (0x7E), NaN 0x7F/0xFF", "e5m2": "OCP E5M2: bias 15, 2 mantissa bits, Inf 0x7C/0xFC, max 57344 (0x7B)", "nan_code": "0x7F (written for NaN in both formats)", "saturation": "finite values beyond max and +-Inf encode as +-max"},
         }),
     );
@@ -87,7 +88,9 @@ pub fn quant(
         serde_json::json!({
             "format": run.format,
             "kernel": run.kernel,
-            "bits_per_byte": run.bits_per_byte(),
+            "bits_per_byte": run.bits_per_byte() * (n - 1) as f64
+                / text[1..].iter().map(|&i| m.tokenizer.piece_bytes(i).len()).sum::<usize>().max(1) as f64,
+            "bits_per_token": run.bits_per_byte(),
             "out_rel_rms_per_layer": run.out_rel_rms,
             "out_max_abs_err_per_layer": run.out_max_err,
             "fp8_scales_per_layer": run.scales,

@@ -6,36 +6,40 @@ use anyhow::Result;
 use crate::compute::Backend;
 use crate::lessons::export::*;
 
-/// `export streaming`: the tiny model streaming the first `bytes` bytes of the held-out file under
-/// `cfg` (lesson 8). Arrays: `tokens [N]`, `nll [N−1]` (natural-log loss of byte i+1 after reading byte
-/// i), `blocks_in_use [N]` (after each step's append and frees), `sink_mass [layers, heads, N]` (the
-/// mass each head puts on text bytes 0…S−1, 0 where they are not kept); the manifest defines each.
+/// `export streaming`: model `m` streaming the start of its held-out text under `cfg` (lesson 8): the
+/// tiny model the first `count` bytes of its held-out file (after its start byte when it was trained with
+/// one), SmolLM2 the first `count` tokens of `assets/texts/heldout-en.txt`. Arrays: `tokens [N]`,
+/// `nll [N−1]` (natural-log loss of token i+1 after reading token i), `blocks_in_use [N]` (after each
+/// step's append and frees), `sink_mass [layers, heads, N]` (the mass each head puts on text tokens
+/// 0…S−1, 0 where they are not kept); the manifest defines each.
 pub fn streaming(
     backend: &dyn Backend,
     cfg: crate::drivers::stream::StreamConfig,
-    bytes: usize,
-    model: Option<&std::path::Path>,
+    count: Option<usize>,
+    m: &crate::model::Model,
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
-    let loaded;
-    let m = match model {
-        Some(p) => {
-            loaded = crate::model::Model::load(p)?;
-            &loaded
-        }
-        None => crate::model::shared()?,
-    };
+    use crate::model::ModelName;
     // A model trained with a start byte reads it first, as it saw it at the head of every window.
-    let held = &crate::model::HELDOUT[..bytes.min(crate::model::HELDOUT.len())];
-    let owned: Vec<u8> = m.config.start_byte.into_iter().chain(held.iter().copied()).collect();
-    let text = &owned[..];
-    let run = m.stream(text, cfg, backend, &[]).map_err(|e| anyhow::anyhow!(e))?;
-    let n = text.len();
+    let (ids, text_file, held_len): (Vec<u32>, &str, usize) = match m.name {
+        ModelName::Tiny => {
+            let held = &crate::model::HELDOUT[..count.unwrap_or(usize::MAX).min(crate::model::HELDOUT.len())];
+            let ids = m.config.start_byte.into_iter().chain(held.iter().copied()).map(u32::from).collect();
+            (ids, "assets/models/kvscope-tiny.heldout.txt", held.len())
+        }
+        ModelName::Smollm2 => {
+            let mut ids = m.tokenizer.encode(crate::model::HELDOUT_EN).map_err(anyhow::Error::msg)?;
+            ids.truncate(count.unwrap_or(usize::MAX));
+            let n = ids.len();
+            (ids, "assets/texts/heldout-en.txt", n)
+        }
+    };
+    let run = m.stream(&ids, cfg, backend, &[]).map_err(|e| anyhow::anyhow!(e))?;
+    let n = ids.len();
+    // Bytes the predicted tokens stand for: bits per byte for either tokenizer.
+    let predicted_bytes: usize = ids[1..].iter().map(|&i| m.tokenizer.piece_bytes(i).len()).sum();
+    let bits: f64 = run.nll.iter().map(|&x| f64::from(x)).sum::<f64>() / std::f64::consts::LN_2;
     let arrays = vec![
-        NamedArray::new(
-            "tokens",
-            &[n],
-            ArrayData::I32(text.iter().map(|&b| i32::from(b)).collect()),
-        ),
+        NamedArray::new("tokens", &[n], ArrayData::I32(ids.iter().map(|&b| b as i32).collect())),
         NamedArray::new("nll", &[n - 1], ArrayData::F32(run.nll.clone())),
         NamedArray::new(
             "blocks_in_use",
@@ -50,22 +54,23 @@ pub fn streaming(
     ];
     let mut extra = model_manifest(m);
     let defs = serde_json::json!({
-        "tokens": "the bytes streamed: the first N of kvscope-tiny.heldout.txt, after the model's start byte when it was trained with one (start_byte)",
-        "nll": "nll[i] = -ln p(byte i+1 | the step that reads byte i); N-1 values",
+        "tokens": "the tokens streamed (bytes for the tiny model: the first N of kvscope-tiny.heldout.txt, after the model's start byte when it was trained with one (start_byte); BPE ids for smollm2: the first N of assets/texts/heldout-en.txt)",
+        "nll": "nll[i] = -ln p(token i+1 | the step that reads token i); N-1 values",
         "blocks_in_use": "blocks of the paged pool in use after step t's evictions and append (0 for recompute: no cache)",
-        "sink_mass": "[layer, query head, step t]: the attention weight the head puts on text bytes 0..S-1 at step t (0 where they are not kept)",
+        "sink_mass": "[layer, query head, step t]: the attention weight the head puts on text tokens 0..S-1 at step t (0 where they are not kept)",
         "step t attends to": {
-            "dense": "bytes 0..t",
-            "window": "bytes t-W+1..t (W bytes; fewer while t < W-1)",
-            "sinks": "bytes 0..S-1 and t-W+1..t, without duplicates",
-            "recompute": "no cache: the model runs afresh on bytes max(0,t-W+1)..t at positions 0..",
+            "dense": "tokens 0..t",
+            "window": "tokens t-W+1..t (W tokens; fewer while t < W-1)",
+            "sinks": "tokens 0..S-1 and t-W+1..t, without duplicates",
+            "recompute": "no cache: the model runs afresh on tokens max(0,t-W+1)..t at positions 0..",
         },
         "positions": {
-            "cache": "the kept bytes in text order take positions 0,1,2,...; the byte read is last",
-            "text": "each byte keeps its position in the text",
+            "cache": "the kept tokens in text order take positions 0,1,2,...; the token read is last",
+            "text": "each token keeps its position in the text",
         },
-        "keys": "each byte's K and V are computed once, when it is read, and cached before RoPE (f16); the stream_decode kernel turns keys and the query at read time",
-        "bits_per_byte": "sum(nll) / (ln 2 * (N-1))",
+        "keys": "each token's K and V are computed once, when it is read, and cached before RoPE (f16); the stream_decode kernel turns keys and the query at read time",
+        "bits_per_byte": "sum(nll) / ln 2 / the UTF-8 bytes of tokens 1..N-1 (for the tiny model: N-1)",
+        "bits_per_token": "sum(nll) / (ln 2 * (N-1))",
     });
     extra.insert("definitions".into(), defs);
     extra.insert(
@@ -73,16 +78,18 @@ pub fn streaming(
         serde_json::json!({
             "policy": cfg.policy.name(),
             "positions": cfg.positions.name(),
-            "model": model.map_or("assets/models/kvscope-tiny.safetensors".to_string(), |p| p.display().to_string()),
+            "model": m.describe(),
             "start_byte": m.config.start_byte,
-            "text": "assets/models/kvscope-tiny.heldout.txt",
-            "bytes": n,
-            "heldout_bytes": held.len(),
+            "text": text_file,
+            "tokens": n,
+            "bytes": if m.name == ModelName::Tiny { n } else { predicted_bytes },
+            "heldout_bytes": held_len,
             "window": cfg.window,
             "sinks": cfg.sinks,
             "block_size": cfg.block_size,
             "pool_blocks": run.pool_blocks,
-            "bits_per_byte": run.bits_per_byte(),
+            "bits_per_byte": bits / predicted_bytes.max(1) as f64,
+            "bits_per_token": run.bits_per_byte(),
             "max_blocks_in_use": run.blocks_in_use.iter().copied().max().unwrap_or(0),
             "seconds": run.seconds,
         }),
