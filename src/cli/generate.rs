@@ -59,9 +59,9 @@ pub struct GenerateArgs {
 pub fn run(a: GenerateArgs) -> Result<()> {
     let model = a.model.load()?;
     let b = backend(a.backend)?;
-    if a.speculative.is_some() && model.name != ModelName::Tiny {
+    if a.speculative == Some(super::serving::SpecArg::Draft) && model.name != ModelName::Tiny {
         return Err(anyhow!(
-            "--speculative runs on the byte-level tiny model only so far (its drafts are bytes)"
+            "the shipped draft model is byte-level and cannot draft SmolLM2's BPE tokens: use --speculative ngram (prompt lookup)"
         ));
     }
     if let Some(spec) = a.speculative {
@@ -73,19 +73,15 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             seed: a.seed,
             block_size: a.block_size,
         };
+        let ids = model.tokenizer.encode(&a.prompt).map_err(|e| anyhow!(e))?;
         let run = model
-            .speculative(
-                a.prompt.as_bytes(),
-                a.tokens,
-                &cfg(super::serving::drafter(spec)?),
-                b.as_ref(),
-            )
+            .speculative(&ids, a.tokens, &cfg(super::serving::drafter(spec)?), b.as_ref())
             .map_err(|e| anyhow!(e))?;
         let plain = model
-            .speculative(a.prompt.as_bytes(), a.tokens, &cfg(Drafter::None), b.as_ref())
+            .speculative(&ids, a.tokens, &cfg(Drafter::None), b.as_ref())
             .map_err(|e| anyhow!(e))?;
-        outln!("{}{}", a.prompt, String::from_utf8_lossy(&run.output));
-        super::serving::print_spec(&super::serving::spec_report(&run, &plain, a.temperature <= 0.0));
+        outln!("{}{}", a.prompt, model.tokenizer.decode(&run.output));
+        super::serving::print_spec(&super::serving::spec_report(&run, &plain, a.temperature <= 0.0, &model));
         return Ok(());
     }
     let cache = match a.cache {

@@ -49,10 +49,24 @@ pub struct ServingArgs<'a> {
     pub backend: BackendKind,
     /// The output folder.
     pub out: &'a Path,
+    /// The model served.
+    pub model: crate::cli::ModelArgs,
 }
 
 /// The JSON of a run: the schedule, per step, and the latencies, per request.
-pub fn report(run: &ServeRun, requests: &[serve::ServedRequest], params: serde_json::Value) -> serde_json::Value {
+pub fn report<T: kvscope::model::TokenId + serde::Serialize>(
+    run: &ServeRun<T>,
+    requests: &[serve::ServedRequest<T>],
+    params: serde_json::Value,
+    m: &kvscope::model::Model,
+) -> serde_json::Value {
+    // The tiny model's tokens are bytes: its keys say so, as they always have.
+    let unit = if m.name == kvscope::model::ModelName::Tiny {
+        "bytes"
+    } else {
+        "tokens"
+    };
+    let ids = |t: &[T]| -> Vec<u32> { t.iter().map(|x| x.index() as u32).collect() };
     let arrivals: Vec<usize> = requests.iter().map(|r| r.arrive).collect();
     let lat = run.latencies(&arrivals);
     let steps: Vec<serde_json::Value> = run
@@ -80,13 +94,11 @@ pub fn report(run: &ServeRun, requests: &[serve::ServedRequest], params: serde_j
         .enumerate()
         .map(|(i, r)| {
             let l = lat[i].as_ref();
-            serde_json::json!({
+            let mut o = serde_json::json!({
                 "id": i,
                 "arrive": r.arrive,
-                "prompt_bytes": r.prompt.len(),
                 "generate": r.generate,
-                "output": String::from_utf8_lossy(&run.outputs[i]),
-                "output_bytes": run.outputs[i],
+                "output": m.tokenizer.decode(&ids(&run.outputs[i])),
                 "emit_steps": run.emit_steps[i],
                 "ttft_steps": l.map(|l| l.ttft_steps),
                 "ttft_seconds": l.map(|l| l.ttft_seconds),
@@ -95,7 +107,10 @@ pub fn report(run: &ServeRun, requests: &[serve::ServedRequest], params: serde_j
                 "max_itl_steps": l.map(|l| l.max_itl_steps()),
                 "max_itl_seconds": l.map(|l| l.max_itl_seconds()),
                 "mean_itl_seconds": l.map(|l| l.mean_itl_seconds()),
-            })
+            });
+            o[format!("prompt_{unit}")] = serde_json::json!(r.prompt.len());
+            o[format!("output_{unit}")] = serde_json::json!(run.outputs[i]);
+            o
         })
         .collect();
     serde_json::json!({
@@ -104,7 +119,8 @@ pub fn report(run: &ServeRun, requests: &[serve::ServedRequest], params: serde_j
         "steps": steps,
         "requests": reqs,
         "total_seconds": run.step_seconds.iter().sum::<f64>(),
-        "generated_bytes_per_second": run.bytes_per_second(),
+        format!("generated_{unit}_per_second"): run.bytes_per_second(),
+        "model": m.describe(),
     })
 }
 
@@ -116,7 +132,21 @@ pub fn export(a: ServingArgs) -> Result<()> {
     if a.blocks == 0 || a.block_size == 0 {
         bail!("--blocks and --block-size must be at least 1");
     }
-    let requests = serve::scenario(a.requests).map_err(|e| anyhow!(e))?;
+    let m = a.model.load()?;
+    if m.name == kvscope::model::ModelName::Tiny {
+        let requests = serve::scenario(a.requests).map_err(|e| anyhow!(e))?;
+        return export_with(&a, &m, &requests);
+    }
+    let text = m.tokenizer.encode(kvscope::model::HELDOUT_EN).map_err(|e| anyhow!(e))?;
+    let requests = serve::scenario_from(&text, a.requests).map_err(|e| anyhow!(e))?;
+    export_with(&a, &m, &requests)
+}
+
+fn export_with<T: kvscope::model::TokenId + serde::Serialize>(
+    a: &ServingArgs,
+    model: &kvscope::model::Model,
+    requests: &[serve::ServedRequest<T>],
+) -> Result<()> {
     let policy: Box<dyn SchedulePolicy> = match a.policy {
         ServePolicy::Whole => Box::new(WholeUnderBudget { budget: a.budget }),
         ServePolicy::Chunked => Box::new(ChunkedPrefill {
@@ -132,9 +162,8 @@ pub fn export(a: ServingArgs) -> Result<()> {
         dtype: KvDtype::F16,
     };
     let b = super::backend(a.backend)?;
-    let model = kvscope::model::shared().map_err(|e| anyhow!(e))?;
     let run = model
-        .serve(shape, &requests, policy, b.as_ref())
+        .serve(shape, requests, policy, b.as_ref())
         .map_err(|e| anyhow!("{e}"))?;
     let params = serde_json::json!({
         "policy": format!("{:?}", a.policy).to_lowercase(), "budget": a.budget, "chunk": a.chunk,
@@ -142,7 +171,7 @@ pub fn export(a: ServingArgs) -> Result<()> {
         "blocks": a.blocks, "block_size": a.block_size, "backend": b.kind().name(), "device": b.device(),
         "prompts": "held-out text, request i from byte 997·i (wrapped)",
     });
-    let json = report(&run, &requests, params);
+    let json = report(&run, requests, params, model);
     std::fs::create_dir_all(a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let path = a.out.join("serving.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)?)
@@ -163,7 +192,11 @@ pub fn export(a: ServingArgs) -> Result<()> {
             "{:>7}  {:>6}  {:>6}  {:>10}  {:>7}  {:>11}  {:>15}  {:>12}",
             r["id"],
             r["arrive"],
-            r["prompt_bytes"],
+            if r["prompt_bytes"].is_null() {
+                &r["prompt_tokens"]
+            } else {
+                &r["prompt_bytes"]
+            },
             r["ttft_steps"],
             ms("ttft_seconds"),
             ms("mean_itl_seconds"),
@@ -172,8 +205,14 @@ pub fn export(a: ServingArgs) -> Result<()> {
         );
     }
     outln!(
-        "{:.1} generated bytes/s; wrote {}",
+        "{:.1} generated {}/s ({}); wrote {}",
         run.bytes_per_second(),
+        if model.name == kvscope::model::ModelName::Tiny {
+            "bytes"
+        } else {
+            "tokens"
+        },
+        model.name.id(),
         path.display()
     );
     Ok(())
@@ -198,16 +237,18 @@ pub fn drafter(arg: SpecArg) -> Result<kvscope::drivers::spec::Drafter<'static>>
 }
 
 /// The JSON of a speculative run, next to plain decode of the same bytes.
-pub fn spec_report(
-    run: &kvscope::drivers::spec::SpecRun,
-    plain: &kvscope::drivers::spec::SpecRun,
+pub fn spec_report<T: kvscope::model::TokenId + serde::Serialize>(
+    run: &kvscope::drivers::spec::SpecRun<T>,
+    plain: &kvscope::drivers::spec::SpecRun<T>,
     greedy: bool,
+    m: &kvscope::model::Model,
 ) -> serde_json::Value {
     let (kv, plain_kv) = run.kv_bytes();
-    serde_json::json!({
+    let ids: Vec<u32> = run.output.iter().map(|t| t.index() as u32).collect();
+    let mut json = serde_json::json!({
         "drafter": run.drafter,
         "k": run.k,
-        "output": String::from_utf8_lossy(&run.output),
+        "output": m.tokenizer.decode(&ids),
         "output_bytes": run.output,
         // Sampled runs draw other random numbers than plain decode: only greedy output is comparable.
         "equals_plain_output": greedy.then_some(run.output == plain.output),
@@ -232,7 +273,24 @@ pub fn spec_report(
             "plain_kv_bytes": plain_kv,
         },
         "steps": run.steps,
-    })
+    });
+    // SmolLM2's tokens are not bytes: its counts are named for tokens (KV and weight bytes stay bytes).
+    if m.name != kvscope::model::ModelName::Tiny
+        && let Some(o) = json.as_object_mut()
+    {
+        for (from, to) in [
+            ("output_bytes", "output_tokens"),
+            ("passes_per_byte", "passes_per_token"),
+            ("bytes_per_second", "tokens_per_second"),
+            ("plain_bytes_per_second", "plain_tokens_per_second"),
+        ] {
+            if let Some(v) = o.remove(from) {
+                o.insert(to.into(), v);
+            }
+        }
+        o.insert("model".into(), serde_json::json!(m.describe()));
+    }
+    json
 }
 
 /// Print a speculative run's summary lines.
@@ -244,19 +302,33 @@ pub fn print_spec(json: &serde_json::Value) {
         .map(|a| a.as_f64().map_or("-".into(), |a| format!("{a:.2}")))
         .collect();
     let m = &json["memory"];
+    let unit = if json.get("tokens_per_second").is_some() {
+        "token"
+    } else {
+        "byte"
+    };
     outln!(
-        "-- {}, k = {}: α by position [{}], {:.2} accepted per pass, {} target passes, {:.3} passes per byte",
+        "-- {}, k = {}: α by position [{}], {:.2} accepted per pass, {} target passes, {:.3} passes per {unit}",
         json["drafter"].as_str().unwrap_or(""),
         json["k"],
         alpha.join(", "),
         json["mean_accepted"].as_f64().unwrap_or(0.0),
         json["target_passes"],
-        json["passes_per_byte"].as_f64().unwrap_or(0.0)
+        json["passes_per_byte"]
+            .as_f64()
+            .or(json["passes_per_token"].as_f64())
+            .unwrap_or(0.0)
     );
     outln!(
-        "-- {:.1} bytes/s against {:.1} for plain decode on this backend ({:.2}×); output equals plain decode: {}",
-        json["bytes_per_second"].as_f64().unwrap_or(0.0),
-        json["plain_bytes_per_second"].as_f64().unwrap_or(0.0),
+        "-- {:.1} {unit}s/s against {:.1} for plain decode on this backend ({:.2}×); output equals plain decode: {}",
+        json["bytes_per_second"]
+            .as_f64()
+            .or(json["tokens_per_second"].as_f64())
+            .unwrap_or(0.0),
+        json["plain_bytes_per_second"]
+            .as_f64()
+            .or(json["plain_tokens_per_second"].as_f64())
+            .unwrap_or(0.0),
         json["speedup"].as_f64().unwrap_or(0.0),
         json["equals_plain_output"].as_bool().map_or(
             "not compared (sampled; rejection sampling keeps the target's distribution)".to_string(),

@@ -126,6 +126,8 @@ pub enum ExportCmd {
         /// Tokens per block of the paged caches.
         #[arg(long, default_value_t = 16)]
         block_size: usize,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -154,6 +156,8 @@ pub enum ExportCmd {
         /// Tokens per block.
         #[arg(long, default_value_t = 16)]
         block_size: usize,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]

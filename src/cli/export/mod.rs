@@ -426,16 +426,31 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             temperature,
             seed,
             block_size,
+            model,
             backend: kind,
             out,
         } => {
             use kvscope::drivers::spec::{Drafter, SpecConfig};
             let b = backend(kind)?;
-            let model = kvscope::model::shared().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let model = model.load()?;
+            let tiny = model.name == kvscope::model::ModelName::Tiny;
+            if !tiny && speculative == super::serving::SpecArg::Draft {
+                anyhow::bail!(
+                    "the shipped draft model is byte-level and cannot draft SmolLM2's BPE tokens: use --speculative ngram (prompt lookup)"
+                );
+            }
             let (text, source) = match prompt {
-                Some(p) => (p.into_bytes(), "--prompt"),
+                Some(p) => (model.tokenizer.encode(&p).map_err(anyhow::Error::msg)?, "--prompt"),
+                None if !tiny => {
+                    let mut t = model
+                        .tokenizer
+                        .encode(kvscope::model::HELDOUT_EN)
+                        .map_err(anyhow::Error::msg)?;
+                    t.truncate(128);
+                    (t, "the first 128 tokens of assets/texts/heldout-en.txt")
+                }
                 None => (
-                    kvscope::model::HELDOUT[..128].to_vec(),
+                    kvscope::model::HELDOUT[..128].iter().map(|&b| u32::from(b)).collect(),
                     "the first 128 bytes of assets/models/kvscope-tiny.heldout.txt",
                 ),
             };
@@ -446,18 +461,24 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 seed,
                 block_size,
             };
+            let drafter = if tiny {
+                super::serving::drafter(speculative)?
+            } else {
+                Drafter::Ngram { min_n: 1, max_n: 3 }
+            };
             let run = model
-                .speculative(&text, tokens, &cfg(super::serving::drafter(speculative)?), b.as_ref())
+                .speculative(&text, tokens, &cfg(drafter), b.as_ref())
                 .map_err(|e| anyhow::anyhow!(e))?;
             let plain = model
                 .speculative(&text, tokens, &cfg(Drafter::None), b.as_ref())
                 .map_err(|e| anyhow::anyhow!(e))?;
-            let mut json = super::serving::spec_report(&run, &plain, temperature <= 0.0);
+            let mut json = super::serving::spec_report(&run, &plain, temperature <= 0.0, &model);
             json["params"] = serde_json::json!({
                 "k": k, "tokens": tokens, "temperature": temperature, "seed": seed, "block_size": block_size,
-                "backend": kind.name(), "device": b.device(), "prompt": String::from_utf8_lossy(&text),
-                "prompt_bytes": text, "prompt_source": source,
+                "backend": kind.name(), "device": b.device(), "prompt": model.tokenizer.decode(&text),
+                "prompt_source": source,
             });
+            json["params"][if tiny { "prompt_bytes" } else { "prompt_tokens" }] = serde_json::json!(text);
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             let path = out.join("speculative.json");
             std::fs::write(&path, serde_json::to_string_pretty(&json)?)
@@ -472,6 +493,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             requests,
             blocks,
             block_size,
+            model,
             backend: kind,
             out,
         } => {
@@ -489,6 +511,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 block_size,
                 backend: kind,
                 out: &out,
+                model,
             })?;
         }
         ExportCmd::Streaming {
