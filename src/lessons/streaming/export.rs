@@ -88,7 +88,8 @@ pub fn streaming(
             "sinks": cfg.sinks,
             "block_size": cfg.block_size,
             "pool_blocks": run.pool_blocks,
-            "bits_per_byte": bits / predicted_bytes.max(1) as f64,
+            // The tiny model's tokens are its bytes: its figure stays the run's own.
+            "bits_per_byte": if m.name == ModelName::Tiny { run.bits_per_byte() } else { bits / predicted_bytes.max(1) as f64 },
             "bits_per_token": run.bits_per_byte(),
             "max_blocks_in_use": run.blocks_in_use.iter().copied().max().unwrap_or(0),
             "seconds": run.seconds,
