@@ -137,7 +137,7 @@ pub fn export(a: ServingArgs) -> Result<()> {
         let requests = serve::scenario(a.requests).map_err(|e| anyhow!(e))?;
         return export_with(&a, &m, &requests);
     }
-    let text = m.tokenizer.encode(kvscope::model::HELDOUT_EN).map_err(|e| anyhow!(e))?;
+    let (text, _) = m.heldout_tokens(usize::MAX).map_err(|e| anyhow!(e))?;
     let requests = serve::scenario_from(&text, a.requests).map_err(|e| anyhow!(e))?;
     export_with(&a, &m, &requests)
 }

@@ -200,6 +200,25 @@ impl Model {
         }
     }
 
+    /// The first `n` tokens of the model's held-out text, and where they come from: the tiny model's bytes
+    /// of `assets/models/kvscope-tiny.heldout.txt`, SmolLM2's BPE tokens of `assets/texts/heldout-en.txt`
+    /// (577 in all).
+    pub fn heldout_tokens(&self, n: usize) -> Result<(Vec<u32>, String), String> {
+        match self.name {
+            ModelName::Tiny => {
+                let b = &super::HELDOUT[..n.min(super::HELDOUT.len())];
+                let source = format!("the first {} bytes of assets/models/kvscope-tiny.heldout.txt", b.len());
+                Ok((b.iter().map(|&x| u32::from(x)).collect(), source))
+            }
+            ModelName::Smollm2 => {
+                let mut t = self.tokenizer.encode(super::HELDOUT_EN)?;
+                t.truncate(n);
+                let source = format!("the first {} tokens of assets/texts/heldout-en.txt", t.len());
+                Ok((t, source))
+            }
+        }
+    }
+
     /// What the model is, in a line (for manifests and captions).
     pub fn describe(&self) -> String {
         match self.name {

@@ -194,18 +194,7 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     m.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
                     "--prompt".to_string(),
                 ),
-                None if m.name == kvscope::model::ModelName::Smollm2 => {
-                    let mut t = m
-                        .tokenizer
-                        .encode(kvscope::model::HELDOUT_EN)
-                        .map_err(anyhow::Error::msg)?;
-                    t.truncate(256);
-                    (t, "the first 256 tokens of assets/texts/heldout-en.txt".to_string())
-                }
-                None => (
-                    kvscope::model::HELDOUT[..256].iter().map(|&b| u32::from(b)).collect(),
-                    "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
-                ),
+                None => m.heldout_tokens(256).map_err(anyhow::Error::msg)?,
             };
             let b = backend(kind)?;
             let (arrays, extra) = kvscope::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source, &m)?;
@@ -380,23 +369,10 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                     let plen = prompt_len.unwrap_or(t.len() - t.len() / 4);
                     (t, "--prompt".to_string(), plen)
                 }
-                _ if m.name == kvscope::model::ModelName::Smollm2 => {
-                    let mut t = m
-                        .tokenizer
-                        .encode(kvscope::model::HELDOUT_EN)
-                        .map_err(anyhow::Error::msg)?;
-                    t.truncate(256);
-                    (
-                        t,
-                        "the first 256 tokens of assets/texts/heldout-en.txt".to_string(),
-                        prompt_len.unwrap_or(128),
-                    )
+                _ => {
+                    let (t, source) = m.heldout_tokens(256).map_err(anyhow::Error::msg)?;
+                    (t, source, prompt_len.unwrap_or(128))
                 }
-                _ => (
-                    kvscope::model::HELDOUT[..256].iter().map(|&b| u32::from(b)).collect(),
-                    "the first 256 bytes of assets/models/kvscope-tiny.heldout.txt".to_string(),
-                    prompt_len.unwrap_or(128),
-                ),
             };
             let b = backend(kind)?;
             let (arrays, extra) =
@@ -440,19 +416,11 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 );
             }
             let (text, source) = match prompt {
-                Some(p) => (model.tokenizer.encode(&p).map_err(anyhow::Error::msg)?, "--prompt"),
-                None if !tiny => {
-                    let mut t = model
-                        .tokenizer
-                        .encode(kvscope::model::HELDOUT_EN)
-                        .map_err(anyhow::Error::msg)?;
-                    t.truncate(128);
-                    (t, "the first 128 tokens of assets/texts/heldout-en.txt")
-                }
-                None => (
-                    kvscope::model::HELDOUT[..128].iter().map(|&b| u32::from(b)).collect(),
-                    "the first 128 bytes of assets/models/kvscope-tiny.heldout.txt",
+                Some(p) => (
+                    model.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
+                    "--prompt".to_string(),
                 ),
+                None => model.heldout_tokens(128).map_err(anyhow::Error::msg)?,
             };
             let cfg = |drafter| SpecConfig {
                 drafter,

@@ -20,18 +20,12 @@ pub fn streaming(
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
     use crate::model::ModelName;
     // A model trained with a start byte reads it first, as it saw it at the head of every window.
-    let (ids, text_file, held_len): (Vec<u32>, &str, usize) = match m.name {
-        ModelName::Tiny => {
-            let held = &crate::model::HELDOUT[..count.unwrap_or(usize::MAX).min(crate::model::HELDOUT.len())];
-            let ids = m.config.start_byte.into_iter().chain(held.iter().copied()).map(u32::from).collect();
-            (ids, "assets/models/kvscope-tiny.heldout.txt", held.len())
-        }
-        ModelName::Smollm2 => {
-            let mut ids = m.tokenizer.encode(crate::model::HELDOUT_EN).map_err(anyhow::Error::msg)?;
-            ids.truncate(count.unwrap_or(usize::MAX));
-            let n = ids.len();
-            (ids, "assets/texts/heldout-en.txt", n)
-        }
+    let (held, _) = m.heldout_tokens(count.unwrap_or(usize::MAX)).map_err(anyhow::Error::msg)?;
+    let held_len = held.len();
+    let ids: Vec<u32> = m.config.start_byte.map(u32::from).into_iter().chain(held).collect();
+    let text_file = match m.name {
+        ModelName::Tiny => "assets/models/kvscope-tiny.heldout.txt",
+        ModelName::Smollm2 => "assets/texts/heldout-en.txt",
     };
     let run = m.stream(&ids, cfg, backend, &[]).map_err(|e| anyhow::anyhow!(e))?;
     let n = ids.len();
