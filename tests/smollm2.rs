@@ -400,3 +400,32 @@ fn the_real_models_keys_have_outlier_channels_and_per_channel_int8_beats_per_tok
     assert!(mk > 3.0 && mk > 1.5 * mv, "K {mk:.2}, V {mv:.2}");
     assert!(wins * 3 > m.config.n_layers * 2, "per channel won {wins} layers");
 }
+
+/// The eviction table's recall needle on the real model is 12 one-letter tokens, and its repeat is the
+/// same tokens: every letter a–z has a token of its own, and the needle decodes to 12 lowercase letters.
+#[test]
+fn the_recall_needle_is_twelve_letter_tokens_repeated() {
+    use kvscope::drivers::evict::{NEEDLE_AT, NEEDLE_LEN, REPEAT_AT, recall_text};
+    let Some(m) = model() else {
+        return;
+    };
+    let mut letters = [0u32; 26];
+    for (l, id) in (b'a'..=b'z').zip(letters.iter_mut()) {
+        *id = m.tokenizer.letter_id(l).expect("a one-letter token");
+        assert_eq!(m.tokenizer.piece_bytes(*id), vec![l]);
+    }
+    let (held, _) = m.heldout_tokens(usize::MAX).unwrap();
+    for i in 0..3 {
+        let t = recall_text(&held, &letters, 0, i);
+        assert_eq!(t.len(), REPEAT_AT + NEEDLE_LEN);
+        let needle = &t[NEEDLE_AT..NEEDLE_AT + NEEDLE_LEN];
+        assert_eq!(needle, &t[REPEAT_AT..]);
+        let text = m.tokenizer.decode(needle);
+        assert!(
+            text.len() == NEEDLE_LEN && text.bytes().all(|b| b.is_ascii_lowercase()),
+            "{text:?}"
+        );
+        // The filler is the held-out text's own tokens.
+        assert!(held.windows(NEEDLE_AT).any(|w| w == &t[..NEEDLE_AT]));
+    }
+}

@@ -57,7 +57,7 @@ enum BenchCmd {
         #[arg(long, value_name = "FILE")]
         store: Option<std::path::PathBuf>,
     },
-    /// Lesson 12's timings on the trained model: TTFT/ITL of the default scenario under each token budget
+    /// Lesson 12's timings on a model (--model; the trained tiny one by default): TTFT/ITL of the default scenario under each token budget
     /// (chunked, and whole prompts), swapping a request's KV out and back against recomputing it, by
     /// context length, and speculative decoding's bytes/s against plain decode, printed.
     Serving {
@@ -68,6 +68,8 @@ enum BenchCmd {
         /// (assets/measurements/serving.json).
         #[arg(long, value_name = "FILE")]
         store: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
     },
     /// Both models' speed on a backend: prefill and decode tokens/s, and decode's bytes per token
     /// (weights + KV) against this machine's read rate over the same weights, measured in the same run.
@@ -100,7 +102,7 @@ pub fn run(args: BenchArgs) -> Result<bool> {
         Some(BenchCmd::Render { quick, json }) => render(quick, json),
         Some(BenchCmd::Sweep { backend, json, store }) => sweep(backend, json, store),
         Some(BenchCmd::App { backend }) => app(backend),
-        Some(BenchCmd::Serving { backend, store }) => serving(backend, store),
+        Some(BenchCmd::Serving { backend, store, model }) => serving(backend, store, &model),
         Some(BenchCmd::Model {
             backend,
             decode,
@@ -470,19 +472,30 @@ fn sweep(kind: BackendKind, json: bool, store: Option<std::path::PathBuf>) -> Re
 }
 
 /// Lesson 12's measurements, printed and optionally stored.
-fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool> {
+fn serving(kind: BackendKind, store: Option<std::path::PathBuf>, model: &crate::cli::ModelArgs) -> Result<bool> {
     use kvscope::lessons::serving::measure;
     let b = backend(kind)?;
     let err = |e: String| anyhow::anyhow!(e);
-    let model = kvscope::model::shared().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let draft = kvscope::model::draft().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let latency = measure::measure_latency(model, b.as_ref()).map_err(err)?;
+    let model = model.load()?;
+    let model = &model;
+    let tiny = model.name == kvscope::model::ModelName::Tiny;
+    // The tiny model's text is its held-out bytes and its draft model drafts for it; SmolLM2's is its
+    // tokens of the English held-out text, and only prompt lookup can draft BPE tokens.
+    let (held, source) = model.heldout_tokens(usize::MAX).map_err(err)?;
+    let draft = if tiny {
+        Some(kvscope::model::draft().map_err(|e| anyhow::anyhow!("{e}"))?)
+    } else {
+        None
+    };
+    let unit = if tiny { "bytes" } else { "tokens" };
+    let latency = measure::measure_latency(model, b.as_ref(), &held).map_err(err)?;
     outln!(
-        "default scenario (requests arrival:prompt:generated {:?}) on {}",
+        "{}: default scenario (requests arrival:prompt:generated {:?} {unit}, cut from {source}) on {}",
+        model.name.id(),
         kvscope::drivers::serve::DEFAULT_SCENARIO,
         kind.name()
     );
-    outln!("policy   budget  TTFT ms per request            worst ITL ms per request       bytes/s");
+    outln!("policy   budget  TTFT ms per request            worst ITL ms per request       {unit}/s");
     let ms = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{:6.1}", x * 1e3))
@@ -499,7 +512,7 @@ fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool>
             r.bytes_per_second
         );
     }
-    let offload = measure::measure_offload(model, b.as_ref()).map_err(err)?;
+    let offload = measure::measure_offload(model, b.as_ref(), &held).map_err(err)?;
     outln!("tokens  swap bytes (one way)  swap out+in ms  GB/s (both ways)  recompute ms  recompute/swap");
     for r in &offload {
         outln!(
@@ -512,8 +525,12 @@ fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool>
             r.recompute_seconds / r.swap_seconds
         );
     }
-    let speculative = measure::measure_spec(model, draft, b.as_ref()).map_err(err)?;
-    outln!("drafter  k  bytes/s  plain bytes/s  ratio");
+    let prompt = &held[..held.len().min(measure::spec_prompt().len())];
+    let speculative = measure::measure_spec(model, draft, b.as_ref(), prompt).map_err(err)?;
+    if !tiny {
+        outln!("(no draft model: the byte-level draft model cannot draft BPE tokens)");
+    }
+    outln!("drafter  k  {unit}/s  plain {unit}/s  ratio");
     for r in &speculative {
         outln!(
             "{:7}  {}  {:7.1}  {:13.1}  {:5.2}",
@@ -526,12 +543,14 @@ fn serving(kind: BackendKind, store: Option<std::path::PathBuf>) -> Result<bool>
     }
     if let Some(path) = store {
         let s = measure::StoredServing {
+            model: model.name.id().to_string(),
             machine: machine_name(b.as_ref(), !matches!(b.kind(), BackendKind::Wgpu | BackendKind::Cuda)),
             date: utc_date(),
             backend: kind.name().to_string(),
             command: format!(
-                "kvscope bench serving --backend {} --store {}",
+                "kvscope bench serving --backend {}{} --store {}",
                 kind.name(),
+                if tiny { "" } else { " --model smollm2" },
                 path.display()
             ),
             latency,

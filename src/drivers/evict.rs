@@ -600,7 +600,13 @@ pub struct QualityCell {
 /// What `kvscope export eviction-table` measures (stored in `assets/measurements/eviction.json`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QualityTable {
-    /// Held-out windows of 256 bytes (128 prompt + 128 decoded).
+    /// The model that ran (`tiny` for tables stored before it was recorded).
+    #[serde(default = "crate::drivers::tiny_name")]
+    pub model: String,
+    /// The text the windows and the recall filler were cut from.
+    #[serde(default)]
+    pub text: String,
+    /// Held-out windows of 256 tokens (128 prompt + 128 decoded).
     pub windows: usize,
     /// Recall trials.
     pub trials: usize,
@@ -624,23 +630,24 @@ pub const REPEAT_AT: usize = 200;
 /// Needle bytes.
 pub const NEEDLE_LEN: usize = 12;
 
-/// Recall trial `i` (seeded): held-out filler from a seeded offset, 12 random bytes from a–z at offset
-/// 16, repeated at offset 200 (the text ends after the repeat).
-pub fn recall_text(seed: u64, i: usize) -> Vec<u8> {
+/// Recall trial `i` (seeded) in `held`, a model's held-out tokens: filler from a seeded offset, 12
+/// random one-letter tokens (a–z) at offset 16, repeated at offset 200 (the text ends after the repeat).
+/// The tiny model's letters are bytes; SmolLM2's are its single-letter tokens, a sequence its own
+/// tokenizer would merge, so the repeat can only be predicted by copying it.
+pub fn recall_text(held: &[u32], letters: &[u32; 26], seed: u64, i: usize) -> Vec<u32> {
     let mut rng = Rng::stream(seed, 0x2EC0 + i as u64);
     let n = REPEAT_AT + NEEDLE_LEN;
-    let held = crate::model::HELDOUT;
     let o = rng.below(held.len() - n);
     let mut t = held[o..o + n].to_vec();
-    let needle: Vec<u8> = (0..NEEDLE_LEN).map(|_| b'a' + rng.below(26) as u8).collect();
+    let needle: Vec<u32> = (0..NEEDLE_LEN).map(|_| letters[rng.below(26)]).collect();
     t[NEEDLE_AT..NEEDLE_AT + NEEDLE_LEN].copy_from_slice(&needle);
     t[REPEAT_AT..].copy_from_slice(&needle);
     t
 }
 
-/// The recall score of a run on a [`recall_text`]: top-1 hits on bytes 2–12 of the repeat (predicted by
-/// the steps that read bytes 1–11 of it).
-pub fn recall_hits(run: &EvictRun) -> usize {
+/// The recall score of a run on a [`recall_text`]: top-1 hits on tokens 2–12 of the repeat (predicted by
+/// the steps that read tokens 1–11 of it).
+pub fn recall_hits<T: TokenId>(run: &EvictRun<T>) -> usize {
     run.top1[REPEAT_AT..REPEAT_AT + NEEDLE_LEN - 1]
         .iter()
         .filter(|&&h| h)
@@ -648,12 +655,19 @@ pub fn recall_hits(run: &EvictRun) -> usize {
 }
 
 impl Model {
-    /// The lesson's quality table: every policy at every budget over the first `windows` 256-byte windows
-    /// of the held-out file (a 128-byte prompt, then 128 bytes scored), and `trials` recall trials (the
-    /// prompt is everything before the repeat).
+    /// The lesson's quality table: every policy at every budget over the first `windows` 256-token
+    /// windows of the model's held-out text (a 128-token prompt, then 128 tokens scored; bits per byte of
+    /// the scored tokens' bytes), and `trials` recall trials (the prompt is everything before the repeat).
     pub fn eviction_table(&self, backend: &dyn Backend, windows: usize, trials: usize) -> Result<QualityTable, String> {
-        let held = crate::model::HELDOUT;
+        let (held, text_source) = self.heldout_tokens(usize::MAX)?;
         let windows = windows.min(held.len() / 256);
+        let mut letters = [0u32; 26];
+        for (l, id) in (b'a'..=b'z').zip(letters.iter_mut()) {
+            *id = self
+                .tokenizer
+                .letter_id(l)
+                .ok_or_else(|| format!("the vocabulary has no token for the letter {}", char::from(l)))?;
+        }
         let (l_n, h) = (self.config.n_layers, self.config.n_heads);
         let mut top10 = vec![0f64; l_n * h];
         let mut cells = Vec::new();
@@ -671,7 +685,7 @@ impl Model {
                     cfg.seed = wi as u64;
                     let r = self.evict_run(text, 128, cfg, backend, EvictOptions::default())?;
                     nll += r.nll[127..].iter().map(|&x| f64::from(x)).sum::<f64>();
-                    scored += r.nll.len() - 127;
+                    scored += self.tokenizer.byte_count(&text[128..]);
                     dead += r.dead_slots.iter().map(|&x| u64::from(x)).sum::<u64>();
                     alloc += r.allocated_slots.iter().map(|&x| u64::from(x)).sum::<u64>();
                     if policy == EvictPolicy::Full {
@@ -682,7 +696,7 @@ impl Model {
                 }
                 let mut hits = 0usize;
                 for i in 0..trials {
-                    let text = recall_text(0, i);
+                    let text = recall_text(&held, &letters, 0, i);
                     let mut cfg = EvictConfig::new(policy, k);
                     cfg.seed = i as u64;
                     let r = self.evict_run(&text, REPEAT_AT, cfg, backend, EvictOptions::default())?;
@@ -702,6 +716,8 @@ impl Model {
             }
         }
         Ok(QualityTable {
+            model: self.name.id().to_string(),
+            text: text_source,
             windows,
             trials,
             backend: backend.kind().name().to_string(),

@@ -15,3 +15,8 @@ pub mod quant;
 pub mod serve;
 pub mod spec;
 pub mod stream;
+
+/// The model a stored table ran on when it does not say: the tiny model (the only one before SmolLM2).
+pub(crate) fn tiny_name() -> String {
+    "tiny".to_string()
+}

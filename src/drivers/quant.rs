@@ -426,7 +426,13 @@ pub struct QuantCell {
 /// The lesson's stored quality table (`kvscope export quant-table`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct QuantTable {
-    /// Held-out windows of 256 bytes.
+    /// The model that ran (`tiny` for tables stored before it was recorded).
+    #[serde(default = "crate::drivers::tiny_name")]
+    pub model: String,
+    /// The text the windows were cut from.
+    #[serde(default)]
+    pub text: String,
+    /// Held-out windows of 256 tokens.
     pub windows: usize,
     /// KIVI's group size and residual.
     pub group: usize,
@@ -470,7 +476,8 @@ pub struct QuantBenchLine {
 }
 
 impl Model {
-    /// Every format over the first `windows` 256-byte windows of the held-out file.
+    /// Every format over the first `windows` 256-token windows of the model's held-out text (bits per
+    /// byte of the predicted tokens' bytes).
     pub fn quant_table(
         &self,
         backend: &dyn Backend,
@@ -478,15 +485,16 @@ impl Model {
         group: usize,
         residual: usize,
     ) -> Result<QuantTable, String> {
-        let held = crate::model::HELDOUT;
+        let (held, text_source) = self.heldout_tokens(usize::MAX)?;
         let windows = windows.clamp(1, held.len() / 256);
         let mut cells = Vec::new();
         for fmt in CacheFormat::all(group, residual) {
             let (mut nll, mut count, mut rel) = (0f64, 0usize, 0f64);
             for wi in 0..windows {
-                let r = self.quant_run(&held[wi * 256..(wi + 1) * 256], fmt, backend)?;
+                let text = &held[wi * 256..(wi + 1) * 256];
+                let r = self.quant_run(text, fmt, backend)?;
                 nll += r.nll.iter().map(|&x| f64::from(x)).sum::<f64>();
-                count += r.nll.len();
+                count += self.tokenizer.byte_count(&text[1..]);
                 rel += r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
             }
             cells.push(QuantCell {
@@ -497,6 +505,8 @@ impl Model {
             });
         }
         Ok(QuantTable {
+            model: self.name.id().to_string(),
+            text: text_source,
             windows,
             group,
             residual,

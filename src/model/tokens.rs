@@ -79,6 +79,24 @@ impl Tokenizer {
         }
     }
 
+    /// How many bytes of text `ids` stand for (bits per byte divide a loss by it).
+    pub fn byte_count(&self, ids: &[u32]) -> usize {
+        match self {
+            Tokenizer::Bytes => ids.len(),
+            #[cfg(feature = "native")]
+            Tokenizer::Bpe(_) => ids.iter().map(|&i| self.piece_bytes(i).len()).sum(),
+        }
+    }
+
+    /// The id of a one-letter token (`b'a'`..), if the vocabulary has one.
+    pub fn letter_id(&self, letter: u8) -> Option<u32> {
+        match self {
+            Tokenizer::Bytes => Some(u32::from(letter)),
+            #[cfg(feature = "native")]
+            Tokenizer::Bpe(t) => t.token_to_id(&char::from(letter).to_string()),
+        }
+    }
+
     /// What the tokenizer is, in a few words (for manifests).
     pub fn describe(&self) -> &'static str {
         match self {

@@ -240,16 +240,18 @@ pub enum ExportCmd {
         out: PathBuf,
     },
     /// Lesson 9's quality table: every eviction policy at budgets 16, 32, 64 and 128 tokens per KV head
-    /// per layer, bits per byte over the held-out windows (128-byte prompt, 128 bytes scored), the
-    /// recall of a repeated 12-byte needle, the dead-slot fractions and the concentration of attention,
+    /// per layer, bits per byte over the held-out windows (128-token prompt, 128 tokens scored), the
+    /// recall of a repeated 12-letter needle, the dead-slot fractions and the concentration of attention,
     /// as `eviction.json` (the lesson's stored copy is `assets/measurements/eviction.json`).
     EvictionTable {
-        /// Held-out 256-byte windows (at most 64).
+        /// Held-out 256-token windows (at most 64 for tiny; SmolLM2's held-out text holds 2).
         #[arg(long, default_value_t = 64)]
         windows: usize,
         /// Recall trials.
         #[arg(long, default_value_t = 100)]
         trials: usize,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]
@@ -315,11 +317,11 @@ pub enum ExportCmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Lesson 10's quality table: held-out bits per byte with the cache in each format (every 256-byte
-    /// window decoded byte by byte from an empty cache), as `quant.json` (the lesson's stored copy is
+    /// Lesson 10's quality table: held-out bits per byte with the cache in each format (every 256-token
+    /// window decoded token by token from an empty cache), as `quant.json` (the lesson's stored copy is
     /// `assets/measurements/quant.json`).
     QuantTable {
-        /// Held-out 256-byte windows (at most 64).
+        /// Held-out 256-token windows (at most 64 for tiny; SmolLM2's held-out text holds 2).
         #[arg(long, default_value_t = 64)]
         windows: usize,
         /// KIVI's group size G.
@@ -328,6 +330,8 @@ pub enum ExportCmd {
         /// KIVI's residual R.
         #[arg(long, default_value_t = 32)]
         residual: usize,
+        #[command(flatten)]
+        model: crate::cli::ModelArgs,
         #[arg(long, default_value = "cpu")]
         backend: BackendKind,
         #[arg(long)]

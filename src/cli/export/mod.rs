@@ -246,11 +246,12 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
             windows,
             group,
             residual,
+            model,
             backend: kind,
             out,
         } => {
             let b = backend(kind)?;
-            let m = kvscope::model::shared()?;
+            let m = model.load()?;
             let t0 = std::time::Instant::now();
             let mut table = m
                 .quant_table(b.as_ref(), windows, group, residual)
@@ -289,7 +290,9 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 );
             }
             outln!(
-                "{} windows on {}, {:.0} s; wrote {}",
+                "{} ({}), {} windows on {}, {:.0} s; wrote {}",
+                table.model,
+                table.text,
                 table.windows,
                 table.backend,
                 t0.elapsed().as_secs_f64(),
@@ -299,11 +302,12 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
         ExportCmd::EvictionTable {
             windows,
             trials,
+            model,
             backend: kind,
             out,
         } => {
             let b = backend(kind)?;
-            let m = kvscope::model::shared()?;
+            let m = model.load()?;
             let t0 = std::time::Instant::now();
             let table = m
                 .eviction_table(b.as_ref(), windows, trials)
@@ -330,7 +334,9 @@ pub fn run(cmd: ExportCmd, lessons: Option<PathBuf>) -> Result<()> {
                 );
             }
             outln!(
-                "{} windows, {} trials on {}, {:.0} s; wrote {}",
+                "{} ({}), {} windows, {} trials on {}, {:.0} s; wrote {}",
+                table.model,
+                table.text,
                 table.windows,
                 table.trials,
                 table.backend,

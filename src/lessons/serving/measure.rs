@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::cache::{KvDtype, PagedShape};
 use crate::compute::Backend;
 use crate::kv::{ChunkedPrefill, KvEngine, SchedulePolicy, WholeUnderBudget};
-use crate::model::Model;
-use crate::drivers::serve::{Chunk, DEFAULT_SCENARIO, scenario};
+use crate::model::{Model, TokenId};
+use crate::drivers::serve::{Chunk, DEFAULT_SCENARIO, scenario_from};
 use crate::drivers::spec::{Drafter, SpecConfig};
 
 /// Where the stored measurement lives in the repository.
@@ -33,6 +33,10 @@ pub const SPEC_KS: [usize; 4] = [1, 2, 4, 8];
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StoredServing {
+    /// The model measured (`tiny` where the file does not say); its rates are bytes per second for tiny
+    /// and tokens per second for SmolLM2.
+    #[serde(default = "crate::drivers::tiny_name")]
+    pub model: String,
     /// The machine (CPU model and threads, or the GPU).
     pub machine: String,
     /// UTC date.
@@ -130,9 +134,9 @@ pub fn policy(chunked: bool, budget: usize) -> Box<dyn SchedulePolicy> {
     }
 }
 
-/// The latency rows.
-pub fn measure_latency(model: &Model, backend: &dyn Backend) -> Result<Vec<LatencyRow>, String> {
-    let reqs = scenario(&DEFAULT_SCENARIO)?;
+/// The latency rows, the default scenario's prompts cut from `held` (the model's held-out tokens).
+pub fn measure_latency<T: TokenId>(model: &Model, backend: &dyn Backend, held: &[T]) -> Result<Vec<LatencyRow>, String> {
+    let reqs = scenario_from(held, &DEFAULT_SCENARIO)?;
     let arrivals: Vec<usize> = reqs.iter().map(|r| r.arrive).collect();
     let mut rows = Vec::new();
     let configs = BUDGETS
@@ -163,9 +167,14 @@ pub fn measure_latency(model: &Model, backend: &dyn Backend) -> Result<Vec<Laten
     Ok(rows)
 }
 
-/// An engine of the model's shape that holds one request of `tokens` tokens of held-out text, and the
-/// seconds its prefill took.
-pub fn prefilled(model: &Model, backend: &dyn Backend, tokens: usize) -> Result<(KvEngine, f64), String> {
+/// An engine of the model's shape that holds one request of `tokens` tokens of `held` (repeated as
+/// needed), and the seconds its prefill took.
+pub fn prefilled<T: TokenId>(
+    model: &Model,
+    backend: &dyn Backend,
+    held: &[T],
+    tokens: usize,
+) -> Result<(KvEngine, f64), String> {
     let c = model.config;
     let shape = PagedShape {
         num_blocks: tokens.div_ceil(16) + 1,
@@ -175,8 +184,7 @@ pub fn prefilled(model: &Model, backend: &dyn Backend, tokens: usize) -> Result<
         dtype: KvDtype::F16,
     };
     let mut e = KvEngine::new(shape, c.n_layers);
-    let text = crate::model::HELDOUT;
-    let tokens_text: Vec<u8> = text.iter().cycle().take(tokens).copied().collect();
+    let tokens_text: Vec<T> = held.iter().cycle().take(tokens).copied().collect();
     e.reserve(0, tokens).map_err(|x| x.to_string())?;
     let t0 = web_time::Instant::now();
     model.serve_chunks(
@@ -191,14 +199,14 @@ pub fn prefilled(model: &Model, backend: &dyn Backend, tokens: usize) -> Result<
     Ok((e, t0.elapsed().as_secs_f64()))
 }
 
-/// The offload rows.
-pub fn measure_offload(model: &Model, backend: &dyn Backend) -> Result<Vec<OffloadRow>, String> {
+/// The offload rows (requests of `held`'s tokens).
+pub fn measure_offload<T: TokenId>(model: &Model, backend: &dyn Backend, held: &[T]) -> Result<Vec<OffloadRow>, String> {
     let mut rows = Vec::new();
     for &tokens in &OFFLOAD_LENGTHS {
         let mut recompute = f64::INFINITY;
         let mut engine = None;
         for _ in 0..3 {
-            let (e, s) = prefilled(model, backend, tokens)?;
+            let (e, s) = prefilled(model, backend, held, tokens)?;
             recompute = recompute.min(s);
             engine = Some(e);
         }
@@ -221,8 +229,14 @@ pub fn measure_offload(model: &Model, backend: &dyn Backend) -> Result<Vec<Offlo
     Ok(rows)
 }
 
-/// The speculative rows.
-pub fn measure_spec(model: &Model, draft: &Model, backend: &dyn Backend) -> Result<Vec<SpecRow>, String> {
+/// The speculative rows from `prompt`: prompt lookup, and the draft model where one is given (the
+/// byte-level draft model drafts only for the byte-level model).
+pub fn measure_spec<T: TokenId>(
+    model: &Model,
+    draft: Option<&Model>,
+    backend: &dyn Backend,
+    prompt: &[T],
+) -> Result<Vec<SpecRow>, String> {
     let mut rows = Vec::new();
     let cfg = |drafter, k| SpecConfig {
         drafter,
@@ -231,16 +245,15 @@ pub fn measure_spec(model: &Model, draft: &Model, backend: &dyn Backend) -> Resu
         seed: 0,
         block_size: 16,
     };
-    for (name, drafter) in [
-        ("ngram", Drafter::Ngram { min_n: 1, max_n: 3 }),
-        ("draft", Drafter::Model(draft)),
-    ] {
+    let drafters = std::iter::once(("ngram", Drafter::Ngram { min_n: 1, max_n: 3 }))
+        .chain(draft.map(|d| ("draft", Drafter::Model(d))));
+    for (name, drafter) in drafters {
         for &k in &SPEC_KS {
             let (mut best, mut plain) = (0.0f64, 0.0f64);
             for _ in 0..3 {
-                let r = model.speculative(spec_prompt(), SPEC_BYTES, &cfg(drafter, k), backend)?;
+                let r = model.speculative(prompt, SPEC_BYTES, &cfg(drafter, k), backend)?;
                 best = best.max(r.bytes_per_second());
-                let p = model.speculative(spec_prompt(), SPEC_BYTES, &cfg(Drafter::None, k), backend)?;
+                let p = model.speculative(prompt, SPEC_BYTES, &cfg(Drafter::None, k), backend)?;
                 plain = plain.max(p.bytes_per_second());
             }
             rows.push(SpecRow {
