@@ -32,7 +32,7 @@ pub fn streaming(
     // Bytes the predicted tokens stand for: bits per byte for either tokenizer.
     let predicted_bytes: usize = ids[1..].iter().map(|&i| m.tokenizer.piece_bytes(i).len()).sum();
     let bits: f64 = run.nll.iter().map(|&x| f64::from(x)).sum::<f64>() / std::f64::consts::LN_2;
-    let arrays = vec![
+    let mut arrays = vec![
         NamedArray::new("tokens", &[n], ArrayData::I32(ids.iter().map(|&b| b as i32).collect())),
         NamedArray::new("nll", &[n - 1], ArrayData::F32(run.nll.clone())),
         NamedArray::new(
@@ -46,6 +46,15 @@ pub fn streaming(
             ArrayData::F32(run.sink_mass.clone()),
         ),
     ];
+    // A BPE model's tokens stand for several bytes each: their byte counts give bits per byte over any
+    // stretch of the stream (the tiny model's tokens are one byte each).
+    if m.name != ModelName::Tiny {
+        arrays.push(NamedArray::new(
+            "token_bytes",
+            &[n],
+            ArrayData::I32(ids.iter().map(|&i| m.tokenizer.piece_bytes(i).len() as i32).collect()),
+        ));
+    }
     let mut extra = model_manifest(m);
     let defs = serde_json::json!({
         "tokens": "the tokens streamed (bytes for the tiny model: the first N of kvscope-tiny.heldout.txt, after the model's start byte when it was trained with one (start_byte); BPE ids for smollm2: the first N of assets/texts/heldout-en.txt)",
@@ -66,6 +75,10 @@ pub fn streaming(
         "bits_per_byte": "sum(nll) / ln 2 / the UTF-8 bytes of tokens 1..N-1 (for the tiny model: N-1)",
         "bits_per_token": "sum(nll) / (ln 2 * (N-1))",
     });
+    let mut defs = defs;
+    if m.name != ModelName::Tiny {
+        defs["token_bytes"] = serde_json::json!("token_bytes[i] = the UTF-8 bytes token i stands for");
+    }
     extra.insert("definitions".into(), defs);
     extra.insert(
         "streaming".into(),

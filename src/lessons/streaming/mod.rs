@@ -27,6 +27,8 @@ crate::views! {
         Quality = "quality",
         /// The measured attention mass on the first S bytes, per layer and head.
         Sinks = "sinks",
+        /// The same on SmolLM2-135M (stored), and what its four policies score.
+        SinksReal = "sinks-real",
         /// Which positions the model sees: by cache slot against by text, and what the switch costs.
         Positions = "positions",
         /// Bits per byte, memory and work per byte of the four policies, and real models' windows.
@@ -74,6 +76,19 @@ pub const PLACEHOLDERS: &[&str] = &[
     "stored_bpb_window",
     "stored_bpb_sinks",
     "stored_bpb_recompute",
+    "stored_real_tokens",
+    "stored_real_layers",
+    "stored_real_query_heads",
+    "stored_real_sinks",
+    "stored_real_window",
+    "stored_real_max_sink_mass",
+    "stored_real_max_sink_head",
+    "stored_real_sink_heads",
+    "stored_real_heads",
+    "stored_real_bpb_dense",
+    "stored_real_bpb_window",
+    "stored_real_bpb_sinks",
+    "stored_real_bpb_recompute",
 ];
 
 /// A simulated GPU runs every thread as an OS thread: it streams this many bytes at most.
@@ -367,6 +382,38 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
     ];
     if n > ctx {
         v.push(("bpb_dense_after", fmt_bpb(dense.bits_per_byte_in(ctx..n))));
+    }
+    if let Some(s) = stored::smollm2() {
+        // SmolLM2's stored runs (one setting: the file's sinks run).
+        let (l, h, m) = s.strongest_sink();
+        let (at, all) = s.heads_at_least(0.10);
+        let (w, k) = s
+            .runs
+            .iter()
+            .find(|r| r.policy == "sinks" && r.positions == "cache")
+            .map_or((0, 0), |r| (r.window, r.sinks));
+        v.push(("stored_real_tokens", s.tokens.unwrap_or(0).to_string()));
+        v.push(("stored_real_layers", s.dense_sink_mass.len().to_string()));
+        v.push((
+            "stored_real_query_heads",
+            s.dense_sink_mass.first().map_or(0, Vec::len).to_string(),
+        ));
+        v.push(("stored_real_sinks", s.sink_mass_sinks.to_string()));
+        v.push(("stored_real_window", w.to_string()));
+        v.push(("stored_real_max_sink_mass", format!("{:.0}%", 100.0 * m)));
+        v.push(("stored_real_max_sink_head", format!("L{l} H{h}")));
+        v.push(("stored_real_sink_heads", at.to_string()));
+        v.push(("stored_real_heads", all.to_string()));
+        for (name, policy) in [
+            ("stored_real_bpb_dense", "dense"),
+            ("stored_real_bpb_window", "window"),
+            ("stored_real_bpb_sinks", "sinks"),
+            ("stored_real_bpb_recompute", "recompute"),
+        ] {
+            if let Some(r) = s.find(policy, "cache", w, k) {
+                v.push((name, fmt_bpb(r.bits_per_byte)));
+            }
+        }
     }
     if let Some(s) = stored::embedded() {
         // The stored runs at these sliders' W and S when they were measured, else at the first setting

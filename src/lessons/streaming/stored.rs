@@ -36,15 +36,21 @@ pub struct StoredRun {
 pub struct StoredModel {
     /// The model file.
     pub model: String,
-    /// Bytes streamed by its longest run.
+    /// Bytes streamed by its longest run (a BPE model's: the bytes of the tokens it predicted).
     pub bytes: usize,
+    /// Tokens streamed by its longest run (BPE models only; the tiny model's tokens are its bytes).
+    #[serde(default)]
+    pub tokens: Option<usize>,
+    /// The command that produced these runs, where it differs from the file's.
+    #[serde(default)]
+    pub command: Option<String>,
     /// The backend they ran on.
     pub backend: String,
-    /// Predictions per curve bucket.
+    /// Predictions per curve bucket (each bucket's bits per byte: its loss over its tokens' bytes).
     pub curve_bucket: usize,
     /// The runs.
     pub runs: Vec<StoredRun>,
-    /// `[layer][head]`: mean attention mass on bytes 0…S−1 (S = `sink_mass_sinks`) in dense steps 16…255.
+    /// `[layer][head]`: mean attention mass on tokens 0…S−1 (S = `sink_mass_sinks`) in dense steps 16…255.
     pub dense_sink_mass: Vec<Vec<f64>>,
     /// S of `dense_sink_mass`.
     pub sink_mass_sinks: usize,
@@ -71,6 +77,32 @@ pub struct StoredFile {
     /// The variant trained with a start byte at the head of every window (lesson 8's sink experiment).
     #[serde(default)]
     pub start: Option<StoredModel>,
+    /// SmolLM2-135M-Instruct streaming its English held-out text (`kvscope export streaming --model
+    /// smollm2`, summarised by `scripts/streaming-summary.py --add-smollm2`).
+    #[serde(default)]
+    pub smollm2: Option<StoredModel>,
+}
+
+impl StoredModel {
+    /// The head with the most mean sink mass: (layer, head, mass).
+    pub fn strongest_sink(&self) -> (usize, usize, f64) {
+        let mut best = (0, 0, f64::MIN);
+        for (l, row) in self.dense_sink_mass.iter().enumerate() {
+            for (h, &m) in row.iter().enumerate() {
+                if m > best.2 {
+                    best = (l, h, m);
+                }
+            }
+        }
+        best
+    }
+
+    /// Heads whose mean sink mass is at least `at`, and all heads.
+    pub fn heads_at_least(&self, at: f64) -> (usize, usize) {
+        let all = self.dense_sink_mass.iter().map(Vec::len).sum();
+        let n = self.dense_sink_mass.iter().flatten().filter(|&&m| m >= at).count();
+        (n, all)
+    }
 }
 
 /// The embedded measurements (`None` if the file does not parse; a test checks that it does).
@@ -78,6 +110,11 @@ pub fn file() -> Option<&'static StoredFile> {
     static F: OnceLock<Option<StoredFile>> = OnceLock::new();
     F.get_or_init(|| serde_json::from_str(include_str!("../../../assets/measurements/streaming.json")).ok())
         .as_ref()
+}
+
+/// SmolLM2's stored runs.
+pub fn smollm2() -> Option<&'static StoredModel> {
+    file().and_then(|f| f.smollm2.as_ref())
 }
 
 /// The committed model's stored runs.
@@ -94,5 +131,18 @@ mod tests {
             assert!(f.base.find(p, "cache", 64, 4).is_some(), "{p}");
         }
         assert_eq!(f.base.bytes, crate::model::HELDOUT.len());
+    }
+
+    #[test]
+    fn the_stored_smollm2_runs_cover_the_four_policies_and_every_head() {
+        let s = super::smollm2().expect("assets/measurements/streaming.json has SmolLM2's runs");
+        for p in ["dense", "window", "sinks", "recompute"] {
+            let r = s.find(p, "cache", 64, 4).unwrap_or_else(|| panic!("{p}"));
+            assert!(r.bits_per_byte.is_finite() && !r.curve.is_empty(), "{p}");
+        }
+        // 30 layers of 9 query heads.
+        assert_eq!(s.dense_sink_mass.len(), 30);
+        assert!(s.dense_sink_mass.iter().all(|row| row.len() == 9));
+        assert!(s.tokens.is_some_and(|t| t > 256));
     }
 }

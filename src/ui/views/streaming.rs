@@ -3,7 +3,7 @@
 //! positions the model sees under either scheme, and the cost-and-quality table.
 
 use eframe::egui::{self, Color32, RichText, Ui};
-use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
+use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints, VLine};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
 use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
@@ -11,7 +11,9 @@ use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{HeadGrid, ViewCtx, check_line, head_grid, kernel_panel, legend, plot_title_room, timeline};
+use crate::ui::widgets::{
+    HeadGrid, ViewCtx, check_line, head_grid, head_grid_by_layer, kernel_panel, legend, plot_title_room, timeline,
+};
 
 impl LessonUi for Streaming {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -24,6 +26,7 @@ impl LessonUi for Streaming {
             View::Ring => ring(cx, ui, o),
             View::Quality => quality(cx, ui, o),
             View::Sinks => sinks(cx, ui, o),
+            View::SinksReal => sinks_real(cx, ui),
             View::Positions => positions(cx, ui, o),
             View::Costs => costs(cx, ui, o),
         }
@@ -398,14 +401,7 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             p.vline(context_line(lang, o.trained_context));
         });
     if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
-        let mut best = (0, 0, 0f64);
-        for (l, row) in s.dense_sink_mass.iter().enumerate() {
-            for (h, &m) in row.iter().enumerate() {
-                if m > best.2 {
-                    best = (l, h, m);
-                }
-            }
-        }
+        let best = s.strongest_sink();
         let w_at = s
             .runs
             .iter()
@@ -439,6 +435,140 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             },
         );
     }
+}
+
+/// SmolLM2-135M's stored sink mass per layer and head, and its four policies' bits per byte.
+fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let Some(s) = stored::smollm2() else {
+        note(
+            ui,
+            size,
+            lang.t(
+                "SmolLM2's stored runs are missing from assets/measurements/streaming.json.",
+                "assets/measurements/streaming.json 中缺少 SmolLM2 的存储实测。",
+            ),
+        );
+        return;
+    };
+    let last_sink = s.sink_mass_sinks.saturating_sub(1);
+    let title = match lang {
+        Lang::En => format!(
+            "SmolLM2-135M-Instruct (stored): mean attention mass on tokens 0…{last_sink}, full-cache steps 16…255, per layer and head (%)"
+        ),
+        Lang::Zh => format!(
+            "SmolLM2-135M-Instruct（存储的实测）：全量缓存第 16…255 步放在 token 0…{last_sink} 上的平均注意力质量，按层和头（%）"
+        ),
+    };
+    ui.add(egui::Label::new(RichText::new(title).strong().size(size)).wrap());
+    let layers = s.dense_sink_mass.len();
+    let heads = s.dense_sink_mass.first().map_or(0, Vec::len);
+    let value = |l: usize, h: usize| s.dense_sink_mass[l][h];
+    let (sl, sh, _) = s.strongest_sink();
+    let grid = HeadGrid {
+        layers,
+        heads,
+        value: &value,
+        full_at: 0.5,
+        decimals: 0,
+        height: (ui.available_rect_before_wrap().height() * 0.42).max(size * 6.0),
+        row_cap: size * 1.6,
+        font: size * 0.7,
+        selected: (sl, sh),
+    };
+    head_grid_by_layer(ui, lang, &grid);
+    let (w, k) = s
+        .runs
+        .iter()
+        .find(|r| r.policy == "sinks" && r.positions == "cache")
+        .map_or((0, 0), |r| (r.window, r.sinks));
+    const POLICIES: [StreamPolicy; 4] = [
+        StreamPolicy::Dense,
+        StreamPolicy::Window,
+        StreamPolicy::Sinks,
+        StreamPolicy::Recompute,
+    ];
+    let top = POLICIES
+        .iter()
+        .filter_map(|p| s.find(p.name(), "cache", w, k))
+        .map(|r| r.bits_per_byte)
+        .fold(0.0, f64::max);
+    // Room under the plot for the source line (up to three lines on a projector).
+    let h_plot = (ui.available_height() - 4.5 * size).max(80.0);
+    plot_title_room(ui);
+    Plot::new("streaming-sinks-real")
+        .height(h_plot)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .allow_zoom(false)
+        .x_grid_spacer(|_| {
+            (0..POLICIES.len())
+                .map(|i| egui_plot::GridMark {
+                    value: i as f64,
+                    step_size: 1.0,
+                })
+                .collect()
+        })
+        .x_axis_formatter(move |m, _| {
+            let i = m.value.round();
+            if (m.value - i).abs() < 1e-6 && (0.0..POLICIES.len() as f64).contains(&i) {
+                policy_name(lang, POLICIES[i as usize], Positions::Cache)
+            } else {
+                String::new()
+            }
+        })
+        .x_axis_label(match lang {
+            Lang::En => format!("SmolLM2-135M's policies, W = {w}, S = {k}"),
+            Lang::Zh => format!("SmolLM2-135M 的策略，W = {w}，S = {k}"),
+        })
+        .y_axis_label(lang.t("bits per byte", "每字节比特"))
+        .include_y(0.0)
+        // Room above the tallest bar for its value.
+        .include_y(top * 1.2)
+        .include_x(-0.6)
+        .include_x(POLICIES.len() as f64 - 0.4)
+        .show(ui, |p| {
+            for (i, policy) in POLICIES.into_iter().enumerate() {
+                let Some(r) = s.find(policy.name(), "cache", w, k) else {
+                    continue;
+                };
+                let bar = Bar::new(i as f64, r.bits_per_byte).width(0.6);
+                p.bar_chart(BarChart::new(policy.name(), vec![bar]).color(policy_color(i)));
+                p.text(
+                    egui_plot::Text::new(
+                        format!("{}-value", policy.name()),
+                        egui_plot::PlotPoint::new(i as f64, r.bits_per_byte),
+                        RichText::new(format!("{:.3}", r.bits_per_byte)).size(size),
+                    )
+                    .anchor(egui::Align2::CENTER_BOTTOM),
+                );
+            }
+        });
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "Stored by {} on {}: {} tokens ({} bytes), inside the model's context.",
+                s.command
+                    .as_deref()
+                    .unwrap_or("kvscope export streaming --model smollm2"),
+                s.backend,
+                s.tokens.unwrap_or(0),
+                s.bytes
+            ),
+            Lang::Zh => format!(
+                "由 {} 在 {} 上存储：{} 个 token（{} 字节），在模型的上下文之内。",
+                s.command
+                    .as_deref()
+                    .unwrap_or("kvscope export streaming --model smollm2"),
+                s.backend,
+                s.tokens.unwrap_or(0),
+                s.bytes
+            ),
+        },
+    );
 }
 
 fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {

@@ -432,6 +432,76 @@ pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGr
     );
 }
 
+/// Draw `g` with the layers along x and the heads down y (a deep model's grid: SmolLM2's 30 layers of 9
+/// heads), each cell its percentage without decimals, at the top of the available space, and take its
+/// height.
+pub fn head_grid_by_layer(ui: &mut Ui, lang: crate::ui::text::Lang, g: &HeadGrid) {
+    let rect = ui.available_rect_before_wrap();
+    let label_w = g.font * 4.0;
+    let cw = (rect.width() - label_w) / g.layers.max(1) as f32;
+    let ch = (g.height / (g.heads + 1) as f32).min(g.row_cap);
+    let painter = ui.painter_at(rect);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(g.font);
+    // Every layer numbered when there is room for two digits, else every fifth.
+    let every = if cw >= g.font * 1.3 { 1 } else { 5 };
+    for l in (0..g.layers).filter(|l| l % every == 0) {
+        painter.text(
+            egui::pos2(rect.min.x + label_w + cw * (l as f32 + 0.5), rect.min.y + ch * 0.5),
+            egui::Align2::CENTER_CENTER,
+            l.to_string(),
+            font.clone(),
+            text,
+        );
+    }
+    painter.text(
+        egui::pos2(rect.min.x, rect.min.y + ch * 0.5),
+        egui::Align2::LEFT_CENTER,
+        lang.t("layer", "层"),
+        font.clone(),
+        text,
+    );
+    for h in 0..g.heads {
+        let y = rect.min.y + ch * (h as f32 + 1.0);
+        painter.text(
+            egui::pos2(rect.min.x, y + ch * 0.5),
+            egui::Align2::LEFT_CENTER,
+            format!("{} {h}", lang.t("head", "头")),
+            font.clone(),
+            text,
+        );
+        for l in 0..g.layers {
+            let m = (g.value)(l, h);
+            let cell = egui::Rect::from_min_size(
+                egui::pos2(rect.min.x + label_w + cw * l as f32 + 1.0, y + 1.0),
+                egui::vec2(cw - 2.0, ch - 2.0),
+            );
+            let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
+            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+            painter.rect_filled(cell, 2.0, crate::style::c32(fill));
+            if (l, h) == g.selected {
+                painter.rect_stroke(
+                    cell,
+                    2.0,
+                    egui::Stroke::new(2.5, crate::style::c32(crate::style::CURRENT)),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            painter.text(
+                cell.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("{:.0}", 100.0 * m),
+                font.clone(),
+                crate::style::ink_on(fill),
+            );
+        }
+    }
+    ui.allocate_rect(
+        egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (g.heads + 1) as f32)),
+        egui::Sense::hover(),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::pow10_label;
