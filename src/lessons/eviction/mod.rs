@@ -34,6 +34,8 @@ crate::views! {
         Holes = "holes",
         /// Bits per byte and recall against the budget for all six policies (stored table).
         Quality = "quality",
+        /// The same table on SmolLM2-135M (stored).
+        QualityReal = "quality-real",
         /// The kernels that ran, and the bytes the score output adds.
         Kernel = "kernel",
     }
@@ -92,6 +94,25 @@ pub const PLACEHOLDERS: &[&str] = &[
     "stored_best_zh",
     "h2o_comment",
     "h2o_comment_zh",
+    "stored_real_windows",
+    "stored_real_window_tokens",
+    "stored_real_trials",
+    "stored_real_k",
+    "stored_real_k_max",
+    "stored_real_bpb_full",
+    "stored_real_window_k",
+    "stored_real_sinks_k",
+    "stored_real_h2o_k",
+    "stored_real_snapkv_k",
+    "stored_real_random_k",
+    "stored_real_h2o_verdict",
+    "stored_real_h2o_verdict_zh",
+    "stored_real_recall_full",
+    "stored_real_recall_best",
+    "stored_real_recall_best_policy",
+    "stored_real_recall_best_policy_zh",
+    "stored_real_recall_verdict",
+    "stored_real_recall_verdict_zh",
 ];
 
 /// Bytes of the held-out text a window takes, and its prompt.
@@ -533,6 +554,92 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
         v.push(("h2o_verdict_zh", zh.into()));
         v.push(("h2o_comment", c_en.into()));
         v.push(("h2o_comment_zh", c_zh.into()));
+    }
+    v.extend(real_numbers());
+    v
+}
+
+/// The English and Chinese names of a policy in a sentence.
+fn policy_words(p: &str) -> (&'static str, &'static str) {
+    match EvictPolicy::parse(p) {
+        Some(EvictPolicy::Window) => ("the sliding window", "滑动窗口"),
+        Some(EvictPolicy::Sinks) => ("sinks + window", "sink + 窗口"),
+        Some(EvictPolicy::H2o) => ("H2O", "H2O"),
+        Some(EvictPolicy::SnapKv) => ("SnapKV", "SnapKV"),
+        Some(EvictPolicy::Random) => ("random eviction", "随机驱逐"),
+        _ => ("the full cache", "全量缓存"),
+    }
+}
+
+/// The narration's figures from SmolLM2's stored table (`assets/measurements/smollm2/eviction.json`).
+fn real_numbers() -> Vec<(&'static str, String)> {
+    use crate::drivers::evict::BUDGETS;
+    let mut v = Vec::new();
+    let Some(s) = stored::embedded_smollm2() else {
+        return v;
+    };
+    let (k, k_max) = (BUDGETS[1], BUDGETS[BUDGETS.len() - 1]);
+    let bpb_at = |p: &str, k: usize| s.cell(p, k).map_or(f64::NAN, |c| c.bits_per_byte);
+    v.push(("stored_real_windows", s.windows.to_string()));
+    v.push(("stored_real_window_tokens", "256".to_string()));
+    v.push(("stored_real_trials", s.trials.to_string()));
+    v.push(("stored_real_k", k.to_string()));
+    v.push(("stored_real_k_max", k_max.to_string()));
+    v.push(("stored_real_bpb_full", fmt_bpb(bpb_at("full", k))));
+    for (name, p) in [
+        ("stored_real_window_k", "window"),
+        ("stored_real_sinks_k", "sinks"),
+        ("stored_real_h2o_k", "h2o"),
+        ("stored_real_snapkv_k", "snapkv"),
+        ("stored_real_random_k", "random"),
+    ] {
+        v.push((name, fmt_bpb(bpb_at(p, k))));
+    }
+    let beats = BUDGETS.iter().filter(|&&b| bpb_at("h2o", b) < bpb_at("window", b)).count();
+    let (en, zh) = if beats == BUDGETS.len() {
+        (
+            "H2O beats the plain window at every budget measured, as the H2O paper found on large models",
+            "H2O 在测量的每个预算下都胜过单纯的窗口，与 H2O 论文在大模型上的发现一致",
+        )
+    } else if beats == 0 {
+        (
+            "H2O does not beat the plain window at any budget measured, unlike the H2O paper's large models",
+            "H2O 在测量的任何预算下都没有胜过单纯的窗口，与 H2O 论文在大模型上的发现不同",
+        )
+    } else {
+        (
+            "H2O beats the plain window at some budgets and not at others",
+            "H2O 在一些预算下胜过单纯的窗口，在另一些预算下没有",
+        )
+    };
+    v.push(("stored_real_h2o_verdict", en.into()));
+    v.push(("stored_real_h2o_verdict_zh", zh.into()));
+    let full = s.cell("full", k_max).map_or(0.0, |c| c.recall);
+    v.push(("stored_real_recall_full", pct(full)));
+    if let Some(best) = s
+        .cells
+        .iter()
+        .filter(|c| c.budget == k_max && c.policy != "full")
+        .max_by(|a, b| a.recall.total_cmp(&b.recall))
+    {
+        let (en, zh) = policy_words(&best.policy);
+        v.push(("stored_real_recall_best", pct(best.recall)));
+        v.push(("stored_real_recall_best_policy", en.into()));
+        v.push(("stored_real_recall_best_policy_zh", zh.into()));
+        // Kept "reliably": at least half of the full cache's recall.
+        let (en, zh) = if best.recall >= 0.5 * full {
+            (
+                "some policy below the full budget keeps the needle",
+                "低于全量预算的策略中有能保留这根针的",
+            )
+        } else {
+            (
+                "no policy below the full budget keeps the needle reliably",
+                "低于全量预算的策略都不能可靠地保留这根针",
+            )
+        };
+        v.push(("stored_real_recall_verdict", en.into()));
+        v.push(("stored_real_recall_verdict_zh", zh.into()));
     }
     v
 }

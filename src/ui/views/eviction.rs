@@ -30,6 +30,7 @@ impl LessonUi for Eviction {
             View::Growth => growth(cx, ui, o),
             View::Holes => holes(cx, ui, o),
             View::Quality => quality(cx, ui),
+            View::QualityReal => quality_real(cx, ui),
         }
     }
 
@@ -656,6 +657,44 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
             ),
         },
     );
+    quality_plots(cx, ui, s, "eviction-quality");
+}
+
+fn quality_real(cx: &mut ViewCtx, ui: &mut Ui) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let Some(s) = stored::embedded_smollm2() else {
+        note(
+            ui,
+            size,
+            lang.t(
+                "SmolLM2's stored table (assets/measurements/smollm2/eviction.json) is missing.",
+                "缺少 SmolLM2 的存储表（assets/measurements/smollm2/eviction.json）。",
+            ),
+        );
+        return;
+    };
+    title(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "SmolLM2-135M-Instruct, stored: kvscope export eviction-table --model smollm2 on {}, {} windows of 256 tokens, {} recall trials",
+                s.backend, s.windows, s.trials
+            ),
+            Lang::Zh => format!(
+                "SmolLM2-135M-Instruct，存储的结果：kvscope export eviction-table --model smollm2，在 {} 上，{} 个 256 token 的窗口，{} 次回忆试验",
+                s.backend, s.windows, s.trials
+            ),
+        },
+    );
+    quality_plots(cx, ui, s, "eviction-quality-real");
+}
+
+/// Bits per byte and recall against the budget, every policy, from table `s` (plot ids from `id`).
+fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::QualityTable, id: &str) {
+    let lang = cx.lang;
+    let size = cx.size;
     let hp = ((ui.available_height() - 2.0 * size) / 2.0 - size).max(90.0);
     let series = |f: fn(&crate::drivers::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
         BUDGETS
@@ -665,7 +704,7 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
     };
     let x_fmt = |m: egui_plot::GridMark, _r: &std::ops::RangeInclusive<f64>| format!("{:.0}", 2f64.powf(m.value));
     plot_title_room(ui);
-    Plot::new("eviction-quality-bpb")
+    Plot::new(format!("{id}-bpb"))
         .height(hp)
         .legend(Legend::default())
         .allow_scroll(false)
@@ -686,7 +725,7 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
             }
         });
     plot_title_room(ui);
-    Plot::new("eviction-quality-recall")
+    Plot::new(format!("{id}-recall"))
         .height(hp)
         .legend(Legend::default())
         .allow_scroll(false)
