@@ -22,8 +22,10 @@ if [ ! -x "$WB" ]; then
   log "installing wasm-bindgen-cli $WB_VERSION (the version Cargo.lock pins) into $WB_ROOT"
   # --locked first; the crates.io mirror may lack one of its locked dependencies, then resolve afresh.
   # Without scripts/test.sh's clippy-driver wrapper: it lints kvscope, not the tools it installs.
-  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --locked --root "$WB_ROOT" \
-    || env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --root "$WB_ROOT"
+  # --debug: an unoptimised build of the tool takes 60 s here where the optimised one took 195 s, and it
+  # writes the same bundle byte for byte (checked on this wasm); it runs in 5.6 s instead of 1.4 s.
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --debug --locked --root "$WB_ROOT" \
+    || env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install wasm-bindgen-cli --version "$WB_VERSION" --debug --root "$WB_ROOT"
 fi
 
 log "cargo rustc --lib --crate-type cdylib --target wasm32-unknown-unknown --no-default-features --features web --profile web"
