@@ -374,6 +374,36 @@ pub struct HeadGrid<'a> {
     pub selected: (usize, usize),
 }
 
+/// One cell of a head grid: filled by (layer, head)'s value, outlined when selected, `label` on it.
+fn grid_cell(
+    painter: &egui::Painter,
+    g: &HeadGrid,
+    cell: egui::Rect,
+    at: (usize, usize),
+    label: &str,
+    font: &egui::FontId,
+) {
+    let m = (g.value)(at.0, at.1);
+    let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
+    let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+    painter.rect_filled(cell, 2.0, crate::style::c32(fill));
+    if at == g.selected {
+        painter.rect_stroke(
+            cell,
+            2.0,
+            egui::Stroke::new(2.5, crate::style::c32(crate::style::CURRENT)),
+            egui::StrokeKind::Outside,
+        );
+    }
+    painter.text(
+        cell.center(),
+        egui::Align2::CENTER_CENTER,
+        label,
+        font.clone(),
+        crate::style::ink_on(fill),
+    );
+}
+
 /// Draw `g` at the top of the available space and take its height.
 pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGrid) {
     let rect = ui.available_rect_before_wrap();
@@ -406,23 +436,13 @@ pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGr
                 egui::pos2(rect.min.x + cw * (h as f32 + 1.0) + 2.0, y + 2.0),
                 egui::vec2(cw - 4.0, ch - 4.0),
             );
-            let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
-            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
-            painter.rect_filled(cell, 2.0, crate::style::c32(fill));
-            if (l, h) == g.selected {
-                painter.rect_stroke(
-                    cell,
-                    2.0,
-                    egui::Stroke::new(2.5, crate::style::c32(crate::style::CURRENT)),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            painter.text(
-                cell.center(),
-                egui::Align2::CENTER_CENTER,
-                format!("{:.*}%", g.decimals, 100.0 * m),
-                font.clone(),
-                crate::style::ink_on(fill),
+            grid_cell(
+                &painter,
+                g,
+                cell,
+                (l, h),
+                &format!("{:.*}%", g.decimals, 100.0 * m),
+                &font,
             );
         }
     }
@@ -476,24 +496,7 @@ pub fn head_grid_by_layer(ui: &mut Ui, lang: crate::ui::text::Lang, g: &HeadGrid
                 egui::pos2(rect.min.x + label_w + cw * l as f32 + 1.0, y + 1.0),
                 egui::vec2(cw - 2.0, ch - 2.0),
             );
-            let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
-            let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
-            painter.rect_filled(cell, 2.0, crate::style::c32(fill));
-            if (l, h) == g.selected {
-                painter.rect_stroke(
-                    cell,
-                    2.0,
-                    egui::Stroke::new(2.5, crate::style::c32(crate::style::CURRENT)),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            painter.text(
-                cell.center(),
-                egui::Align2::CENTER_CENTER,
-                format!("{:.0}", 100.0 * m),
-                font.clone(),
-                crate::style::ink_on(fill),
-            );
+            grid_cell(&painter, g, cell, (l, h), &format!("{:.0}", 100.0 * m), &font);
         }
     }
     ui.allocate_rect(
