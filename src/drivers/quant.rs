@@ -421,6 +421,81 @@ pub struct QuantCell {
     pub out_rel_rms: f64,
     /// Whether attention ran through a kernel (false: the host simulation).
     pub kernel: bool,
+    /// What the cache held for K against the rows written: ‖K − dequant(K)‖ / ‖K‖ over every window,
+    /// layer and value (absent in tables stored before it was recorded).
+    #[serde(default)]
+    pub k_rel_err: Option<f64>,
+    /// V, as `k_rel_err`.
+    #[serde(default)]
+    pub v_rel_err: Option<f64>,
+}
+
+/// Per layer, KV head and channel, the largest |value| of the keys and values the model wrote over
+/// every window (the rows the cache stores: K after RoPE).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ChannelMax {
+    /// Layers.
+    pub layers: usize,
+    /// KV heads per layer.
+    pub kv_heads: usize,
+    /// Channels per head.
+    pub head_dim: usize,
+    /// `[layers × kv_heads, head_dim]`, row-major.
+    pub k: Vec<f32>,
+    /// V, as `k`.
+    pub v: Vec<f32>,
+}
+
+/// Sums of (a − b)² and a² over every value.
+fn err_sums(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
+    let (mut e, mut r) = (0f64, 0f64);
+    for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
+        e += f64::from(x - y).powi(2);
+        r += f64::from(*x).powi(2);
+    }
+    (e, r)
+}
+
+/// ‖a − b‖ / ‖a‖ over every value.
+pub fn rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    let (e, r) = err_sums(a, b);
+    (e / r.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Per (layer, KV head), per channel: the largest |x| over the tokens of `rows` (`[T, KVH, hd]` per
+/// layer), folded into `out` (`[layers × KVH, hd]`).
+pub fn fold_channel_max(out: &mut [f32], rows: &[Vec<f32>], kvh: usize, hd: usize) {
+    for (l, r) in rows.iter().enumerate() {
+        for (i, &x) in r.iter().enumerate() {
+            let at = l * kvh * hd + i % (kvh * hd);
+            out[at] = out[at].max(x.abs());
+        }
+    }
+}
+
+/// Per (layer, KV head), per channel: the largest |x| over the tokens of `rows` (`[T, KVH, hd]` per layer).
+pub fn channel_max(rows: &[Vec<f32>], kvh: usize, hd: usize) -> Vec<f32> {
+    let mut out = vec![0f32; rows.len() * kvh * hd];
+    fold_channel_max(&mut out, rows, kvh, hd);
+    out
+}
+
+/// The mean over (layer, KV head) rows of max channel / median channel.
+pub fn outlier_ratio(maxima: &[f32], hd: usize) -> f64 {
+    let rows: Vec<f64> = maxima
+        .chunks(hd)
+        .map(|c| {
+            let mut s = c.to_vec();
+            s.sort_by(f32::total_cmp);
+            let med = if s.len() % 2 == 1 {
+                s[s.len() / 2]
+            } else {
+                (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+            };
+            f64::from(s[s.len() - 1]) / f64::from(med).max(1e-12)
+        })
+        .collect();
+    rows.iter().sum::<f64>() / rows.len().max(1) as f64
 }
 
 /// The lesson's stored quality table (`kvscope export quant-table`).
@@ -442,6 +517,10 @@ pub struct QuantTable {
     pub backend: String,
     /// One cell per format, in [`CacheFormat::all`]'s order.
     pub cells: Vec<QuantCell>,
+    /// The keys' and values' channel maxima over the windows (from the f16 runs; absent in tables stored
+    /// before it was recorded).
+    #[serde(default)]
+    pub channels: Option<ChannelMax>,
     /// The decode benchmark run with it (`kvscope bench`'s P3 lines per format), if one ran.
     #[serde(default)]
     pub bench: Option<QuantBench>,
@@ -487,21 +566,41 @@ impl Model {
     ) -> Result<QuantTable, String> {
         let (held, text_source) = self.heldout_tokens(usize::MAX)?;
         let windows = windows.clamp(1, held.len() / 256);
+        let c = self.config;
+        let (kvh, hd) = (c.n_kv_heads, c.head_dim);
+        let mut channels = ChannelMax {
+            layers: c.n_layers,
+            kv_heads: kvh,
+            head_dim: hd,
+            k: vec![0.0; c.n_layers * kvh * hd],
+            v: vec![0.0; c.n_layers * kvh * hd],
+        };
         let mut cells = Vec::new();
         for fmt in CacheFormat::all(group, residual) {
             let (mut nll, mut count, mut rel) = (0f64, 0usize, 0f64);
+            let (mut ke, mut kr, mut ve, mut vr) = (0f64, 0f64, 0f64, 0f64);
             for wi in 0..windows {
                 let text = &held[wi * 256..(wi + 1) * 256];
                 let r = self.quant_run(text, fmt, backend)?;
                 nll += r.nll.iter().map(|&x| f64::from(x)).sum::<f64>();
                 count += self.tokenizer.byte_count(&text[1..]);
                 rel += r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
+                let (e, s) = err_sums(&r.k, &r.k_deq);
+                (ke, kr) = (ke + e, kr + s);
+                let (e, s) = err_sums(&r.v, &r.v_deq);
+                (ve, vr) = (ve + e, vr + s);
+                if cells.is_empty() {
+                    fold_channel_max(&mut channels.k, &r.k, kvh, hd);
+                    fold_channel_max(&mut channels.v, &r.v, kvh, hd);
+                }
             }
             cells.push(QuantCell {
                 format: fmt.name(),
                 bits_per_byte: nll / (std::f64::consts::LN_2 * count.max(1) as f64),
                 out_rel_rms: rel / windows as f64,
                 kernel: true,
+                k_rel_err: Some((ke / kr.max(f64::MIN_POSITIVE)).sqrt()),
+                v_rel_err: Some((ve / vr.max(f64::MIN_POSITIVE)).sqrt()),
             });
         }
         Ok(QuantTable {
@@ -512,6 +611,7 @@ impl Model {
             residual,
             backend: backend.kind().name().to_string(),
             cells,
+            channels: Some(channels),
             bench: None,
         })
     }

@@ -37,6 +37,8 @@ crate::views! {
         Kivi = "kivi",
         /// Bits per byte, bytes per token, tokens per pool and speed, per format.
         Table = "table",
+        /// SmolLM2-135M's stored channel maxima of K and V, and every format's errors and bits per byte.
+        Real = "real",
         /// The kernels that ran.
         Kernel = "kernel",
     }
@@ -110,6 +112,27 @@ pub const PLACEHOLDERS: &[&str] = &[
     "quality_verdict_zh",
     "speed_line",
     "speed_line_zh",
+    "real_windows",
+    "real_window_tokens",
+    "real_k_ratio",
+    "real_v_ratio",
+    "real_outlier_verdict",
+    "real_outlier_verdict_zh",
+    "real_top_where",
+    "real_top_where_zh",
+    "real_top_ratio",
+    "real_k_fixed",
+    "real_v_fixed",
+    "real_rows",
+    "real_k_err_token",
+    "real_k_err_channel",
+    "real_v_err_token",
+    "real_v_err_channel",
+    "real_granularity_verdict",
+    "real_granularity_verdict_zh",
+    "real_f16",
+    "real_quality_verdict",
+    "real_quality_verdict_zh",
 ];
 
 /// The formats the slider picks (1-based), in order.
@@ -251,41 +274,8 @@ fn err_map(a: &[f32], b: &[f32], t: usize, kvh: usize, hd: usize, h: usize) -> V
     m
 }
 
-/// ‖a − b‖ / ‖a‖ over every value.
-pub fn rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
-    let (mut e, mut r) = (0f64, 0f64);
-    for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
-        e += f64::from(x - y).powi(2);
-        r += f64::from(*x).powi(2);
-    }
-    (e / r.max(f64::MIN_POSITIVE)).sqrt()
-}
-
-/// Per (layer, KV head), per channel: the largest |x| over the tokens of `rows` (`[T, KVH, hd]` per layer).
-fn channel_max(rows: &[Vec<f32>], kvh: usize, hd: usize) -> Vec<f32> {
-    let mut out = vec![0f32; rows.len() * kvh * hd];
-    for (l, r) in rows.iter().enumerate() {
-        for (i, &x) in r.iter().enumerate() {
-            let at = l * kvh * hd + i % (kvh * hd);
-            out[at] = out[at].max(x.abs());
-        }
-    }
-    out
-}
-
-/// The mean over (layer, KV head) rows of max channel / median channel.
-pub fn outlier_ratio(maxima: &[f32], hd: usize) -> f64 {
-    let rows: Vec<f64> = maxima
-        .chunks(hd)
-        .map(|c| {
-            let mut s = c.to_vec();
-            s.sort_by(f32::total_cmp);
-            let med = if s.len() % 2 == 1 { s[s.len() / 2] } else { (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0 };
-            f64::from(s[s.len() - 1]) / f64::from(med).max(1e-12)
-        })
-        .collect();
-    rows.iter().sum::<f64>() / rows.len().max(1) as f64
-}
+use crate::drivers::quant::channel_max;
+pub use crate::drivers::quant::{outlier_ratio, rel_err};
 
 fn fmt_bpb(x: f64) -> String {
     format!("{x:.3}")
@@ -535,18 +525,7 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
     );
     v.push(("k_ratio", format!("{kr:.2}×")));
     v.push(("v_ratio", format!("{vr:.2}×")));
-    let (en, zh) = if kr > 2.0 * vr {
-        ("this model shows it: K's channels are far more uneven than V's", "这个模型表现出这一点：K 各通道的差异远大于 V")
-    } else if kr > 1.3 * vr {
-        ("this model shows it: K's channels are more uneven than V's", "这个模型表现出这一点：K 各通道比 V 更不均匀")
-    } else if kr > vr {
-        (
-            "this model shows it mildly: K's channels are more uneven than V's, but not by much",
-            "这个模型只轻微地表现出这一点：K 各通道比 V 更不均匀，但差得不多",
-        )
-    } else {
-        ("this model does not show it: V's channels are as uneven as K's", "这个模型没有表现出这一点：V 各通道与 K 一样不均匀")
-    };
+    let (en, zh) = outlier_words(kr, vr);
     v.push(("outlier_verdict", en.into()));
     v.push(("outlier_verdict_zh", zh.into()));
     if let (Some(t), Some(ch)) = (o.run("int8-token"), o.run("int8-channel")) {
@@ -555,26 +534,9 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
         v.push(("k_err_channel", pct(kc)));
         v.push(("v_err_token", pct(vt)));
         v.push(("v_err_channel", pct(vc)));
-        let (en, zh) = match (kc < kt, vc < vt) {
-            (true, false) => (
-                "Per channel suits K and per token suits V, as KIVI found.",
-                "按通道适合 K，按 token 适合 V，与 KIVI 的发现一致。",
-            ),
-            (true, true) => (
-                "Per channel wins for both here: its block of tokens shares a scale per channel, and on this model that fits V too. Part of the gain is the filling block, still in f16.",
-                "这里按通道对两者都更好：一块 token 的每个通道共享一个缩放因子，在这个模型上对 V 也合适。部分收益来自仍以 f16 保存的未满块。",
-            ),
-            (false, true) => (
-                "Here per token suits K and per channel suits V: the opposite of KIVI's finding.",
-                "这里按 token 适合 K，按通道适合 V：与 KIVI 的发现相反。",
-            ),
-            (false, false) => (
-                "Per token wins for both here: this model's channels are even enough that one scale per row is enough.",
-                "这里按 token 对两者都更好：这个模型各通道足够均匀，每行一个缩放因子就够了。",
-            ),
-        };
-        v.push(("granularity_verdict", en.into()));
-        v.push(("granularity_verdict_zh", zh.into()));
+        let (en, zh) = granularity_words(kt, kc, vt, vc, hd);
+        v.push(("granularity_verdict", en));
+        v.push(("granularity_verdict_zh", zh));
     }
     // KIVI's cost.
     let kivi_bits = match sel_f {
@@ -638,39 +600,184 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
             v.push(("scale_verdict", en));
             v.push(("scale_verdict_zh", zh));
         }
-        // Which formats stay within 0.01 bits per byte of f16.
-        let base = s.cell("f16").map_or(f64::NAN, |c| c.bits_per_byte);
-        let close: Vec<&str> = s
-            .cells
-            .iter()
-            .filter(|c| c.format != "f16" && c.bits_per_byte - base <= 0.01)
-            .map(|c| c.format.as_str())
-            .collect();
-        let worst = s.cells.iter().max_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte));
-        if let Some(w) = worst {
-            v.push((
-                "quality_verdict",
-                format!(
-                    "Within 0.01 bits per byte of f16: {}. The worst is {} at {}.",
-                    if close.is_empty() { "none".to_string() } else { close.join(", ") },
-                    w.format,
-                    fmt_bpb(w.bits_per_byte)
-                ),
-            ));
-            v.push((
-                "quality_verdict_zh",
-                format!(
-                    "与 f16 相差不超过 0.01 比特/字节的有：{}。最差的是 {}，为 {}。",
-                    if close.is_empty() { "无".to_string() } else { close.join("、") },
-                    w.format,
-                    fmt_bpb(w.bits_per_byte)
-                ),
-            ));
+        if let Some((en, zh)) = quality_words(s) {
+            v.push(("quality_verdict", en));
+            v.push(("quality_verdict_zh", zh));
         }
         v.push(("speed_line", s.speed_line(false)));
         v.push(("speed_line_zh", s.speed_line(true)));
     }
+    v.extend(real_numbers());
     v
+}
+
+/// Max over median channel of each (layer, KV head) row of `maxima` (`[rows, hd]`).
+fn row_ratios(maxima: &[f32], hd: usize) -> Vec<f64> {
+    maxima.chunks(hd).map(|c| outlier_ratio(c, hd)).collect()
+}
+
+/// In how many (layer, KV head) rows of `maxima` (`[rows, hd]`) the largest channel is one of the `top`
+/// channels that are most often a row's largest, and how many rows there are.
+fn fixed_channels(maxima: &[f32], hd: usize, top: usize) -> (usize, usize) {
+    let mut count = vec![0usize; hd];
+    let rows = maxima.chunks(hd).count();
+    for r in maxima.chunks(hd) {
+        if let Some(c) = (0..r.len()).max_by(|&a, &b| r[a].total_cmp(&r[b])) {
+            count[c] += 1;
+        }
+    }
+    count.sort_unstable_by(|a, b| b.cmp(a));
+    (count.iter().take(top).sum(), rows)
+}
+
+/// The real-model step's numbers, all from SmolLM2's stored table (`assets/measurements/smollm2/quant.json`).
+fn real_numbers() -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    let Some(s) = stored::embedded_smollm2() else {
+        return v;
+    };
+    v.push(("real_windows", s.windows.to_string()));
+    v.push(("real_window_tokens", TEXT.to_string()));
+    if let Some(ch) = &s.channels {
+        let hd = ch.head_dim;
+        let (kr, vr) = (outlier_ratio(&ch.k, hd), outlier_ratio(&ch.v, hd));
+        v.push(("real_k_ratio", format!("{kr:.2}×")));
+        v.push(("real_v_ratio", format!("{vr:.2}×")));
+        let (en, zh) = outlier_words(kr, vr);
+        v.push(("real_outlier_verdict", en.into()));
+        v.push(("real_outlier_verdict_zh", zh.into()));
+        // Whether the same few channels are the largest across layers and heads.
+        let (k_fixed, rows) = fixed_channels(&ch.k, hd, 4);
+        let (v_fixed, _) = fixed_channels(&ch.v, hd, 4);
+        v.push(("real_k_fixed", k_fixed.to_string()));
+        v.push(("real_v_fixed", v_fixed.to_string()));
+        v.push(("real_rows", rows.to_string()));
+        // The most uneven K row, and its largest channel.
+        let ratios = row_ratios(&ch.k, hd);
+        if let Some((row, r)) = ratios.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            let cells = &ch.k[row * hd..(row + 1) * hd];
+            let c = (0..hd).max_by(|&a, &b| cells[a].total_cmp(&cells[b])).unwrap_or(0);
+            let (l, h) = (row / ch.kv_heads, row % ch.kv_heads);
+            v.push(("real_top_where", format!("channel {c} of layer {l}'s KV head {h}")));
+            v.push(("real_top_where_zh", format!("第 {l} 层 KV 头 {h} 的通道 {c}")));
+            v.push(("real_top_ratio", format!("{r:.1}×")));
+        }
+    }
+    if let (Some(t), Some(c)) = (s.cell("int8-token"), s.cell("int8-channel"))
+        && let (Some(kt), Some(kc), Some(vt), Some(vc)) = (t.k_rel_err, c.k_rel_err, t.v_rel_err, c.v_rel_err)
+    {
+        v.push(("real_k_err_token", pct(kt)));
+        v.push(("real_k_err_channel", pct(kc)));
+        v.push(("real_v_err_token", pct(vt)));
+        v.push(("real_v_err_channel", pct(vc)));
+        let hd = s.channels.as_ref().map_or(0, |c| c.head_dim);
+        let (en, zh) = granularity_words(kt, kc, vt, vc, hd);
+        v.push(("real_granularity_verdict", en));
+        v.push(("real_granularity_verdict_zh", zh));
+    }
+    if let Some(c) = s.cell("f16") {
+        v.push(("real_f16", fmt_bpb(c.bits_per_byte)));
+    }
+    // How many formats stay within 0.01 bits per byte of f16, and the worst.
+    let base = s.cell("f16").map_or(f64::NAN, |c| c.bits_per_byte);
+    let others: Vec<_> = s.cells.iter().filter(|c| c.format != "f16").collect();
+    let close = others.iter().filter(|c| c.bits_per_byte - base <= 0.01).count();
+    if let Some(w) = others.iter().max_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte)) {
+        let label = CacheFormat::all(s.group, s.residual)
+            .into_iter()
+            .find(|f| f.name() == w.format)
+            .map_or(w.format.clone(), |f| format_label(&f));
+        v.push((
+            "real_quality_verdict",
+            format!(
+                "{close} of the {} other formats stay within 0.01 of it; the worst is {label} at {}.",
+                others.len(),
+                fmt_bpb(w.bits_per_byte)
+            ),
+        ));
+        v.push((
+            "real_quality_verdict_zh",
+            format!(
+                "其余 {} 种格式中有 {close} 种与它相差不超过 0.01；最差的是 {label}，为 {}。",
+                others.len(),
+                fmt_bpb(w.bits_per_byte)
+            ),
+        ));
+    }
+    v
+}
+
+/// Whether K's channels are more uneven than V's (max over median channel, `kr` for K, `vr` for V), in
+/// English and Chinese.
+fn outlier_words(kr: f64, vr: f64) -> (&'static str, &'static str) {
+    if kr > 2.0 * vr {
+        ("this model shows it: K's channels are far more uneven than V's", "这个模型表现出这一点：K 各通道的差异远大于 V")
+    } else if kr > 1.3 * vr {
+        ("this model shows it: K's channels are more uneven than V's", "这个模型表现出这一点：K 各通道比 V 更不均匀")
+    } else if kr > vr {
+        (
+            "this model shows it mildly: K's channels are more uneven than V's, but not by much",
+            "这个模型只轻微地表现出这一点：K 各通道比 V 更不均匀，但差得不多",
+        )
+    } else {
+        ("this model does not show it: V's channels are as uneven as K's", "这个模型没有表现出这一点：V 各通道与 K 一样不均匀")
+    }
+}
+
+/// Which INT8 granularity suits K and which suits V, from their relative errors per token (`kt`, `vt`)
+/// and per channel (`kc`, `vc`), in English and Chinese.
+fn granularity_words(kt: f64, kc: f64, vt: f64, vc: f64, hd: usize) -> (String, String) {
+    match (kc < kt, vc < vt) {
+        (true, false) => (
+            "Per channel suits K and per token suits V, as KIVI found.".into(),
+            "按通道适合 K，按 token 适合 V，与 KIVI 的发现一致。".into(),
+        ),
+        (true, true) => {
+            let b = crate::cache::formats::CHANNEL_BLOCK;
+            (
+                format!(
+                    "Per channel wins for both here: one of its scales covers {b} tokens of one channel, a smaller group than the {hd} channels of a token that one per-token scale covers, so it fits V too."
+                ),
+                format!(
+                    "这里按通道对两者都更好：它的一个缩放因子只覆盖一个通道上的 {b} 个 token，比按 token 时一个缩放因子覆盖的一个 token 的 {hd} 个通道更小，所以对 V 也合适。"
+                ),
+            )
+        }
+        (false, true) => (
+            "Here per token suits K and per channel suits V: the opposite of KIVI's finding.".into(),
+            "这里按 token 适合 K，按通道适合 V：与 KIVI 的发现相反。".into(),
+        ),
+        (false, false) => (
+            "Per token wins for both here: this model's channels are even enough that one scale per row is enough.".into(),
+            "这里按 token 对两者都更好：这个模型各通道足够均匀，每行一个缩放因子就够了。".into(),
+        ),
+    }
+}
+
+/// Which formats of table `s` stay within 0.01 bits per byte of f16, and the worst, in English and Chinese.
+fn quality_words(s: &crate::drivers::quant::QuantTable) -> Option<(String, String)> {
+    let base = s.cell("f16").map_or(f64::NAN, |c| c.bits_per_byte);
+    let close: Vec<&str> = s
+        .cells
+        .iter()
+        .filter(|c| c.format != "f16" && c.bits_per_byte - base <= 0.01)
+        .map(|c| c.format.as_str())
+        .collect();
+    let w = s.cells.iter().max_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte))?;
+    Some((
+        format!(
+            "Within 0.01 bits per byte of f16: {}. The worst is {} at {}.",
+            if close.is_empty() { "none".to_string() } else { close.join(", ") },
+            w.format,
+            fmt_bpb(w.bits_per_byte)
+        ),
+        format!(
+            "与 f16 相差不超过 0.01 比特/字节的有：{}。最差的是 {}，为 {}。",
+            if close.is_empty() { "无".to_string() } else { close.join("、") },
+            w.format,
+            fmt_bpb(w.bits_per_byte)
+        ),
+    ))
 }
 
 impl crate::drivers::quant::QuantTable {

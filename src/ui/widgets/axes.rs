@@ -32,6 +32,8 @@ pub enum Axes {
     LayerHeadDim,
     /// One row per dimension (channel), columns the tokens of a text (lesson 10's error along the text).
     DimToken,
+    /// One row per dimension (channel), columns (layer, KV head) (lesson 10's real-model channel maxima).
+    DimLayerHead,
 }
 
 impl Axes {
@@ -46,6 +48,7 @@ impl Axes {
             Axes::ResultDim => (lang.t("result", "结果"), lang.t("dim", "维度")),
             Axes::LayerHeadDim => (lang.t("layer·KV head", "层·KV 头"), lang.t("dim", "维度")),
             Axes::DimToken => (lang.t("dim", "维度"), lang.t("token", "token")),
+            Axes::DimLayerHead => (lang.t("dim", "维度"), lang.t("layer·KV head", "层·KV 头")),
         }
     }
 }
