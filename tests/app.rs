@@ -111,7 +111,6 @@ fn snapshots_of_every_step() {
         // K/V, which their last steps switched on); every step of the newest lesson.
         h.state_mut().lang = Lang::Zh;
         h.state_mut().goto(*i, n / 2);
-        h.state_mut().set_param("weights", 0);
         h.state_mut().set_param("model", 0);
         settle(&mut h);
         lesson_snapshot(&mut h, &format!("{id}-zh"), &mut failures);

@@ -48,10 +48,10 @@ min = 0
 max = 9999
 
 [[params]]
-id = "weights"
-kind = "bool"
-label = { en = "Trained", zh = "训练" }
-default = false
+id = "model"
+kind = "model"
+label = { en = "Model", zh = "模型" }
+default = 0
 
 [[params]]
 id = "prompt"
@@ -111,7 +111,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 14] = [
+    let cases: [(String, usize, usize, &str, &str); 15] = [
         (
             GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
             11,
@@ -138,7 +138,7 @@ fn each_mistake_names_its_line_and_column() {
             17,
             13,
             "uses `{oom_step}`, which lesson kind `attention` does not fill",
-            "fills no placeholders",
+            "placeholders of `attention`: model_layers",
         ),
         (
             GOOD.replace(r#"views = ["scores"]"#, "views = [\"scores\"]\nat = \"preempt\""),
@@ -200,6 +200,16 @@ fn each_mistake_names_its_line_and_column() {
             "index of a built-in text",
         ),
         (GOOD.replace("order = 1", "order = = 1"), 4, 9, "", "syntax"),
+        (
+            GOOD.replace(
+                "kind = \"model\"\nlabel = { en = \"Model\", zh = \"模型\" }\ndefault = 0",
+                "kind = \"model\"\nlabel = { en = \"Model\", zh = \"模型\" }\ndefault = 3",
+            ),
+            GOOD.lines().position(|l| l == "kind = \"model\"").unwrap() + 3,
+            11,
+            "model `model` has default 3",
+            "0 random weights, 1 the tiny model, 2 SmolLM2",
+        ),
         (
             GOOD.replace("format_version = 1", "format_version = 2"),
             1,

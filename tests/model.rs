@@ -302,7 +302,13 @@ fn lesson_5_serves_the_model_as_if_each_request_ran_alone() {
 fn the_offset_2_head_is_found() {
     use kvscope::lessons::attention_layer::heads::ModelHeads;
     use kvscope::model::heads::Pattern;
-    let m = ModelHeads::compute(0, 0, &kvscope::compute::CpuBackend::new()).unwrap();
+    let m = ModelHeads::compute(
+        kvscope::model::shared().unwrap(),
+        0,
+        0,
+        &kvscope::compute::CpuBackend::new(),
+    )
+    .unwrap();
     let l = m.labels[1].unwrap_or_else(|| panic!("head 1 has no label: {:?}", m.profiles[1]));
     assert_eq!(l.pattern, Pattern::Offset(2), "{l:?}");
     assert!(l.argmax >= 0.6, "{l:?}");

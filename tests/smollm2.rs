@@ -429,3 +429,39 @@ fn the_recall_needle_is_twelve_letter_tokens_repeated() {
         assert!(held.windows(NEEDLE_AT).any(|w| w == &t[..NEEDLE_AT]));
     }
 }
+
+/// The model switch (`kind = "model"`) offers SmolLM2's layers and heads without loading it: the
+/// constants must be the file's. Lesson 1's real-model step then runs one of its heads through the
+/// lesson's kernels, and on its text most of SmolLM2's heads are first-token sinks while the tiny
+/// model's are not (measured: 226 of 270 against 0 of 16).
+#[test]
+fn the_model_switch_runs_smollm2_in_lesson_1_and_its_heads_are_mostly_sinks() {
+    use kvscope::lessons::Output;
+    use kvscope::lessons::attention_layer::AttnOut;
+    use kvscope::model::smollm2::{HEADS, KV_HEADS, LAYERS};
+    let Some(m) = model() else { return };
+    assert_eq!(
+        (LAYERS, HEADS, KV_HEADS),
+        (m.config.n_layers, m.config.n_heads, m.config.n_kv_heads)
+    );
+    let lessons = kvscope::lessons::load_embedded().unwrap();
+    let l = lessons.iter().find(|l| l.id() == "attention-matrix").unwrap();
+    let b = kvscope::compute::CpuBackend::new();
+    let run = |model: i64, layer: i64| {
+        let mut p = kvscope::lessons::Params::new();
+        p.insert("model".into(), model);
+        p.insert("layer".into(), layer);
+        let out = kvscope::lessons::compute(l, &p, &b).unwrap();
+        let o = out.downcast_ref::<AttnOut>().unwrap();
+        assert!(
+            o.reports().iter().all(|r| r.passed()),
+            "the kernels agree with the f64 reference"
+        );
+        o.trained.as_ref().unwrap().census
+    };
+    let real = run(2, 20);
+    let tiny = run(1, 0);
+    assert_eq!(real.heads, LAYERS * HEADS);
+    assert!(2 * real.sinks > real.heads, "SmolLM2: {real:?}");
+    assert!(tiny.sinks * 4 < tiny.heads, "tiny: {tiny:?}");
+}

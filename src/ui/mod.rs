@@ -337,6 +337,8 @@ impl KvscopeApp {
         // The step's own settings (`set = { … }`), applied as if the user had moved those controls; a
         // control that another step of the lesson sets goes back to its default on a step that does not
         // (lesson 1's last step switches the trained model on; stepping back switches it off again).
+        // In the file's parameter order, so that a control another depends on (the model, before its
+        // layer slider) is set first.
         let sets = l.file.steps.get(self.step).map(|s| s.set_params()).unwrap_or_default();
         let mut restore = Vec::new();
         for s in &l.file.steps {
@@ -349,7 +351,11 @@ impl KvscopeApp {
                 }
             }
         }
-        for (k, v) in restore.into_iter().chain(sets) {
+        // In the file's parameter order, so that a control another depends on (the model, before its
+        // layer slider) is set first.
+        let mut all: Vec<(String, i64)> = restore.into_iter().chain(sets).collect();
+        all.sort_by_key(|(k, _)| l.file.params.iter().position(|p| p.id.get_ref() == k));
+        for (k, v) in all {
             self.set_param(&k, v);
         }
     }

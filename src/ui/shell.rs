@@ -316,6 +316,12 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                     }
                     return;
                 }
+                if prm.kind == crate::lesson_file::ParamKind::Model {
+                    if let Some(v) = model_param(ui, lang, &label, cur, (prm.lo(), prm.hi()), size) {
+                        app.set_param(id, v);
+                    }
+                    return;
+                }
                 if prm.kind == crate::lesson_file::ParamKind::Text {
                     if let Some(v) = text_param(ui, lang, id, &label, cur, size) {
                         app.set_param(id, v);
@@ -465,6 +471,33 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
 
 /// A text parameter: a list of the texts (built-in and typed so far) and a field to type a new one,
 /// used when Enter is pressed or the field loses focus. Returns the chosen text's id when it changed.
+/// A model switch (`kind = "model"`): one radio button per model in `lo..=hi`; a model that cannot run
+/// here is greyed, with what is missing and the command that fetches it.
+fn model_param(ui: &mut Ui, lang: Lang, label: &str, cur: i64, (lo, hi): (i64, i64), size: f32) -> Option<i64> {
+    use crate::model::choice::Choice;
+    let mut chosen = None;
+    ui.label(RichText::new(label).size(size * 0.9));
+    for c in Choice::ALL.into_iter().filter(|c| (lo..=hi).contains(&c.value())) {
+        let ok = c.available();
+        let [en, zh] = c.label();
+        let r = ui.add_enabled(
+            ok.is_ok(),
+            egui::RadioButton::new(cur == c.value(), RichText::new(lang.t(en, zh)).size(size * 0.9)),
+        );
+        if r.clicked() && cur != c.value() {
+            chosen = Some(c.value());
+        }
+        if let Err(why) = ok {
+            ui.label(
+                RichText::new(format!("{}: {why}", lang.t("unavailable", "不可用")))
+                    .small()
+                    .color(style::warn(ui.visuals())),
+            );
+        }
+    }
+    chosen
+}
+
 fn text_param(ui: &mut Ui, lang: Lang, id: &str, label: &str, cur: i64, size: f32) -> Option<i64> {
     use crate::model::texts;
     let short = |t: &str| {

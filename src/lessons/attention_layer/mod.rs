@@ -235,7 +235,7 @@ impl AttnOut {
         }
         v.push(f("out_fused", &self.fused));
         if let Some(t) = &self.trained {
-            let ids: Vec<i32> = t.tokens.iter().map(|&b| i32::from(b)).collect();
+            let ids: Vec<i32> = t.tokens.iter().map(|&b| b as i32).collect();
             v.push(NamedArray::new("tokens", &[ids.len()], ArrayData::I32(ids)));
         }
         v

@@ -7,6 +7,7 @@ use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
 use crate::lessons::{Lesson, Schema};
 use crate::math::{AttnShape, Mask};
+use crate::model::choice::Choice;
 
 crate::views! {
     /// The views of lesson 1.
@@ -53,15 +54,73 @@ pub fn layer_shape(p: &Params, heads: i64, kv_heads: i64) -> AttnShape {
     }
 }
 
-/// Lessons 1–2's "weights: trained model" switch: with it on, the text, layer and query head to show.
-pub fn trained_choice(p: &Params) -> Option<(i64, usize, usize)> {
-    (get(p, "weights", 0) != 0).then(|| {
+/// Lessons 1–2's model switch (`model`): with a trained model chosen, the model, the text, layer and
+/// query head to show (`None`: random weights).
+pub fn trained_choice(p: &Params) -> Option<(Choice, i64, usize, usize)> {
+    let choice = Choice::from_value(get(p, "model", 0));
+    (choice != Choice::Random).then(|| {
         (
+            choice,
             get(p, "prompt", 0),
             get(p, "layer", 0).max(0) as usize,
             get(p, "head", 0).max(0) as usize,
         )
     })
+}
+
+/// Lessons 1–2's layer and head sliders offer the chosen model's layers and query heads.
+pub fn model_slider_values(id: &str, p: &Params) -> Option<Vec<i64>> {
+    let (layers, heads) = Choice::from_value(get(p, "model", 0)).shape()?;
+    match id {
+        "layer" => Some((0..layers as i64).collect()),
+        "head" => Some((0..heads as i64).collect()),
+        _ => None,
+    }
+}
+
+/// Lessons 1–2 on a trained model: one head of `choice`'s model as a one-head layer.
+pub fn trained_layer(
+    (choice, text, layer, head): (Choice, i64, usize, usize),
+    mask: Mask,
+    unmasked: bool,
+    scaled: bool,
+    backend: &dyn Backend,
+) -> Result<AttnOut, String> {
+    let m = choice.model().ok_or("random weights have no model")??;
+    AttnOut::trained(m, text, layer, head, mask, unmasked, scaled, backend)
+}
+
+/// The placeholders lessons 1–2 fill from a trained model's head ([`trained_values`]).
+pub const TRAINED_PLACEHOLDERS: &[&str] = &[
+    "model_layers",
+    "model_heads",
+    "model_kv_heads",
+    "model_all_heads",
+    "model_tokens",
+    "model_sinks",
+    "model_previous",
+    "model_offsets",
+    "model_unlabelled",
+];
+
+/// Lessons 1–2's numbers about the trained model that ran, when one did.
+pub fn trained_values(out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+    let mut v = out.map(|o| o.values()).unwrap_or_default();
+    let Some(t) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.trained.as_ref()) else {
+        return v;
+    };
+    v.extend([
+        ("model_layers", t.layers.to_string()),
+        ("model_heads", t.n_heads.to_string()),
+        ("model_kv_heads", t.n_kv_heads.to_string()),
+        ("model_all_heads", t.census.heads.to_string()),
+        ("model_tokens", t.tokens.len().to_string()),
+        ("model_sinks", t.census.sinks.to_string()),
+        ("model_previous", t.census.previous.to_string()),
+        ("model_offsets", t.census.offsets.to_string()),
+        ("model_unlabelled", t.census.unlabelled.to_string()),
+    ]);
+    v
 }
 
 /// Lesson 1.
@@ -77,7 +136,11 @@ impl Schema for AttentionMatrix {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["seq", "d_model", "scale_on", "seed", "weights", "prompt", "layer", "head"]
+        &["seq", "d_model", "scale_on", "seed", "model", "prompt", "layer", "head"]
+    }
+
+    fn placeholders(&self) -> &'static [&'static str] {
+        TRAINED_PLACEHOLDERS
     }
 }
 
@@ -86,8 +149,16 @@ impl LessonKind for AttentionMatrix {
         ATTENTION_OPS
     }
 
+    fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
+        model_slider_values(id, p)
+    }
+
+    fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+        trained_values(out)
+    }
+
     fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
-        if super::get(p, "weights", 0) != 0 {
+        if trained_choice(p).is_some() {
             ["seq", "d_model", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
         } else {
             Vec::new()
@@ -97,17 +168,9 @@ impl LessonKind for AttentionMatrix {
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
         let scaled = get(p, "scale_on", 1) != 0;
-        if let Some((text, layer, head)) = trained_choice(p) {
+        if let Some(choice) = trained_choice(p) {
             // The model is causal: its heads never see the future, so neither does this view of one.
-            return Ok(Box::new(AttnOut::trained(
-                text,
-                layer,
-                head,
-                Mask::Causal,
-                false,
-                scaled,
-                backend,
-            )?));
+            return Ok(Box::new(trained_layer(choice, Mask::Causal, false, scaled, backend)?));
         }
         let shape = layer_shape(p, 1, 1);
         Ok(Box::new(AttnOut::compute_scaled(shape, Mask::None, seed, false, scaled, backend)?))

@@ -3,7 +3,7 @@
 
 
 use super::attention_layer::AttnOut;
-use super::attention_matrix::{ATTENTION_OPS, trained_choice};
+use super::attention_matrix::{ATTENTION_OPS, model_slider_values, trained_choice, trained_layer};
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
 use crate::lessons::{Lesson, Schema};
@@ -50,7 +50,7 @@ impl Schema for CausalMask {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["seq", "mask_on", "seed", "weights", "prompt", "layer", "head"]
+        &["seq", "mask_on", "seed", "model", "prompt", "layer", "head"]
     }
 }
 
@@ -59,8 +59,12 @@ impl LessonKind for CausalMask {
         ATTENTION_OPS
     }
 
+    fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
+        model_slider_values(id, p)
+    }
+
     fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
-        if super::get(p, "weights", 0) != 0 {
+        if trained_choice(p).is_some() {
             ["seq", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
         } else {
             Vec::new()
@@ -69,16 +73,8 @@ impl LessonKind for CausalMask {
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let seed = get(p, "seed", 0).max(0) as u64;
-        if let Some((text, layer, head)) = trained_choice(p) {
-            return Ok(Box::new(AttnOut::trained(
-                text,
-                layer,
-                head,
-                Mask::Causal,
-                true,
-                true,
-                backend,
-            )?));
+        if let Some(choice) = trained_choice(p) {
+            return Ok(Box::new(trained_layer(choice, Mask::Causal, true, true, backend)?));
         }
         // Lesson 2 has no width slider: one head of lesson 1's default width (d_model 16).
         let shape = AttnShape {

@@ -50,7 +50,7 @@ impl Schema for MultiHead {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["seq", "d_model", "heads", "kv_heads", "prompt", "layer", "seed"]
+        &["seq", "d_model", "heads", "kv_heads", "model", "prompt", "layer", "seed"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -64,7 +64,16 @@ impl Schema for MultiHead {
             "model_n_heads",
             "model_n_kv_heads",
             "model_tokens",
+            "model_units",
+            "model_units_zh",
             "model_labelled",
+            "model_layer_sinks",
+            "model_all_sinks",
+            "model_all_heads",
+            "model_about",
+            "model_about_zh",
+            "tiny_all_sinks",
+            "tiny_all_heads",
             "label_share_pct",
             "label_argmax_pct",
             "label_max_offset",
@@ -81,6 +90,7 @@ impl LessonKind for MultiHead {
         match id {
             "heads" => Some(divisors(get(p, "d_model", 32))),
             "kv_heads" => Some(divisors(get(p, "heads", 1))),
+            "layer" => super::attention_matrix::model_slider_values(id, p),
             _ => None,
         }
     }
@@ -107,11 +117,62 @@ impl LessonKind for MultiHead {
                 ("model_n_heads", m.n_heads.to_string()),
                 ("model_n_kv_heads", m.n_kv_heads.to_string()),
                 ("model_tokens", m.tokens.len().to_string()),
+                (
+                    "model_units",
+                    match m.model {
+                        crate::model::ModelName::Tiny => "bytes (one token each)",
+                        crate::model::ModelName::Smollm2 => "tokens",
+                    }
+                    .to_string(),
+                ),
+                (
+                    "model_units_zh",
+                    match m.model {
+                        crate::model::ModelName::Tiny => "字节（每个字节一个 token）",
+                        crate::model::ModelName::Smollm2 => "个 token",
+                    }
+                    .to_string(),
+                ),
                 ("model_labelled", m.labels.iter().flatten().count().to_string()),
+                (
+                    "model_layer_sinks",
+                    m.labels
+                        .iter()
+                        .flatten()
+                        .filter(|l| l.pattern == crate::model::heads::Pattern::FirstToken)
+                        .count()
+                        .to_string(),
+                ),
+                ("model_all_sinks", m.census.sinks.to_string()),
+                ("model_all_heads", m.census.heads.to_string()),
+                (
+                    "model_about",
+                    match m.model {
+                        crate::model::ModelName::Tiny => {
+                            "kvscope's tiny Llama-style model, trained here on English fortunes and Tang and Song poems, byte by byte"
+                        }
+                        crate::model::ModelName::Smollm2 => {
+                            "SmolLM2-135M-Instruct, pretrained by Hugging Face and read here from its 4-bit file"
+                        }
+                    }
+                    .to_string(),
+                ),
+                (
+                    "model_about_zh",
+                    match m.model {
+                        crate::model::ModelName::Tiny => "kvscope 的小型 Llama 风格模型，在这里按字节用英文 fortune 与唐诗宋词训练而成",
+                        crate::model::ModelName::Smollm2 => "SmolLM2-135M-Instruct，由 Hugging Face 预训练，这里从它的 4 位文件读入",
+                    }
+                    .to_string(),
+                ),
                 ("label_share_pct", format!("{}%", crate::model::heads::THRESHOLDS.0)),
                 ("label_argmax_pct", format!("{}%", crate::model::heads::THRESHOLDS.1)),
                 ("label_max_offset", crate::model::heads::MAX_OFFSET.to_string()),
             ]);
+            if let Some(t) = m.tiny_census {
+                v.push(("tiny_all_sinks", t.sinks.to_string()));
+                v.push(("tiny_all_heads", t.heads.to_string()));
+            }
         }
         v
     }
@@ -130,7 +191,20 @@ impl LessonKind for MultiHead {
         let seed = get(p, "seed", 0).max(0) as u64;
         let mut out = AttnOut::compute(shape, Mask::Causal, seed, false, backend)?;
         let (prompt, layer) = (get(p, "prompt", 0), get(p, "layer", 0).max(0) as usize);
-        out.model = Some(ModelHeads::compute(prompt, layer, backend)?);
+        // The file offers the tiny model and SmolLM2 (`min = 1`); random weights would have no heads.
+        let choice = match crate::model::choice::Choice::from_value(get(p, "model", 1)) {
+            crate::model::choice::Choice::Random => crate::model::choice::Choice::Tiny,
+            c => c,
+        };
+        let m = choice.model().ok_or("no model")??;
+        let mut heads = ModelHeads::compute(m, prompt, layer, backend)?;
+        if choice != crate::model::choice::Choice::Tiny {
+            let tiny = crate::model::shared().map_err(|e| e.to_string())?;
+            let ids = tiny.tokenizer.encode(&heads.prompt)?;
+            let pre = crate::model::memo::prefill_ids(tiny, &ids, backend)?;
+            heads.tiny_census = Some(crate::lessons::attention_layer::heads::HeadCensus::of(&pre.probs));
+        }
+        out.model = Some(heads);
         Ok(Box::new(out))
     }
 }

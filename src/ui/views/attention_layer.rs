@@ -55,8 +55,8 @@ pub fn token_ticks(cx: &mut ViewCtx, a: &AttnOut) {
 fn token_name(a: &AttnOut, i: usize) -> String {
     a.trained
         .as_ref()
-        .and_then(|t| t.tokens.get(i))
-        .map_or(String::new(), |&b| crate::model::byte_label(b))
+        .and_then(|t| t.names.get(i).cloned())
+        .unwrap_or_default()
 }
 
 /// `s` after a space, or nothing when empty.
@@ -509,6 +509,8 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     }
     let q = match seq_highlight(cx, a) {
         Highlight::Row(r) | Highlight::Cell(r, _) => r.min(t - 1),
+        // A step's row past this text's end (a BPE text has fewer tokens than bytes): its middle.
+        _ if cx.highlight.and_then(|h| h.row).is_some() => t / 2,
         _ => t - 1,
     };
     // Lesson 2's toggle: with the mask off, the lines come from the layer computed without it.
@@ -519,8 +521,9 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let probs = unmasked.map_or(&a.core.probs, |u| &u.probs);
     let row: Vec<f32> = (0..t).map(|j| probs[[0, q, j]]).collect();
     // The byte as a quoted label: the ticks' marks (‿ for a space) exist only in the monospace font.
-    let tok = m.tokens.get(q).map_or(String::new(), |&b| crate::model::byte_label(b));
-    let future: f32 = row[q + 1..].iter().sum();
+    let tok = m.names.get(q).cloned().unwrap_or_default();
+    // `+ 0.0`: an empty sum is −0.0, which would print as "-0.0%".
+    let future: f32 = row[q + 1..].iter().sum::<f32>() + 0.0;
     let mask_note = match (a.unmasked.is_some(), unmasked.is_some(), lang) {
         (false, _, _) => String::new(),
         (true, false, Lang::Zh) => "；因果掩码开：没有线通向未来".to_string(),
@@ -554,14 +557,22 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     );
 }
 
+/// A model as the views name it.
+pub fn model_name(m: crate::model::ModelName, lang: Lang) -> &'static str {
+    match m {
+        crate::model::ModelName::Tiny => lang.t("tiny trained model (kvscope-tiny)", "小型训练模型（kvscope-tiny）"),
+        crate::model::ModelName::Smollm2 => "SmolLM2-135M-Instruct",
+    }
+}
+
 pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
     let (lang, size) = (cx.lang, cx.size);
     let Some(m) = &a.trained else {
         ui.label(
             RichText::new(lang.t(
-                "Weights: random (seeded). Tick “Weights: trained model” under Parameters to run \
-                 kvscope's tiny trained model on a text instead.",
-                "权重：随机（带种子）。在“参数”中勾选“权重：训练好的模型”，即可改为在一段文本上运行 kvscope 的小型训练模型。",
+                "Weights: random (seeded). Choose a trained model under Parameters (Model) to run it on \
+                 a text instead.",
+                "权重：随机（带种子）。在“参数”的“模型”中选择一个训练好的模型，即可改为在一段文本上运行它。",
             ))
             .size(size),
         );
@@ -584,12 +595,24 @@ fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer:
         ui,
         match lang {
             Lang::Zh => format!(
-                "训练好的模型：第 {} 层（共 {} 层）· 查询头 {}（共 {} 个）· 它的 KV 头 {}（每 {} 个查询头共用一个）",
-                m.layer, m.layers, m.head, m.n_heads, m.kv_head, group
+                "{}：第 {} 层（共 {} 层）· 查询头 {}（共 {} 个）· 它的 KV 头 {}（每 {} 个查询头共用一个）",
+                model_name(m.model, lang),
+                m.layer,
+                m.layers,
+                m.head,
+                m.n_heads,
+                m.kv_head,
+                group
             ),
             _ => format!(
-                "trained model: layer {} of {} · query head {} of {} · its KV head {} (shared by {} query heads)",
-                m.layer, m.layers, m.head, m.n_heads, m.kv_head, group
+                "{}: layer {} of {} · query head {} of {} · its KV head {} (shared by {} query heads)",
+                model_name(m.model, lang),
+                m.layer,
+                m.layers,
+                m.head,
+                m.n_heads,
+                m.kv_head,
+                group
             ),
         },
         true,
@@ -601,7 +624,10 @@ fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer:
             lang.t("text", "文本"),
             m.text,
             m.tokens.len(),
-            lang.t("bytes = tokens", "字节 = token")
+            match m.model {
+                crate::model::ModelName::Tiny => lang.t("bytes = tokens", "字节 = token"),
+                crate::model::ModelName::Smollm2 => lang.t("tokens (BPE pieces)", "token（BPE 片段）"),
+            }
         ),
         false,
     );

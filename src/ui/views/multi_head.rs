@@ -410,7 +410,7 @@ fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
         .map(|h| (0..t).map(|j| m.probs[[h, q, j]]).collect())
         .collect();
     // The byte as a quoted label: the ticks' marks (‿ for a space) exist only in the monospace font.
-    let tok = m.tokens.get(q).map_or(String::new(), |&b| crate::model::byte_label(b));
+    let tok = m.names.get(q).cloned().unwrap_or_default();
     ui.add(
         egui::Label::new(
             RichText::new(match lang {
@@ -447,12 +447,35 @@ fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
     crate::ui::widgets::attention_lines(ui, &m.ticks, q, &heads, size);
 }
 
+/// A head's label in a few words ("sink 53%", "i−1 69%"), for grids of many heads.
+fn short_label(lang: crate::ui::text::Lang, label: Option<crate::model::heads::Label>) -> String {
+    use crate::model::heads::Pattern;
+    let zh = lang == crate::ui::text::Lang::Zh;
+    match label {
+        Some(l) => {
+            let pct = (l.share * 100.0).round();
+            match l.pattern {
+                Pattern::FirstToken if zh => format!("汇聚 {pct}%"),
+                Pattern::FirstToken => format!("sink {pct}%"),
+                p => format!("{} {pct}%", p.key(zh)),
+            }
+        }
+        None => lang.t("no pattern tested", "不符合所测模式").to_string(),
+    }
+}
+
 fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::ModelHeads) {
     let (lang, size) = (cx.lang, cx.size);
     let (l, p, h, kv) = (m.layer, &m.prompt, m.n_heads, m.n_kv_heads);
     let title = match lang {
-        crate::ui::text::Lang::Zh => format!("训练好的模型，第 {l} 层 · 文本：{p} · H {h} / KV {kv}"),
-        _ => format!("trained model, layer {l} · text: {p} · H {h} / KV {kv}"),
+        crate::ui::text::Lang::Zh => format!(
+            "{}，第 {l} 层 · 文本：{p} · H {h} / KV {kv}",
+            crate::ui::views::attention_layer::model_name(m.model, lang)
+        ),
+        _ => format!(
+            "{}, layer {l} · text: {p} · H {h} / KV {kv}",
+            crate::ui::views::attention_layer::model_name(m.model, lang)
+        ),
     };
     ui.label(RichText::new(title).strong().size(size));
     cx.widgets.heat.reserve_below = 1.6 * size;
@@ -461,10 +484,15 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
     let group = m.n_heads / m.n_kv_heads.max(1);
     for (k, r) in grid(rect, m.n_heads).into_iter().enumerate() {
         view_in(ui, r, |ui| {
-            let label = head_label(lang, m.labels[k], m.profiles[k]);
+            // Nine heads (SmolLM2) leave room for one line of title each: the short label.
+            let label = if m.n_heads > 4 {
+                short_label(lang, m.labels[k])
+            } else {
+                head_label(lang, m.labels[k], m.profiles[k])
+            };
             let title = format!("{} {k} (KV {}): {label}", cx.t("head", "头"), k / group.max(1));
             let probs = &m.probs;
-            let tokens = &m.tokens;
+            let names = &m.names;
             cx.widgets.heat.tokens = Some(m.ticks.clone());
             heat_panel(
                 cx,
@@ -477,11 +505,10 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
                 Highlight::None,
                 Axes::QueryKey,
                 &|(i, j)| {
-                    let ch = crate::model::byte_label;
                     format!(
                         "query {i} {} → key {j} {}: p = {:.4}",
-                        ch(tokens[i]),
-                        ch(tokens[j]),
+                        names[i],
+                        names[j],
                         probs[[k, i, j]]
                     )
                 },
