@@ -53,12 +53,15 @@ pub fn prefill_ids(m: &Model, ids: &[u32], backend: &dyn Backend) -> Result<Arc<
     get_or(&MEMO, key(backend, m, ids, 0), || m.prefill(ids, backend, false))
 }
 
-/// The committed model's greedy generation of `n` bytes after `prompt` through the static cache.
-pub fn generate_static(prompt: &[u8], n: usize, backend: &dyn Backend) -> Result<Arc<Generation>, String> {
-    static MEMO: Mutex<VecDeque<Entry<Generation>>> = Mutex::new(VecDeque::new());
-    let m = shared().map_err(|e| e.to_string())?;
-    let ids: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
-    get_or(&MEMO, key(backend, m, &ids, n), || {
+/// Model `m`'s greedy generation of `n` tokens after the ids `prompt` through the static cache.
+pub fn generate_static_ids(
+    m: &Model,
+    prompt: &[u32],
+    n: usize,
+    backend: &dyn Backend,
+) -> Result<Arc<Generation<u32>>, String> {
+    static MEMO: Mutex<VecDeque<Entry<Generation<u32>>>> = Mutex::new(VecDeque::new());
+    get_or(&MEMO, key(backend, m, prompt, n), || {
         m.generate(prompt, n, CacheKind::Static, &mut Sampler::greedy(), backend)
     })
 }

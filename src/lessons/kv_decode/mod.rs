@@ -57,7 +57,7 @@ impl Schema for KvDecode {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "text", "seed"]
+        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "model", "text", "seed"]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -91,7 +91,13 @@ impl LessonKind for KvDecode {
     fn compute(&self, lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
         let mut out = decode(p, backend)?;
         let text = get(p, "text", 0);
-        out.generation = Some(generate::ModelDecode::compute(text, out.generate, backend)?);
+        // The file offers the tiny model and SmolLM2 (`min = 1`).
+        let choice = match crate::model::choice::Choice::from_value(get(p, "model", 1)) {
+            crate::model::choice::Choice::Random => crate::model::choice::Choice::Tiny,
+            c => c,
+        };
+        let m = choice.model().ok_or("no model")??;
+        out.generation = Some(generate::ModelDecode::compute(m, text, out.generate, backend)?);
         out.model = lesson
             .file
             .models
@@ -158,6 +164,10 @@ const PLACEHOLDERS: &[&str] = &[
     "gen_layers",
     "gen_bytes_per_token",
     "gen_check",
+    "gen_prompt_tokens",
+    "gen_weight_bytes",
+    "gen_kv_bytes_last",
+    "gen_weight_share",
     "h100_balance",
 ];
 
@@ -523,10 +533,22 @@ impl Output for DecodeOut {
         if let Some(g) = &self.generation {
             v.extend([
                 ("gen_prompt", g.prompt.to_string()),
-                ("gen_steps", (g.bytes.len() - 1).to_string()),
+                ("gen_steps", (g.tokens.len() - 1).to_string()),
                 ("gen_layers", g.layers.to_string()),
                 ("gen_bytes_per_token", g.bytes_per_token().to_string()),
                 ("gen_check", format!("{:.1e}", g.check.max_abs)),
+                ("gen_prompt_tokens", g.prompt_tokens.to_string()),
+            ]);
+            // What the last decode step reads at batch 1: every weight (f32, as this CPU path holds
+            // them) and the K/V of every token cached so far (f16). (Its time is not shown: a frame
+            // must not change from run to run; `kvscope generate --model smollm2` measures it.)
+            let steps = g.tokens.len().saturating_sub(1);
+            let weights = (g.model.parameters * 4) as f64;
+            let kv_last = (g.bytes_per_token() * (g.prompt_tokens + steps)) as f64;
+            v.extend([
+                ("gen_weight_bytes", super::format_bytes(weights)),
+                ("gen_kv_bytes_last", super::format_bytes(kv_last)),
+                ("gen_weight_share", format!("{:.2}%", 100.0 * weights / (weights + kv_last))),
             ]);
         }
         v

@@ -77,21 +77,26 @@ impl LessonUi for KvDecode {
                 let f = &d.frames[c];
                 if let Some(g) = model {
                     // The model ran as many steps as the timeline has tokens, or fewer on a simulated GPU.
-                    let t = f.token.min(g.bytes.len() - 1);
+                    let t = f.token.min(g.tokens.len() - 1);
                     return if t == 0 {
                         format!(
                             "{} ({} {})",
                             lang.t("after prefill", "预填充完成"),
-                            g.prompt.len(),
-                            lang.t("prompt bytes, every layer", "个提示字节，所有层")
+                            g.prompt_tokens,
+                            match g.model_name() {
+                                crate::model::ModelName::Tiny =>
+                                    lang.t("prompt bytes, every layer", "个提示字节，所有层"),
+                                crate::model::ModelName::Smollm2 =>
+                                    lang.t("prompt tokens, every layer", "个提示 token，所有层"),
+                            }
                         )
                     } else {
                         format!(
                             "{} {t} / {} · {} {}",
                             lang.t("decode token", "解码 token"),
-                            g.bytes.len() - 1,
+                            g.tokens.len() - 1,
                             lang.t("position", "位置"),
-                            g.prompt.len() + t - 1
+                            g.prompt_tokens + t - 1
                         )
                     };
                 }
@@ -358,16 +363,20 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
 /// wrote into each layer.
 fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_decode::generate::ModelDecode) {
     let (lang, size) = (cx.lang, cx.size);
-    let t = t.min(g.bytes.len() - 1);
-    let prompt_len = g.prompt.len();
+    let t = t.min(g.tokens.len() - 1);
+    let prompt_len = g.prompt_tokens;
     // The text: the prompt, the bytes generated so far, the newest one highlighted.
     let mut job = egui::text::LayoutJob::default();
     let font = egui::FontId::monospace(size * 1.05);
     let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
     job.append(&g.prompt, 0.0, fmt(style::muted(ui.visuals())));
     // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
-    let shown = crate::model::bytes_as_text(&g.bytes[..=t]);
-    let done = crate::model::bytes_as_text(&g.bytes[..t]);
+    let shown = crate::model::bytes_as_text(&g.text_bytes(t));
+    let done = if t == 0 {
+        String::new()
+    } else {
+        crate::model::bytes_as_text(&g.text_bytes(t - 1))
+    };
     // The newest part: what differs from the text before this byte (a completed character replaces the
     // hex of its first bytes).
     let common: usize = shown
@@ -386,18 +395,23 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     job.append(new, 0.0, newest);
     job.wrap.max_width = ui.available_width();
     ui.label(job);
-    let emitted = format!("{} (p = {:.2})", crate::model::byte_label(g.bytes[t]), g.p[t]);
+    let emitted = format!("{} (p = {:.2})", g.label(g.tokens[t]), g.p[t]);
+    let unit = match g.model_name() {
+        crate::model::ModelName::Tiny => lang.t("prompt bytes", "个提示字节"),
+        crate::model::ModelName::Smollm2 => lang.t("prompt tokens", "个提示 token"),
+    };
     let line = if t == 0 {
         format!(
-            "{} {prompt_len} {} {emitted}",
+            "{} {prompt_len} {unit}{}{} {emitted}",
             lang.t("prefill: the", "预填充："),
+            lang.t(" ", ""),
             lang.t(
-                "prompt bytes go through every layer at once; their K and V fill the caches; the last position emits",
-                "个提示字节一次通过所有层，它们的 K 和 V 填入缓存；最后一个位置输出"
+                "go through every layer at once; their K and V fill the caches; the last position emits",
+                "一次通过所有层，它们的 K 和 V 填入缓存；最后一个位置输出"
             )
         )
     } else {
-        let (read, pos) = (crate::model::byte_label(g.bytes[t - 1]), prompt_len + t - 1);
+        let (read, pos) = (g.label(g.tokens[t - 1]), prompt_len + t - 1);
         match lang {
             crate::ui::text::Lang::Zh => {
                 format!("解码第 {t} 步：读入 {read}（位置 {pos}），把它的 K 和 V 写入每一层的缓存，输出 {emitted}")
@@ -426,7 +440,19 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     );
     let w = ui.available_width();
     let slot = (w / g.max_seq_len as f32).max(1.0);
-    for l in 0..g.layers {
+    // Every layer fills the same slots: a bar per layer for a small model, one bar for all of a deep one
+    // (SmolLM2's 30 would not fit a projected frame).
+    let bars: Vec<String> = if g.layers <= 8 {
+        (0..g.layers)
+            .map(|l| format!("{} {l}", lang.t("layer", "层")))
+            .collect()
+    } else {
+        vec![match lang {
+            crate::ui::text::Lang::Zh => format!("第 0–{} 层（每层相同）", g.layers - 1),
+            _ => format!("layers 0–{} (each the same)", g.layers - 1),
+        }]
+    };
+    for name in bars {
         let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
         let painter = ui.painter_at(r);
         painter.rect_filled(r, 2.0, style::c32(style::RESERVED));
@@ -446,7 +472,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
         painter.text(
             r.left_center() + egui::vec2(4.0, 0.0),
             egui::Align2::LEFT_CENTER,
-            format!("{} {l}", lang.t("layer", "层")),
+            name,
             egui::FontId::proportional(size * 0.7),
             style::ink_on(style::request(0)),
         );
@@ -543,10 +569,17 @@ fn next_byte_bars_at(
     let Some(logits) = g.logits.get(t) else { return };
     ui.add(
         egui::Label::new(
-            RichText::new(lang.t(
-                "next byte: softmax(logits / T), the 8 most likely",
-                "下一个字节：softmax(logits / T)，概率最高的 8 个",
-            ))
+            RichText::new(if g.model_name() == crate::model::ModelName::Smollm2 {
+                lang.t(
+                    "next token: softmax(logits / T), the 8 most likely",
+                    "下一个 token：softmax(logits / T)，概率最高的 8 个",
+                )
+            } else {
+                lang.t(
+                    "next byte: softmax(logits / T), the 8 most likely",
+                    "下一个字节：softmax(logits / T)，概率最高的 8 个",
+                )
+            })
             .strong()
             .size(size),
         )
@@ -566,10 +599,12 @@ fn next_byte_bars_at(
             ui.ctx().data_mut(|d| d.insert_temp(id, temp));
         }
     });
-    let dist = crate::lessons::kv_decode::generate::next_byte_dist(logits, temp, 8);
-    let emitted = g.bytes.get(t).copied();
+    let dist = crate::lessons::kv_decode::generate::next_token_dist(logits, temp, 8);
+    let emitted = g.tokens.get(t).copied();
     let font = egui::FontId::monospace(size * 0.85);
-    let label_w = size * 3.2;
+    // A BPE piece (" where") needs more room than a byte ('a').
+    let bpe = g.model_name() == crate::model::ModelName::Smollm2;
+    let label_w = size * if bpe { 5.2 } else { 3.2 };
     let value_w = size * 3.4;
     let row_h = size * 1.25;
     // Bars stay inside the visible part of the view (a wide widget above may have widened this ui).
@@ -583,7 +618,7 @@ fn next_byte_bars_at(
         painter.text(
             egui::pos2(rect.min.x, rect.center().y),
             egui::Align2::LEFT_CENTER,
-            crate::model::byte_label(b),
+            g.label(b),
             font.clone(),
             text,
         );
@@ -602,10 +637,17 @@ fn next_byte_bars_at(
     }
     ui.add(
         egui::Label::new(
-            RichText::new(lang.t(
-                "outlined: the byte the greedy decode emitted (the argmax, whatever T)",
-                "带框的是贪心解码输出的字节（argmax，与 T 无关）",
-            ))
+            RichText::new(if bpe {
+                lang.t(
+                    "outlined: the token the greedy decode emitted (the argmax, whatever T)",
+                    "带框的是贪心解码输出的 token（argmax，与 T 无关）",
+                )
+            } else {
+                lang.t(
+                    "outlined: the byte the greedy decode emitted (the argmax, whatever T)",
+                    "带框的是贪心解码输出的字节（argmax，与 T 无关）",
+                )
+            })
             .size(size * 0.9)
             .color(style::muted(ui.visuals())),
         )
@@ -620,10 +662,17 @@ fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::gene
         (
             format!(
                 "OK  {}: max abs {:.1e}",
-                cx.t(
-                    "last byte's logits through the cache = recomputing the whole text without one (f16 cache)",
-                    "经由缓存得到的最后一个字节的 logits = 不用缓存重新计算整段文本（f16 缓存）"
-                ),
+                if g.model_name() == crate::model::ModelName::Smollm2 {
+                    cx.t(
+                        "last token's logits through the cache = recomputing the whole text without one (f16 cache)",
+                        "经由缓存得到的最后一个 token 的 logits = 不用缓存重新计算整段文本（f16 缓存）",
+                    )
+                } else {
+                    cx.t(
+                        "last byte's logits through the cache = recomputing the whole text without one (f16 cache)",
+                        "经由缓存得到的最后一个字节的 logits = 不用缓存重新计算整段文本（f16 缓存）",
+                    )
+                },
                 r.max_abs
             ),
             style::pass(ui.visuals()),
