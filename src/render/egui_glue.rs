@@ -161,8 +161,8 @@ pub fn tick_label(v: f32) -> String {
     }
 }
 
-/// A vertical colorbar for `range` and `colormap` with five ticks (labels `font_size` points), drawn by
-/// the heatmap shader.
+/// A vertical colorbar for `range` and `colormap` with five ticks (three or two on a short bar; labels
+/// `font_size` points), drawn by the heatmap shader.
 pub fn colorbar(
     ui: &mut egui::Ui,
     id: u64,
@@ -197,8 +197,13 @@ pub fn colorbar(
             colorbar: true,
         },
     ));
-    for k in 0..=4 {
-        let t = k as f32 / 4.0;
+    // Five ticks where they fit (labels at least 1.1 lines apart), else three, else the two ends.
+    let steps = [4usize, 2]
+        .into_iter()
+        .find(|&n| bar.height() / n as f32 >= 1.1 * font_size)
+        .unwrap_or(1);
+    for k in 0..=steps {
+        let t = k as f32 / steps as f32;
         let y = bar.max.y - t * bar.height();
         let v = range.0 + t * (range.1 - range.0);
         ui.painter().text(

@@ -101,6 +101,8 @@ pub const TRAINED_PLACEHOLDERS: &[&str] = &[
     "model_previous",
     "model_offsets",
     "model_unlabelled",
+    "label_share_pct",
+    "label_argmax_pct",
 ];
 
 /// Lessons 1–2's numbers about the trained model that ran, when one did.
@@ -119,6 +121,8 @@ pub fn trained_values(out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
         ("model_previous", t.census.previous.to_string()),
         ("model_offsets", t.census.offsets.to_string()),
         ("model_unlabelled", t.census.unlabelled.to_string()),
+        ("label_share_pct", format!("{}%", crate::model::heads::THRESHOLDS.0)),
+        ("label_argmax_pct", format!("{}%", crate::model::heads::THRESHOLDS.1)),
     ]);
     v
 }

@@ -168,6 +168,8 @@ const PLACEHOLDERS: &[&str] = &[
     "gen_weight_bytes",
     "gen_kv_bytes_last",
     "gen_weight_share",
+    "gen_weight_bytes_16",
+    "gen_crossover_tokens",
     "h100_balance",
 ];
 
@@ -549,6 +551,12 @@ impl Output for DecodeOut {
                 ("gen_weight_bytes", super::format_bytes(weights)),
                 ("gen_kv_bytes_last", super::format_bytes(kv_last)),
                 ("gen_weight_share", format!("{:.2}%", 100.0 * weights / (weights + kv_last))),
+                // In 16 bits, as weights are usually served: where the K/V read per step passes them.
+                ("gen_weight_bytes_16", super::format_bytes((g.model.parameters * 2) as f64)),
+                (
+                    "gen_crossover_tokens",
+                    (g.model.parameters * 2).div_ceil(g.bytes_per_token()).to_string(),
+                ),
             ]);
         }
         v

@@ -152,7 +152,7 @@ impl LessonKind for MultiHead {
                             "kvscope's tiny Llama-style model, trained here on English fortunes and Tang and Song poems, byte by byte"
                         }
                         crate::model::ModelName::Smollm2 => {
-                            "SmolLM2-135M-Instruct, pretrained by Hugging Face and read here from its 4-bit file"
+                            "SmolLM2-135M-Instruct, pretrained and instruction-tuned by Hugging Face, read here from its 4-bit file"
                         }
                     }
                     .to_string(),
@@ -161,7 +161,7 @@ impl LessonKind for MultiHead {
                     "model_about_zh",
                     match m.model {
                         crate::model::ModelName::Tiny => "kvscope 的小型 Llama 风格模型，在这里按字节用英文 fortune 与唐诗宋词训练而成",
-                        crate::model::ModelName::Smollm2 => "SmolLM2-135M-Instruct，由 Hugging Face 预训练，这里从它的 4 位文件读入",
+                        crate::model::ModelName::Smollm2 => "SmolLM2-135M-Instruct，由 Hugging Face 预训练并做指令微调，这里从它的 4 位文件读入",
                     }
                     .to_string(),
                 ),

@@ -455,7 +455,7 @@ fn short_label(lang: crate::ui::text::Lang, label: Option<crate::model::heads::L
         Some(l) => {
             let pct = (l.share * 100.0).round();
             match l.pattern {
-                Pattern::FirstToken if zh => format!("汇聚 {pct}%"),
+                Pattern::FirstToken if zh => format!("汇聚头 {pct}%"),
                 Pattern::FirstToken => format!("sink {pct}%"),
                 p => format!("{} {pct}%", p.key(zh)),
             }

@@ -665,7 +665,7 @@ fn real(cx: &mut ViewCtx, ui: &mut Ui) {
                 .show(ui, |ui| {
                     for h in [
                         lang.t("format", "格式"),
-                        lang.t("bits/byte", "比特/字节"),
+                        lang.t("bits/byte (quality)", "比特/字节（质量）"),
                         lang.t("K error", "K 误差"),
                         lang.t("V error", "V 误差"),
                     ] {
@@ -687,8 +687,8 @@ fn real(cx: &mut ViewCtx, ui: &mut Ui) {
             ui,
             size,
             lang.t(
-                "error: RMS of x − dequant(x) over RMS of x, every value the cache held",
-                "误差：缓存所存全部值上 x − dequant(x) 的均方根除以 x 的均方根",
+                "bits/byte: the loss on the held-out text, lower is better (not a storage cost). Error: RMS of x − dequant(x) over RMS of x, every value the cache held",
+                "比特/字节：留出文本上的损失，越低越好（不是存储开销）。误差：缓存所存全部值上 x − dequant(x) 的均方根除以 x 的均方根",
             ),
         );
     });
