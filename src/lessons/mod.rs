@@ -506,6 +506,38 @@ pub fn any_nan(v: &[f32]) -> bool {
     v.iter().any(|x| x.is_nan())
 }
 
+/// The words a step's narration uses for the model that ran, so that a step switched to SmolLM2 says
+/// "tokens" where the tiny model's step says "bytes" (its tokens are bytes).
+pub const MODEL_WORDS: &[&str] = &["model_name", "model_name_zh", "unit", "units", "unit_zh"];
+
+/// The values of [`MODEL_WORDS`] for model `m`.
+pub fn model_words(m: crate::model::ModelName) -> Vec<(&'static str, String)> {
+    use crate::model::ModelName;
+    let [name, name_zh, unit, units, unit_zh] = match m {
+        ModelName::Tiny => [
+            "kvscope's tiny trained model (byte-level)",
+            "kvscope 的小型训练模型（按字节）",
+            "byte",
+            "bytes",
+            "字节",
+        ],
+        ModelName::Smollm2 => [
+            "SmolLM2-135M-Instruct",
+            "SmolLM2-135M-Instruct",
+            "token",
+            "tokens",
+            "token",
+        ],
+    };
+    vec![
+        ("model_name", name.into()),
+        ("model_name_zh", name_zh.into()),
+        ("unit", unit.into()),
+        ("units", units.into()),
+        ("unit_zh", unit_zh.into()),
+    ]
+}
+
 /// Format bytes with binary units.
 pub fn format_bytes(n: f64) -> String {
     const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -4,7 +4,7 @@
 /// model, 2 SmolLM2-135M-Instruct).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
-    /// Seeded random weights (lessons 1–2's shapes).
+    /// No model: seeded random weights (lessons 1–2's shapes) or random K/V (lesson 5).
     Random,
     /// The byte-level model trained here, embedded.
     Tiny,
@@ -37,7 +37,7 @@ impl Choice {
     /// Its name on the switch, in English and Chinese.
     pub fn label(self) -> [&'static str; 2] {
         match self {
-            Choice::Random => ["random weights (seeded)", "随机权重（带种子）"],
+            Choice::Random => ["seeded random numbers (no model)", "带种子的随机数（无模型）"],
             Choice::Tiny => ["tiny model (trained here, 0.8M)", "小模型（在此训练，0.8M）"],
             Choice::Smollm2 => [
                 "SmolLM2-135M-Instruct (real, 4-bit file)",
@@ -70,5 +70,16 @@ impl Choice {
             Choice::Tiny => Some(super::shared().map_err(|e| e.to_string())),
             Choice::Smollm2 => Some(super::smollm2::shared().map_err(|e| e.to_string())),
         }
+    }
+
+    /// The trained model of a lesson that runs no random weights (its file says `min = 1`): random
+    /// weights, had a hand-made state asked for them, fall back to the tiny model.
+    pub fn trained_model(self) -> Result<&'static super::Model, String> {
+        match self {
+            Choice::Random => Choice::Tiny,
+            c => c,
+        }
+        .model()
+        .unwrap_or_else(|| Err("no trained model".into()))
     }
 }

@@ -43,10 +43,17 @@ pub const HEADS: usize = 9;
 /// Its KV heads per layer (`llama.attention.head_count_kv`).
 pub const KV_HEADS: usize = 3;
 
+static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
+
+/// Whether [`shared`] has run to the end in this process (loaded, or failed): the app's "computing" hint
+/// says "loading SmolLM2" while it has not.
+pub fn loaded() -> bool {
+    MODEL.get().is_some()
+}
+
 /// The model, loaded once per process from [`default_path`] (seconds: the file is hashed and its weights
 /// dequantised); later calls get the same result, an error included.
 pub fn shared() -> Result<&'static Model, ModelError> {
-    static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
     MODEL
         .get_or_init(|| {
             if cfg!(not(feature = "native")) {

@@ -104,6 +104,8 @@ pub struct KvscopeApp {
     sync: bool,
     generation: u64,
     submitted: Option<(String, Params, BackendKind)>,
+    /// When the newest job was submitted (the "computing…" hint counts the seconds since).
+    submitted_at: web_time::Instant,
     output: Option<(u64, String, Arc<dyn Output>)>,
     /// The launches the backend reported while computing `output` (the kernel panel's "what ran").
     launches: Vec<crate::compute::launch::Launch>,
@@ -189,6 +191,7 @@ impl KvscopeApp {
             sync: config.sync,
             generation: 0,
             submitted: None,
+            submitted_at: web_time::Instant::now(),
             output: None,
             launches: Vec::new(),
             error: None,
@@ -469,6 +472,40 @@ impl KvscopeApp {
         !self.sync && self.done < self.generation
     }
 
+    /// What the status bar says while [`Self::computing`]: the seconds since the job was submitted, and
+    /// that SmolLM2 is being loaded when the job runs it for the first time in this process.
+    pub fn computing_hint(&self) -> String {
+        let lang = self.lang;
+        // (No seconds in sync mode, tests and `kvscope render`: their frames must not depend on timing.)
+        let secs = if self.sync {
+            String::new()
+        } else {
+            format!(" {:.1} s", self.submitted_at.elapsed().as_secs_f64())
+        };
+        let runs_smollm2 = self.lesson().is_some_and(|l| {
+            let params = self.params.get(l.id());
+            l.file.params.iter().any(|p| {
+                p.kind == crate::lesson_file::ParamKind::Model
+                    && crate::model::choice::Choice::from_value(
+                        params
+                            .and_then(|ps| ps.get(p.id.get_ref().as_str()).copied())
+                            .unwrap_or(p.default_value()),
+                    ) == crate::model::choice::Choice::Smollm2
+            })
+        });
+        if runs_smollm2 && !crate::model::smollm2::loaded() {
+            format!(
+                "{}{secs}",
+                lang.t(
+                    "loading SmolLM2-135M-Instruct (its first use: the file is hashed and its weights unpacked)…",
+                    "正在加载 SmolLM2-135M-Instruct（首次使用：校验文件并解包权重）…"
+                )
+            )
+        } else {
+            format!("{}{secs}", lang.t("computing…", "计算中…"))
+        }
+    }
+
     /// The error of the current lesson's computation, if it failed.
     pub fn error(&self) -> Option<&str> {
         let l = self.lesson()?;
@@ -523,6 +560,7 @@ impl KvscopeApp {
         self.generation += 1;
         self.jobs.submitted += 1;
         self.submitted = Some(key);
+        self.submitted_at = web_time::Instant::now();
         let job = Job {
             generation: self.generation,
             lesson: l,

@@ -212,8 +212,9 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
         ui.label(RichText::new(t).color(c));
         if app.computing() {
             ui.separator();
+            ui.add(egui::Spinner::new());
             ui.label(
-                RichText::new(lang.t("computing…", "计算中…"))
+                RichText::new(app.computing_hint())
                     .italics()
                     .color(style::muted(ui.visuals())),
             );
@@ -463,7 +464,8 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
         return;
     }
     let Some(out) = app.output().cloned() else {
-        ui.centered_and_justified(|ui| ui.label(RichText::new(lang.t("computing…", "计算中…")).italics()));
+        let hint = app.computing_hint();
+        ui.centered_and_justified(|ui| ui.label(RichText::new(hint).italics()));
         return;
     };
     app.draw_views(ui, &l, &out);

@@ -52,6 +52,10 @@ impl Schema for CausalMask {
     fn params(&self) -> &'static [&'static str] {
         &["seq", "mask_on", "seed", "model", "prompt", "layer", "head"]
     }
+
+    fn placeholders(&self) -> &'static [&'static str] {
+        super::MODEL_WORDS
+    }
 }
 
 impl LessonKind for CausalMask {
@@ -61,6 +65,14 @@ impl LessonKind for CausalMask {
 
     fn allowed_values(&self, id: &str, p: &Params) -> Option<Vec<i64>> {
         model_slider_values(id, p)
+    }
+
+    fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
+        let mut v = out.map(|o| o.values()).unwrap_or_default();
+        if let Some(t) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.trained.as_ref()) {
+            v.extend(super::model_words(t.model));
+        }
+        v
     }
 
     fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {

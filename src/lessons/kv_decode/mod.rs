@@ -92,11 +92,7 @@ impl LessonKind for KvDecode {
         let mut out = decode(p, backend)?;
         let text = get(p, "text", 0);
         // The file offers the tiny model and SmolLM2 (`min = 1`).
-        let choice = match crate::model::choice::Choice::from_value(get(p, "model", 1)) {
-            crate::model::choice::Choice::Random => crate::model::choice::Choice::Tiny,
-            c => c,
-        };
-        let m = choice.model().ok_or("no model")??;
+        let m = crate::model::choice::Choice::from_value(get(p, "model", 1)).trained_model()?;
         out.generation = Some(generate::ModelDecode::compute(m, text, out.generate, backend)?);
         out.model = lesson
             .file
@@ -171,6 +167,11 @@ const PLACEHOLDERS: &[&str] = &[
     "gen_weight_bytes_16",
     "gen_crossover_tokens",
     "h100_balance",
+    "model_name",
+    "model_name_zh",
+    "unit",
+    "units",
+    "unit_zh",
 ];
 
 /// One point of lesson 4's timeline.
@@ -533,6 +534,7 @@ impl Output for DecodeOut {
             ]);
         }
         if let Some(g) = &self.generation {
+            v.extend(super::model_words(g.model.name));
             v.extend([
                 ("gen_prompt", g.prompt.to_string()),
                 ("gen_steps", (g.tokens.len() - 1).to_string()),

@@ -66,6 +66,11 @@ impl Schema for MultiHead {
             "model_tokens",
             "model_units",
             "model_units_zh",
+            "model_name",
+            "model_name_zh",
+            "unit",
+            "units",
+            "unit_zh",
             "model_labelled",
             "model_layer_sinks",
             "model_all_sinks",
@@ -111,6 +116,7 @@ impl LessonKind for MultiHead {
             ]);
         }
         if let Some(m) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.model.as_ref()) {
+            v.extend(super::model_words(m.model));
             v.extend([
                 ("model_layer", m.layer.to_string()),
                 ("model_layers", m.layers.to_string()),
@@ -192,13 +198,9 @@ impl LessonKind for MultiHead {
         let mut out = AttnOut::compute(shape, Mask::Causal, seed, false, backend)?;
         let (prompt, layer) = (get(p, "prompt", 0), get(p, "layer", 0).max(0) as usize);
         // The file offers the tiny model and SmolLM2 (`min = 1`); random weights would have no heads.
-        let choice = match crate::model::choice::Choice::from_value(get(p, "model", 1)) {
-            crate::model::choice::Choice::Random => crate::model::choice::Choice::Tiny,
-            c => c,
-        };
-        let m = choice.model().ok_or("no model")??;
-        let mut heads = ModelHeads::compute(m, prompt, layer, backend)?;
-        if choice != crate::model::choice::Choice::Tiny {
+        let choice = crate::model::choice::Choice::from_value(get(p, "model", 1));
+        let mut heads = ModelHeads::compute(choice.trained_model()?, prompt, layer, backend)?;
+        if choice == crate::model::choice::Choice::Smollm2 {
             let tiny = crate::model::shared().map_err(|e| e.to_string())?;
             let ids = tiny.tokenizer.encode(&heads.prompt)?;
             let pre = crate::model::memo::prefill_ids(tiny, &ids, backend)?;

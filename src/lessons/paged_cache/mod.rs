@@ -217,14 +217,12 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
         frames: Vec::new(),
         served: None,
     };
-    // With the trained model on, it serves the requests: the engine's pools are the model's, one pair
-    // per layer, addressed through the same allocator and block tables. Else every token gets seeded
-    // random K/V in one layer of the lesson's shape.
-    let mut server = if get(p, "model", 0) != 0 {
-        let m = crate::model::shared().map_err(|e| e.to_string())?;
-        Some(serve::Server::new(m, shape.num_blocks, shape.block_size, &out.specs, seed))
-    } else {
-        None
+    // With a model chosen (the file offers the tiny one), it serves the requests: the engine's pools are
+    // the model's, one pair per layer, addressed through the same allocator and block tables. With random
+    // weights every token gets seeded random K/V in one layer of the lesson's shape.
+    let mut server = match crate::model::choice::Choice::from_value(get(p, "model", 0)).model() {
+        Some(m) => Some(serve::Server::new(m?, shape.num_blocks, shape.block_size, &out.specs, seed)),
+        None => None,
     };
     let engine = match &server {
         Some(s) => KvEngine::new(s.shape(), s.layers()),
