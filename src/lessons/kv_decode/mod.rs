@@ -365,14 +365,13 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
         let pos = prompt + t - 1;
         let mut h: Vec<Array2<f32>> = embed.iter().map(|e| e.slice(s![pos..pos + 1, ..]).to_owned()).collect();
         for (l, w) in weights.iter().enumerate() {
-            let mut q = Vec::with_capacity(batch * heads * hd);
-            let mut k_new = Vec::with_capacity(batch * kv_heads * hd);
-            let mut v_new = Vec::with_capacity(batch * kv_heads * hd);
-            for hb in &h {
-                q.extend(matmul(hb.view(), w.wq.view()).iter().copied());
-                k_new.extend(matmul(hb.view(), w.wk.view()).iter().copied());
-                v_new.extend(matmul(hb.view(), w.wv.view()).iter().copied());
-            }
+            // The batch's new tokens as one `[batch, d]` matrix: one product per weight matrix (the same
+            // numbers as one per request, row by row, without packing each weight `batch` times).
+            let hs = ndarray::concatenate(Axis(0), &h.iter().map(|hb| hb.view()).collect::<Vec<_>>())
+                .map_err(|e| e.to_string())?;
+            let q: Vec<f32> = matmul(hs.view(), w.wq.view()).iter().copied().collect();
+            let k_new: Vec<f32> = matmul(hs.view(), w.wk.view()).iter().copied().collect();
+            let v_new: Vec<f32> = matmul(hs.view(), w.wv.view()).iter().copied().collect();
             append(backend, &mut cache, l, pos, &k_new, &v_new)?;
             // The static cache of one layer is `[batch, kv_heads, max_seq_len, hd]`: a paged pool whose
             // blocks are max_seq_len long, one per request. The decode kernel reads it through that table.
@@ -413,16 +412,10 @@ fn decode(p: &Params, backend: &dyn Backend) -> Result<DecodeOut, String> {
                 }
                 row_values.extend(sc);
             }
-            let out = Array3::from_shape_vec((batch, heads, hd), got).map_err(|e| e.to_string())?;
+            let out = Array2::from_shape_vec((batch, heads * hd), got).map_err(|e| e.to_string())?;
+            let projected = matmul(out.view(), w.wo.view());
             h = (0..batch)
-                .map(|b| {
-                    let o = out
-                        .index_axis(Axis(0), b)
-                        .to_owned()
-                        .into_shape_with_order((1, heads * hd));
-                    let o = o.expect("contiguous");
-                    residual(&h[b], &matmul(o.view(), w.wo.view()))
-                })
+                .map(|b| residual(&h[b], &projected.slice(s![b..b + 1, ..]).to_owned()))
                 .collect();
             frames.push(DecodeFrame {
                 token: t,

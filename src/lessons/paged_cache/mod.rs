@@ -93,7 +93,7 @@ pub struct PagedOut {
     pub error: Option<String>,
     /// One frame per scheduler step.
     pub frames: Vec<PagedFrame>,
-    /// With "Serve the trained model" on: the model's side of every step (aligned with `frames`).
+    /// With the tiny model chosen under "Model served": the model's side of every step (aligned with `frames`).
     pub served: Option<serve::Served>,
 }
 
