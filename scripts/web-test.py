@@ -380,11 +380,9 @@ def main():
                   f"say so instead of computing: {', '.join(needs_real_model)}", flush=True)
 
         if a.mode == "webgpu":
-            # A lesson that needs too many readbacks for the browser says so instead of stalling. At the
-            # shortest stream (64 bytes: about 3,300 launches, still far past the limit) each of the 400
-            # replayed passes reruns less host work than at the default 400 bytes (37 s there in a cold CI).
+            # A lesson that needs too many readbacks for the browser says so instead of stalling.
             t3 = time.time()
-            d.js("location.hash = arguments[0];", "lesson=streaming&step=1&backend=wgpu&stream=64")
+            d.js("location.hash = arguments[0];", "lesson=streaming&step=1&backend=wgpu")
             st = wait_for(d, "lesson 8 on wgpu to give up", lambda s: s.get("lesson") == "streaming"
                           and "WebGPU readbacks" in (s.get("error") or ""), timeout=600)
             print(f"[webgpu] lesson 8 on wgpu stops with its reason ({time.time() - t3:.0f} s): {st['error'][:90]}…",
