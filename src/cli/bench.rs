@@ -530,15 +530,20 @@ fn serving(kind: BackendKind, store: Option<std::path::PathBuf>, model: &crate::
     if !tiny {
         outln!("(no draft model: the byte-level draft model cannot draft BPE tokens)");
     }
-    outln!("drafter  k  {unit}/s  plain {unit}/s  ratio");
+    outln!(
+        "drafter  k  {unit}/s  plain {unit}/s  ratio  accepted/pass  passes per output {}",
+        unit.trim_end_matches('s')
+    );
     for r in &speculative {
         outln!(
-            "{:7}  {}  {:7.1}  {:13.1}  {:5.2}",
+            "{:7}  {}  {:7.1}  {:13.1}  {:5.2}  {:13.2}  {:10.3}",
             r.drafter,
             r.k,
             r.bytes_per_second,
             r.plain_bytes_per_second,
-            r.bytes_per_second / r.plain_bytes_per_second
+            r.bytes_per_second / r.plain_bytes_per_second,
+            r.accepted_per_pass.unwrap_or(f64::NAN),
+            r.passes_per_token.unwrap_or(f64::NAN)
         );
     }
     if let Some(path) = store {

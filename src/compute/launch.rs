@@ -121,6 +121,22 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Launch>) {
     (out, got)
 }
 
+/// Run `f` outside any [`capture`] of this thread: its launches are reported to no one. For side
+/// computations that are not the op a lesson shows (lesson 12's acceptance counts on the CPU backend),
+/// so that the kernel panel and the launch counts stay those of the lesson's own run.
+pub fn uncaptured<T>(f: impl FnOnce() -> T) -> T {
+    /// Puts the enclosing record back (also when `f` panics).
+    struct Restore(Option<Vec<Launch>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            RECORD.with(|r| *r.borrow_mut() = outer);
+        }
+    }
+    let _restore = Restore(RECORD.with(|r| r.borrow_mut().take()));
+    f()
+}
+
 /// Tile edge of the 2-D attention kernels (scores and P·V).
 pub const TILE: usize = 16;
 /// Threads of the 1-D kernels.

@@ -19,6 +19,11 @@ pub const STORED_PATH: &str = "assets/measurements/serving.json";
 
 const STORED_FILE: &str = include_str!("../../../assets/measurements/serving.json");
 
+/// Where SmolLM2-135M's stored measurement lives (the same command with `--model smollm2`).
+pub const STORED_SMOLLM2_PATH: &str = "assets/measurements/smollm2/serving.json";
+
+const STORED_SMOLLM2_FILE: &str = include_str!("../../../assets/measurements/smollm2/serving.json");
+
 /// The budgets measured: chunked at each, and whole prompts at the last (the smallest power of two
 /// that holds the default scenario's long request without chunking).
 pub const BUDGETS: [usize; 5] = [16, 32, 64, 128, 256];
@@ -99,11 +104,23 @@ pub struct SpecRow {
     pub bytes_per_second: f64,
     /// Plain decode's, in the same runs (best of three).
     pub plain_bytes_per_second: f64,
+    /// Drafts accepted per verification pass (greedy, so the same in every run). Absent in files
+    /// written before it was stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_per_pass: Option<f64>,
+    /// Target passes per generated token (1 for plain decode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes_per_token: Option<f64>,
 }
 
 /// The stored measurement shipped with the app.
 pub fn stored() -> Result<StoredServing, String> {
     serde_json::from_str(STORED_FILE).map_err(|e| format!("{STORED_PATH}: {e}"))
+}
+
+/// The stored measurement of SmolLM2-135M-Instruct (rates in tokens per second).
+pub fn stored_smollm2() -> Result<StoredServing, String> {
+    serde_json::from_str(STORED_SMOLLM2_FILE).map_err(|e| format!("{STORED_SMOLLM2_PATH}: {e}"))
 }
 
 /// The default speculative prompt: the first 128 held-out bytes.
@@ -250,9 +267,11 @@ pub fn measure_spec<T: TokenId>(
     for (name, drafter) in drafters {
         for &k in &SPEC_KS {
             let (mut best, mut plain) = (0.0f64, 0.0f64);
+            let (mut accepted, mut passes) = (0.0, 0.0);
             for _ in 0..3 {
                 let r = model.speculative(prompt, SPEC_BYTES, &cfg(drafter, k), backend)?;
                 best = best.max(r.bytes_per_second());
+                (accepted, passes) = (r.mean_accepted(), r.passes_per_byte());
                 let p = model.speculative(prompt, SPEC_BYTES, &cfg(Drafter::None, k), backend)?;
                 plain = plain.max(p.bytes_per_second());
             }
@@ -261,6 +280,8 @@ pub fn measure_spec<T: TokenId>(
                 k,
                 bytes_per_second: best,
                 plain_bytes_per_second: plain,
+                accepted_per_pass: Some(accepted),
+                passes_per_token: Some(passes),
             });
         }
     }

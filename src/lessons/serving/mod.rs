@@ -30,6 +30,8 @@ crate::views! {
         Speculative = "speculative",
         /// Acceptance by position, passes per byte, bytes per second and memory.
         SpecStats = "spec_stats",
+        /// The same measurements on SmolLM2-135M (stored) beside the tiny model's.
+        Real = "real",
         /// The kernel that ran.
         Kernel = "kernel",
     }
@@ -93,6 +95,16 @@ pub const PLACEHOLDERS: &[&str] = &[
     "spec_speed",
     "equal",
     "check_err",
+    "real_stored_on",
+    "real_k",
+    "real_speedup",
+    "real_accepted",
+    "real_passes",
+    "tiny_speedup",
+    "tiny_accepted",
+    "real_prefill_tokens",
+    "real_prefill_decodes",
+    "tiny_prefill_decodes",
 ];
 
 /// The two models of the device-fact comparison: MHA (no KV sharing) and GQA.
@@ -177,6 +189,11 @@ pub struct ServingOut {
     pub stored: measure::StoredServing,
     /// The device-fact models.
     pub fact_models: Vec<ModelSpec>,
+    /// SmolLM2-135M's stored measurement (the real-model step).
+    pub real: measure::StoredServing,
+    /// The tiny model's prompt-lookup runs at each stored k, live: (k, drafts accepted per pass, target
+    /// passes per byte).
+    pub tiny_ngram: Vec<(usize, f64, f64)>,
     numbers: Vec<(&'static str, String)>,
 }
 
@@ -295,6 +312,28 @@ impl LessonKind for Serving {
             Err(_) => chunk,
         };
         let stored = measure::stored()?;
+        let real = measure::stored_smollm2()?;
+        // Prompt lookup on the tiny model at each k the stored files time: counts (greedy), so computed
+        // here, on the CPU backend whatever the lesson's (a few milliseconds each; on a simulated GPU
+        // they would multiply the lesson's launches), and outside the launch capture: the kernel step
+        // shows the lesson's verification pass, not these.
+        let tiny_ngram = crate::compute::launch::uncaptured(|| {
+            measure::SPEC_KS
+            .iter()
+            .map(|&k| {
+                let c = SpecConfig {
+                    drafter: Drafter::Ngram { min_n: 1, max_n: 3 },
+                    k,
+                    temperature: 0.0,
+                    seed: 0,
+                    block_size,
+                };
+                model
+                    .speculative(prompt, measure::SPEC_BYTES, &c, &crate::compute::CpuBackend)
+                    .map(|r| (k, r.mean_accepted(), r.passes_per_byte()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+        })?;
         let fact_models = FACT_MODELS
             .iter()
             .map(|n| calc::configs::bundled(n))
@@ -312,6 +351,8 @@ impl LessonKind for Serving {
             chunk,
             stored,
             fact_models,
+            real,
+            tiny_ngram,
             numbers: Vec::new(),
         };
         o.numbers = numbers(&o);
@@ -358,6 +399,78 @@ impl ServingOut {
             })
             .collect()
     }
+}
+
+/// The median of `xs` (NaN when empty).
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() { f64::NAN } else { xs[xs.len() / 2] }
+}
+
+/// Plain decode's rate in a stored file: the median over its prompt-lookup rows (each row timed plain
+/// decode again, so their spread is the timing noise).
+fn plain_rate(s: &measure::StoredServing) -> f64 {
+    median(
+        s.speculative
+            .iter()
+            .filter(|r| r.drafter == "ngram")
+            .map(|r| r.plain_bytes_per_second)
+            .collect(),
+    )
+}
+
+/// The real-model step's numbers: SmolLM2's stored file beside the tiny model's (stored rates, live
+/// acceptance counts).
+fn real_numbers(o: &ServingOut, v: &mut Vec<(&'static str, String)>) {
+    let ratio = |r: &measure::SpecRow| r.bytes_per_second / r.plain_bytes_per_second;
+    let best = o
+        .real
+        .speculative
+        .iter()
+        .filter(|r| r.drafter == "ngram")
+        .max_by(|a, b| ratio(a).total_cmp(&ratio(b)));
+    let dash = || "-".to_string();
+    v.push((
+        "real_stored_on",
+        format!("{} ({}, {})", o.real.machine, o.real.backend, o.real.date),
+    ));
+    v.push(("real_k", best.map_or_else(dash, |r| r.k.to_string())));
+    v.push(("real_speedup", best.map_or_else(dash, |r| format!("{:.2}×", ratio(r)))));
+    v.push((
+        "real_accepted",
+        best.and_then(|r| r.accepted_per_pass).map_or_else(dash, |a| format!("{a:.2}")),
+    ));
+    v.push((
+        "real_passes",
+        best.and_then(|r| r.passes_per_token).map_or_else(dash, |a| format!("{a:.2}")),
+    ));
+    let k = best.map_or(0, |r| r.k);
+    let tiny = o.stored.speculative.iter().find(|r| r.drafter == "ngram" && r.k == k);
+    v.push(("tiny_speedup", tiny.map_or_else(dash, |r| format!("{:.2}×", ratio(r)))));
+    v.push((
+        "tiny_accepted",
+        o.tiny_ngram
+            .iter()
+            .find(|t| t.0 == k)
+            .map_or_else(dash, |t| format!("{:.2}", t.1)),
+    ));
+    // What one pass over many tokens costs against one decode step: the shortest recompute (a prefill)
+    // in decode steps of the same model, from each file.
+    let prefill_decodes = |s: &measure::StoredServing| {
+        s.offload.first().map(|r| r.recompute_seconds * plain_rate(s))
+    };
+    v.push((
+        "real_prefill_tokens",
+        o.real.offload.first().map_or_else(dash, |r| r.tokens.to_string()),
+    ));
+    v.push((
+        "real_prefill_decodes",
+        prefill_decodes(&o.real).map_or_else(dash, |x| format!("{x:.1}")),
+    ));
+    v.push((
+        "tiny_prefill_decodes",
+        prefill_decodes(&o.stored).map_or_else(dash, |x| format!("{x:.1}")),
+    ));
 }
 
 fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
@@ -440,6 +553,7 @@ fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
         "stored_on",
         format!("{} ({}, {})", o.stored.machine, o.stored.backend, o.stored.date),
     ));
+    real_numbers(o, &mut v);
     // The chunk of the verification pass.
     let (pos, rows, _) = o.chunk;
     v.push(("chunk_rows", rows.to_string()));

@@ -84,7 +84,11 @@ pub fn policy_name(lang: Lang, p: EvictPolicy) -> &'static str {
 }
 
 fn policy_color(p: EvictPolicy) -> Color32 {
-    style::series(EvictPolicy::ALL.iter().position(|&q| q == p).unwrap_or(0))
+    style::c32(policy_rgba(p))
+}
+
+fn policy_rgba(p: EvictPolicy) -> style::Rgba {
+    style::request(EvictPolicy::ALL.iter().position(|&q| q == p).unwrap_or(0))
 }
 
 fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
@@ -471,11 +475,17 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     sim_capped(cx, ui, o.len(), o.capped_from);
-    let hp = (ui.available_height() - 5.5 * size).max(100.0);
+    // The legend under the plot: inside it, it covered the lines.
+    let mut entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
+        .iter()
+        .map(|&p| (policy_rgba(p), policy_name(lang, p)))
+        .collect();
+    entries.push((style::CURRENT, lang.t("the prompt ends", "提示词结束")));
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let hp = (ui.available_height() - 5.5 * size - legend_h).max(100.0);
     plot_title_room(ui);
     Plot::new("eviction-growth")
         .height(hp)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("byte read (step)", "读取的字节（步）"))
         .y_axis_label(lang.t("tokens attended per KV head per layer", "每层每个 KV 头关注的 token 数"))
@@ -496,6 +506,7 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
                     .color(style::c32(style::CURRENT)),
             );
         });
+    legend(ui, &entries, size * 0.85);
     note(
         ui,
         size,
@@ -695,7 +706,18 @@ fn quality_real(cx: &mut ViewCtx, ui: &mut Ui) {
 fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::QualityTable, id: &str) {
     let lang = cx.lang;
     let size = cx.size;
-    let hp = ((ui.available_height() - 2.0 * size) / 2.0 - size).max(90.0);
+    // One legend for both plots, under them: inside a plot it covered the curves' ends (H2O's recall at
+    // the largest budget on SmolLM2).
+    let mut entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
+        .iter()
+        .map(|&p| (policy_rgba(p), policy_name(lang, p)))
+        .collect();
+    entries.push((
+        style::MASKED,
+        lang.t("chance: 1 in 26 (recall)", "随机猜测：1/26（回忆）"),
+    ));
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let hp = ((ui.available_height() - 2.0 * size - legend_h) / 2.0 - size).max(90.0);
     let series = |f: fn(&crate::drivers::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
         BUDGETS
             .iter()
@@ -706,7 +728,6 @@ fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::Quali
     plot_title_room(ui);
     Plot::new(format!("{id}-bpb"))
         .height(hp)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t(
             "budget K (tokens per KV head per layer)",
@@ -727,7 +748,6 @@ fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::Quali
     plot_title_room(ui);
     Plot::new(format!("{id}-recall"))
         .height(hp)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t(
             "budget K (tokens per KV head per layer)",
@@ -739,11 +759,17 @@ fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::Quali
         .show(ui, |pl| {
             for p in EvictPolicy::ALL {
                 pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
+                pl.points(
+                    Points::new("", series(|c| c.recall, p))
+                        .radius(3.0)
+                        .color(policy_color(p)),
+                );
             }
             pl.hline(
                 HLine::new(lang.t("chance: 1 in 26", "随机猜测：1/26"), 1.0 / 26.0).color(style::c32(style::MASKED)),
             );
         });
+    legend(ui, &entries, size * 0.85);
 }
 
 fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {

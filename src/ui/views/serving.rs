@@ -24,6 +24,7 @@ impl LessonUi for Serving {
                 fitted_height(ui, "serve-spec", key, cx.size, |ui, size| speculative(cx, ui, o, size));
             }
             View::SpecStats => fitted_height(ui, "serve-stats", key, cx.size, |ui, size| spec_stats(cx, ui, o, size)),
+            View::Real => real(cx, ui, o),
             View::Kernel => {
                 check_line(
                     cx,
@@ -735,5 +736,132 @@ fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
             measure::SPEC_BYTES,
             lang.t("bytes", "字节"),
         ),
+    );
+}
+
+/// The tiny model's and SmolLM2's colours in the real-model step.
+const TINY: style::Rgba = style::REQUESTS[0];
+const REAL: style::Rgba = style::REQUESTS[2];
+
+/// Lesson 12 on SmolLM2-135M: prompt lookup's speed-up over plain decode at each k, SmolLM2's stored
+/// measurement beside the tiny model's, with the drafts each verification pass accepts.
+fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
+    use egui_plot::{Bar, BarChart, HLine, Plot};
+    let size = cx.size;
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        lang.t(
+            "Prompt lookup against plain decode, by k: SmolLM2-135M-Instruct beside the tiny model (both stored)",
+            "提示查找对比普通解码，按 k：SmolLM2-135M-Instruct 与小模型（均为存储的实测）",
+        ),
+    );
+    let ratio = |s: &measure::StoredServing, k: usize| {
+        s.speculative
+            .iter()
+            .find(|r| r.drafter == "ngram" && r.k == k)
+            .map(|r| r.bytes_per_second / r.plain_bytes_per_second)
+    };
+    let entries = [
+        (TINY, lang.t("tiny model (bytes)", "小模型（字节）")),
+        (
+            REAL,
+            lang.t("SmolLM2-135M-Instruct (tokens)", "SmolLM2-135M-Instruct（token）"),
+        ),
+        (style::MASKED, lang.t("plain decode (1×)", "普通解码（1×）")),
+    ];
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let hp = ((ui.available_height() - legend_h) * 0.5).max(120.0);
+    let ks = measure::SPEC_KS;
+    let bars = |s: &measure::StoredServing, dx: f64, c: style::Rgba| -> Vec<Bar> {
+        ks.iter()
+            .enumerate()
+            .filter_map(|(i, &k)| ratio(s, k).map(|v| Bar::new(i as f64 + dx, v).width(0.38).fill(style::c32(c))))
+            .collect()
+    };
+    let (tiny, real) = (bars(&o.stored, -0.2, TINY), bars(&o.real, 0.2, REAL));
+    crate::ui::widgets::plot_title_room(ui);
+    Plot::new("serve-real")
+        .height(hp)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .allow_zoom(false)
+        .include_y(0.0)
+        .x_axis_label(lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"))
+        .y_axis_label(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
+        .x_axis_formatter(move |m, _| {
+            let i = m.value.round();
+            if (m.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < ks.len() {
+                format!("k = {}", ks[i as usize])
+            } else {
+                String::new()
+            }
+        })
+        .show(ui, |pl| {
+            pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
+            pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
+            pl.hline(HLine::new(lang.t("plain decode", "普通解码"), 1.0).color(style::c32(style::MASKED)));
+        });
+    legend(ui, &entries, size * 0.85);
+    ui.add_space(size * 0.3);
+    let real_row = |k: usize| o.real.speculative.iter().find(|r| r.drafter == "ngram" && r.k == k);
+    fitted_table(ui, "serve-real-table", size, |ui, size| {
+        egui::Grid::new("serve-real-table").striped(true).show(ui, |ui| {
+            header(
+                ui,
+                size,
+                &[
+                    "k",
+                    lang.t("SmolLM2: speed-up", "SmolLM2：加速"),
+                    lang.t("accepted / pass", "每次验证接受"),
+                    lang.t("passes / token", "每 token 的前向次数"),
+                    lang.t("tiny: speed-up", "小模型：加速"),
+                    lang.t("accepted / pass", "每次验证接受"),
+                ],
+            );
+            let f = |v: Option<f64>, suffix: &str| v.map_or("-".to_string(), |v| format!("{v:.2}{suffix}"));
+            for &k in &ks {
+                let r = real_row(k);
+                let t = o.tiny_ngram.iter().find(|t| t.0 == k);
+                for v in [
+                    k.to_string(),
+                    f(ratio(&o.real, k), "×"),
+                    f(r.and_then(|r| r.accepted_per_pass), ""),
+                    f(r.and_then(|r| r.passes_per_token), ""),
+                    f(ratio(&o.stored, k), "×"),
+                    f(t.map(|t| t.1), ""),
+                ] {
+                    ui.label(RichText::new(v).monospace().size(size));
+                }
+                ui.end_row();
+            }
+        })
+    });
+    note(
+        ui,
+        size,
+        match lang {
+            crate::ui::text::Lang::En => format!(
+                "Stored: `{}` on {}, {}, {} (SmolLM2); `{}` on {}, {} (tiny). The tiny model's accepted drafts are counted live (greedy, CPU backend).",
+                o.real.command,
+                o.real.machine,
+                o.real.backend,
+                o.real.date,
+                o.stored.command,
+                o.stored.machine,
+                o.stored.date
+            ),
+            crate::ui::text::Lang::Zh => format!(
+                "存储的实测：`{}`，{}，{}，{}（SmolLM2）；`{}`，{}，{}（小模型）。小模型每次验证接受的草稿数在此实时统计（贪心解码，CPU 后端）。",
+                o.real.command,
+                o.real.machine,
+                o.real.backend,
+                o.real.date,
+                o.stored.command,
+                o.stored.machine,
+                o.stored.date
+            ),
+        },
     );
 }

@@ -3,7 +3,7 @@
 //! positions the model sees under either scheme, and the cost-and-quality table.
 
 use eframe::egui::{self, Color32, RichText, Ui};
-use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints, VLine};
+use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints, VLine};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
 use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
@@ -88,6 +88,28 @@ fn policy_color(i: usize) -> Color32 {
     style::series(i)
 }
 
+/// The legend of a plot of the first `n` runs (each name followed by `suffix`) and the trained-context
+/// line, drawn as a row under the plot: inside it, it covered the curves (the dense run's rise).
+fn runs_legend(lang: Lang, o: &StreamOut, n: usize, suffix: &str) -> Vec<(style::Rgba, String)> {
+    let mut entries: Vec<(style::Rgba, String)> = o
+        .runs
+        .iter()
+        .take(n)
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                style::request(i),
+                format!("{}{suffix}", policy_name(lang, r.config.policy, r.config.positions)),
+            )
+        })
+        .collect();
+    entries.push((
+        style::CURRENT,
+        lang.t("the model's trained context", "模型训练时的上下文").to_string(),
+    ));
+    entries
+}
+
 fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
     ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
 }
@@ -119,12 +141,13 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
     capped(cx, ui, o);
-    let h = (ui.available_height() - 5.0 * size).max(120.0);
+    let entries = runs_legend(lang, o, 3, "");
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let h = (ui.available_height() - 5.0 * size - legend_h).max(120.0);
     plot_title_room(ui);
     let mib = |blocks: u32| f64::from(blocks) * (o.block_size * o.kv_per_byte) as f64 / (1024.0 * 1024.0);
     Plot::new("streaming-growth")
         .height(h)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("bytes read", "已读字节"))
         .y_axis_label(lang.t("KV cache allocated (MiB, all layers)", "已分配 KV 缓存（MiB，所有层）"))
@@ -141,6 +164,7 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             }
             p.vline(context_line(lang, o.trained_context));
         });
+    legend(ui, &entries, size * 0.85);
     let dense = &o.runs[0];
     note(
         ui,
@@ -279,7 +303,9 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
     capped(cx, ui, o);
-    let h = (ui.available_height() - 3.5 * size).max(120.0);
+    let entries = runs_legend(lang, o, 4, "");
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let h = (ui.available_height() - 3.5 * size - legend_h).max(120.0);
     // A rolling mean over 64 predictions (fewer at the start), in bits.
     let smooth = |r: &StreamRun| -> PlotPoints {
         let k = 64usize;
@@ -298,7 +324,6 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     plot_title_room(ui);
     Plot::new("streaming-quality")
         .height(h)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("byte predicted (position in the stream)", "被预测的字节（流中位置）"))
         .y_axis_label(lang.t(
@@ -314,6 +339,7 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             }
             p.vline(context_line(lang, o.trained_context));
         });
+    legend(ui, &entries, size * 0.85);
     let mut line = String::new();
     for r in o.runs.iter().take(4) {
         line.push_str(&format!(
@@ -373,11 +399,12 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     } else {
         2.5
     };
-    let h_plot = (ui.available_height() - below * size).max(80.0);
+    let entries = runs_legend(lang, o, 3, &format!(" · L{l} H{h}"));
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let h_plot = (ui.available_height() - below * size - legend_h).max(80.0);
     plot_title_room(ui);
     Plot::new("streaming-sinks")
         .height(h_plot)
-        .legend(Legend::default())
         .allow_scroll(false)
         .x_axis_label(lang.t("byte read", "读取的字节"))
         .y_axis_label(lang.t("mass on the first S bytes", "前 S 个字节上的质量"))
@@ -400,6 +427,7 @@ fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             }
             p.vline(context_line(lang, o.trained_context));
         });
+    legend(ui, &entries, size * 0.85);
     if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
         let best = s.strongest_sink();
         let w_at = s
