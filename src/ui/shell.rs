@@ -212,7 +212,8 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
         ui.label(RichText::new(t).color(c));
         if app.computing() {
             ui.separator();
-            ui.add(egui::Spinner::new());
+            // No egui::Spinner: it asks for a repaint every frame, and in the browser those frames
+            // compete with a replayed WebGPU computation for the same cores (COMPUTING_REPAINT_MS).
             ui.label(
                 RichText::new(app.computing_hint())
                     .italics()
