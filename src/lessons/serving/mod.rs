@@ -102,9 +102,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "real_passes",
     "tiny_speedup",
     "tiny_accepted",
-    "real_prefill_tokens",
-    "real_prefill_decodes",
-    "tiny_prefill_decodes",
+    "real_pass_decodes",
+    "tiny_pass_decodes",
 ];
 
 /// The two models of the device-fact comparison: MHA (no KV sharing) and GQA.
@@ -401,24 +400,6 @@ impl ServingOut {
     }
 }
 
-/// The median of `xs` (NaN when empty).
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    if xs.is_empty() { f64::NAN } else { xs[xs.len() / 2] }
-}
-
-/// Plain decode's rate in a stored file: the median over its prompt-lookup rows (each row timed plain
-/// decode again, so their spread is the timing noise).
-fn plain_rate(s: &measure::StoredServing) -> f64 {
-    median(
-        s.speculative
-            .iter()
-            .filter(|r| r.drafter == "ngram")
-            .map(|r| r.plain_bytes_per_second)
-            .collect(),
-    )
-}
-
 /// The real-model step's numbers: SmolLM2's stored file beside the tiny model's (stored rates, live
 /// acceptance counts).
 fn real_numbers(o: &ServingOut, v: &mut Vec<(&'static str, String)>) {
@@ -454,22 +435,20 @@ fn real_numbers(o: &ServingOut, v: &mut Vec<(&'static str, String)>) {
             .find(|t| t.0 == k)
             .map_or_else(dash, |t| format!("{:.2}", t.1)),
     ));
-    // What one pass over many tokens costs against one decode step: the shortest recompute (a prefill)
-    // in decode steps of the same model, from each file.
-    let prefill_decodes = |s: &measure::StoredServing| {
-        s.offload.first().map(|r| r.recompute_seconds * plain_rate(s))
-    };
+    // What one verification pass costs, drafting included, in plain decode steps of the same model:
+    // a token takes 1 / speed-up steps, and a pass yields 1 / (passes per token) tokens.
+    let pass_decodes = |speedup: f64, passes: f64| 1.0 / (speedup * passes);
     v.push((
-        "real_prefill_tokens",
-        o.real.offload.first().map_or_else(dash, |r| r.tokens.to_string()),
+        "real_pass_decodes",
+        best.and_then(|r| Some(pass_decodes(ratio(r), r.passes_per_token?)))
+            .map_or_else(dash, |x| format!("{x:.1}")),
     ));
+    let tiny_passes = o.tiny_ngram.iter().find(|t| t.0 == k).map(|t| t.2);
     v.push((
-        "real_prefill_decodes",
-        prefill_decodes(&o.real).map_or_else(dash, |x| format!("{x:.1}")),
-    ));
-    v.push((
-        "tiny_prefill_decodes",
-        prefill_decodes(&o.stored).map_or_else(dash, |x| format!("{x:.1}")),
+        "tiny_pass_decodes",
+        tiny.zip(tiny_passes)
+            .map(|(r, p)| pass_decodes(ratio(r), p))
+            .map_or_else(dash, |x| format!("{x:.1}")),
     ));
 }
 
