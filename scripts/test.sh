@@ -196,7 +196,8 @@ WEB_TMP="$(mktemp -d)"
 # a frame), so together they take about 200 s where one after the other took 255 s here. The frame time
 # each prints is measured while the other runs.
 log "the web bundle in headless chromium, WebGL2 and WebGPU (SwiftShader) side by side"
-PYTHONPATH="$PYWEB" python3 scripts/web-test.py --dist web/dist --mode webgl2 > "$WEB_TMP/webgl2.log" 2>&1 &
+PYTHONPATH="$PYWEB" python3 scripts/web-test.py --dist web/dist --mode webgl2 --model-file "$SMOL_MODEL" \
+  > "$WEB_TMP/webgl2.log" 2>&1 &
 GL_PID=$!
 PYTHONPATH="$PYWEB" python3 scripts/web-test.py --dist web/dist --mode webgpu --native-check "$WEB_TMP/native-check.json" \
   > "$WEB_TMP/webgpu.log" 2>&1 &

@@ -2,13 +2,15 @@
 """The web bundle in a real browser: Debian's headless chromium, driven through chromedriver's WebDriver
 HTTP API (standard library only; Pillow, when importable, judges screenshots).
 
-    scripts/web-test.py --dist web/dist --mode webgl2|webgpu [--native-check FILE] [--shots DIR]
+    scripts/web-test.py --dist web/dist --mode webgl2|webgpu [--native-check FILE] [--shots DIR] [--model-file GGUF]
 
 It serves the bundle on 127.0.0.1, opens it, and asserts:
   - the page loads with no panic and no console error, and the app reports its first frame;
   - a screenshot is not blank;
   - every lesson and step opened by URL (#lesson=ID&step=N) is reported back by the app with its result
     computed, no console error, and a canvas that is not blank;
+  - with --model-file (SmolLM2's GGUF): dropped on the page, it is checked and loaded, and lesson 1's
+    SmolLM2 step then computes in the page (the time to load it and to compute the step are printed);
   - mode webgpu: the WebGPU compute backend opened, and `check` run in the page lists the same cases as
     native `kvscope check --backend wgpu --json` (--native-check), every one passing against the f64
     reference.
@@ -268,6 +270,39 @@ def exports_and_drops(d, downloads, mode):
     print(f"[{mode}] a broken dropped file is reported in place of the lessons: {first}", flush=True)
 
 
+def real_model(d, mode, path, shots):
+    """SmolLM2's model file dropped on the page: the page checks and loads it, and the step that runs it
+    (lesson 1's last, which says "is not in the web build" without it) then computes."""
+    name = os.path.basename(path)
+    d.js("location.hash = arguments[0];", "lesson=attention-matrix&step=8")
+    st = wait_for(d, "lesson 1 step 8 without the real model", lambda s: s.get("lesson") == "attention-matrix"
+                  and s.get("step") == 8 and not s.get("computing") and "is not in the web build" in (s.get("error") or ""))
+    t0 = time.time()
+    out = d.js_async("const [name, done] = arguments;"
+                     "fetch('/__model.gguf').then(r => r.blob()).then(b => {"
+                     "  const dt = new DataTransfer(); dt.items.add(new File([b], name));"
+                     "  const c = document.getElementById('kvscope-canvas');"
+                     "  for (const t of ['dragenter', 'dragover', 'drop'])"
+                     "    c.dispatchEvent(new DragEvent(t, {dataTransfer: dt, bubbles: true, cancelable: true}));"
+                     "  done('ok ' + b.size); }, e => done('ERR ' + e));", name)
+    if not out.startswith("ok"):
+        fail(f"could not drop the model file: {out}")
+    st = wait_for(d, "the dropped model to load", lambda s: s.get("realModel") is not None, timeout=300)
+    if not st["realModel"]:
+        fail(f"the page refused the dropped model file: {st.get('realModelError')}")
+    t_load = time.time() - t0
+    st = wait_for(d, "lesson 1 step 8 on the dropped SmolLM2", lambda s: s.get("lesson") == "attention-matrix"
+                  and s.get("step") == 8 and s.get("hasOutput") and not s.get("computing"), timeout=300)
+    if st.get("error"):
+        fail(f"lesson 1 step 8 failed on the dropped model: {st['error']}")
+    print(f"[{mode}] SmolLM2's file ({int(out.split()[1]) / 1e6:.0f} MB) dropped on the page: checked and loaded in "
+          f"{st['realModelLoadMs'] / 1e3:.1f} s ({t_load:.1f} s from the drop, reading included); lesson 1 step 8 "
+          f"then computed on it in {st['computeMs'] / 1e3:.1f} s (the page's measure)", flush=True)
+    if shots:
+        png, _ = shot(d)
+        open(os.path.join(shots, f"{mode}-real-model.png"), "wb").write(png)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dist", default="web/dist")
@@ -278,12 +313,19 @@ def main():
     ap.add_argument("--skip-walk", action="store_true", help="skip opening every step (a quicker run)")
     ap.add_argument("--walk-lessons", type=int, default=99, help="open the steps of this many lessons")
     ap.add_argument("--step-times", action="store_true", help="print each step's compute and screenshot seconds")
+    ap.add_argument("--model-file", help="SmolLM2's GGUF: drop it on the page and run lesson 1's SmolLM2 step")
     a = ap.parse_args()
     print(f"[{a.mode}] bundle {a.dist}:", flush=True)
     sizes(a.dist, a.max_gzip_mb)
 
     port = free_port()
-    handler = functools.partial(Quiet, directory=a.dist)
+    class Handler(Quiet):
+        def translate_path(self, path):
+            if a.model_file and path.split("?")[0] == "/__model.gguf":
+                return os.path.abspath(a.model_file)
+            return super().translate_path(path)
+
+    handler = functools.partial(Handler, directory=a.dist)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{port}/index.html"
@@ -410,6 +452,8 @@ def main():
                     fail(f"the page's checks differ from native: missing {missing[:10]}, extra {extra[:10]}")
                 print(f"[webgpu] the same {len(nl)} cases as native `kvscope check --backend wgpu --json` "
                       f"({native['device']})", flush=True)
+        if a.model_file:
+            real_model(d, a.mode, a.model_file, a.shots)
         exports_and_drops(d, downloads, a.mode)
         errs = errors(d)
         if errs:

@@ -49,7 +49,7 @@ impl Choice {
     /// Whether it can run here, without loading it: `Err` says what is missing and how to get it.
     pub fn available(self) -> Result<(), String> {
         match self {
-            Choice::Smollm2 => super::smollm2::available().map(|_| ()),
+            Choice::Smollm2 => super::smollm2::available(),
             _ => Ok(()),
         }
     }

@@ -43,45 +43,80 @@ pub const HEADS: usize = 9;
 /// Its KV heads per layer (`llama.attention.head_count_kv`).
 pub const KV_HEADS: usize = 3;
 
-static MODEL: std::sync::OnceLock<Result<Model, ModelError>> = std::sync::OnceLock::new();
+/// The model once [`shared`] or [`offer`] has run: loaded (leaked once, so that it lives as long as the
+/// process), or why not. The web build has no file to load, so its slot stays empty until a file is offered.
+static MODEL: std::sync::Mutex<Option<Result<&'static Model, ModelError>>> = std::sync::Mutex::new(None);
 
-/// Whether [`shared`] has run to the end in this process (loaded, or failed): the app's "computing" hint
-/// says "loading SmolLM2" while it has not.
+fn slot() -> std::sync::MutexGuard<'static, Option<Result<&'static Model, ModelError>>> {
+    MODEL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether [`shared`] is not loading the model right now (loaded, failed, or nothing to load: the web
+/// build loads only what is offered): the app's "computing" hint says "loading SmolLM2" while it is.
 pub fn loaded() -> bool {
-    MODEL.get().is_some()
+    cfg!(not(feature = "native"))
+        || match MODEL.try_lock() {
+            Ok(m) => m.is_some(),
+            Err(std::sync::TryLockError::Poisoned(_)) => true,
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
 }
 
 /// The model, loaded once per process from [`default_path`] (seconds: the file is hashed and its weights
-/// dequantised); later calls get the same result, an error included.
+/// dequantised); later calls get the same result, an error included. In the web build, the model a
+/// dropped file gave ([`offer`]), else [`NOT_IN_THE_WEB_BUILD`].
 pub fn shared() -> Result<&'static Model, ModelError> {
-    MODEL
-        .get_or_init(|| {
-            if cfg!(not(feature = "native")) {
-                return Err(ModelError::Io {
-                    path: FILE_NAME.into(),
-                    msg: NOT_IN_THE_WEB_BUILD.into(),
-                });
-            }
-            load(&default_path())
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    let mut slot = slot();
+    if slot.is_none() {
+        if cfg!(not(feature = "native")) {
+            return Err(ModelError::Io {
+                path: FILE_NAME.into(),
+                msg: NOT_IN_THE_WEB_BUILD.into(),
+            });
+        }
+        *slot = Some(load(&default_path()).map(|m| &*Box::leak(Box::new(m))));
+    }
+    slot.clone().expect("filled above")
 }
 
-/// Why the web build has no SmolLM2 (the browser test recognises a step that needs it by these words).
-pub const NOT_IN_THE_WEB_BUILD: &str = "SmolLM2-135M-Instruct is not in the web build, which carries the tiny model \
-                                        only (the real model's 98 MB file is not part of the page): this step runs \
-                                        it in the desktop app; choose the tiny model with the model switch";
-
-/// Whether the file is where [`shared`] reads it, without reading it: the path, or what is missing and
-/// the one command that fetches it.
-pub fn available() -> Result<PathBuf, String> {
-    let path = default_path();
-    if cfg!(not(feature = "native")) {
-        return Err("not in the web build, which carries the tiny model only".into());
+/// Offer the model file's bytes (`name` names it in errors): the web build's way to the real model, a
+/// file dropped on the page. They pass every check [`load`] makes, the pinned SHA-256 included, before
+/// they replace what [`shared`] returns (a model already loaded stays).
+pub fn offer(bytes: &[u8], name: &str) -> Result<(), ModelError> {
+    let mut slot = slot();
+    if matches!(*slot, Some(Ok(_))) {
+        return Ok(());
     }
+    let m = from_bytes(bytes, name, true)?;
+    *slot = Some(Ok(Box::leak(Box::new(m))));
+    Ok(())
+}
+
+/// Why the web build has no SmolLM2 until its file is dropped on the page (the browser test recognises a
+/// step that needs it by these words).
+pub const NOT_IN_THE_WEB_BUILD: &str = "SmolLM2-135M-Instruct is not in the web build, which carries the tiny model \
+                                        only (the real model's 98 MB file is not part of the page): drop the file \
+                                        SmolLM2-135M-Instruct.Q4_1.gguf (what ./scripts/smollm2/fetch.sh fetches) \
+                                        on the page to run it here, or choose the tiny model with the model switch";
+
+/// Whether the model can run, without reading anything: it is loaded (or loading), or its file is where
+/// [`shared`] reads it; else what is missing and how to get it.
+pub fn available() -> Result<(), String> {
+    // (Never waits: the UI asks every frame, and a load holds the slot for seconds.)
+    match MODEL.try_lock() {
+        Ok(m) if matches!(*m, Some(Ok(_))) => return Ok(()),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        _ => {}
+    }
+    if cfg!(not(feature = "native")) {
+        return Err(format!(
+            "not in the web build, which carries the tiny model only: drop {FILE_NAME} ({FETCH_COMMAND} fetches \
+             it) on the page"
+        ));
+    }
+    let path = default_path();
     if path.is_file() {
-        Ok(path)
+        Ok(())
     } else {
         Err(format!("{} is missing: fetch it with {FETCH_COMMAND}", path.display()))
     }
@@ -351,7 +386,7 @@ fn config(g: &Gguf, path: &str) -> Result<(Config, Vec<String>), ModelError> {
 }
 
 /// The tokenizer from the file: GPT-2 byte-level BPE with the `smollm` pre-tokenizer.
-#[cfg(feature = "native")]
+#[cfg(feature = "bpe")]
 fn tokenizer(g: &Gguf, path: &str, tokens: &[String]) -> Result<Tokenizer, ModelError> {
     let get_str = |k: &str| g.meta.get(k).and_then(|v| v.as_str()).unwrap_or_default();
     if get_str("tokenizer.ggml.model") != "gpt2" {
@@ -427,10 +462,10 @@ fn tokenizer(g: &Gguf, path: &str, tokens: &[String]) -> Result<Tokenizer, Model
     Ok(Tokenizer::Bpe(Box::new(t)))
 }
 
-#[cfg(feature = "native")]
+#[cfg(feature = "bpe")]
 use super::gguf::Value;
 
-#[cfg(not(feature = "native"))]
+#[cfg(not(feature = "bpe"))]
 fn tokenizer(_: &Gguf, path: &str, _: &[String]) -> Result<Tokenizer, ModelError> {
     Err(err(path, "the BPE tokenizer is in the desktop build only"))
 }

@@ -41,7 +41,7 @@ pub enum Tokenizer {
     Bytes,
     /// Byte-level BPE (SmolLM2), built from the vocabulary and merges in the model file by Hugging
     /// Face's `tokenizers` crate.
-    #[cfg(feature = "native")]
+    #[cfg(feature = "bpe")]
     Bpe(Box<tokenizers::Tokenizer>),
 }
 
@@ -50,7 +50,7 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         match self {
             Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t
                 .encode_fast(text, false)
                 .map(|e| e.get_ids().to_vec())
@@ -65,7 +65,7 @@ impl Tokenizer {
                 let b: Vec<u8> = ids.iter().map(|&i| i as u8).collect();
                 String::from_utf8_lossy(&b).into_owned()
             }
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.decode(ids, false).unwrap_or_default(),
         }
     }
@@ -74,7 +74,7 @@ impl Tokenizer {
     pub fn piece_bytes(&self, id: u32) -> Vec<u8> {
         match self {
             Tokenizer::Bytes => vec![id as u8],
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.id_to_token(id).map(|p| byte_level_bytes(&p)).unwrap_or_default(),
         }
     }
@@ -83,7 +83,7 @@ impl Tokenizer {
     pub fn byte_count(&self, ids: &[u32]) -> usize {
         match self {
             Tokenizer::Bytes => ids.len(),
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(_) => ids.iter().map(|&i| self.piece_bytes(i).len()).sum(),
         }
     }
@@ -94,7 +94,7 @@ impl Tokenizer {
     pub fn tick_labels(&self, ids: &[u32]) -> Vec<String> {
         match self {
             Tokenizer::Bytes => super::tick_labels(&ids.iter().map(|&i| i as u8).collect::<Vec<u8>>()),
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(_) => ids.iter().map(|&i| visible(&self.piece_bytes(i), "‿", "↵")).collect(),
         }
     }
@@ -103,7 +103,7 @@ impl Tokenizer {
     pub fn token_label(&self, id: u32) -> String {
         match self {
             Tokenizer::Bytes => super::byte_label(id as u8),
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(_) => format!("'{}'", visible(&self.piece_bytes(id), " ", "\\n")),
         }
     }
@@ -112,7 +112,7 @@ impl Tokenizer {
     pub fn letter_id(&self, letter: u8) -> Option<u32> {
         match self {
             Tokenizer::Bytes => Some(u32::from(letter)),
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.token_to_id(&char::from(letter).to_string()),
         }
     }
@@ -121,7 +121,7 @@ impl Tokenizer {
     pub fn describe(&self) -> &'static str {
         match self {
             Tokenizer::Bytes => "bytes of the UTF-8 text",
-            #[cfg(feature = "native")]
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(_) => {
                 "byte-level BPE from the file's vocabulary and merges; pre-tokenizer `smollm` (every digit alone, \
                  then GPT-2's regex); no BOS"
@@ -132,7 +132,7 @@ impl Tokenizer {
 
 /// `bytes` as text: whole characters as they are (a space as `space`, a newline as `newline`, another
 /// control character as its hex value), a byte of an unfinished character as its hex value.
-#[cfg(feature = "native")]
+#[cfg(feature = "bpe")]
 fn visible(bytes: &[u8], space: &str, newline: &str) -> String {
     let mut out = String::new();
     for chunk in bytes.utf8_chunks() {

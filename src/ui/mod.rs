@@ -288,6 +288,12 @@ impl KvscopeApp {
         self.ensure_params();
     }
 
+    /// Compute the current step again in the next frame, though no parameter changed (a model that was
+    /// missing has arrived).
+    pub fn recompute(&mut self) {
+        self.submitted = None;
+    }
+
     /// The lessons.
     pub fn lessons(&self) -> &[Arc<Lesson>] {
         &self.lessons

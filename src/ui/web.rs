@@ -10,6 +10,8 @@
 //!   downloads the step's `.npy` arrays and `manifest.json` as one zip;
 //! - lesson files dropped on the page replace the lessons, as `--lessons DIR` does natively (errors name
 //!   the file, line and column, in place of the lessons);
+//! - SmolLM2's model file dropped on the page (`SmolLM2-135M-Instruct.Q4_1.gguf`, 98 MB) is checked as
+//!   natively (structure, then the pinned SHA-256) and loaded, so the model switch can run it here too;
 //! - `window.__kvscope` reports what the page shows (first frame, lesson, step, backend, errors) for the
 //!   browser tests (`scripts/web-test.py`), and [`check`] runs the cross-backend check suite on WebGPU.
 
@@ -93,6 +95,8 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
                     frames: 0,
                     cpu_ms: Vec::new(),
                     dropped: Arc::default(),
+                    dropped_model: Arc::default(),
+                    model_bytes: None,
                     repaints: 0,
                 }))
             }),
@@ -102,6 +106,9 @@ pub async fn start(canvas_id: String) -> Result<(), JsValue> {
 
 /// Lesson files as (file name, contents).
 type LessonSources = Vec<(String, String)>;
+
+/// A model file dropped on the page: its name, and its bytes or why the browser could not read them.
+type DroppedModel = (String, Result<Vec<u8>, String>);
 
 /// The desktop app plus the page's URL state and reports.
 struct WebApp {
@@ -117,6 +124,10 @@ struct WebApp {
     repaints: u32,
     /// Lesson files dropped on the page, once read.
     dropped: Arc<std::sync::Mutex<Option<LessonSources>>>,
+    /// A model file dropped on the page, once read (or why it could not be).
+    dropped_model: Arc<std::sync::Mutex<Option<DroppedModel>>>,
+    /// A model file read and announced, loaded in the next frame (so the status shows first).
+    model_bytes: Option<(String, Vec<u8>)>,
 }
 
 /// `location.hash` without the `#`.
@@ -247,8 +258,10 @@ fn png_bytes(img: &egui::ColorImage) -> Result<Vec<u8>, String> {
 }
 
 impl WebApp {
-    /// Lesson files dropped on the page replace the lessons: they are read asynchronously (the browser
-    /// reads files only so), and loaded in the frame after they arrive.
+    /// Lesson files dropped on the page replace the lessons, and a dropped `.gguf` file is offered to
+    /// [`crate::model::smollm2::offer`]: both are read asynchronously (the browser reads files only so).
+    /// Lesson files load in the frame after they arrive; the model file two frames after (its load takes
+    /// seconds on the page's one thread, so the status line says so first).
     fn take_dropped(&mut self, ctx: &egui::Context) {
         let arrived = self.dropped.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(files) = arrived {
@@ -258,16 +271,23 @@ impl WebApp {
             self.app.status = Some(format!("loaded {n} lessons from {} dropped files", files.len()));
             report("droppedLessons", (n as f64).into());
         }
+        self.take_model(ctx);
         let dropped = ctx.input(|i| i.raw.dropped_files.clone());
         if dropped.is_empty() {
             return;
         }
-        let slot = self.dropped.clone();
+        let (slot, model_slot) = (self.dropped.clone(), self.dropped_model.clone());
         let ctx = ctx.clone();
         wasm_bindgen_futures::spawn_local(async move {
             let mut files = Vec::new();
             for f in dropped {
                 let name = f.path().display().to_string();
+                if name.ends_with(".gguf") {
+                    let bytes = f.bytes_async().await;
+                    *model_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some((name, bytes));
+                    ctx.request_repaint();
+                    continue;
+                }
                 if !name.ends_with(".toml") {
                     continue;
                 }
@@ -276,9 +296,55 @@ impl WebApp {
                     Err(e) => web_sys::console::warn_1(&format!("kvscope: cannot read {name}: {e}").into()),
                 }
             }
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(files);
+            if !files.is_empty() {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(files);
+            }
             ctx.request_repaint();
         });
+    }
+
+    /// A dropped model file: announce it, load it in the next frame, then recompute the step (which may
+    /// have been waiting for it) and say what happened.
+    fn take_model(&mut self, ctx: &egui::Context) {
+        use crate::model::smollm2;
+        if let Some((name, bytes)) = self.model_bytes.take() {
+            let t = now_ms();
+            let result = smollm2::offer(&bytes, &name);
+            drop(bytes);
+            let secs = (now_ms() - t) / 1e3;
+            self.app.status = Some(match &result {
+                Ok(()) => format!(
+                    "SmolLM2-135M-Instruct loaded from the dropped {name} in {secs:.1} s (structure and SHA-256 \
+                     checked): the model switch can run it"
+                ),
+                Err(e) => format!("the dropped model file was refused: {e}"),
+            });
+            report("realModel", result.is_ok().into());
+            report("realModelLoadMs", (secs * 1e3).into());
+            if let Err(e) = &result {
+                report("realModelError", e.to_string().into());
+            }
+            self.app.recompute();
+            ctx.request_repaint();
+            return;
+        }
+        let arrived = self.dropped_model.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match arrived {
+            Some((name, Ok(bytes))) => {
+                self.app.status = Some(format!(
+                    "checking and loading {name} ({:.0} MB: the SHA-256, then the weights unpacked to f32)…",
+                    bytes.len() as f64 / 1e6
+                ));
+                self.model_bytes = Some((name, bytes));
+                ctx.request_repaint();
+            }
+            Some((name, Err(e))) => {
+                self.app.status = Some(format!("cannot read the dropped {name}: {e}"));
+                report("realModel", false.into());
+                report("realModelError", e.into());
+            }
+            None => {}
+        }
     }
 
     /// Ctrl+S: ask eframe for this frame; its callback downloads the PNG.
@@ -369,6 +435,7 @@ impl eframe::App for WebApp {
         report("step", ((s + 1) as f64).into());
         report("computing", self.app.computing().into());
         report("hasOutput", self.app.output().is_some().into());
+        report("computeMs", self.app.compute_ms().into());
         report("error", self.app.error().unwrap_or("").into());
         report("backend", self.app.running_backend().kind().name().into());
         if !self.cpu_ms.is_empty() {
