@@ -3,7 +3,7 @@
 //! positions the model sees under either scheme, and the cost-and-quality table.
 
 use eframe::egui::{self, Color32, RichText, Ui};
-use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints, VLine};
+use egui_plot::{Line, Plot, PlotPoints, VLine};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
 use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
@@ -517,62 +517,85 @@ fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
         StreamPolicy::Sinks,
         StreamPolicy::Recompute,
     ];
-    let top = POLICIES
+    // StreamingLLM's figure on this model: each policy's bits per byte along the stream (one point per
+    // bucket of stored predictions, at the bucket's last token), its whole-text value in the legend.
+    let runs: Vec<(usize, StreamPolicy, &stored::StoredRun)> = POLICIES
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, p)| s.find(p.name(), "cache", w, k).map(|r| (i, p, r)))
+        .collect();
+    let entries: Vec<(style::Rgba, String)> = runs
         .iter()
-        .filter_map(|p| s.find(p.name(), "cache", w, k))
-        .map(|r| r.bits_per_byte)
-        .fold(0.0, f64::max);
-    // Room under the plot for the source line (up to three lines on a projector).
-    let h_plot = (ui.available_height() - 4.5 * size).max(80.0);
+        .map(|(i, p, r)| {
+            (
+                style::request(*i),
+                format!("{} {:.3}", policy_name(lang, *p, Positions::Cache), r.bits_per_byte),
+            )
+        })
+        .chain(std::iter::once((
+            style::WHOLE,
+            match lang {
+                Lang::En => format!("W + S = {}: the window starts dropping tokens", w + k),
+                Lang::Zh => format!("W + S = {}：窗口开始丢弃 token", w + k),
+            },
+        )))
+        .collect();
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    // Room under the plot for the legend and the source line (up to three lines on a projector).
+    let h_plot = (ui.available_height() - 4.5 * size - legend_h).max(80.0);
+    let bucket = s.curve_bucket.max(1);
+    let tokens = s.tokens.unwrap_or(0);
     plot_title_room(ui);
     Plot::new("streaming-sinks-real")
         .height(h_plot)
         .allow_scroll(false)
         .allow_drag(false)
         .allow_zoom(false)
-        .x_grid_spacer(|_| {
-            (0..POLICIES.len())
-                .map(|i| egui_plot::GridMark {
-                    value: i as f64,
-                    step_size: 1.0,
-                })
-                .collect()
-        })
-        .x_axis_formatter(move |m, _| {
-            let i = m.value.round();
-            if (m.value - i).abs() < 1e-6 && (0.0..POLICIES.len() as f64).contains(&i) {
-                policy_name(lang, POLICIES[i as usize], Positions::Cache)
-            } else {
-                String::new()
-            }
-        })
         .x_axis_label(match lang {
-            Lang::En => format!("SmolLM2-135M's policies, W = {w}, S = {k}"),
-            Lang::Zh => format!("SmolLM2-135M 的策略，W = {w}，S = {k}"),
+            Lang::En => format!("token predicted (SmolLM2-135M, W = {w}, S = {k}; a point per {bucket} tokens)"),
+            Lang::Zh => format!("被预测的 token（SmolLM2-135M，W = {w}，S = {k}；每 {bucket} 个 token 一个点）"),
         })
         .y_axis_label(lang.t("bits per byte", "每字节比特"))
         .include_y(0.0)
-        // Room above the tallest bar for its value.
-        .include_y(top * 1.2)
-        .include_x(-0.6)
-        .include_x(POLICIES.len() as f64 - 0.4)
+        .include_x(0.0)
+        // Ticks every 100 tokens up to the last point only: a tick past it sits at the plot's edge, where
+        // its number is cut.
+        .x_grid_spacer(move |_| {
+            (0..=tokens / 100)
+                .map(|i| egui_plot::GridMark {
+                    value: (i * 100) as f64,
+                    step_size: 100.0,
+                })
+                .collect()
+        })
         .show(ui, |p| {
-            for (i, policy) in POLICIES.into_iter().enumerate() {
-                let Some(r) = s.find(policy.name(), "cache", w, k) else {
-                    continue;
-                };
-                let bar = Bar::new(i as f64, r.bits_per_byte).width(0.6);
-                p.bar_chart(BarChart::new(policy.name(), vec![bar]).color(policy_color(i)));
-                p.text(
-                    egui_plot::Text::new(
-                        format!("{}-value", policy.name()),
-                        egui_plot::PlotPoint::new(i as f64, r.bits_per_byte),
-                        RichText::new(format!("{:.3}", r.bits_per_byte)).size(size),
-                    )
-                    .anchor(egui::Align2::CENTER_BOTTOM),
+            for (i, policy, r) in &runs {
+                let pts: Vec<[f64; 2]> = r
+                    .curve
+                    .iter()
+                    .enumerate()
+                    .map(|(b, &v)| [((b + 1) * bucket).min(tokens.max(1)) as f64, v])
+                    .collect();
+                let name = policy_name(lang, *policy, Positions::Cache);
+                p.line(
+                    Line::new(name.clone(), PlotPoints::new(pts.clone()))
+                        .color(policy_color(*i))
+                        .width(2.5),
+                );
+                p.points(
+                    egui_plot::Points::new(name, PlotPoints::new(pts))
+                        .color(policy_color(*i))
+                        .radius(4.0),
                 );
             }
+            // Where the window starts to drop tokens.
+            p.vline(
+                VLine::new(lang.t("W + S tokens", "W + S 个 token"), (w + k) as f64)
+                    .color(style::c32(style::WHOLE))
+                    .style(egui_plot::LineStyle::dashed_loose()),
+            );
         });
+    legend(ui, &entries, size * 0.85);
     note(
         ui,
         size,
