@@ -126,7 +126,8 @@ fn block_tables_and_ref_counts_are_drawn() {
     let lessons = app.lessons().to_vec();
     let (mut tables_checked, mut pools_checked) = (0, 0);
     for (i, l) in lessons.iter().enumerate() {
-        if l.id() != "paged-cache" && l.id() != "prefix-cache" {
+        // Every lesson of the two pool kinds (the block-table and ref-count views).
+        if !["paged", "prefix"].contains(&l.kind.name()) {
             continue;
         }
         for (j, step) in l.file.steps.iter().enumerate() {
@@ -170,7 +171,7 @@ fn block_tables_and_ref_counts_are_drawn() {
             } else {
                 panic!("{at}: not a pool lesson's output");
             };
-            if views.contains(&"tables") && l.id() == "paged-cache" {
+            if views.contains(&"tables") && l.kind.name() == "paged" {
                 let mut want: Vec<String> = tables
                     .iter()
                     .flat_map(|(r, t)| t.iter().enumerate().map(move |(k, b)| format!("r{r}[{k}] -> {b}")))

@@ -408,17 +408,12 @@ impl Model {
                 engine
                     .write(backend, l, &[slot], &flat(&k), &flat(&v))
                     .map_err(|e| err(e.to_string()))?;
-                let (k_pool, v_pool) = engine.pools(l).map_err(|e| e.to_string())?;
+                let paged = engine
+                    .masked_input(l, &tables, q.as_slice().unwrap_or_default(), h)
+                    .map_err(|e| e.to_string())?;
                 let inp = StreamDecodeInput {
-                    q: q.as_slice().unwrap_or_default(),
+                    paged,
                     q_pos: &[q_pos],
-                    n_heads: h,
-                    shape,
-                    k_pool,
-                    v_pool,
-                    block_tables: &tables.tables,
-                    max_blocks: tables.max_blocks,
-                    context_lens: &tables.context_lens,
                     key_pos: &key_pos,
                     cos_sin: &cos_sin,
                 };

@@ -22,6 +22,8 @@ use half::slice::HalfFloatSliceExt;
 mod decode;
 mod exp;
 mod gemm;
+#[cfg(target_arch = "x86_64")]
+mod tiles;
 
 pub use decode::*;
 pub use exp::*;

@@ -4,6 +4,29 @@
 use super::*;
 
 impl KvEngine {
+    /// Layer `l`'s decode problem over `tables`, masked tokens included: what the score-returning and
+    /// streaming decodes read, which carry their own mask ([`Self::input`] refuses such tables for the
+    /// plain decode).
+    pub fn masked_input<'a>(
+        &'a self,
+        l: usize,
+        tables: &'a DecodeTables,
+        q: &'a [f32],
+        n_heads: usize,
+    ) -> Result<PagedDecodeInput<'a>, EngineError> {
+        let (k_pool, v_pool) = self.pools(l)?;
+        Ok(PagedDecodeInput {
+            q,
+            n_heads,
+            shape: self.shape(),
+            k_pool,
+            v_pool,
+            block_tables: &tables.tables,
+            max_blocks: tables.max_blocks,
+            context_lens: &tables.context_lens,
+        })
+    }
+
     /// Apply `policy` to `req`: drop every full block (but the last) none of whose tokens it keeps,
     /// and mask, in every layer and KV head, the tokens it drops inside blocks that stay. Returns the
     /// logical blocks dropped.

@@ -547,17 +547,7 @@ impl KvEngine {
                 "these tables read masked tokens: a decode that skips them comes with the H2O lesson".into(),
             ));
         }
-        let (k_pool, v_pool) = self.pools(l)?;
-        Ok(PagedDecodeInput {
-            q,
-            n_heads,
-            shape: self.shape(),
-            k_pool,
-            v_pool,
-            block_tables: &tables.tables,
-            max_blocks: tables.max_blocks,
-            context_lens: &tables.context_lens,
-        })
+        self.masked_input(l, tables, q, n_heads)
     }
 
     /// Decode attention of layer `l` through `tables` on the backend (`[R, n_heads, head_dim]`).

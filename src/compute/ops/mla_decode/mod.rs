@@ -16,6 +16,7 @@ pub mod suite;
 pub(crate) mod wgpu;
 
 use crate::cache::{KvDtype, PagedShape, PoolRef};
+use crate::compute::ops::paged_decode::check_block_tables;
 use crate::compute::{BackendError, Limits, OpInput, check_pools, invalid};
 
 /// The largest row (d_c + d_r) the kernels take.
@@ -89,31 +90,21 @@ impl OpInput for &MlaDecodeInput<'_> {
         }
         check_pools(s, [self.latent, self.latent])?;
         let r = self.requests();
-        if self.q_abs.len() != r * self.n_heads * self.d_c
-            || self.q_rope.len() != r * self.n_heads * self.d_r
-            || self.block_tables.len() != r * self.max_blocks
-        {
+        if self.q_abs.len() != r * self.n_heads * self.d_c || self.q_rope.len() != r * self.n_heads * self.d_r {
             return Err(invalid(format!(
-                "{r} requests take q_abs [{r}, {h}, {}], q_rope [{r}, {h}, {}] and tables [{r}, {}]",
+                "{r} requests take q_abs [{r}, {h}, {}] and q_rope [{r}, {h}, {}]",
                 self.d_c,
                 self.d_r,
-                self.max_blocks,
                 h = self.n_heads
             )));
         }
-        for i in 0..r {
-            let len = self.context_lens[i];
-            if len < 0 || len as usize > self.max_blocks * s.block_size {
-                return Err(invalid(format!("request {i}: {len} tokens do not fit its table")));
-            }
-            for b in 0..(len as usize).div_ceil(s.block_size) {
-                let blk = self.block_tables[i * self.max_blocks + b];
-                if blk < 0 || blk as usize >= s.num_blocks {
-                    return Err(invalid(format!("request {i}: block {blk} of {}", s.num_blocks)));
-                }
-            }
-        }
-        Ok(())
+        check_block_tables(
+            self.block_tables,
+            self.max_blocks,
+            self.context_lens,
+            s.block_size,
+            s.num_blocks,
+        )
     }
     fn nothing_to_do(&self) -> bool {
         self.context_lens.is_empty() || self.n_heads == 0

@@ -79,6 +79,12 @@ impl PagedDecodeInput<'_> {
         self.context_lens.len()
     }
 
+    /// Token columns of a per-token map over the block tables (the score and streaming decodes'
+    /// weights): `max_blocks · block_size`.
+    pub fn columns(&self) -> usize {
+        self.max_blocks * self.shape.block_size
+    }
+
     /// The longest context (what sets the split-context kernels' partition count).
     pub fn max_context(&self) -> usize {
         self.context_lens.iter().copied().max().unwrap_or(0).max(0) as usize
@@ -118,29 +124,46 @@ impl PagedDecodeInput<'_> {
             )));
         }
         crate::compute::check_pools(s, [self.k_pool, self.v_pool])?;
-        if self.block_tables.len() != r * self.max_blocks || self.max_blocks == 0 {
-            return Err(invalid("block_tables must be [R, max_blocks] with max_blocks >= 1"));
+        check_block_tables(
+            self.block_tables,
+            self.max_blocks,
+            self.context_lens,
+            s.block_size,
+            s.num_blocks,
+        )
+    }
+}
+
+/// The checks every decode through block tables shares (paged, score, streaming and MLA decode): the
+/// tables are `[R, max_blocks]` with `max_blocks ≥ 1`, no length is negative, and every block a request's
+/// length needs is in the table and is a block of the pool.
+pub(crate) fn check_block_tables(
+    block_tables: &[i32],
+    max_blocks: usize,
+    context_lens: &[i32],
+    block_size: usize,
+    num_blocks: usize,
+) -> Result<(), BackendError> {
+    if block_tables.len() != context_lens.len() * max_blocks || max_blocks == 0 {
+        return Err(invalid("block_tables must be [R, max_blocks] with max_blocks >= 1"));
+    }
+    for (i, &len) in context_lens.iter().enumerate() {
+        let len = usize::try_from(len).map_err(|_| invalid(format!("context_lens[{i}] is negative")))?;
+        let need = len.div_ceil(block_size);
+        if need > max_blocks {
+            return Err(invalid(format!(
+                "request {i}: {len} tokens need {need} blocks, the table has {max_blocks}"
+            )));
         }
-        for (i, &len) in self.context_lens.iter().enumerate() {
-            let len = usize::try_from(len).map_err(|_| invalid(format!("context_lens[{i}] is negative")))?;
-            let need = len.div_ceil(s.block_size);
-            if need > self.max_blocks {
+        for (j, &b) in block_tables[i * max_blocks..][..need].iter().enumerate() {
+            if b < 0 || b as usize >= num_blocks {
                 return Err(invalid(format!(
-                    "request {i}: {len} tokens need {need} blocks, the table has {}",
-                    self.max_blocks
+                    "block_tables[{i}][{j}] = {b} is not a block of the pool (0..{num_blocks})"
                 )));
             }
-            for (j, &b) in self.block_tables[i * self.max_blocks..][..need].iter().enumerate() {
-                if b < 0 || b as usize >= s.num_blocks {
-                    return Err(invalid(format!(
-                        "block_tables[{i}][{j}] = {b} is not a block of the pool (0..{})",
-                        s.num_blocks
-                    )));
-                }
-            }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 impl OpInput for PagedDecodeInput<'_> {

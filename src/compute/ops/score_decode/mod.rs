@@ -13,31 +13,26 @@ pub mod reference;
 pub mod suite;
 pub(crate) mod wgpu;
 
-use crate::cache::{KvDtype, PagedShape, PoolRef};
+use crate::cache::KvDtype;
 use crate::compute::{BackendError, Limits, OpInput, PagedDecodeInput, invalid};
 
 /// Inputs of a score-returning decode step: one query token per request.
 #[derive(Debug, Clone, Copy)]
 pub struct ScoreDecodeInput<'a> {
-    /// Queries `[R, H, hd]`, rotated.
-    pub q: &'a [f32],
-    /// Query heads H.
-    pub n_heads: usize,
-    /// Pool shape (f16 pools).
-    pub shape: PagedShape,
-    /// K pool `[num_blocks, KVH, block_size, hd]`, keys rotated.
-    pub k_pool: PoolRef<'a>,
-    /// V pool, same shape.
-    pub v_pool: PoolRef<'a>,
-    /// `[R, max_blocks]` physical block ids, −1 padded.
-    pub block_tables: &'a [i32],
-    /// Columns of `block_tables`.
-    pub max_blocks: usize,
-    /// Tokens of each request `[R]` (evicted ones included).
-    pub context_lens: &'a [i32],
+    /// The queries, pools and block tables as a plain paged decode takes them (one decode input,
+    /// checked once), here with queries and keys rotated, f16 pools, and `context_lens` counting
+    /// evicted tokens too. Its fields read through this input.
+    pub paged: PagedDecodeInput<'a>,
     /// `[num_blocks, KVH, block_size]`: 1 where the slot takes part in attention for that KV head, 0
     /// where it was evicted (the engine's validity mask of one layer).
     pub valid: &'a [i32],
+}
+
+impl<'a> std::ops::Deref for ScoreDecodeInput<'a> {
+    type Target = PagedDecodeInput<'a>;
+    fn deref(&self) -> &PagedDecodeInput<'a> {
+        &self.paged
+    }
 }
 
 /// What a score-returning decode step returns.
@@ -54,30 +49,6 @@ pub struct ScoreDecodeOut {
 }
 
 impl ScoreDecodeInput<'_> {
-    /// Number of requests.
-    pub fn requests(&self) -> usize {
-        self.context_lens.len()
-    }
-
-    /// Token columns of `probs` and `scores`: `max_blocks · block_size`.
-    pub fn columns(&self) -> usize {
-        self.max_blocks * self.shape.block_size
-    }
-
-    /// The same problem without the mask (the checks it shares with `paged_decode`).
-    pub fn paged(&self) -> PagedDecodeInput<'_> {
-        PagedDecodeInput {
-            q: self.q,
-            n_heads: self.n_heads,
-            shape: self.shape,
-            k_pool: self.k_pool,
-            v_pool: self.v_pool,
-            block_tables: self.block_tables,
-            max_blocks: self.max_blocks,
-            context_lens: self.context_lens,
-        }
-    }
-
     /// Bytes the step writes beyond a plain decode's output: the group scores `R · KVH · T · 4`, and the
     /// per-head map `R · H · T · 4` this kernel also writes (its scratch, which the lesson reads).
     pub fn extra_bytes(&self) -> (usize, usize) {
@@ -90,7 +61,7 @@ impl ScoreDecodeInput<'_> {
         if s.dtype != KvDtype::F16 {
             return Err(invalid(format!("score_decode reads f16 pools; these hold {}", s.dtype)));
         }
-        self.paged().validate()?;
+        self.paged.validate()?;
         let n = s.num_blocks * s.kv_heads * s.block_size;
         if self.valid.len() != n {
             return Err(invalid(format!(

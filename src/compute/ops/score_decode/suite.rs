@@ -34,14 +34,7 @@ struct Case {
 impl Case {
     fn input(&self) -> ScoreDecodeInput<'_> {
         ScoreDecodeInput {
-            q: &self.q,
-            n_heads: self.heads,
-            shape: self.cache.shape(),
-            k_pool: self.cache.k_pool.view(),
-            v_pool: self.cache.v_pool.view(),
-            block_tables: &self.tables.tables,
-            max_blocks: self.tables.max_blocks,
-            context_lens: &self.tables.context_lens,
+            paged: self.tables.input(&self.cache, &self.q, self.heads),
             valid: &self.valid,
         }
     }
@@ -164,7 +157,7 @@ mod tests {
             ..c.input()
         };
         let got = CpuBackend.score_decode(&inp).unwrap();
-        let plain = CpuBackend.paged_decode(&inp.paged()).unwrap();
+        let plain = CpuBackend.paged_decode(&inp.paged).unwrap();
         let worst = got
             .out
             .iter()

@@ -14,35 +14,30 @@ pub mod reference;
 pub mod suite;
 pub(crate) mod wgpu;
 
-use crate::cache::{KvDtype, PagedShape, PoolRef};
-use crate::compute::{BackendError, Limits, MAX_HEAD_DIM, OpInput, invalid};
+use crate::cache::KvDtype;
+use crate::compute::{BackendError, Limits, MAX_HEAD_DIM, OpInput, PagedDecodeInput, invalid};
 
 /// Inputs of a streaming decode step: one query token per request.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamDecodeInput<'a> {
-    /// Queries `[R, H, hd]`, not rotated.
-    pub q: &'a [f32],
+    /// The queries, pools and block tables as a plain paged decode takes them (one decode input,
+    /// checked once), here with queries and keys **not** rotated, f16 pools, and `context_lens`
+    /// counting each request's live tokens, masked ones included. Its fields read through this input.
+    pub paged: PagedDecodeInput<'a>,
     /// Each query's position `[R]` (a row of `cos_sin`).
     pub q_pos: &'a [i32],
-    /// Query heads H.
-    pub n_heads: usize,
-    /// Pool shape (f16 pools).
-    pub shape: PagedShape,
-    /// K pool `[num_blocks, KVH, block_size, hd]`, keys not rotated.
-    pub k_pool: PoolRef<'a>,
-    /// V pool, same shape.
-    pub v_pool: PoolRef<'a>,
-    /// `[R, max_blocks]` physical block ids, −1 padded: each request's live blocks in order.
-    pub block_tables: &'a [i32],
-    /// Columns of `block_tables`.
-    pub max_blocks: usize,
-    /// Live tokens of each request `[R]` (masked ones included).
-    pub context_lens: &'a [i32],
     /// `[R, max_blocks · block_size]`: the position each live token's key is turned to, −1 for a
     /// masked token (entries past a request's length are not read).
     pub key_pos: &'a [i32],
     /// The angle table `[P, head_dim]` (`ops::rope::cos_sin_table`).
     pub cos_sin: &'a [f32],
+}
+
+impl<'a> std::ops::Deref for StreamDecodeInput<'a> {
+    type Target = PagedDecodeInput<'a>;
+    fn deref(&self) -> &PagedDecodeInput<'a> {
+        &self.paged
+    }
 }
 
 /// What a streaming decode step returns.
@@ -56,16 +51,6 @@ pub struct StreamDecodeOut {
 }
 
 impl StreamDecodeInput<'_> {
-    /// Number of requests.
-    pub fn requests(&self) -> usize {
-        self.context_lens.len()
-    }
-
-    /// Token columns of `key_pos` and `probs`: `max_blocks · block_size`.
-    pub fn columns(&self) -> usize {
-        self.max_blocks * self.shape.block_size
-    }
-
     /// Positions the angle table holds.
     pub fn table_positions(&self) -> usize {
         self.cos_sin.len() / self.shape.head_dim.max(1)
@@ -80,34 +65,19 @@ impl StreamDecodeInput<'_> {
                 s.dtype
             )));
         }
-        if s.kv_heads == 0 || self.n_heads == 0 || !self.n_heads.is_multiple_of(s.kv_heads) {
-            return Err(invalid(format!(
-                "kv-heads ({}) must divide heads ({})",
-                s.kv_heads, self.n_heads
-            )));
-        }
         let hd = s.head_dim;
-        if hd < 2 || !hd.is_multiple_of(2) || hd > MAX_HEAD_DIM || s.block_size == 0 || s.num_blocks == 0 {
+        if hd < 2 || !hd.is_multiple_of(2) || hd > MAX_HEAD_DIM {
             return Err(invalid(format!(
-                "head_dim must be even in 2..={MAX_HEAD_DIM}; block_size and num_blocks must be positive"
+                "head_dim must be even in 2..={MAX_HEAD_DIM} (RoPE turns pairs)"
             )));
         }
-        if self.q.len() != r * self.n_heads * hd {
-            return Err(invalid(format!(
-                "q has {} values, expected R·H·hd = {}",
-                self.q.len(),
-                r * self.n_heads * hd
-            )));
-        }
+        // Heads, q, pools, tables and every block a request's length needs: the plain decode's checks.
+        self.paged.validate()?;
         if self.q_pos.len() != r {
             return Err(invalid(format!(
                 "q_pos has {} entries for {r} requests",
                 self.q_pos.len()
             )));
-        }
-        crate::compute::check_pools(s, [self.k_pool, self.v_pool])?;
-        if self.block_tables.len() != r * self.max_blocks || self.max_blocks == 0 {
-            return Err(invalid("block_tables must be [R, max_blocks] with max_blocks >= 1"));
         }
         let cols = self.columns();
         if self.key_pos.len() != r * cols {
@@ -125,22 +95,8 @@ impl StreamDecodeInput<'_> {
         }
         let p = self.table_positions();
         for (i, &len) in self.context_lens.iter().enumerate() {
-            let len = usize::try_from(len).map_err(|_| invalid(format!("context_lens[{i}] is negative")))?;
-            let need = len.div_ceil(s.block_size);
-            if need > self.max_blocks {
-                return Err(invalid(format!(
-                    "request {i}: {len} tokens need {need} blocks, the table has {}",
-                    self.max_blocks
-                )));
-            }
-            for (j, &b) in self.block_tables[i * self.max_blocks..][..need].iter().enumerate() {
-                if b < 0 || b as usize >= s.num_blocks {
-                    return Err(invalid(format!(
-                        "block_tables[{i}][{j}] = {b} is not a block of the pool (0..{})",
-                        s.num_blocks
-                    )));
-                }
-            }
+            // (Not negative: the plain decode's checks refused that.)
+            let len = len as usize;
             if let Some((t, &kp)) = self.key_pos[i * cols..][..len]
                 .iter()
                 .enumerate()

@@ -37,15 +37,8 @@ struct Case {
 impl Case {
     fn input(&self) -> StreamDecodeInput<'_> {
         StreamDecodeInput {
-            q: &self.q,
+            paged: self.tables.input(&self.cache, &self.q, self.heads),
             q_pos: &self.q_pos,
-            n_heads: self.heads,
-            shape: self.cache.shape(),
-            k_pool: self.cache.k_pool.view(),
-            v_pool: self.cache.v_pool.view(),
-            block_tables: &self.tables.tables,
-            max_blocks: self.tables.max_blocks,
-            context_lens: &self.tables.context_lens,
             key_pos: &self.key_pos,
             cos_sin: &self.cos_sin,
         }

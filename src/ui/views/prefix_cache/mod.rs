@@ -2,6 +2,9 @@
 //! hash → block map, the block tables, the free list and the evictor, hit rate and memory, the event,
 //! the decode check, and the timeline of events.
 
+mod chain;
+mod common;
+
 use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::prefix_cache::{Event, PrefixCache, PrefixFrame, PrefixOut, View};
@@ -14,6 +17,8 @@ use crate::ui::widgets::{
     BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel, legend as legend_row,
     legend_chip, legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
 };
+use chain::chain;
+use common::*;
 
 impl LessonUi for PrefixCache {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -88,22 +93,6 @@ impl LessonUi for PrefixCache {
             |c| format!("{} {} / {}", lang.t("event", "事件"), c, p.frames.len() - 1),
         );
     }
-}
-
-/// "1 token" / "2 tokens" in English; Chinese has one form.
-fn plural(
-    lang: crate::ui::text::Lang,
-    n: usize,
-    one: &'static str,
-    many: &'static str,
-    zh: &'static str,
-) -> &'static str {
-    lang.t(if n == 1 { one } else { many }, zh)
-}
-
-/// A hash as the views show it: its first four hex digits.
-fn short(h: u64) -> String {
-    format!("#{:04x}", h >> 48)
 }
 
 /// The pool (the wgpu block grid) with each block's reference count (×n when shared) and the short
@@ -218,194 +207,6 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
     };
     ui.label(RichText::new(text).monospace().size(size * 0.85));
-}
-
-/// The request the chain view explains: the newest one admitted by this event, else the lowest id.
-fn chain_request(f: &PrefixFrame) -> Option<u32> {
-    match f.event {
-        Event::Admit { req, .. } if f.tables.contains_key(&req) => Some(req),
-        _ => f.tables.keys().next().copied(),
-    }
-}
-
-/// One request's blocks: tokens, parent hash → hash, and where it lives.
-fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
-    let (lang, size) = (cx.lang, cx.size);
-    let Some(req) = chain_request(f) else {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
-        return;
-    };
-    let bs = p.shape.block_size;
-    let toks = f.tokens.get(&req).cloned().unwrap_or_default();
-    let table = f.tables.get(&req).cloned().unwrap_or_default();
-    ui.label(
-        RichText::new(format!(
-            "r{req}: {} {} · hash(i) = H(hash(i−1), tokens(i))",
-            toks.len(),
-            plural(lang, toks.len(), "token", "tokens", "个 token"),
-        ))
-        .strong()
-        .size(size),
-    );
-    let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
-    chain_boxes(lang, ui, size, req, &toks, bs, &hashes, &table, f);
-    crate::ui::widgets::fitted_table(ui, "prefix-chain", size, |ui, size| {
-        egui::Grid::new("prefix-chain")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for head in [
-                    lang.t("logical", "逻辑块"),
-                    lang.t("tokens", "token"),
-                    lang.t("parent", "父哈希"),
-                    lang.t("hash", "哈希"),
-                    lang.t("block", "物理块"),
-                ] {
-                    ui.label(RichText::new(head).strong().size(size * 0.85));
-                }
-                ui.end_row();
-                for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
-                    let full = chunk.len() == bs;
-                    let parent = if i == 0 {
-                        "0".to_string()
-                    } else {
-                        hashes.get(i - 1).map_or("—".into(), |h| short(*h))
-                    };
-                    let hash = if full {
-                        hashes.get(i).map_or("—".into(), |h| short(*h))
-                    } else {
-                        lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
-                    };
-                    let phys = table.get(i).copied();
-                    let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
-                    let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
-                    let mono = |t: String| RichText::new(t).monospace().size(size * 0.85);
-                    ui.label(mono(i.to_string()));
-                    ui.label(mono(format!("{chunk:?}")));
-                    ui.label(mono(parent));
-                    ui.label(mono(hash).color(if cached {
-                        ui.visuals().strong_text_color()
-                    } else {
-                        style::muted(ui.visuals())
-                    }));
-                    ui.label(mono(match phys {
-                        Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
-                        Some(b) => b.to_string(),
-                        None => "—".into(),
-                    }));
-                    ui.end_row();
-                }
-            })
-    });
-}
-
-/// The chain drawn as linked boxes, one per logical block in order: its tokens, its hash (a full block)
-/// or "partial" (the last, not cached), and the physical block it lives in with its reference count. An
-/// arrow from each block to the next is the parent hash the next one's hash is computed from; a block
-/// filled in the request's colour is cached (found by that hash), a grey one is not.
-#[allow(clippy::too_many_arguments)]
-fn chain_boxes(
-    lang: crate::ui::text::Lang,
-    ui: &mut Ui,
-    size: f32,
-    req: u32,
-    toks: &[u32],
-    bs: usize,
-    hashes: &[u64],
-    table: &[u32],
-    f: &PrefixFrame,
-) {
-    let bs = bs.max(1);
-    let n = toks.len().div_ceil(bs);
-    if n == 0 {
-        return;
-    }
-    let font = egui::FontId::monospace(size * 0.85);
-    let text = ui.visuals().text_color();
-    let lines: Vec<[String; 3]> = toks
-        .chunks(bs)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let phys = table.get(i).copied();
-            let place = match phys {
-                Some(b) => format!("L{i} → {b} ×{}", f.refs.get(b as usize).copied().unwrap_or(0)),
-                None => format!("L{i}"),
-            };
-            let hash = if chunk.len() == bs {
-                hashes.get(i).map_or("—".into(), |h| short(*h))
-            } else {
-                lang.t("partial", "未满").to_string()
-            };
-            [place, format!("{chunk:?}"), hash]
-        })
-        .collect();
-    let measure = |s: &str| ui.painter().layout_no_wrap(s.to_string(), font.clone(), text).size();
-    let pad = size * 0.3;
-    let line_h = measure("0").y;
-    let box_w = lines
-        .iter()
-        .flat_map(|l| l.iter().map(|s| measure(s).x))
-        .fold(0.0f32, f32::max)
-        + 2.0 * pad;
-    let box_h = 3.0 * line_h + 2.0 * pad;
-    let arrow_w = size * 1.4;
-    let avail = ui.available_width();
-    let per_row = (((avail + arrow_w) / (box_w + arrow_w)).floor() as usize).clamp(1, n);
-    let rows = n.div_ceil(per_row);
-    let row_gap = size * 0.8;
-    let (rect, _) = ui.allocate_exact_size(egui::vec2(avail, rows as f32 * (box_h + row_gap)), egui::Sense::hover());
-    let painter = ui.painter_at(rect);
-    let at = |i: usize| {
-        let (r, c) = (i / per_row, i % per_row);
-        egui::Rect::from_min_size(
-            rect.min + egui::vec2(c as f32 * (box_w + arrow_w), r as f32 * (box_h + row_gap)),
-            egui::vec2(box_w, box_h),
-        )
-    };
-    let arrow = egui::Stroke::new(2.0, text);
-    for (i, l) in lines.iter().enumerate() {
-        let r = at(i);
-        let cached = table
-            .get(i)
-            .and_then(|&b| f.cached.get(b as usize))
-            .is_some_and(Option::is_some);
-        let (fill, ink) = if cached {
-            (
-                style::c32(style::request(req as usize)),
-                style::ink_on(style::request(req as usize)),
-            )
-        } else {
-            (style::track(ui.visuals()), text)
-        };
-        painter.rect_filled(r, 4.0, fill);
-        for (k, s) in l.iter().enumerate() {
-            painter.text(
-                r.min + egui::vec2(pad, pad + k as f32 * line_h),
-                egui::Align2::LEFT_TOP,
-                s,
-                font.clone(),
-                ink,
-            );
-        }
-        if i > 0 {
-            // Within a row, straight across; to the next row, an elbow down, back and down again.
-            let prev = at(i - 1);
-            let path = if prev.min.y == r.min.y {
-                vec![prev.right_center(), r.left_center()]
-            } else {
-                let mid = prev.bottom() + row_gap * 0.5;
-                vec![
-                    prev.center_bottom(),
-                    egui::pos2(prev.center().x, mid),
-                    egui::pos2(r.center().x, mid),
-                    r.center_top(),
-                ]
-            };
-            let (a, b) = (path[path.len() - 2], path[path.len() - 1]);
-            painter.add(egui::Shape::line(path[..path.len() - 1].to_vec(), arrow));
-            crate::ui::widgets::arrow(&painter, a, b, arrow, size * 0.35);
-        }
-    }
 }
 
 /// The hash → blocks map; a duplicate (a second block caching the same prefix) is listed under the first,

@@ -2,16 +2,21 @@
 //! keep sets of every layer and KV head, SnapKV's pooled votes, the cache's growth, the holes eviction
 //! leaves in paged blocks, and the stored quality table against the budget.
 
-use eframe::egui::{self, Color32, RichText, Ui};
+mod common;
+mod quality;
+
+use eframe::egui::{self, Ui};
 use egui_plot::{Bar, BarChart, HLine, Legend, Line, Plot, PlotPoints, Points, VLine};
 
-use crate::drivers::evict::{BUDGETS, EvictPolicy, EvictRun};
-use crate::lessons::eviction::{EvictOut, Eviction, View, stored};
+use crate::drivers::evict::{EvictPolicy, EvictRun};
+use crate::lessons::eviction::{EvictOut, Eviction, View};
 use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
 use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, kernel_panel, legend, plot_title_room, sim_capped, timeline};
+use common::*;
+use quality::{quality, quality_real};
 
 impl LessonUi for Eviction {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -68,45 +73,6 @@ impl LessonUi for Eviction {
                 )
             },
         );
-    }
-}
-
-/// Each policy's name (the same in every view); its colour is `style::series` of its index.
-pub fn policy_name(lang: Lang, p: EvictPolicy) -> &'static str {
-    match p {
-        EvictPolicy::Full => lang.t("full", "全量"),
-        EvictPolicy::Window => lang.t("window", "滑动窗口"),
-        EvictPolicy::Sinks => lang.t("sinks + window", "sink + 窗口"),
-        EvictPolicy::H2o => lang.t("H2O", "H2O"),
-        EvictPolicy::SnapKv => lang.t("SnapKV", "SnapKV"),
-        EvictPolicy::Random => lang.t("random", "随机"),
-    }
-}
-
-fn policy_color(p: EvictPolicy) -> Color32 {
-    style::c32(policy_rgba(p))
-}
-
-fn policy_rgba(p: EvictPolicy) -> style::Rgba {
-    style::request(EvictPolicy::ALL.iter().position(|&q| q == p).unwrap_or(0))
-}
-
-fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
-}
-
-fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
-}
-
-fn step(cx: &ViewCtx, o: &EvictOut) -> usize {
-    (*cx.cursor).min(o.len() - 1)
-}
-
-fn budget_label(lang: Lang, k: usize) -> String {
-    match lang {
-        Lang::En => format!("budget K = {k} tokens per KV head per layer"),
-        Lang::Zh => format!("预算 K = 每层每个 KV 头保留 {k} 个 token"),
     }
 }
 
@@ -644,131 +610,6 @@ fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         ));
     }
     note(ui, size, line.trim_end_matches(" · ").to_string());
-    legend(ui, &entries, size * 0.85);
-}
-
-fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
-    let lang = cx.lang;
-    let size = cx.size;
-    let Some(s) = stored::embedded() else {
-        note(ui, size, lang.t("The stored table is missing.", "缺少存储的表。"));
-        return;
-    };
-    title(
-        ui,
-        size,
-        match lang {
-            Lang::En => format!(
-                "stored: kvscope export eviction-table on {}, {} held-out windows, {} recall trials",
-                s.backend, s.windows, s.trials
-            ),
-            Lang::Zh => format!(
-                "存储的结果：kvscope export eviction-table，在 {} 上，{} 个留出窗口，{} 次回忆试验",
-                s.backend, s.windows, s.trials
-            ),
-        },
-    );
-    quality_plots(cx, ui, s, "eviction-quality");
-}
-
-fn quality_real(cx: &mut ViewCtx, ui: &mut Ui) {
-    let lang = cx.lang;
-    let size = cx.size;
-    let Some(s) = stored::embedded_smollm2() else {
-        note(
-            ui,
-            size,
-            lang.t(
-                "SmolLM2's stored table (assets/measurements/smollm2/eviction.json) is missing.",
-                "缺少 SmolLM2 的存储表（assets/measurements/smollm2/eviction.json）。",
-            ),
-        );
-        return;
-    };
-    title(
-        ui,
-        size,
-        match lang {
-            Lang::En => format!(
-                "SmolLM2-135M-Instruct, stored: kvscope export eviction-table --model smollm2 on {}, {} windows of 256 tokens, {} recall trials",
-                s.backend, s.windows, s.trials
-            ),
-            Lang::Zh => format!(
-                "SmolLM2-135M-Instruct，存储的结果：kvscope export eviction-table --model smollm2，在 {} 上，{} 个 256 token 的窗口，{} 次回忆试验",
-                s.backend, s.windows, s.trials
-            ),
-        },
-    );
-    quality_plots(cx, ui, s, "eviction-quality-real");
-}
-
-/// Bits per byte and recall against the budget, every policy, from table `s` (plot ids from `id`).
-fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::evict::QualityTable, id: &str) {
-    let lang = cx.lang;
-    let size = cx.size;
-    // One legend for both plots, under them: inside a plot it covered the curves' ends (H2O's recall at
-    // the largest budget on SmolLM2).
-    let mut entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
-        .iter()
-        .map(|&p| (policy_rgba(p), policy_name(lang, p)))
-        .collect();
-    entries.push((
-        style::MASKED,
-        lang.t("chance: 1 in 26 (recall)", "随机猜测：1/26（回忆）"),
-    ));
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let hp = ((ui.available_height() - 2.0 * size - legend_h) / 2.0 - size).max(90.0);
-    let series = |f: fn(&crate::drivers::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
-        BUDGETS
-            .iter()
-            .filter_map(|&k| s.cell(p.name(), k).map(|c| [(k as f64).log2(), f(c)]))
-            .collect()
-    };
-    let x_fmt = |m: egui_plot::GridMark, _r: &std::ops::RangeInclusive<f64>| format!("{:.0}", 2f64.powf(m.value));
-    plot_title_room(ui);
-    Plot::new(format!("{id}-bpb"))
-        .height(hp)
-        .allow_scroll(false)
-        .x_axis_label(lang.t(
-            "budget K (tokens per KV head per layer)",
-            "预算 K（每层每个 KV 头的 token 数）",
-        ))
-        .y_axis_label(lang.t("bits per byte", "每字节比特数"))
-        .x_axis_formatter(x_fmt)
-        .show(ui, |pl| {
-            for p in EvictPolicy::ALL {
-                pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)));
-                pl.points(
-                    Points::new("", series(|c| c.bits_per_byte, p))
-                        .radius(3.0)
-                        .color(policy_color(p)),
-                );
-            }
-        });
-    plot_title_room(ui);
-    Plot::new(format!("{id}-recall"))
-        .height(hp)
-        .allow_scroll(false)
-        .x_axis_label(lang.t(
-            "budget K (tokens per KV head per layer)",
-            "预算 K（每层每个 KV 头的 token 数）",
-        ))
-        .y_axis_label(lang.t("recall: top-1 on the repeat", "回忆：重复部分的 top-1"))
-        .x_axis_formatter(x_fmt)
-        .include_y(0.0)
-        .show(ui, |pl| {
-            for p in EvictPolicy::ALL {
-                pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
-                pl.points(
-                    Points::new("", series(|c| c.recall, p))
-                        .radius(3.0)
-                        .color(policy_color(p)),
-                );
-            }
-            pl.hline(
-                HLine::new(lang.t("chance: 1 in 26", "随机猜测：1/26"), 1.0 / 26.0).color(style::c32(style::MASKED)),
-            );
-        });
     legend(ui, &entries, size * 0.85);
 }
 

@@ -1,0 +1,352 @@
+//! Lesson 12's speculative-decoding views: the draft and verify passes, what they buy, and the stored
+//! measurement on SmolLM2 beside the tiny model's.
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::common::*;
+use crate::lessons::format_bytes;
+use crate::lessons::serving::{ServingOut, measure};
+use crate::style;
+use crate::ui::widgets::{ViewCtx, fitted_table, legend};
+
+pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
+    let lang = cx.lang;
+    let sp = &o.spec;
+    title(
+        ui,
+        size,
+        format!(
+            "{} · k = {} · {}",
+            match o.drafter {
+                "draft" => lang.t("draft model", "草稿模型"),
+                _ => lang.t("prompt lookup (n-gram)", "提示查找（n-gram）"),
+            },
+            sp.k,
+            lang.t("each row is one target pass", "每行是目标模型的一次前向"),
+        ),
+    );
+    let font = egui::FontId::monospace(size * 0.95);
+    let max_rows = ((ui.available_height() / (size * 1.5)).floor() as usize).clamp(4, 14);
+    for s in sp.steps.iter().take(max_rows) {
+        ui.horizontal(|ui| {
+            ui.label(
+                RichText::new(format!("@{:<4}", s.pos))
+                    .monospace()
+                    .size(size * 0.85)
+                    .color(style::muted(ui.visuals())),
+            );
+            let chip = |ui: &mut Ui, b: u8, rgba: style::Rgba| {
+                let fill = style::c32(rgba);
+                let text = crate::model::byte_label(b);
+                let g = ui.painter().layout_no_wrap(text, font.clone(), style::ink_on(rgba));
+                let (r, _) = ui.allocate_exact_size(
+                    egui::vec2(g.size().x.max(size * 0.8) + 6.0, size * 1.3),
+                    egui::Sense::hover(),
+                );
+                ui.painter().rect_filled(r, 3.0, fill);
+                ui.painter()
+                    .galley(r.center() - g.size() / 2.0, g, Color32::PLACEHOLDER);
+            };
+            for (i, &b) in s.proposed.iter().enumerate() {
+                let fill = if i < s.accepted {
+                    style::ACCEPTED
+                } else {
+                    style::REJECTED
+                };
+                chip(ui, b, fill);
+            }
+            ui.label(RichText::new("→").size(size));
+            chip(ui, *s.emitted.last().unwrap_or(&b'?'), style::GENERATED);
+            ui.label(
+                RichText::new(format!(
+                    "{} {}/{}{}",
+                    lang.t("kept", "接受"),
+                    s.accepted,
+                    s.proposed.len(),
+                    if s.freed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} {:?}", lang.t("freed blocks", "释放块"), s.freed)
+                    }
+                ))
+                .size(size * 0.85),
+            );
+        });
+    }
+    if sp.steps.len() > max_rows {
+        note(
+            ui,
+            size,
+            format!(
+                "… {} {}",
+                sp.steps.len() - max_rows,
+                lang.t("more passes", "次更多的前向")
+            ),
+        );
+    }
+    legend(
+        ui,
+        &[
+            (style::ACCEPTED, lang.t("draft accepted", "草稿被接受").to_string()),
+            (
+                style::REJECTED,
+                lang.t(
+                    "draft rejected: its slot is cut from the cache",
+                    "草稿被拒绝：其槽位从缓存中截掉",
+                )
+                .to_string(),
+            ),
+            (
+                style::GENERATED,
+                lang.t("the target's own next byte", "目标模型自己的下一个字节")
+                    .to_string(),
+            ),
+        ],
+        size,
+    );
+}
+
+pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
+    let lang = cx.lang;
+    let sp = &o.spec;
+    title(
+        ui,
+        size,
+        lang.t(
+            "Acceptance α at each draft position (accepted ÷ reached)",
+            "每个草稿位置的接受率 α（接受数 ÷ 到达数）",
+        ),
+    );
+    for (i, a) in sp.alpha().iter().enumerate() {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(format!("{} {}", lang.t("position", "位置"), i + 1)).size(size * 0.9));
+            let w = (ui.available_width() - size * 8.0).max(20.0);
+            let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
+            ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
+            if let Some(a) = a {
+                let f = egui::Rect::from_min_size(r.min, egui::vec2(r.width() * *a as f32, r.height()));
+                ui.painter().rect_filled(f, 2.0, style::c32(style::ACCEPTED));
+            }
+            ui.label(
+                RichText::new(match a {
+                    Some(a) => format!("{a:.2} ({}/{})", sp.accepted_at[i], sp.reached_at[i]),
+                    None => lang.t("never reached", "从未到达").to_string(),
+                })
+                .monospace()
+                .size(size * 0.85),
+            );
+        });
+    }
+    ui.add_space(size * 0.4);
+    let (kv, plain_kv) = sp.kv_bytes();
+    let rows: Vec<(&str, String)> = vec![
+        (
+            lang.t("target passes per byte", "每字节的目标前向次数"),
+            format!(
+                "{:.2} ({} {})",
+                sp.passes_per_byte(),
+                1 + sp.steps.len(),
+                lang.t("passes", "次")
+            ),
+        ),
+        (
+            lang.t("accepted drafts per pass", "每次前向接受的草稿数"),
+            format!("{:.2}", sp.mean_accepted()),
+        ),
+        (
+            lang.t("KV at peak: target + draft", "峰值 KV：目标 + 草稿"),
+            format!(
+                "{} ({} + {} {})",
+                format_bytes(kv as f64),
+                sp.target_peak_blocks,
+                sp.draft_peak_blocks,
+                lang.t("blocks", "块")
+            ),
+        ),
+        (
+            lang.t("KV of plain decode", "普通解码的 KV"),
+            format_bytes(plain_kv as f64),
+        ),
+        (
+            lang.t("draft weights", "草稿模型权重"),
+            format_bytes(sp.draft_weight_bytes as f64),
+        ),
+        (
+            lang.t("output equals plain greedy decode", "输出与普通贪心解码相同"),
+            (sp.output == o.plain.output).to_string(),
+        ),
+    ];
+    egui::Grid::new("serve-spec-stats").striped(true).show(ui, |ui| {
+        for (k, v) in rows {
+            ui.label(RichText::new(k).size(size * 0.9));
+            ui.label(RichText::new(v).monospace().size(size * 0.9));
+            ui.end_row();
+        }
+    });
+    ui.add_space(size * 0.4);
+    let speeds: Vec<String> = o
+        .stored
+        .speculative
+        .iter()
+        .filter(|r| r.drafter == o.drafter)
+        .map(|r| {
+            format!(
+                "k={} {:.2}×",
+                r.k,
+                r.bytes_per_second / r.plain_bytes_per_second.max(1e-12)
+            )
+        })
+        .collect();
+    note(
+        ui,
+        size,
+        format!(
+            "{} {} ({} {} · {} · {}, {} {} {})",
+            lang.t("Bytes/s against plain decode:", "字节/秒相对普通解码："),
+            speeds.join("  "),
+            lang.t("stored,", "存储的实测，"),
+            o.stored.machine,
+            o.stored.backend,
+            o.stored.date,
+            lang.t("best of three,", "三次取最好，"),
+            measure::SPEC_BYTES,
+            lang.t("bytes", "字节"),
+        ),
+    );
+}
+
+/// The tiny model's and SmolLM2's colours in the real-model step.
+pub(super) const TINY: style::Rgba = style::REQUESTS[0];
+
+pub(super) const REAL: style::Rgba = style::REQUESTS[2];
+
+/// Lesson 12 on SmolLM2-135M: prompt lookup's speed-up over plain decode at each k, SmolLM2's stored
+/// measurement beside the tiny model's, with the drafts each verification pass accepts.
+pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
+    use egui_plot::{Bar, BarChart, HLine, Plot};
+    let size = cx.size;
+    let lang = cx.lang;
+    title(
+        ui,
+        size,
+        lang.t(
+            "Prompt lookup against plain decode, by k: SmolLM2-135M-Instruct beside the tiny model (stored speeds)",
+            "提示查找对比普通解码（按 k）：SmolLM2-135M-Instruct 与小模型，速度为存储的实测",
+        ),
+    );
+    note(
+        ui,
+        size,
+        lang.t(
+            "One prompt each. SmolLM2's greedy continuation of this one loops on a sentence, which prompt lookup drafts exactly: this gain is the loop's, not speculation's in general.",
+            "每个模型只有一个提示。SmolLM2 对这个提示的贪心续写在一句话上循环，提示查找能把循环完全猜中：这个加速来自循环，而不是投机解码的一般收益。",
+        ),
+    );
+    let ratio = |s: &measure::StoredServing, k: usize| {
+        s.speculative
+            .iter()
+            .find(|r| r.drafter == "ngram" && r.k == k)
+            .map(|r| r.bytes_per_second / r.plain_bytes_per_second)
+    };
+    let entries = [
+        (TINY, lang.t("tiny model (bytes)", "小模型（字节）")),
+        (
+            REAL,
+            lang.t("SmolLM2-135M-Instruct (tokens)", "SmolLM2-135M-Instruct（token）"),
+        ),
+        (style::MASKED, lang.t("plain decode (1×)", "普通解码（1×）")),
+    ];
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    let hp = ((ui.available_height() - legend_h) * 0.5).max(120.0);
+    let ks = measure::SPEC_KS;
+    let bars = |s: &measure::StoredServing, dx: f64, c: style::Rgba| -> Vec<Bar> {
+        ks.iter()
+            .enumerate()
+            .filter_map(|(i, &k)| ratio(s, k).map(|v| Bar::new(i as f64 + dx, v).width(0.38).fill(style::c32(c))))
+            .collect()
+    };
+    let (tiny, real) = (bars(&o.stored, -0.2, TINY), bars(&o.real, 0.2, REAL));
+    crate::ui::widgets::plot_title_room(ui);
+    Plot::new("serve-real")
+        .height(hp)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .allow_zoom(false)
+        .include_y(0.0)
+        .x_axis_label(lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"))
+        .y_axis_label(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
+        .x_axis_formatter(move |m, _| {
+            let i = m.value.round();
+            if (m.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < ks.len() {
+                format!("k = {}", ks[i as usize])
+            } else {
+                String::new()
+            }
+        })
+        .show(ui, |pl| {
+            pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
+            pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
+            pl.hline(HLine::new(lang.t("plain decode", "普通解码"), 1.0).color(style::c32(style::MASKED)));
+        });
+    legend(ui, &entries, size * 0.85);
+    ui.add_space(size * 0.3);
+    let real_row = |k: usize| o.real.speculative.iter().find(|r| r.drafter == "ngram" && r.k == k);
+    fitted_table(ui, "serve-real-table", size, |ui, size| {
+        egui::Grid::new("serve-real-table").striped(true).show(ui, |ui| {
+            header(
+                ui,
+                size,
+                &[
+                    "k",
+                    lang.t("SmolLM2: speed-up", "SmolLM2：加速"),
+                    lang.t("accepted / pass", "每次验证接受"),
+                    lang.t("passes / token", "每 token 的前向次数"),
+                    lang.t("tiny: speed-up", "小模型：加速"),
+                    lang.t("accepted / pass", "每次验证接受"),
+                ],
+            );
+            let f = |v: Option<f64>, suffix: &str| v.map_or("-".to_string(), |v| format!("{v:.2}{suffix}"));
+            for &k in &ks {
+                let r = real_row(k);
+                let t = o.tiny_ngram.iter().find(|t| t.0 == k);
+                for v in [
+                    k.to_string(),
+                    f(ratio(&o.real, k), "×"),
+                    f(r.and_then(|r| r.accepted_per_pass), ""),
+                    f(r.and_then(|r| r.passes_per_token), ""),
+                    f(ratio(&o.stored, k), "×"),
+                    f(t.map(|t| t.1), ""),
+                ] {
+                    ui.label(RichText::new(v).monospace().size(size));
+                }
+                ui.end_row();
+            }
+        })
+    });
+    note(
+        ui,
+        size,
+        match lang {
+            crate::ui::text::Lang::En => format!(
+                "Stored: `{}` on {}, {}, {} (SmolLM2); `{}` on {}, {} (tiny). The tiny model's accepted drafts are counted live (greedy, CPU backend).",
+                o.real.command,
+                o.real.machine,
+                o.real.backend,
+                o.real.date,
+                o.stored.command,
+                o.stored.machine,
+                o.stored.date
+            ),
+            crate::ui::text::Lang::Zh => format!(
+                "存储的实测：`{}`，{}，{}，{}（SmolLM2）；`{}`，{}，{}（小模型）。小模型每次验证接受的草稿数在此实时统计（贪心解码，CPU 后端）。",
+                o.real.command,
+                o.real.machine,
+                o.real.backend,
+                o.real.date,
+                o.stored.command,
+                o.stored.machine,
+                o.stored.date
+            ),
+        },
+    );
+}
