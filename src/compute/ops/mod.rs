@@ -15,6 +15,7 @@
 pub mod attention;
 pub mod attention_fused;
 pub mod copy_blocks;
+pub(crate) mod decode_row;
 pub mod flash;
 pub mod group_append;
 pub mod group_decode;

@@ -1,39 +1,15 @@
 //! The score-returning decode on the wgpu backend: the WGSL `score_decode_f16`.
 
 use super::{ScoreDecodeInput, ScoreDecodeOut, launch};
-use crate::compute::wgpu::{Dispatch, WgpuBackend, f32s, pack_f16, u};
+use crate::compute::ops::decode_row::RowParams;
+use crate::compute::wgpu::{Dispatch, WgpuBackend, f32s, pack_f16};
 use crate::compute::{BackendError, Valid, f16_pool};
-
-/// `score_attention.wgsl`'s uniforms.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct ScoreParams {
-    n_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    block_size: u32,
-    max_blocks: u32,
-    scale: f32,
-    probs_at: u32,
-    scores_at: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<ScoreParams>() == 32);
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&ScoreDecodeInput>) -> Result<ScoreDecodeOut, BackendError> {
     let s = inp.shape;
     let (r, h, hd, cols) = (inp.requests(), inp.n_heads, s.head_dim, inp.columns());
     let (n_out, n_probs, n_scores) = (r * h * hd, r * h * cols, r * s.kv_heads * cols);
-    let params = b.uniform(&ScoreParams {
-        n_heads: u(h)?,
-        kv_heads: u(s.kv_heads)?,
-        head_dim: u(hd)?,
-        block_size: u(s.block_size)?,
-        max_blocks: u(inp.max_blocks)?,
-        scale: 1.0 / (hd as f32).sqrt(),
-        probs_at: u(n_out)?,
-        scores_at: u(n_out + n_probs)?,
-    });
+    let params = b.uniform(&RowParams::new(&inp.paged, n_out, n_out + n_probs)?);
     let q = b.storage(inp.q);
     let k_pool = b.storage(&pack_f16(f16_pool(inp.k_pool, "wgpu")?));
     let v_pool = b.storage(&pack_f16(f16_pool(inp.v_pool, "wgpu")?));

@@ -2,6 +2,7 @@
 //! is tiny, and the fast decode is `paged_decode`).
 
 use super::{StreamDecodeInput, StreamDecodeOut, launch};
+use crate::compute::ops::decode_row::softmax_pv;
 use crate::compute::{BackendError, CpuBackend, Valid, f16_pool};
 
 pub(crate) fn run(_b: &CpuBackend, inp: Valid<&StreamDecodeInput>) -> Result<StreamDecodeOut, BackendError> {
@@ -47,29 +48,8 @@ pub(crate) fn run(_b: &CpuBackend, inp: Valid<&StreamDecodeInput>) -> Result<Str
                 p[t] = dot;
                 m = m.max(dot);
             }
-            let mut l = 0f32;
-            for pt in &mut p[..len] {
-                *pt = if *pt == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    crate::math::exp_f32(*pt - m)
-                };
-                l += *pt;
-            }
-            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-            for pt in &mut p[..len] {
-                *pt *= inv;
-            }
             let o = &mut out[(r * h + head) * hd..][..hd];
-            for (t, &pt) in p[..len].iter().enumerate() {
-                if pt == 0.0 {
-                    continue;
-                }
-                let v = &v_pool[row(kvh, t)..][..hd];
-                for (od, vd) in o.iter_mut().zip(v) {
-                    *od += pt * vd.to_f32();
-                }
-            }
+            softmax_pv(p, len, m, o, |t| &v_pool[row(kvh, t)..][..hd]);
         }
     }
     Ok(StreamDecodeOut { out, probs })

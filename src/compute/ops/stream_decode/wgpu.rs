@@ -1,39 +1,15 @@
 //! The streaming decode on the wgpu backend: the WGSL `stream_decode_f16`.
 
 use super::{StreamDecodeInput, StreamDecodeOut, launch};
-use crate::compute::wgpu::{Dispatch, WgpuBackend, f32s, pack_f16, u};
+use crate::compute::ops::decode_row::RowParams;
+use crate::compute::wgpu::{Dispatch, WgpuBackend, f32s, pack_f16};
 use crate::compute::{BackendError, Valid, f16_pool};
-
-/// `stream_attention.wgsl`'s uniforms.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct StreamParams {
-    n_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    block_size: u32,
-    max_blocks: u32,
-    scale: f32,
-    probs_at: u32,
-    _pad: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<StreamParams>() == 32);
 
 pub(crate) fn run(b: &WgpuBackend, inp: Valid<&StreamDecodeInput>) -> Result<StreamDecodeOut, BackendError> {
     let s = inp.shape;
     let (r, h, hd) = (inp.requests(), inp.n_heads, s.head_dim);
     let (n_out, n_probs) = (r * h * hd, r * h * inp.columns());
-    let params = b.uniform(&StreamParams {
-        n_heads: u(h)?,
-        kv_heads: u(s.kv_heads)?,
-        head_dim: u(hd)?,
-        block_size: u(s.block_size)?,
-        max_blocks: u(inp.max_blocks)?,
-        scale: 1.0 / (hd as f32).sqrt(),
-        probs_at: u(n_out)?,
-        _pad: 0,
-    });
+    let params = b.uniform(&RowParams::new(&inp.paged, n_out, 0)?);
     let q = b.storage(inp.q);
     let k_pool = b.storage(&pack_f16(f16_pool(inp.k_pool, "wgpu")?));
     let v_pool = b.storage(&pack_f16(f16_pool(inp.v_pool, "wgpu")?));
