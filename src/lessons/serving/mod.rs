@@ -413,7 +413,7 @@ fn real_numbers(o: &ServingOut, v: &mut Vec<(&'static str, String)>) {
     let dash = || "-".to_string();
     v.push((
         "real_stored_on",
-        format!("{} ({}, {})", o.real.machine, o.real.backend, o.real.date),
+        format!("{}, {}, {}", o.real.machine, o.real.backend, o.real.date),
     ));
     v.push(("real_k", best.map_or_else(dash, |r| r.k.to_string())));
     v.push(("real_speedup", best.map_or_else(dash, |r| format!("{:.2}×", ratio(r)))));

@@ -195,6 +195,11 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
     let h_plot = (ui.available_height() - 4.5 * size - legend_h).max(80.0);
     let bucket = s.curve_bucket.max(1);
     let tokens = s.tokens.unwrap_or(0);
+    let (lo, hi) = runs
+        .iter()
+        .flat_map(|(_, _, r)| r.curve.iter().copied())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
     plot_title_room(ui);
     Plot::new("streaming-sinks-real")
         .height(h_plot)
@@ -206,7 +211,20 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
             Lang::Zh => format!("被预测的 token（SmolLM2-135M，W = {w}，S = {k}；每 {bucket} 个 token 一个点）"),
         })
         .y_axis_label(lang.t("bits per byte", "每字节比特"))
-        .include_y(0.0)
+        // The curves' own range, not from 0: sinks + window runs a few hundredths above dense.
+        .include_y(lo - 0.05)
+        .include_y(hi + 0.05)
+        // A labelled tick every 0.2 bits (the plot is short: the default spacing labels one; 0.2 keeps
+        // every label exact at one decimal).
+        .y_grid_spacer(move |_| {
+            let (a, b) = (((lo - 0.05) * 5.0).ceil() as i64, ((hi + 0.05) * 5.0).floor() as i64);
+            (a..=b)
+                .map(|i| egui_plot::GridMark {
+                    value: i as f64 / 5.0,
+                    step_size: 0.2,
+                })
+                .collect()
+        })
         .include_x(0.0)
         // Ticks every 100 tokens up to the last point only: a tick past it sits at the plot's edge, where
         // its number is cut.
@@ -219,7 +237,14 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
                 .collect()
         })
         .show(ui, |p| {
-            for (i, policy, r) in &runs {
+            // Sinks + window last and heaviest: it is the step's point, and it runs close to dense.
+            let last = |p: &StreamPolicy| *p == StreamPolicy::Sinks;
+            let order = runs
+                .iter()
+                .filter(|r| !last(&r.1))
+                .chain(runs.iter().filter(|r| last(&r.1)));
+            for (i, policy, r) in order {
+                let width = if last(policy) { 4.0 } else { 2.5 };
                 let pts: Vec<[f64; 2]> = r
                     .curve
                     .iter()
@@ -230,7 +255,7 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
                 p.line(
                     Line::new(name.clone(), PlotPoints::new(pts.clone()))
                         .color(policy_color(*i))
-                        .width(2.5),
+                        .width(width),
                 );
                 p.points(
                     egui_plot::Points::new(name, PlotPoints::new(pts))
