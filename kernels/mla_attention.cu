@@ -21,7 +21,11 @@
 // per (head, request): the head's query (d_c + d_r values) in shared memory, scores strided
 // over the threads, block max and sum, probabilities normalised in `probs`, then the
 // latent-space output strided over d_c. d_c + d_r <= 1024 (checked by the host). Every
-// head reads the same latent rows: the bytes per token are (d_c + d_r) * 2 for all heads.
+// head reads the same latent rows, and this kernel reads them once per head: H * (d_c + d_r)
+// * 2 bytes per token. Production MLA decode (vLLM's MLA backends, FlashMLA) treats the
+// absorbed decode as MQA, one KV head shared by all query heads, and reads each row once for
+// all heads, (d_c + d_r) * 2 bytes per token: the figure lesson 11 quotes for DeepSeek-V3.
+// Prefill does the opposite: it expands K and V from the latent and runs ordinary attention.
 // This file must compile with NVRTC (only <cuda_fp16.h>) and with the CPU shim.
 // =======================================================================================
 

@@ -6,7 +6,8 @@
 // The latent pool is the K pool binding of the f16 read snippet (kernels/kv/f16_read_*.wgsl,
 // prepended by the backend: k_at(i) is pool element i); V's binding is not used. Layouts,
 // scale and the algorithm are those of the .cu file. One workgroup of 128 per (head,
-// request), dispatch (H, R, 1); the probabilities live in `result` after the output.
+// request), dispatch (H, R, 1); the probabilities live in `result` after the output. Like
+// the .cu file it reads the latent once per head, where an MQA-style kernel reads it once.
 // =======================================================================================
 
 struct MlaParams {

@@ -16,8 +16,10 @@
 // The host picks the positions: with positions by cache slot, the kept tokens in text
 // order get 0, 1, 2, ... (StreamingLLM's scheme: the distances the model sees stay within
 // its trained context however long the stream); with text positions each token keeps its
-// own. Because RoPE scores depend only on q_pos - key_pos, storing unrotated keys is what
-// makes renumbering possible: a key rotated at write time would carry its old position.
+// own. RoPE scores depend only on q_pos - key_pos, and rotations compose (R(a) R(b) = R(a+b)),
+// so a key rotated at write time could also be moved, by rotating it again by p' - p; but then
+// every window key would be re-rotated and written back at every step. Storing unrotated keys and
+// rotating them here, as they are read, makes renumbering read-only.
 //
 // Layouts
 // -------

@@ -41,8 +41,15 @@ pub struct Fact {
     pub id: String,
     /// The value as printed ("228", "3.35", "SHA-256").
     pub value: String,
+    /// The value in Chinese text, where the English one has words ("2 万亿" for "2 trillion").
+    #[serde(default)]
+    pub value_zh: Option<String>,
     /// Its unit ("KiB", "TB/s"; empty when none).
     pub unit: String,
+    /// Its unit in Chinese text, where the English one is a word ("个 token" for "tokens"); symbols
+    /// such as KiB have none and print as they are.
+    #[serde(default)]
+    pub unit_zh: Option<String>,
     /// What it is, with the variant (H100 SXM or PCIe, dense or sparse).
     pub what: Bilingual,
     /// The document or paper, and the section.
@@ -50,12 +57,25 @@ pub struct Fact {
 }
 
 impl Fact {
-    /// Value and unit, as quoted ("228 KiB").
+    /// Value and unit, as quoted in English ("228 KiB").
     pub fn shown(&self) -> String {
-        if self.unit.is_empty() || self.unit == "%" {
-            format!("{}{}", self.value, self.unit)
+        self.shown_in(false)
+    }
+
+    /// Value and unit as quoted in English, or in Chinese when `zh` ("4 个初始 token"; "228 KiB").
+    pub fn shown_in(&self, zh: bool) -> String {
+        let unit = match &self.unit_zh {
+            Some(u) if zh => u,
+            _ => &self.unit,
+        };
+        let value = match &self.value_zh {
+            Some(v) if zh => v,
+            _ => &self.value,
+        };
+        if unit.is_empty() || unit == "%" {
+            format!("{value}{unit}")
         } else {
-            format!("{} {}", self.value, self.unit)
+            format!("{value} {unit}")
         }
     }
 

@@ -24,8 +24,19 @@
 //!   (`ui::views`), above the lessons with no way back. The layering test (`tests/layering.rs`) fails
 //!   on any import cycle among these modules or among the files of `src/`.
 
+/// `println!` to stdout that ends the process quietly when its reader has gone (the lessons' export
+/// subcommands print through it, as the binary's commands do).
+#[cfg(feature = "native")]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::command::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod cache;
 pub mod calc;
+#[cfg(feature = "native")]
+pub mod command;
 pub mod compute;
 pub mod drivers;
 pub mod facts;

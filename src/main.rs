@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use cli::{
     BackendChoice, bench::BenchArgs, export::ExportCmd, kernels::KernelsCmd, lessons::LessonsCmd, render::RenderArgs,
@@ -49,7 +49,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write the tensors of one computation as .npy files plus manifest.json.
+    /// Write the tensors of one computation as .npy files plus manifest.json (a lesson's own exports
+    /// come from the lesson registry: `LessonKind::exports`).
     #[command(subcommand)]
     Export(ExportCmd),
     /// Compare every op of every backend with the f64 reference.
@@ -88,11 +89,41 @@ enum Command {
 }
 
 fn run() -> Result<bool> {
-    let cli = Cli::parse();
+    // `kvscope export` and `kvscope bench`: the subcommands that belong to no lesson (`ExportCmd`,
+    // `BenchCmd`), then each lesson kind's own, which the registry lists; a lesson's runs here, anything
+    // else below.
+    let owned = |bench: bool| -> Vec<&'static dyn kvscope::command::LessonCommand> {
+        let of = |k: &&'static dyn kvscope::lessons::LessonKind| if bench { k.benches() } else { k.exports() };
+        kvscope::lessons::REGISTRY.iter().flat_map(of).collect()
+    };
+    let (exports, benches) = (owned(false), owned(true));
+    let add = |mut c: clap::Command, subs: &[&'static dyn kvscope::command::LessonCommand]| {
+        for x in subs {
+            c = c.subcommand(x.command());
+        }
+        c
+    };
+    let matches = Cli::command()
+        .mut_subcommand("export", |e| add(e, &exports))
+        .mut_subcommand("bench", |b| add(b, &benches))
+        .get_matches();
+    if let Some((group, gm)) = matches.subcommand()
+        && let Some((name, sub)) = gm.subcommand()
+        && let Some(x) = match group {
+            "export" => exports.iter(),
+            "bench" => benches.iter(),
+            _ => [].iter(),
+        }
+        .find(|x| x.name() == name)
+    {
+        let lessons = matches.get_one::<PathBuf>("lessons").cloned();
+        return x.run(sub, lessons.as_deref()).map(|_| true);
+    }
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         None => cli::app::run(cli.lessons, cli.fresh),
         Some(Command::Render(args)) => cli::render::run(cli.lessons, args),
-        Some(Command::Export(cmd)) => cli::export::run(cmd, cli.lessons).map(|_| true),
+        Some(Command::Export(cmd)) => cli::export::run(cmd).map(|_| true),
         Some(Command::Lessons(cmd)) => cli::lessons::run(cmd),
         Some(Command::Kernels(cmd)) => cli::kernels::run(cmd),
         Some(Command::Check { backend, json, seed }) => cli::check::run(backend, json, seed),

@@ -11,6 +11,8 @@ fn query(dtype: &str, context: usize) -> Query {
         batch: 1,
         gpu: gpu_memory("h100").unwrap(),
         block_size: 16,
+        utilization: 1.0,
+        reserve_bytes: 0.0,
     }
 }
 

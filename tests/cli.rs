@@ -661,6 +661,15 @@ fn generate_and_the_model_exports() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.starts_with("The "), "{text}");
     assert!(text.contains("tokens/s") && text.contains("Paged cache"), "{text}");
+    // Within the trained context nothing is said; past it, stderr says where it was passed.
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("past the"));
+    let o = kvscope(&["generate", "--prompt", "The ", "--tokens", "300"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("4 prompt bytes + 300 new = 304, past the 256 bytes of context tiny was trained on"),
+        "{err}"
+    );
     let o = kvscope(&["generate", "--prompt", "", "--tokens", "8"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("the prompt is empty"));
@@ -808,6 +817,28 @@ fn export_streaming_writes_the_arrays_and_defines_them() {
     let o = kvscope(&["export", "streaming", "--policy", "h2o", "--out", out.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a policy"));
+    // A window and sinks far past the stream size the pool from the stream (64 bytes: 4 blocks of 16),
+    // not from the counts (this asked for 25.6 GB and aborted).
+    for policy in ["window", "sinks"] {
+        let o = kvscope(&[
+            "export",
+            "streaming",
+            "--policy",
+            policy,
+            "--window",
+            "99999999",
+            "--sinks",
+            "99999999",
+            "--bytes",
+            "64",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{policy}: {}", String::from_utf8_lossy(&o.stderr));
+        let man: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(man["streaming"]["pool_blocks"], 4, "{policy}");
+    }
 }
 
 /// `kvscope export eviction` writes the keep sets, the accumulated scores and the losses, and a manifest
@@ -1126,4 +1157,60 @@ fn export_serving_and_speculative() {
     }
     replay.truncate(output.len());
     assert_eq!(replay, output);
+}
+
+/// `kvscope calc` takes vLLM's claim on GPU memory and a reserve the user enters: the budget for the KV
+/// cache shrinks by exactly the unclaimed share and the reserve; a claim outside (0, 1] is an error.
+#[test]
+fn calc_takes_a_memory_claim_and_a_reserve() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["calc", "--model", "Llama-3-8B", "--json"];
+        a.extend_from_slice(args);
+        let o = kvscope(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone()
+    };
+    let all = json(&[]);
+    let vllm = json(&["--gpu-memory-utilization", "0.9", "--reserve-gb", "2"]);
+    let b = |v: &serde_json::Value| v["kv_budget_bytes"].as_f64().unwrap();
+    assert_eq!(all["gpu_memory_utilization"], 1.0);
+    assert!(
+        (b(&all) - b(&vllm) - (0.1 * 80e9 + 2e9)).abs() < 1.0,
+        "{} {}",
+        b(&all),
+        b(&vllm)
+    );
+    assert!(vllm["requests_fit"].as_u64() < all["requests_fit"].as_u64());
+    let o = kvscope(&["calc", "--model", "Llama-3-8B", "--gpu-memory-utilization", "1.5"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("utilization must be in (0, 1]"));
+}
+
+/// Every lesson kind's own `kvscope export` and `kvscope bench` subcommands, listed by the registry, are
+/// on the command line (their help answers), and `bench sweep`, lesson 4's, runs and prints its rows.
+#[test]
+fn lesson_subcommands_come_from_the_registry() {
+    let mut seen = 0;
+    for k in kvscope::lessons::REGISTRY.iter() {
+        for (group, subs) in [("export", k.exports()), ("bench", k.benches())] {
+            for s in subs {
+                let o = kvscope(&[group, s.name(), "--help"]);
+                assert!(
+                    o.status.success(),
+                    "{group} {}: {}",
+                    s.name(),
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 12, "{seen}");
+    let o = kvscope(&["bench", "sweep", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        rows.as_array()
+            .is_some_and(|r| !r.is_empty() && r[0]["kernel_gbs"].as_f64().is_some())
+    );
 }

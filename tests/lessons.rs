@@ -378,7 +378,7 @@ fn narration_numbers_come_from_the_computation() {
                     .into_iter()
                     .flatten()
                 {
-                    let filled = kvscope::lessons::fill(t, &values, "…");
+                    let filled = kvscope::lessons::fill(t, &values, "…", false);
                     // The narration is written for the file's settings: there every value is computed. At
                     // the sliders' extremes an event may not happen (no request waits); the app shows `—`.
                     if out.is_some() && at_defaults {
@@ -536,7 +536,7 @@ fn quoted_facts_and_models_come_from_the_facts_file() {
     let quoting = GOOD.replace("en = \"Some text.\"", "en = \"Up to {fact_hopper_smem_per_sm}.\"");
     let l = lesson::parse(Path::new("x.toml"), &quoting).unwrap();
     let t = l.file.steps[0].narration.get_ref().en.clone().unwrap();
-    assert_eq!(kvscope::lessons::fill(&t, &[], "…"), "Up to ^^228 KiB^^.");
+    assert_eq!(kvscope::lessons::fill(&t, &[], "…", false), "Up to ^^228 KiB^^.");
     let cited = kvscope::lessons::quoted_facts(&t);
     assert_eq!(cited.len(), 1);
     assert!(cited[0].source.contains("Hopper Tuning Guide"), "{:?}", cited[0]);
@@ -558,6 +558,66 @@ fn quoted_facts_and_models_come_from_the_facts_file() {
         .unwrap_or_else(|| panic!("{errs:?}"));
     assert_eq!((e.line, e.col), (5, 25), "{e}");
     assert!(e.hint.contains("Llama-3-8B"), "{e}");
+}
+
+/// A quoted fact prints its unit in the narration's language: a unit that is an English word ("tokens",
+/// "initial tokens", "SMs") has a Chinese one, and no Chinese narration of a shipped lesson, filled as
+/// the app fills it, prints a fact's English word unit. Symbols (KiB, TB/s, TFLOP/s) stay as they are.
+#[test]
+fn chinese_narration_quotes_facts_with_chinese_units() {
+    const SYMBOLS: [&str; 9] = ["", "%", "KiB", "KB", "MB", "GB/s", "TB/s", "TFLOP/s", "PFLOP/s"];
+    for f in kvscope::facts::all() {
+        assert!(
+            SYMBOLS.contains(&f.unit.as_str()) || f.unit_zh.is_some(),
+            "fact `{}`: its unit `{}` is English words; give it a `unit_zh`",
+            f.id,
+            f.unit
+        );
+        // A value with an English word in it ("2 trillion") needs its Chinese; names (SHA-256) do not.
+        let worded = f
+            .value
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .any(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_lowercase()));
+        assert!(
+            !worded || f.value_zh.is_some(),
+            "fact `{}`: its value `{}` has English words; give it a `value_zh`",
+            f.id,
+            f.value
+        );
+    }
+    assert_eq!(
+        kvscope::facts::fact("smollm2_training_tokens").shown_in(true),
+        "2 万亿 个 token"
+    );
+    assert_eq!(
+        kvscope::facts::fact("streamingllm_sinks").shown_in(true),
+        "4 个初始 token"
+    );
+    let mut quoted = 0;
+    for l in lesson::load_embedded().unwrap() {
+        for s in &l.file.steps {
+            let Some(zh) = s.narration.get_ref().zh.as_deref() else {
+                continue;
+            };
+            let filled = lesson::fill(zh, &[], "…", true);
+            for f in lesson::quoted_facts(zh) {
+                let Some(unit_zh) = &f.unit_zh else { continue };
+                quoted += 1;
+                assert!(
+                    !filled.contains(&f.shown_in(false)) && filled.contains(&f.shown_in(true)),
+                    "{} step `{}`: fact `{}` prints `{}`, not `{unit_zh}`:\n{filled}",
+                    l.id(),
+                    s.id.get_ref(),
+                    f.id,
+                    f.unit
+                );
+            }
+        }
+    }
+    assert!(
+        quoted >= 10,
+        "only {quoted} quotes of word-unit facts in Chinese narration"
+    );
 }
 
 /// Every published fact and model in `assets/facts.toml` is quoted by some lesson or view: the file

@@ -97,6 +97,8 @@ pub struct ModelSpec {
     pub ffn: Ffn,
     /// Multi-token-prediction layers (DeepSeek-V3's `num_nextn_predict_layers`), reported apart.
     pub mtp_layers: usize,
+    /// The longest context the config allows (`max_position_embeddings`), when it says.
+    pub max_context: Option<usize>,
 }
 
 /// A KV format the calculator counts: a cache format of lesson 10, or bf16 (f16's bytes).
@@ -242,7 +244,11 @@ pub struct Report {
     pub gpu_memory_bytes: u64,
     /// Source of the GPU memory figure.
     pub gpu_memory_source: String,
-    /// Bytes left for the KV cache after the weights (no other reserve).
+    /// The fraction of GPU memory claimed (1: all).
+    pub gpu_memory_utilization: f64,
+    /// Bytes reserved besides the weights (activations, CUDA graphs), as given.
+    pub reserve_bytes: f64,
+    /// Bytes left for the KV cache: GPU memory × utilization − weights − reserve.
     pub kv_budget_bytes: f64,
     /// Requests of the context that fit in the budget.
     pub requests_fit: u64,
@@ -286,6 +292,23 @@ pub struct Query {
     pub gpu: (u64, String),
     /// Tokens per block.
     pub block_size: usize,
+    /// The fraction of GPU memory the engine claims (1: all of it; vLLM's `gpu_memory_utilization`
+    /// defaults to 0.9).
+    pub utilization: f64,
+    /// Bytes kept back besides the weights: the activation peak and CUDA-graph memory, which vLLM
+    /// profiles before it sizes the pool and a calculator can only be told.
+    pub reserve_bytes: f64,
+}
+
+/// The longest context `m` serves: its config's `max_position_embeddings`, and for Mistral-7B-v0.1 the
+/// 8192 tokens it was trained on (its paper's Table 1, quoted as the fact `mistral_context_len`), which
+/// is less than the 32768 its config allows. Points past it are hypothetical, and the views say so.
+pub fn context_limit(m: &ModelSpec) -> Option<usize> {
+    let trained = (m.name == "Mistral-7B-v0.1").then(|| crate::facts::fact("mistral_context_len").number() as usize);
+    match (m.max_context, trained) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// KV bytes of one request of `n` tokens of `m` in `fmt`.
@@ -303,6 +326,15 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
     if q.context == 0 || q.batch == 0 || q.block_size == 0 {
         return Err("context, batch and block size must be at least 1".into());
     }
+    if !(q.utilization > 0.0 && q.utilization <= 1.0) {
+        return Err(format!(
+            "GPU memory utilization must be in (0, 1], not {}",
+            q.utilization
+        ));
+    }
+    if !(q.reserve_bytes >= 0.0 && q.reserve_bytes.is_finite()) {
+        return Err(format!("the reserve must be 0 or more bytes, not {}", q.reserve_bytes));
+    }
     let n = q.context;
     let per_layer = m.bytes_per_token_layer(&q.format, n);
     let per_request = request_bytes(m, &q.format, n);
@@ -315,7 +347,7 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
         }
     });
     let weights = params as f64 * weight_bytes(&wname)?;
-    let budget = (q.gpu.0 as f64 - weights).max(0.0);
+    let budget = (q.gpu.0 as f64 * q.utilization - weights - q.reserve_bytes).max(0.0);
     let requests_fit = (budget / per_request).floor() as u64;
     // Tokens: whole requests, then what the rest holds of one more (its first tokens, every layer).
     let rest = budget - requests_fit as f64 * per_request;
@@ -455,6 +487,8 @@ pub fn calculate(m: &ModelSpec, q: &Query) -> Result<Report, String> {
         weights_bytes: weights,
         gpu_memory_bytes: q.gpu.0,
         gpu_memory_source: q.gpu.1.clone(),
+        gpu_memory_utilization: q.utilization,
+        reserve_bytes: q.reserve_bytes,
         kv_budget_bytes: budget,
         requests_fit,
         tokens_fit: requests_fit * n as u64 + extra,

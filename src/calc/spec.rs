@@ -141,6 +141,7 @@ impl ModelSpec {
             windows,
             ffn,
             mtp_layers: uint(&c, "num_nextn_predict_layers").unwrap_or(0),
+            max_context: uint(&c, "max_position_embeddings"),
         })
     }
 

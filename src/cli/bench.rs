@@ -1,16 +1,15 @@
 //! `kvscope bench`: P1 (attention against GEMM) and P3 (paged decode against a read-only stream of the same bytes)
-//! as same-run ratios, or one of `render` (heatmap frame times), `sweep` (lesson 4's bandwidth sweep,
-//! printed) and `app` (what a lesson-3 slider drag costs).
+//! as same-run ratios, or one of `render` (heatmap frame times), `model` (both models' speed) and `app`
+//! (what a lesson-3 slider drag costs). A lesson's own measurements (`sweep`, lesson 4; `serving`, lesson
+//! 12) are subcommands in its folder's `cli.rs`, which `main.rs` adds from the registry.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use kvscope::compute::BackendKind;
-use kvscope::compute::bench::{self, SWEEP_REQUESTS, sweep_contexts, sweep_point};
+use kvscope::compute::bench;
 use kvscope::lessons::Params;
 use kvscope::ui::headless::Headless;
 use kvscope::ui::{AppConfig, KvscopeApp};
-
-use kvscope::lessons::kv_decode::sweep::{StoredPoint, StoredSweep};
 
 use super::backend;
 
@@ -44,33 +43,6 @@ enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Lesson 4's live sweep (decode kernel GB/s against the read-only roof and a copy, over context lengths), printed.
-    Sweep {
-        /// Backend to measure.
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Also write the sweep, with this machine's GEMM GFLOP/s, the date and the machine, as the
-        /// stored measurement lesson 4 draws until a live one arrives (assets/measurements/decode-sweep.json).
-        #[arg(long, value_name = "FILE")]
-        store: Option<std::path::PathBuf>,
-    },
-    /// Lesson 12's timings on a model (--model; the trained tiny one by default): TTFT/ITL of the default scenario under each token budget
-    /// (chunked, and whole prompts), swapping a request's KV out and back against recomputing it, by
-    /// context length, and speculative decoding's bytes/s against plain decode, printed.
-    Serving {
-        /// Backend to measure.
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        /// Also write them, with the date and the machine, as the stored measurement lesson 12 draws
-        /// (assets/measurements/serving.json).
-        #[arg(long, value_name = "FILE")]
-        store: Option<std::path::PathBuf>,
-        #[command(flatten)]
-        model: crate::cli::ModelArgs,
-    },
     /// Both models' speed on a backend: prefill and decode tokens/s, and decode's bytes per token
     /// (weights + KV) against this machine's read rate over the same weights, measured in the same run.
     /// SmolLM2 is measured when its file is there (./scripts/smollm2/fetch.sh), else the reason is printed.
@@ -100,9 +72,7 @@ enum BenchCmd {
 pub fn run(args: BenchArgs) -> Result<bool> {
     match args.what {
         Some(BenchCmd::Render { quick, json }) => render(quick, json),
-        Some(BenchCmd::Sweep { backend, json, store }) => sweep(backend, json, store),
         Some(BenchCmd::App { backend }) => app(backend),
-        Some(BenchCmd::Serving { backend, store, model }) => serving(backend, store, &model),
         Some(BenchCmd::Model {
             backend,
             decode,
@@ -415,194 +385,6 @@ fn render(quick: bool, json: bool) -> Result<bool> {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(true)
-}
-
-/// Exactly what lesson 4's live bandwidth plot measures, printed.
-fn sweep(kind: BackendKind, json: bool, store: Option<std::path::PathBuf>) -> Result<bool> {
-    let b = backend(kind)?;
-    let mut rows = Vec::new();
-    let mut stored = Vec::new();
-    let mut host = true;
-    for c in sweep_contexts(kind) {
-        let p = sweep_point(b.as_ref(), c).map_err(|e| anyhow::anyhow!(e))?;
-        host = p.device == kvscope::compute::Device::Host;
-        stored.push(StoredPoint {
-            context: p.context,
-            kernel: p.kernel,
-            read: p.read,
-            copy: p.copy,
-        });
-        if !json {
-            outln!(
-                "{} req × ctx {:5}: decode kernel {:7.2} GB/s   read-only stream {:7.2} GB/s   copy (read+written) {:7.2} GB/s   decode/read {:.2}  ({})",
-                SWEEP_REQUESTS,
-                p.context,
-                p.kernel,
-                p.read,
-                p.copy,
-                p.kernel / p.read,
-                kind.name()
-            );
-        }
-        rows.push(
-            serde_json::json!({"context": p.context, "kernel_gbs": p.kernel, "read_gbs": p.read, "copy_gbs": p.copy}),
-        );
-    }
-    if json {
-        outln!("{}", serde_json::to_string_pretty(&rows)?);
-    }
-    if let Some(path) = store {
-        let s = StoredSweep {
-            machine: machine_name(b.as_ref(), host),
-            date: utc_date(),
-            backend: kind.name().to_string(),
-            command: format!(
-                "kvscope bench sweep --backend {} --store {}",
-                kind.name(),
-                path.display()
-            ),
-            gemm_gflops: host.then(|| bench::best_gemm_gflops(1024).0),
-            points: stored,
-        };
-        std::fs::write(&path, serde_json::to_string_pretty(&s)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("stored in {}", path.display());
-    }
-    Ok(true)
-}
-
-/// Lesson 12's measurements, printed and optionally stored.
-fn serving(kind: BackendKind, store: Option<std::path::PathBuf>, model: &crate::cli::ModelArgs) -> Result<bool> {
-    use kvscope::lessons::serving::measure;
-    let b = backend(kind)?;
-    let err = |e: String| anyhow::anyhow!(e);
-    let model = model.load()?;
-    let model = &model;
-    let tiny = model.name == kvscope::model::ModelName::Tiny;
-    // The tiny model's text is its held-out bytes and its draft model drafts for it; SmolLM2's is its
-    // tokens of the English held-out text, and only prompt lookup can draft BPE tokens.
-    let (held, source) = model.heldout_tokens(usize::MAX).map_err(err)?;
-    let draft = if tiny {
-        Some(kvscope::model::draft().map_err(|e| anyhow::anyhow!("{e}"))?)
-    } else {
-        None
-    };
-    let unit = if tiny { "bytes" } else { "tokens" };
-    let latency = measure::measure_latency(model, b.as_ref(), &held).map_err(err)?;
-    outln!(
-        "{}: default scenario (requests arrival:prompt:generated {:?} {unit}, cut from {source}) on {}",
-        model.name.id(),
-        kvscope::drivers::serve::DEFAULT_SCENARIO,
-        kind.name()
-    );
-    outln!("policy   budget  TTFT ms per request            worst ITL ms per request       {unit}/s");
-    let ms = |v: &[f64]| {
-        v.iter()
-            .map(|x| format!("{:6.1}", x * 1e3))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    for r in &latency {
-        outln!(
-            "{:7}  {:6}  {}  {}  {:7.1}",
-            r.policy,
-            r.budget,
-            ms(&r.ttft),
-            ms(&r.max_itl),
-            r.bytes_per_second
-        );
-    }
-    let offload = measure::measure_offload(model, b.as_ref(), &held).map_err(err)?;
-    outln!("tokens  swap bytes (one way)  swap out+in ms  GB/s (both ways)  recompute ms  recompute/swap");
-    for r in &offload {
-        outln!(
-            "{:6}  {:20}  {:14.3}  {:16.2}  {:12.3}  {:14.1}",
-            r.tokens,
-            r.bytes,
-            r.swap_seconds * 1e3,
-            2.0 * r.bytes as f64 / r.swap_seconds / 1e9,
-            r.recompute_seconds * 1e3,
-            r.recompute_seconds / r.swap_seconds
-        );
-    }
-    let prompt = &held[..held.len().min(measure::spec_prompt().len())];
-    let speculative = measure::measure_spec(model, draft, b.as_ref(), prompt).map_err(err)?;
-    if !tiny {
-        outln!("(no draft model: the byte-level draft model cannot draft BPE tokens)");
-    }
-    outln!(
-        "drafter  k  {unit}/s  plain {unit}/s  ratio  accepted/pass  passes per output {}",
-        unit.trim_end_matches('s')
-    );
-    for r in &speculative {
-        outln!(
-            "{:7}  {}  {:7.1}  {:13.1}  {:5.2}  {:13.2}  {:10.3}",
-            r.drafter,
-            r.k,
-            r.bytes_per_second,
-            r.plain_bytes_per_second,
-            r.bytes_per_second / r.plain_bytes_per_second,
-            r.accepted_per_pass.unwrap_or(f64::NAN),
-            r.passes_per_token.unwrap_or(f64::NAN)
-        );
-    }
-    if let Some(path) = store {
-        let s = measure::StoredServing {
-            model: model.name.id().to_string(),
-            machine: machine_name(b.as_ref(), !matches!(b.kind(), BackendKind::Wgpu | BackendKind::Cuda)),
-            date: utc_date(),
-            backend: kind.name().to_string(),
-            command: format!(
-                "kvscope bench serving --backend {}{} --store {}",
-                kind.name(),
-                if tiny { "" } else { " --model smollm2" },
-                path.display()
-            ),
-            latency,
-            offload,
-            speculative,
-        };
-        std::fs::write(&path, serde_json::to_string_pretty(&s)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("stored in {}", path.display());
-    }
-    Ok(true)
-}
-
-/// The CPU model and thread count (host backends) or the backend's device, for a stored measurement.
-fn machine_name(b: &dyn kvscope::compute::Backend, host: bool) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if host {
-        format!("{cpu}, {threads} threads")
-    } else {
-        b.device()
-    }
-}
-
-/// Today's UTC date, `YYYY-MM-DD` (civil-from-days, Howard Hinnant's algorithm).
-fn utc_date() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// What dragging a lesson-3 slider at T = 1024, d_model = 1024, 16 heads costs: the worker's

@@ -32,6 +32,14 @@ pub struct CalcArgs {
     /// Tokens per block.
     #[arg(long, default_value_t = 16)]
     block_size: usize,
+    /// The fraction of GPU memory the engine claims (vLLM's --gpu-memory-utilization defaults to 0.9;
+    /// 1: all of it, no reserve).
+    #[arg(long, default_value_t = 1.0)]
+    gpu_memory_utilization: f64,
+    /// Memory kept back besides the weights, in GB: the activation peak and CUDA-graph memory, which
+    /// vLLM profiles at start-up and a calculator can only be told.
+    #[arg(long, default_value_t = 0.0)]
+    reserve_gb: f64,
     /// Print JSON (every field with its unit in its name).
     #[arg(long)]
     json: bool,
@@ -92,8 +100,17 @@ fn print(r: &Report) {
         r.weights_dtype,
         gb(r.weights_bytes)
     );
+    let claim = if r.gpu_memory_utilization < 1.0 || r.reserve_bytes > 0.0 {
+        format!(
+            " × {} claimed, minus a reserve of {}",
+            r.gpu_memory_utilization,
+            gb(r.reserve_bytes)
+        )
+    } else {
+        " (no other reserve)".to_string()
+    };
     outln!(
-        "  GPU memory {} ({}); left for KV after the weights: {}",
+        "  GPU memory {} ({}){claim}; left for KV after the weights: {}",
         gb(r.gpu_memory_bytes as f64),
         r.gpu_memory_source,
         gb(r.kv_budget_bytes)
@@ -124,6 +141,8 @@ pub fn run(a: CalcArgs) -> Result<bool> {
         batch: a.batch,
         gpu: gpu_memory(&a.gpu_mem).map_err(|e| anyhow!(e))?,
         block_size: a.block_size,
+        utilization: a.gpu_memory_utilization,
+        reserve_bytes: a.reserve_gb * 1e9,
     };
     let models: Vec<ModelSpec> = match (&a.model, &a.config) {
         (Some(m), None) if m.eq_ignore_ascii_case("all") => configs::all().map_err(|e| anyhow!(e))?,

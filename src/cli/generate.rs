@@ -49,7 +49,7 @@ pub struct GenerateArgs {
     /// shipped draft model). Sampling is the temperature's full softmax (no top-k), with rejection
     /// sampling; prints acceptance by position, passes per byte and bytes/s against plain decode.
     #[arg(long, value_enum)]
-    speculative: Option<super::serving::SpecArg>,
+    speculative: Option<kvscope::lessons::serving::cli::SpecArg>,
     /// Bytes drafted per step.
     #[arg(long, default_value_t = 4)]
     k: usize,
@@ -59,10 +59,29 @@ pub struct GenerateArgs {
 pub fn run(a: GenerateArgs) -> Result<()> {
     let model = a.model.load()?;
     let b = backend(a.backend)?;
-    if a.speculative == Some(super::serving::SpecArg::Draft) && model.name != ModelName::Tiny {
+    if a.speculative == Some(kvscope::lessons::serving::cli::SpecArg::Draft) && model.name != ModelName::Tiny {
         return Err(anyhow!(
             "the shipped draft model is byte-level and cannot draft SmolLM2's BPE tokens: use --speculative ngram (prompt lookup)"
         ));
+    }
+    let ids = model.tokenizer.encode(&a.prompt).map_err(|e| anyhow!(e))?;
+    let unit = if model.name == ModelName::Tiny {
+        "bytes"
+    } else {
+        "tokens"
+    };
+    let (total, trained) = (ids.len() + a.tokens, model.config.context);
+    if total > trained {
+        // Generation goes on past the trained context (the RoPE tables reach further); say so, as lesson 8
+        // does on screen, since what the model writes there is what lesson 8 measures as breaking down.
+        eprintln!(
+            "note: {} prompt {unit} + {} new = {total}, past the {trained} {unit} of context {} was trained on: \
+             from {} {trained} on it attends over distances it never saw (lesson 8 measures what that does)",
+            ids.len(),
+            a.tokens,
+            model.name.id(),
+            unit.trim_end_matches('s'),
+        );
     }
     if let Some(spec) = a.speculative {
         use kvscope::drivers::spec::{Drafter, SpecConfig};
@@ -73,15 +92,24 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             seed: a.seed,
             block_size: a.block_size,
         };
-        let ids = model.tokenizer.encode(&a.prompt).map_err(|e| anyhow!(e))?;
         let run = model
-            .speculative(&ids, a.tokens, &cfg(super::serving::drafter(spec)?), b.as_ref())
+            .speculative(
+                &ids,
+                a.tokens,
+                &cfg(kvscope::lessons::serving::cli::drafter(spec)?),
+                b.as_ref(),
+            )
             .map_err(|e| anyhow!(e))?;
         let plain = model
             .speculative(&ids, a.tokens, &cfg(Drafter::None), b.as_ref())
             .map_err(|e| anyhow!(e))?;
         outln!("{}{}", a.prompt, model.tokenizer.decode(&run.output));
-        super::serving::print_spec(&super::serving::spec_report(&run, &plain, a.temperature <= 0.0, &model));
+        kvscope::lessons::serving::cli::print_spec(&kvscope::lessons::serving::cli::spec_report(
+            &run,
+            &plain,
+            a.temperature <= 0.0,
+            &model,
+        ));
         return Ok(());
     }
     let cache = match a.cache {
@@ -95,18 +123,12 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     } else {
         Sampler::greedy()
     };
-    let ids = model.tokenizer.encode(&a.prompt).map_err(|e| anyhow!(e))?;
     let g = model
         .generate(&ids, a.tokens, cache, &mut sampler, b.as_ref())
         .map_err(|e| anyhow!(e))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}{}", a.prompt, model.tokenizer.decode(&g.tokens))?;
     let decoded = g.tokens.len().saturating_sub(1);
-    let unit = if model.name == ModelName::Tiny {
-        "bytes"
-    } else {
-        "tokens"
-    };
     writeln!(
         out,
         "-- {} {unit} of {} on {} ({}), {:?} cache: prefill {} {unit} in {:.1} ms; decode {:.1} tokens/s ({decoded} tokens in {:.1} ms)",

@@ -16,9 +16,10 @@
 //! Keys are cached **before** RoPE and turned on read by the backend's `stream_decode` kernel, each at
 //! the position the scheme gives it: with [`Positions::Cache`] the kept bytes in text order take 0, 1,
 //! 2, … (StreamingLLM's choice: the distances stay inside what the model was trained on), with
-//! [`Positions::Text`] each byte keeps its own. A kernel that turns keys on read is what makes the first
-//! scheme possible at all: a key turned when it was written carries its old position for good, and
-//! re-turning the whole cache with the `rope` op every step would write it all again each byte.
+//! [`Positions::Text`] each byte keeps its own. A kernel that turns keys on read makes the first scheme
+//! read-only: a key turned when it was written could be moved too, since rotations compose (turning it
+//! again by p′ − p takes it from p to p′), but every window key would then be turned and written back with
+//! the `rope` op at every byte.
 
 use web_time::Instant;
 
@@ -106,13 +107,16 @@ pub struct StreamConfig {
 
 impl StreamConfig {
     /// The most blocks the policy may hold: ⌈S/B⌉ + ⌈(W + B − 1)/B⌉ for sinks + window (S = 0 for a
-    /// window), every block of the stream for dense; none for recompute.
+    /// window), every block of the stream for dense; none for recompute. No policy holds more than the
+    /// stream's own ⌈N/B⌉ blocks (a byte's block is its text position over B), so a window or sink
+    /// count past the stream sizes the pool from the stream, not from the count.
     pub fn block_bound(&self, stream: usize) -> usize {
         let b = self.block_size.max(1);
+        let all = stream.div_ceil(b);
         match self.policy {
-            StreamPolicy::Dense => stream.div_ceil(b),
-            StreamPolicy::Window => (self.window + b - 1).div_ceil(b),
-            StreamPolicy::Sinks => self.sinks.div_ceil(b) + (self.window + b - 1).div_ceil(b),
+            StreamPolicy::Dense => all,
+            StreamPolicy::Window => self.window.saturating_add(b - 1).div_ceil(b).min(all),
+            StreamPolicy::Sinks => (self.sinks.div_ceil(b) + self.window.saturating_add(b - 1).div_ceil(b)).min(all),
             StreamPolicy::Recompute => 0,
         }
     }

@@ -16,6 +16,8 @@
 
 pub mod attention_layer;
 pub mod export;
+#[cfg(feature = "native")]
+pub mod set_args;
 
 /// The list of lesson kinds: each kind's module and type, one line each. Calls `$callback!` with it, so
 /// the compute side's [`REGISTRY`] (here) and the UI's table (`crate::ui::lesson_ui::LESSON_UIS`) come
@@ -129,6 +131,18 @@ pub trait LessonKind: Schema + Send + Sync + 'static {
     fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
         out.map(|o| o.values()).unwrap_or_default()
     }
+    /// The `kvscope export` subcommands this kind owns (`kvscope export` finds them here, through the
+    /// registry); a kind without its own export has none.
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        Vec::new()
+    }
+    /// The `kvscope bench` subcommands this kind owns (its measurements, printed and stored), found
+    /// through the registry as the exports are.
+    #[cfg(feature = "native")]
+    fn benches(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        Vec::new()
+    }
 }
 
 /// Why lessons 1–3's random-weight sliders do not apply to the trained model.
@@ -209,12 +223,13 @@ pub trait Output: Any + Send + Sync {
 /// computed, never a dash of their own, so the narration test can tell a missing value from a value.
 ///
 /// A `{fact_<id>}` placeholder is filled with the published fact (`crate::facts`), between quote marks
-/// that the narration renderer draws in the quoted style.
-pub fn fill(template: &str, values: &[(&'static str, String)], missing: &str) -> String {
+/// that the narration renderer draws in the quoted style, with its Chinese unit when `zh` (a Chinese
+/// narration).
+pub fn fill(template: &str, values: &[(&'static str, String)], missing: &str, zh: bool) -> String {
     let mut out = template.to_string();
     for name in crate::lesson_file::placeholders(template) {
         let v = match crate::facts::of_placeholder(name) {
-            Some(Ok(f)) => crate::facts::quoted(&f.shown()),
+            Some(Ok(f)) => crate::facts::quoted(&f.shown_in(zh)),
             _ => values
                 .iter()
                 .find(|(n, _)| *n == name)

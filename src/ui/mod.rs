@@ -487,7 +487,12 @@ impl KvscopeApp {
         } else {
             "…"
         };
-        Some(crate::lessons::fill(template, &values, missing))
+        Some(crate::lessons::fill(
+            template,
+            &values,
+            missing,
+            self.lang == text::Lang::Zh,
+        ))
     }
 
     /// What is kept between runs.

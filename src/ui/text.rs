@@ -140,7 +140,7 @@ pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fac
             Lang::Zh => &f.what.zh,
         };
         ui.label(
-            egui::RichText::new(format!("{}: {what}. {}", f.shown(), f.source))
+            egui::RichText::new(format!("{}: {what}. {}", f.shown_in(lang == Lang::Zh), f.source))
                 .size(small)
                 .color(quote),
         );

@@ -8,7 +8,7 @@
 mod numbers;
 
 
-use crate::calc::{self, Attention, Format, ModelSpec, Query, Report};
+use crate::calc::{self, Attention, Format, ModelSpec, Query, Report, context_limit};
 use crate::compute::ops::mla_decode::suite::layer_check;
 use crate::compute::{Backend, CheckReport, Kernel, Tolerance, check};
 use crate::lessons::export::{ArrayData, NamedArray};
@@ -139,20 +139,28 @@ pub const PLACEHOLDERS: &[&str] = &[
     "ds_mha_flops",
     "ds_mha_bytes",
     "ds_mtp",
+    "ds_layers",
+    "ds_row_all",
+    "mla_bytes_ran",
+    "mla_bytes_once",
     "ds_wrong_ratio",
     "cla",
     "cla_model",
     "cla_bpt",
     "cla_full_bpt",
+    "cla_ctx",
     "ctx_a",
-    "ctx_b",
     "ctx_c",
     "mistral_window",
-    "mistral_c",
+    "mistral_ctx",
+    "mistral_at",
+    "mistral_full_at",
+    "mistral_max",
     "gemma2_window",
     "gemma2_a",
-    "gemma2_c",
-    "gemma2_full_c",
+    "gemma2_ctx",
+    "gemma2_at",
+    "gemma2_full_at",
     "gemma3_window",
     "gemma3_local",
     "gemma3_global",
@@ -167,6 +175,10 @@ pub const PLACEHOLDERS: &[&str] = &[
     "weights_dtype",
     "budget",
     "context",
+    "reserve_line",
+    "reserve_line_zh",
+    "context_line",
+    "context_line_zh",
     "request_kv",
     "requests_fit",
     "tokens_fit",
@@ -398,7 +410,8 @@ impl Schema for Arch {
 
     fn params(&self) -> &'static [&'static str] {
         &[
-            "model", "dtype", "gpu", "context", "wrong", "cla", "mla_heads", "latent", "rope", "tokens", "seed",
+            "model", "dtype", "gpu", "context", "wrong", "vllm_claim", "reserve", "cla", "mla_heads", "latent", "rope",
+            "tokens", "seed",
         ]
     }
 
@@ -429,6 +442,8 @@ impl LessonKind for Arch {
         }
         if !views.contains(&"calculator") {
             v.push(("gpu", ["The GPU: the calculator (step 5).", "GPU：计算器（第 5 步）。"]));
+            v.push(("vllm_claim", ["vLLM's claim: the calculator (step 5).", "vLLM 的显存占比：计算器（第 5 步）。"]));
+            v.push(("reserve", ["The reserve: the calculator (step 5).", "预留：计算器（第 5 步）。"]));
             v.push(("wrong", ["The wrong formulas: the calculator (step 5).", "错误公式：计算器（第 5 步）。"]));
         }
         v
@@ -449,6 +464,12 @@ impl LessonKind for Arch {
             batch: 1,
             gpu,
             block_size: 16,
+            utilization: if get(p, "vllm_claim", 0) != 0 {
+                crate::facts::fact("vllm_gpu_memory_utilization").number()
+            } else {
+                1.0
+            },
+            reserve_bytes: get(p, "reserve", 0).clamp(0, 1000) as f64 * 1e9,
         };
         let reports = models
             .iter()
@@ -552,5 +573,49 @@ mod tests {
         // 128 heads · (128 + 64 + 128) values against 512 + 64.
         assert_eq!((c[0].cached_values, c[2].cached_values), (40960, 576));
         assert!(c[2].flops < c[1].flops && c[2].cache_bytes < c[0].cache_bytes);
+    }
+
+    /// The figures truth pass 3 put into lesson 11's narration, at the lesson's defaults: DeepSeek-V3's
+    /// row is per layer (576 values, 61 layers: 35,136 a token); Mistral and Gemma 2 are counted at the
+    /// longest context they serve (8k each), not at 128k; the calculator's vLLM claim and reserve take
+    /// 8 GB and the reserve off the budget; the kernel that ran read the latent once per head.
+    #[test]
+    fn narration_figures_of_truth_pass_3() {
+        let lessons = crate::lessons::load_embedded().unwrap();
+        let l = lessons.iter().find(|l| l.kind.name() == "arch").unwrap();
+        let mut p = Params::new();
+        crate::lessons::normalize(l, &mut p);
+        let run = |p: &Params| {
+            let out = l.kind.compute(l, p, &crate::compute::CpuBackend).unwrap();
+            let vals = out.values();
+            let get = move |k: &str| vals.iter().find(|(n, _)| *n == k).map(|v| v.1.clone()).unwrap_or_default();
+            (out, get)
+        };
+        let (out, get) = run(&p);
+        assert_eq!(["ds_row", "ds_layers", "ds_row_all"].map(&get), ["576", "61", "35136"]);
+        assert_eq!(["mistral_ctx", "mistral_max", "gemma2_ctx"].map(&get), ["8k", "32k", "8k"]);
+        assert_eq!(get("reserve_line"), "all of the GPU, no other reserve");
+        let o = out.as_ref().downcast_ref::<ArchOut>().unwrap();
+        let heads = get("mla_heads").parse::<usize>().unwrap();
+        let once = o.mla.tokens * o.mla.dims.row() * 2;
+        assert_eq!(get("mla_bytes_ran"), format_bytes((heads * once) as f64));
+        assert_eq!(get("mla_bytes_once"), format_bytes(once as f64));
+        let budget = o.report().kv_budget_bytes;
+        let total = o.report().gpu_memory_bytes as f64;
+        p.insert("vllm_claim".into(), 1);
+        p.insert("reserve".into(), 3);
+        let (out, get) = run(&p);
+        let r = out.as_ref().downcast_ref::<ArchOut>().unwrap().report().clone();
+        assert!((budget - r.kv_budget_bytes - (0.1 * total + 3e9)).abs() < 1.0, "{budget} {}", r.kv_budget_bytes);
+        assert!(
+            get("reserve_line").starts_with("claiming 0.9 of the GPU's memory and keeping back 3.0 GB"),
+            "{}",
+            get("reserve_line")
+        );
+        // A context past the model's own is called hypothetical (Llama-3-8B serves 8192).
+        assert_eq!(get("context_line"), "");
+        p.insert("context".into(), 16);
+        let (_, get) = run(&p);
+        assert!(get("context_line").contains("serves at most 8192 tokens"), "{}", get("context_line"));
     }
 }

@@ -116,6 +116,10 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         ("row_ratio", format!("{:.1}", small[0].cached_values as f64 / d.row() as f64)),
         ("mla_tokens", o.mla.tokens.to_string()),
         ("mla_err", format!("{:.1e}", o.mla.check.max_abs)),
+        // Latent bytes (f16) one decode step read: mla_decode runs a block per (request, head) and each
+        // reads every row; an MQA-style kernel reads each row once for all heads.
+        ("mla_bytes_ran", fb((d.heads * o.mla.tokens * d.row() * 2) as f64)),
+        ("mla_bytes_once", fb((o.mla.tokens * d.row() * 2) as f64)),
     ]);
     if let Some(ds) = o.deepseek {
         let dm = &o.models[ds];
@@ -134,6 +138,8 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
             ("ds_mha_flops", flops(c[0].flops)),
             ("ds_mha_bytes", fb(c[0].cache_bytes)),
             ("ds_mtp", dm.mtp_layers.to_string()),
+            ("ds_layers", dm.layers.to_string()),
+            ("ds_row_all", (dd.row() * dm.layers).to_string()),
         ]);
         if let Some(w) = o.reports[ds].wrong.iter().find(|w| w.formula.starts_with("MLA counted")) {
             v.push(("ds_wrong_ratio", format!("{:.0}", w.ratio)));
@@ -141,26 +147,37 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
     }
     // Step 4: CLA and windows.
     let [a, b, c] = CONTEXTS;
+    // CLA is counted at 32k, or at the chosen model's own longest context when that is shorter.
+    let cla_n = context_limit(m).unwrap_or(b).min(b);
     v.extend([
         ("cla", o.cla.to_string()),
         ("cla_model", m.name.clone()),
-        ("cla_bpt", fb(o.cla_at_contexts[1])),
-        ("cla_full_bpt", fb(o.at_contexts[o.selected][1])),
+        ("cla_bpt", fb(avg_bpt(&with_cla(m, o.cla), &o.format, cla_n))),
+        ("cla_full_bpt", fb(avg_bpt(m, &o.format, cla_n))),
+        ("cla_ctx", ktokens(cla_n)),
         ("ctx_a", ktokens(a)),
-        ("ctx_b", ktokens(b)),
         ("ctx_c", ktokens(c)),
     ]);
     let window = |mm: &ModelSpec| mm.windows.iter().flatten().next().copied().unwrap_or(0);
-    if let Some((i, mm)) = o.named(HYBRID[0]) {
+    let full_at =
+        |mm: &ModelSpec, n: usize| avg_bpt(&ModelSpec { windows: vec![None; mm.layers], ..mm.clone() }, &o.format, n);
+    let full = |mm: &ModelSpec| full_at(mm, c);
+    // Mistral and Gemma 2 are counted at the longest context each serves, not at 128k (context_limit).
+    if let Some((_, mm)) = o.named(HYBRID[0]) {
+        let n = context_limit(mm).unwrap_or(c).min(c);
         v.push(("mistral_window", window(mm).to_string()));
-        v.push(("mistral_c", fb(o.at_contexts[i][2])));
+        v.push(("mistral_ctx", ktokens(n)));
+        v.push(("mistral_at", fb(avg_bpt(mm, &o.format, n))));
+        v.push(("mistral_full_at", fb(full_at(mm, n))));
+        v.push(("mistral_max", ktokens(mm.max_context.unwrap_or(n))));
     }
-    let full = |mm: &ModelSpec| avg_bpt(&ModelSpec { windows: vec![None; mm.layers], ..mm.clone() }, &o.format, c);
     if let Some((i, mm)) = o.named(HYBRID[1]) {
+        let n = context_limit(mm).unwrap_or(c).min(c);
         v.push(("gemma2_window", window(mm).to_string()));
         v.push(("gemma2_a", fb(o.at_contexts[i][0])));
-        v.push(("gemma2_c", fb(o.at_contexts[i][2])));
-        v.push(("gemma2_full_c", fb(full(mm))));
+        v.push(("gemma2_ctx", ktokens(n)));
+        v.push(("gemma2_at", fb(avg_bpt(mm, &o.format, n))));
+        v.push(("gemma2_full_at", fb(full_at(mm, n))));
     }
     if let Some((i, mm)) = o.named(HYBRID[2]) {
         let local = mm.windows.iter().filter(|w| w.is_some()).count();
@@ -180,6 +197,49 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         ("weights", gb(r.weights_bytes)),
         ("weights_dtype", r.weights_dtype.clone()),
         ("budget", gb(r.kv_budget_bytes)),
+        (
+            "reserve_line",
+            match (r.gpu_memory_utilization < 1.0, r.reserve_bytes > 0.0) {
+                (false, false) => "all of the GPU, no other reserve".into(),
+                (true, false) => format!("claiming {} of the GPU's memory", r.gpu_memory_utilization),
+                (false, true) => format!("keeping back {} for activations", gb(r.reserve_bytes)),
+                (true, true) => format!(
+                    "claiming {} of the GPU's memory and keeping back {} for activations",
+                    r.gpu_memory_utilization,
+                    gb(r.reserve_bytes)
+                ),
+            },
+        ),
+        (
+            "reserve_line_zh",
+            match (r.gpu_memory_utilization < 1.0, r.reserve_bytes > 0.0) {
+                (false, false) => "整块 GPU，不另留余量".into(),
+                (true, false) => format!("占用 GPU 显存的 {}", r.gpu_memory_utilization),
+                (false, true) => format!("为激活预留 {}", gb(r.reserve_bytes)),
+                (true, true) => format!(
+                    "占用 GPU 显存的 {}，并为激活预留 {}",
+                    r.gpu_memory_utilization,
+                    gb(r.reserve_bytes)
+                ),
+            },
+        ),
+        (
+            "context_line",
+            match context_limit(m) {
+                Some(l) if r.context_tokens > l => format!(
+                    "{} serves at most {l} tokens, so a request this long is hypothetical.",
+                    m.name
+                ),
+                _ => String::new(),
+            },
+        ),
+        (
+            "context_line_zh",
+            match context_limit(m) {
+                Some(l) if r.context_tokens > l => format!("{} 最多服务 {l} 个 token，这么长的请求只是假设。", m.name),
+                _ => String::new(),
+            },
+        ),
         ("context", r.context_tokens.to_string()),
         ("request_kv", fb(r.kv_bytes_per_request)),
         ("requests_fit", r.requests_fit.to_string()),

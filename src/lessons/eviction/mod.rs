@@ -6,6 +6,8 @@
 //! here, on the active backend; the quality table over the whole held-out file and the recall trials
 //! (stored, [`stored`]) is drawn labelled as stored.
 
+#[cfg(feature = "native")]
+pub mod cli;
 pub mod export;
 mod numbers;
 pub mod stored;
@@ -232,6 +234,11 @@ impl Schema for Eviction {
 }
 
 impl LessonKind for Eviction {
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::EVICTION, &cli::EVICTION_TABLE]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::PagedAppend, Kernel::ScoreDecode]
     }

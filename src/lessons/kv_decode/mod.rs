@@ -5,6 +5,8 @@
 //! kernel serves lessons 4 and 5. Every kernel result is checked against the f64 reference as it is
 //! computed. The timeline has one frame per (token, layer).
 
+#[cfg(feature = "native")]
+pub mod cli;
 pub mod generate;
 pub mod sweep;
 
@@ -66,6 +68,11 @@ impl Schema for KvDecode {
 }
 
 impl LessonKind for KvDecode {
+    #[cfg(feature = "native")]
+    fn benches(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::BENCH_SWEEP]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::StaticCacheAppend, Kernel::PagedDecode]
     }

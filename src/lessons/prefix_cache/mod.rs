@@ -8,6 +8,8 @@
 //! timeline has one frame per event.
 
 
+#[cfg(feature = "native")]
+pub mod cli;
 mod out;
 mod replay;
 
@@ -69,6 +71,11 @@ impl Schema for PrefixCache {
 }
 
 impl LessonKind for PrefixCache {
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::PREFIX_SCHEDULE]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::CopyBlocks, Kernel::PagedAppend, Kernel::PagedDecode]
     }

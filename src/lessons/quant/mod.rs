@@ -5,6 +5,8 @@
 //! `group_decode`) on the same backend. Everything the views draw is measured
 //! here; the table over the whole held-out file is stored ([`stored`]) and drawn labelled as stored.
 
+#[cfg(feature = "native")]
+pub mod cli;
 pub mod bench;
 pub mod export;
 mod numbers;
@@ -80,6 +82,10 @@ pub const PLACEHOLDERS: &[&str] = &[
     "int8_err",
     "e4m3_max",
     "e5m2_max",
+    "e5m2_ebits",
+    "f16_max",
+    "e5m2_min_sub",
+    "f16_min_sub",
     "e4m3_value",
     "e5m2_value",
     "k_ratio",
@@ -340,6 +346,11 @@ impl Schema for Quant {
 }
 
 impl LessonKind for Quant {
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::QUANT, &cli::FP8_TABLE, &cli::QUANT_TABLE]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[
             Kernel::QuantAppend,
@@ -538,5 +549,12 @@ mod tests {
         assert!(!out.has_nan());
         assert!(out.reports().iter().all(|r| r.passed()));
         assert!(!out.reports().is_empty());
+        // The formats step: E5M2 shares f16's exponent bits but not its range ends (Micikevicius et al.,
+        // arXiv 2209.05433, Table 1: 57344 and 2^-16 against f16's 65504 and 2^-24).
+        let get = |k: &str| vals.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+        assert_eq!(
+            ["e5m2_ebits", "e5m2_max", "f16_max", "e5m2_min_sub", "f16_min_sub", "e4m3_max"].map(get),
+            ["5", "57344", "65504", "2^-16", "2^-24", "448"]
+        );
     }
 }

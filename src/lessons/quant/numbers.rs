@@ -44,6 +44,10 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
         ("int8_err", show_value((o.int8.value - o.value).abs())),
         ("e4m3_max", show_value(E4M3.max())),
         ("e5m2_max", show_value(E5M2.max())),
+        ("e5m2_ebits", E5M2.ebits.to_string()),
+        ("f16_max", show_value(half::f16::MAX.to_f32())),
+        ("e5m2_min_sub", pow2_label(E5M2.decode(1))),
+        ("f16_min_sub", pow2_label(half::f16::from_bits(1).to_f32())),
         ("e4m3_value", show_value(o.e4m3.value)),
         ("e5m2_value", show_value(o.e5m2.value)),
         ("format", format_label(sel_f)),
@@ -377,5 +381,15 @@ impl crate::drivers::quant::QuantTable {
                 }
             }
         }
+    }
+}
+
+/// A power of two as `2^e` (the formats' smallest subnormals); other values as [`show_value`] gives them.
+fn pow2_label(x: f32) -> String {
+    let e = x.log2();
+    if x > 0.0 && e == e.round() {
+        format!("2^{}", e as i32)
+    } else {
+        show_value(x)
     }
 }

@@ -6,6 +6,8 @@
 //! here on each slider change; wall-clock figures come from [`measure`]'s stored file, labelled with its
 //! machine and date; device figures are quoted facts.
 
+#[cfg(feature = "native")]
+pub mod cli;
 pub mod measure;
 
 use crate::calc::{self, Format, ModelSpec};
@@ -75,6 +77,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "recompute_ratio",
     "mha_model",
     "mha_cross",
+    "mha_cross_note",
+    "mha_cross_note_zh",
     "gqa_model",
     "gqa_swap_us",
     "gqa_recompute_us",
@@ -109,8 +113,8 @@ pub const PLACEHOLDERS: &[&str] = &[
 /// The two models of the device-fact comparison: MHA (no KV sharing) and GQA.
 pub const FACT_MODELS: [&str; 2] = ["Llama-2-7B", "Llama-3-8B"];
 
-/// Contexts of the device-fact table.
-pub const FACT_CONTEXTS: [usize; 5] = [1024, 4096, 16384, 65536, 131072];
+/// Contexts of the device-fact table (a row is drawn while some model serves it: `calc::context_limit`).
+pub const FACT_CONTEXTS: [usize; 6] = [1024, 4096, 8192, 16384, 65536, 131072];
 
 /// Swap (out and back in over PCIe) and recompute (a prefill at peak FLOP/s) seconds for a request of
 /// `n` tokens of `m`, from device facts: `pcie` bytes/s one way, `flops` FLOP/s. Recompute counts
@@ -227,6 +231,16 @@ fn us(s: f64) -> String {
 }
 
 impl LessonKind for Serving {
+    #[cfg(feature = "native")]
+    fn benches(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::BENCH_SERVING]
+    }
+
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::SPECULATIVE, &cli::SERVING]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::PagedPrefill]
     }
@@ -555,10 +569,23 @@ fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
     let (pcie, flops) = device_rates();
     let (mha, gqa) = (&o.fact_models[0], &o.fact_models[1]);
     v.push(("mha_model", mha.name.clone()));
-    v.push((
-        "mha_cross",
-        crossover(mha, pcie, flops).map_or("-".into(), |n| n.to_string()),
-    ));
+    let cross = crossover(mha, pcie, flops);
+    v.push(("mha_cross", cross.map_or("-".into(), |n| n.to_string())));
+    let limit = calc::context_limit(mha);
+    // Whether the crossover falls inside the context the MHA model serves.
+    let (note, note_zh) = match (cross, limit) {
+        (Some(c), Some(l)) if c > l => (
+            format!("beyond the {l} tokens it serves, so within them recomputing is cheaper"),
+            format!("超出了它能服务的 {l} 个 token，所以在这之内重算更便宜"),
+        ),
+        (_, Some(l)) => (
+            format!("inside the {l} tokens it serves"),
+            format!("在它能服务的 {l} 个 token 之内"),
+        ),
+        (_, None) => (String::new(), String::new()),
+    };
+    v.push(("mha_cross_note", note));
+    v.push(("mha_cross_note_zh", note_zh));
     v.push(("gqa_model", gqa.name.clone()));
     let (gs, gr) = fact_costs(gqa, 1, pcie, flops);
     v.push(("gqa_swap_us", us(gs)));
@@ -658,5 +685,14 @@ mod tests {
         assert!((s * 1e6 - 4.096).abs() < 0.01, "{s}");
         assert!(r > s);
         assert_eq!(crossover(&gqa, pcie, flops), None);
+        // The offload step says the MHA crossover lies past the 4096 tokens Llama-2-7B serves.
+        assert_eq!((cross, calc::context_limit(&mha)), (10403, Some(4096)));
+        let lessons = crate::lessons::load_embedded().unwrap();
+        let l = lessons.iter().find(|l| l.kind.name() == "serving").unwrap();
+        let mut p = Params::new();
+        crate::lessons::normalize(l, &mut p);
+        let o = l.kind.compute(l, &p, &crate::compute::CpuBackend).unwrap();
+        let note = o.values().into_iter().find(|(n, _)| *n == "mha_cross_note").unwrap().1;
+        assert_eq!(note, "beyond the 4096 tokens it serves, so within them recomputing is cheaper");
     }
 }

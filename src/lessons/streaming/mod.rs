@@ -6,6 +6,8 @@
 //! 16 KiB results of `kvscope export streaming` (stored, [`stored`]) are drawn beside them, labelled as
 //! stored.
 
+#[cfg(feature = "native")]
+pub mod cli;
 pub mod export;
 pub mod stored;
 
@@ -76,6 +78,14 @@ pub const PLACEHOLDERS: &[&str] = &[
     "stored_bpb_window",
     "stored_bpb_sinks",
     "stored_bpb_recompute",
+    "stored_bucket",
+    "stored_dense_low",
+    "stored_dense_high",
+    "stored_dense_early",
+    "stored_dense_late",
+    "uniform_bpb",
+    "sinks_text_change",
+    "sinks_text_change_zh",
     "stored_real_tokens",
     "stored_real_layers",
     "stored_real_query_heads",
@@ -257,6 +267,11 @@ impl Streaming {
 }
 
 impl LessonKind for Streaming {
+    #[cfg(feature = "native")]
+    fn exports(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
+        vec![&cli::STREAMING]
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[Kernel::PagedAppend, Kernel::StreamDecode, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
     }
@@ -383,6 +398,16 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
     if n > ctx {
         v.push(("bpb_dense_after", fmt_bpb(dense.bits_per_byte_in(ctx..n))));
     }
+    // Whether giving the kept bytes their text positions raises or lowers sinks + window's loss.
+    let (by_cache, by_text) = (
+        o.run(StreamPolicy::Sinks, Positions::Cache).bits_per_byte(),
+        o.run(StreamPolicy::Sinks, Positions::Text).bits_per_byte(),
+    );
+    let rises = by_text > by_cache;
+    v.push(("sinks_text_change", if rises { "rises" } else { "falls" }.into()));
+    v.push(("sinks_text_change_zh", if rises { "升到" } else { "降到" }.into()));
+    // A uniform guess over the 256 byte values costs log2(256) bits per byte.
+    v.push(("uniform_bpb", format!("{}", (256f64).log2())));
     if let Some(s) = stored::smollm2() {
         // SmolLM2's stored runs (one setting: the file's sinks run).
         let (l, h, m) = s.strongest_sink();
@@ -423,6 +448,13 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
             .or_else(|| s.runs.iter().find(|r| r.policy == "sinks" && r.positions == "cache"))
             .map_or((o.window, o.sinks), |r| (r.window, r.sinks));
         v.push(("stored_bytes", s.bytes.to_string()));
+        if let Some(t) = s.dense_trend() {
+            v.push(("stored_bucket", s.curve_bucket.to_string()));
+            v.push(("stored_dense_low", fmt_bpb(t.low)));
+            v.push(("stored_dense_high", fmt_bpb(t.high)));
+            v.push(("stored_dense_early", fmt_bpb(t.early)));
+            v.push(("stored_dense_late", fmt_bpb(t.late)));
+        }
         v.push(("stored_window", w.to_string()));
         v.push(("stored_sinks", k.to_string()));
         for (name, policy) in [
@@ -525,5 +557,14 @@ mod tests {
             assert!(stored || vals.iter().any(|(n, _)| n == name), "{name} is not filled");
         }
         assert!(!out.has_nan());
+        // The positions step says which way sinks + window moves when its keys take text positions.
+        let get = |k: &str| vals.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+        let o = out.as_ref().downcast_ref::<StreamOut>().unwrap();
+        let (c, t) = (
+            o.run(StreamPolicy::Sinks, Positions::Cache).bits_per_byte(),
+            o.run(StreamPolicy::Sinks, Positions::Text).bits_per_byte(),
+        );
+        assert_eq!(get("sinks_text_change"), if t > c { "rises" } else { "falls" }, "{c} {t}");
+        assert_eq!(get("uniform_bpb"), "8");
     }
 }

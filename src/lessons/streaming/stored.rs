@@ -56,7 +56,36 @@ pub struct StoredModel {
     pub sink_mass_sinks: usize,
 }
 
+/// The stored dense run's curve past its first bucket (the part past the trained context): its lowest
+/// and highest bucket, and its mean over the first and the second half of those buckets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DenseTrend {
+    /// The lowest bucket's bits per byte.
+    pub low: f64,
+    /// The highest bucket's bits per byte.
+    pub high: f64,
+    /// The mean of the first half of the buckets.
+    pub early: f64,
+    /// The mean of the second half.
+    pub late: f64,
+}
+
 impl StoredModel {
+    /// The dense run's curve after its first bucket, summarised (None without a dense run of at least
+    /// three buckets).
+    pub fn dense_trend(&self) -> Option<DenseTrend> {
+        let r = self.runs.iter().find(|r| r.policy == "dense" && r.positions == "cache")?;
+        let c = r.curve.get(1..).filter(|c| c.len() >= 2)?;
+        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+        let (a, b) = c.split_at(c.len() / 2);
+        Some(DenseTrend {
+            low: c.iter().copied().fold(f64::INFINITY, f64::min),
+            high: c.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            early: mean(a),
+            late: mean(b),
+        })
+    }
+
     /// The run of these settings (dense runs match any W).
     pub fn find(&self, policy: &str, positions: &str, window: usize, sinks: usize) -> Option<&StoredRun> {
         self.runs.iter().find(|r| {
@@ -131,6 +160,18 @@ mod tests {
             assert!(f.base.find(p, "cache", 64, 4).is_some(), "{p}");
         }
         assert_eq!(f.base.bytes, crate::model::HELDOUT.len());
+    }
+
+    /// Lesson 8's `breaks` step says, from these numbers, that the dense run past the trained context
+    /// does not keep getting worse and that its worst bucket is worse than a uniform guess (8 bits per
+    /// byte): both must stay true of the stored file.
+    #[test]
+    fn the_stored_dense_run_has_no_upward_trend_and_a_bucket_past_uniform() {
+        let t = super::embedded().unwrap().dense_trend().unwrap();
+        assert!(t.late < t.early + 0.25, "{t:?}");
+        assert!(t.high > 8.0 && t.low > 5.0, "{t:?}");
+        // The figures, 512-byte buckets: 5.83 to 8.67.
+        assert_eq!((format!("{:.2}", t.low), format!("{:.2}", t.high)), ("5.83".into(), "8.67".into()));
     }
 
     #[test]

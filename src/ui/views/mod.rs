@@ -2,16 +2,14 @@
 //! [`crate::ui::lesson_ui::LessonUi`] for it. The kinds compute below, with no egui; their views live
 //! here, above them, so the lessons never import the UI.
 
-mod arch;
 pub mod attention_layer;
-mod attention_matrix;
-mod causal_mask;
-mod eviction;
-mod flash_attention;
-mod kv_decode;
-mod multi_head;
-mod paged_cache;
-mod prefix_cache;
-mod quant;
-mod serving;
-mod streaming;
+
+/// One module per lesson kind, `ui/views/<module>.rs` or `ui/views/<module>/`, declared from the
+/// registry's list (`lesson_table!`): a new kind's view needs no line here.
+macro_rules! view_modules {
+    ($($module:ident::$kind:ident),* $(,)?) => {
+        $(mod $module;)*
+    };
+}
+
+crate::lessons::lesson_table!(view_modules);

@@ -6,6 +6,7 @@ use eframe::egui::{self, RichText, Ui};
 use super::parts::{note, title};
 
 use crate::calc::ModelSpec;
+use crate::calc::context_limit;
 use crate::lessons::arch::{ArchOut, CONTEXTS, HYBRID, gb, ktokens, params_text};
 use crate::lessons::format_bytes;
 use crate::style;
@@ -87,23 +88,30 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         o.cla,
         o.cla_at_contexts,
     ));
+    // Contexts past what a model serves (context_limit) are marked: their figures are hypothetical.
+    let mut past: Vec<String> = Vec::new();
     for (label, mm, share, at) in rows {
         ui.add_space(size * 0.25);
         ui.label(RichText::new(label).size(size * 0.9));
         layer_cells(ui, size, mm, share);
-        ui.label(
-            RichText::new(format!(
-                "{} {} · {} {} · {} {}",
-                ktokens(CONTEXTS[0]),
-                format_bytes(at[0]),
-                ktokens(CONTEXTS[1]),
-                format_bytes(at[1]),
-                ktokens(CONTEXTS[2]),
-                format_bytes(at[2])
-            ))
-            .monospace()
-            .size(size * 0.85),
-        );
+        let limit = context_limit(mm);
+        let cells: Vec<String> = (0..3)
+            .map(|i| {
+                let star = if limit.is_some_and(|l| CONTEXTS[i] > l) {
+                    "*"
+                } else {
+                    ""
+                };
+                format!("{} {}{star}", ktokens(CONTEXTS[i]), format_bytes(at[i]))
+            })
+            .collect();
+        if let Some(l) = limit.filter(|&l| l < CONTEXTS[2]) {
+            let s = format!("{} {}", mm.name, ktokens(l));
+            if !past.contains(&s) {
+                past.push(s);
+            }
+        }
+        ui.label(RichText::new(cells.join(" · ")).monospace().size(size * 0.85));
     }
     ui.add_space(size * 0.3);
     legend(
@@ -129,6 +137,17 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
             "窗口取自各自的配置（Gemma 2：偶数层为局部；Gemma 3：每六层一层全局）。这里的 CLA（Brandon 等，2024）是假设：这些配置都没有跨层共享 KV。",
         ),
     );
+    if !past.is_empty() {
+        let list = past.join(", ");
+        note(
+            ui,
+            size,
+            &match lang {
+                Lang::En => format!("* past the longest context the model serves ({list}): hypothetical."),
+                Lang::Zh => format!("* 超过模型能服务的最长上下文（{list}）：假设值。"),
+            },
+        );
+    }
 }
 
 pub(super) fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
@@ -265,6 +284,12 @@ pub(super) fn memory_bar(ui: &mut Ui, size: f32, lang: Lang, r: &crate::calc::Re
     let x_of = |b: f64| rect.min.x + (b / total).clamp(0.0, 1.0) as f32 * rect.width();
     let weights = egui::Rect::from_min_max(rect.min, egui::pos2(x_of(r.weights_bytes), rect.max.y));
     p.rect_filled(weights, 2.0, style::WHOLE_32);
+    // What the engine keeps back: the share it does not claim and the reserve, drawn at the right end.
+    let kept_back = total * (1.0 - r.gpu_memory_utilization) + r.reserve_bytes;
+    if kept_back > 0.0 {
+        let back = egui::Rect::from_min_max(egui::pos2(x_of(total - kept_back), rect.min.y), rect.max);
+        p.rect_filled(back, 2.0, style::c32(style::RESERVED));
+    }
     let n = r.requests_fit as usize;
     let shown = n.min(64);
     for i in 0..shown {
@@ -313,4 +338,27 @@ pub(super) fn memory_bar(ui: &mut Ui, size: f32, lang: Lang, r: &crate::calc::Re
         ],
         size,
     );
+    if kept_back > 0.0 {
+        legend(
+            ui,
+            &[(
+                style::RESERVED,
+                match lang {
+                    Lang::En => format!(
+                        "kept back {} (unclaimed {}, reserve {})",
+                        gb(kept_back),
+                        gb(total * (1.0 - r.gpu_memory_utilization)),
+                        gb(r.reserve_bytes)
+                    ),
+                    Lang::Zh => format!(
+                        "留出 {}（未占用 {}，预留 {}）",
+                        gb(kept_back),
+                        gb(total * (1.0 - r.gpu_memory_utilization)),
+                        gb(r.reserve_bytes)
+                    ),
+                },
+            )],
+            size,
+        );
+    }
 }

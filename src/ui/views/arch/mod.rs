@@ -512,8 +512,8 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         lang.t("MHA-style cache (K, V expanded)", "MHA 式缓存（K、V 已展开）"),
         lang.t("latent cache, expand each step", "潜向量缓存，每步展开"),
         lang.t(
-            "latent cache, absorbed (mla_decode)",
-            "潜向量缓存，吸收投影（mla_decode）",
+            "latent cache, absorbed (MQA-style: read once)",
+            "潜向量缓存，吸收投影（MQA 式：只读一遍）",
         ),
     ];
     for (ci, (name, d, t)) in cases.into_iter().enumerate() {
@@ -538,6 +538,23 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                     ui.label(if k == 2 { t.strong() } else { t });
                     ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(size));
                     ui.label(RichText::new(format_bytes(pc.cache_bytes)).monospace().size(size));
+                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(size));
+                    ui.label(RichText::new(flops(pc.flops)).monospace().size(size));
+                    ui.end_row();
+                }
+                if ci == 0 {
+                    // The kernel that ran: a block per (request, head), each reading every latent row.
+                    let pc = &c[2];
+                    ui.label(
+                        RichText::new(lang.t(
+                            "mla_decode as it ran (latent read per head)",
+                            "实际运行的 mla_decode（每个头各读一遍潜向量）",
+                        ))
+                        .size(size),
+                    );
+                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(size));
+                    let ran = pc.cache_bytes * d.heads as f64;
+                    ui.label(RichText::new(format_bytes(ran)).monospace().size(size));
                     ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(size));
                     ui.label(RichText::new(flops(pc.flops)).monospace().size(size));
                     ui.end_row();

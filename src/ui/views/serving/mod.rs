@@ -471,9 +471,30 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             }
             ui.end_row();
             let win = style::pass(ui.visuals());
-            for n in FACT_CONTEXTS {
+            let served = |n: usize| {
+                o.fact_models
+                    .iter()
+                    .any(|m| crate::calc::context_limit(m).is_none_or(|l| n <= l))
+            };
+            for n in FACT_CONTEXTS.into_iter().filter(|&n| served(n)) {
                 ui.label(RichText::new(format!("{}k", n / 1024)).monospace().size(size));
                 for m in &o.fact_models {
+                    // A context the model cannot serve gets a dash, not a figure (calc::context_limit).
+                    if crate::calc::context_limit(m).is_some_and(|l| n > l) {
+                        ui.label(
+                            RichText::new("—")
+                                .monospace()
+                                .size(size)
+                                .color(style::muted(ui.visuals())),
+                        );
+                        ui.label(
+                            RichText::new("—")
+                                .monospace()
+                                .size(size)
+                                .color(style::muted(ui.visuals())),
+                        );
+                        continue;
+                    }
                     let (s, r) = fact_costs(m, n, pcie, flops);
                     for (v, best) in [(s, s <= r), (r, r < s)] {
                         let t = RichText::new(format!("{:.1} ms", v * 1e3)).monospace().size(size);
@@ -498,7 +519,12 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
                     _ => format!("swap is cheaper beyond {n} tokens"),
                 },
             );
-            format!("{}: {c}", m.name)
+            let past = match (crate::calc::context_limit(m), lang) {
+                (Some(l), crate::ui::text::Lang::Zh) => format!("（它最多服务 {l} 个 token，— 为超出部分）"),
+                (Some(l), _) => format!(" (it serves at most {l} tokens; — past that)"),
+                (None, _) => String::new(),
+            };
+            format!("{}: {c}{past}", m.name)
         })
         .collect();
     note(

@@ -505,7 +505,7 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     for (id, what) in facts {
         if let Some(f) = crate::facts::get(id) {
             ui.label(
-                RichText::new(format!("{what} {}", f.shown()))
+                RichText::new(format!("{what} {}", f.shown_in(lang == crate::ui::text::Lang::Zh)))
                     .italics()
                     .color(style::quote(ui.visuals()))
                     .size(size * 0.95),
