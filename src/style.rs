@@ -18,6 +18,37 @@
 
 use eframe::egui::{self, Color32, Visuals};
 
+/// The smallest text presentation mode draws, in pixels at one pixel per point: about 4% of a 720-line
+/// slide's height, less a margin (issue #56; `tests/overflow.rs` checks every frame against it).
+pub const PRESENT_FLOOR: f32 = 20.0;
+/// The smallest text the window draws, in pixels (the same test, at 1600×900).
+pub const WINDOW_FLOOR: f32 = 14.0;
+
+thread_local! {
+    static TEXT_FLOOR: std::cell::Cell<f32> = const { std::cell::Cell::new(0.0) };
+}
+
+/// Set the smallest text size the views may draw this frame, in points (the app sets
+/// [`PRESENT_FLOOR`] in presentation mode and 0 in the window, each frame before the views draw).
+pub fn set_text_floor(points: f32) {
+    TEXT_FLOOR.with(|f| f.set(points));
+}
+
+/// This frame's text floor ([`set_text_floor`]).
+pub fn text_floor() -> f32 {
+    TEXT_FLOOR.with(std::cell::Cell::get)
+}
+
+/// A view's secondary text size (a tick, a legend, a table cell, a label on a mark): `size` as the view
+/// computed it, raised to this frame's floor ([`set_text_floor`]). Every text size under the body size
+/// goes through it, so presentation mode never draws it smaller than a slide can show.
+pub fn fit(size: f32) -> f32 {
+    // Within half a pixel of the floor counts as on it (the check allows the same), so a size of 0.9 of
+    // presentation mode's 22-pixel body text stays as it is.
+    let floor = text_floor();
+    if size + 0.5 >= floor { size } else { floor }
+}
+
 /// An sRGB colour with alpha, as the renderers upload it.
 pub type Rgba = [u8; 4];
 

@@ -1,11 +1,16 @@
-//! Nothing is cut off: every step of every lesson, in English and Chinese, in presentation mode at
-//! 1280×720 and 1600×900 and in the normal window at 1600×900, is drawn headless, and every text run
-//! that leaves its clip rect (outside a scroll area that scrolls that way, and not elided with "…") is an
-//! overflow (`kvscope::ui::layout`, the same check as `kvscope render --fail-on-overflow`).
+//! Nothing is cut off, shrunk, hidden or elided: every step of every lesson, in English and Chinese, in
+//! presentation mode at 1280×720 and 1600×900 and in the normal window at 1600×900, is drawn headless,
+//! and two checks read each frame's text runs (`kvscope::ui::layout`):
+//! - an overflow is a run that leaves its clip rect (outside a scroll area that scrolls that way, and not
+//!   elided with "…"), the same check as `kvscope render --fail-on-overflow`;
+//! - a breach of the presentation rules (issue #56) is a run smaller than the floor (20 px in presentation
+//!   mode, about 4% of a 720-line slide's height less a margin; 14 px in the window), a run elided with
+//!   "…", or, in presentation mode, a run that a scroll area hides (a projector never scrolls; the window's
+//!   side panel may).
 //!
-//! Frames that still overflow are listed in `tests/overflow-known.txt`, one `config lesson step` per
-//! line, while they wait for their fix: the test fails on an overflow in any frame not listed, and on a
-//! listed frame that no longer overflows (delete its line), so the list only shrinks.
+//! Frames that still fail are listed in `tests/overflow-known.txt` and `tests/presentation-known.txt`, one
+//! `config lesson step` per line, while they wait for their fix: the test fails on a failure in any frame
+//! not listed, and on a listed frame that no longer fails (delete its line), so the lists only shrink.
 
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -14,16 +19,56 @@ use kvscope::ui::headless::Headless;
 use kvscope::ui::text::Lang;
 use kvscope::ui::{AppConfig, KvscopeApp};
 
-/// (name, presentation, size)
-const CONFIGS: [(&str, bool, [u32; 2]); 3] = [
-    ("present-1280x720", true, [1280, 720]),
-    ("present-1600x900", true, [1600, 900]),
-    ("window-1600x900", false, [1600, 900]),
+/// (name, presentation, size, the smallest text size in pixels)
+const CONFIGS: [(&str, bool, [u32; 2], f32); 3] = [
+    ("present-1280x720", true, [1280, 720], kvscope::style::PRESENT_FLOOR),
+    ("present-1600x900", true, [1600, 900], kvscope::style::PRESENT_FLOOR),
+    ("window-1600x900", false, [1600, 900], kvscope::style::WINDOW_FLOOR),
 ];
 
-fn known() -> BTreeSet<String> {
-    include_str!("overflow-known.txt")
-        .lines()
+/// One check's findings over the walk: frames failing and not listed, listed frames that pass.
+#[derive(Default)]
+struct Findings {
+    new: Vec<String>,
+    fixed: Vec<String>,
+    failing: Vec<String>,
+}
+
+impl Findings {
+    fn frame(&mut self, key: &str, known: &BTreeSet<String>, found: Vec<String>) {
+        if !found.is_empty() {
+            self.failing.push(key.to_string());
+        }
+        match (found.is_empty(), known.contains(key)) {
+            (false, false) => {
+                let more = found.len().saturating_sub(4);
+                let mut lines: Vec<String> = found.into_iter().take(4).map(|f| format!("{key}: {f}")).collect();
+                if more > 0 {
+                    lines.push(format!("{key}: … and {more} more"));
+                }
+                self.new.extend(lines);
+            }
+            (true, true) => self.fixed.push(key.to_string()),
+            _ => {}
+        }
+    }
+
+    fn report(&self, list: &str, known: &BTreeSet<String>, seen: &BTreeSet<String>) -> Option<String> {
+        let stale: Vec<&String> = known.iter().filter(|k| !seen.contains(*k)).collect();
+        if self.new.is_empty() && self.fixed.is_empty() && stale.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{list}: failures in frames not listed:\n{}\n\nlisted frames that now pass (delete these lines): {:?}\nlisted frames that do not exist: {stale:?}\n\nevery failing frame (the list if all were known):\n{}",
+            self.new.join("\n"),
+            self.fixed,
+            self.failing.join("\n")
+        ))
+    }
+}
+
+fn known(list: &str) -> BTreeSet<String> {
+    list.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_string)
@@ -56,7 +101,7 @@ fn config() -> AppConfig {
 }
 
 #[test]
-fn no_text_leaves_its_clip_rect() {
+fn no_text_is_cut_off_shrunk_hidden_or_elided() {
     let Some(mut headless) = headless() else { return };
     let config = config();
     // A fresh app per configuration and language, walking the steps in order, as `kvscope render
@@ -67,10 +112,11 @@ fn no_text_leaves_its_clip_rect() {
         .enumerate()
         .flat_map(|(i, l)| (0..l.file.steps.len()).map(move |j| (i, j, l.id().to_string())))
         .collect();
-    let known = known();
-    let (mut new, mut fixed, mut seen) = (Vec::new(), Vec::new(), BTreeSet::new());
+    let known_over = known(include_str!("overflow-known.txt"));
+    let known_rules = known(include_str!("presentation-known.txt"));
+    let (mut over, mut rules, mut seen) = (Findings::default(), Findings::default(), BTreeSet::new());
     let mut frames = 0;
-    for (name, present, size) in CONFIGS {
+    for (name, present, size, floor) in CONFIGS {
         for lang in [Lang::En, Lang::Zh] {
             let mut app = KvscopeApp::new(&config, None, None);
             app.presentation = present;
@@ -86,30 +132,44 @@ fn no_text_leaves_its_clip_rect() {
                 assert!(layout.texts.len() > 10, "{tag} {id} {}: the frame has text", j + 1);
                 let key = format!("{tag} {id} {}", j + 1);
                 seen.insert(key.clone());
-                let over = layout.overflows();
-                match (over.is_empty(), known.contains(&key)) {
-                    (false, false) => new.extend(over.iter().map(|t| {
+                let short = |t: &str| t.chars().take(60).collect::<String>();
+                let found = layout
+                    .overflows()
+                    .iter()
+                    .map(|t| {
                         format!(
-                            "{key}: {:?} at {:?} leaves its clip {:?}",
-                            t.text.chars().take(60).collect::<String>(),
+                            "{:?} at {:?} leaves its clip {:?}",
+                            short(&t.text),
                             t.rect.map(|v| v.round()),
                             t.clip.map(|v| v.round())
                         )
-                    })),
-                    (true, true) => fixed.push(key),
-                    _ => {}
-                }
+                    })
+                    .collect();
+                over.frame(&key, &known_over, found);
+                let found = layout
+                    .breaches(floor, !present)
+                    .iter()
+                    .map(|(t, b)| format!("{:?} at {:?}: {b}", short(&t.text), t.rect.map(|v| v.round())))
+                    .collect();
+                rules.frame(&key, &known_rules, found);
             }
         }
     }
-    let stale: Vec<&String> = known.iter().filter(|k| !seen.contains(*k)).collect();
-    println!("{frames} frames drawn; {} listed as still overflowing", known.len());
-    assert!(
-        new.is_empty() && fixed.is_empty() && stale.is_empty(),
-        "{} overflows in frames not listed in tests/overflow-known.txt:\n{}\n\nlisted frames that no longer overflow (delete these lines): {fixed:?}\nlisted frames that do not exist: {stale:?}",
-        new.len(),
-        new.join("\n")
+    println!(
+        "{frames} frames drawn; {} listed as still overflowing, {} as breaking the presentation rules; failing now: {} and {}",
+        known_over.len(),
+        known_rules.len(),
+        over.failing.len(),
+        rules.failing.len()
     );
+    let reports: Vec<String> = [
+        over.report("tests/overflow-known.txt", &known_over, &seen),
+        rules.report("tests/presentation-known.txt", &known_rules, &seen),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    assert!(reports.is_empty(), "{}", reports.join("\n\n"));
 }
 
 /// Structure is drawn, not written: in every frame of lessons 5 and 7 that shows block tables, the

@@ -10,15 +10,18 @@ use crate::math::{Mask, matmul};
 
 impl Model {
     /// `x · w` for the model's projections. SmolLM2's single rows (a decode step) go through
-    /// [`row_times`] and its prompts through the `gemm` crate on every core (`simd::sgemm`); the tiny
-    /// model keeps `math::matmul` for everything, the one path its stored measurements were made with.
+    /// [`row_times`] and its prompts through [`rows_times`], which sums every output in the same order,
+    /// so a token's numbers do not depend on whether it came in a prompt or a decode step, nor on the
+    /// machine (the `gemm` crate's blocking and kernels follow the CPU's caches and vector width, and
+    /// moved pixels of the real-model snapshots between an AVX2 and an AVX-512 machine); the tiny model
+    /// keeps `math::matmul` for everything, the one path its stored measurements were made with.
     pub fn linear(&self, x: ArrayView2<f32>, w: ArrayView2<f32>) -> Array2<f32> {
         match self.name {
             ModelName::Smollm2 if x.nrows() == 1 => {
                 let y = row_times(&x.row(0).to_vec(), w);
                 Array2::from_shape_vec((1, w.ncols()), y).expect("one row of w's columns")
             }
-            ModelName::Smollm2 => crate::simd::sgemm(x, w, rayon::current_num_threads()),
+            ModelName::Smollm2 => rows_times(x, w),
             ModelName::Tiny => matmul(x, w),
         }
     }
@@ -252,6 +255,48 @@ pub(super) fn rope_tables(context: usize, hd: usize, base: f64) -> (Array2<f32>,
     (cos, sin)
 }
 
+/// Rows times a matrix, `x · w`, on every core, each output summed exactly as [`row_times`] sums it
+/// (the same products added in the same order, so every row equals `row_times` of that row, bit for
+/// bit, whatever the machine and the thread count). Each thread owns a band of output columns and runs
+/// all the rows through it, so a band of `w` is read from memory once and then from the cache.
+pub fn rows_times(x: ArrayView2<f32>, w: ArrayView2<f32>) -> Array2<f32> {
+    let (t, inp) = x.dim();
+    let (inp2, out) = w.dim();
+    assert_eq!(inp, inp2, "x has {inp} columns, w {inp2} rows");
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    let mut y = Array2::<f32>::zeros((t, out));
+    if let Some(ws) = w.as_slice() {
+        const BAND: usize = 64;
+        let bands: Vec<(usize, Vec<f32>)> = (0..out.div_ceil(BAND))
+            .into_par_iter()
+            .map(|bi| {
+                let (o0, bw) = (bi * BAND, BAND.min(out - bi * BAND));
+                let mut acc = vec![0f32; t * bw];
+                for (r, a) in acc.chunks_exact_mut(bw).enumerate() {
+                    for (k, &xk) in xs[r * inp..(r + 1) * inp].iter().enumerate() {
+                        let row = &ws[k * out + o0..k * out + o0 + bw];
+                        a.iter_mut().zip(row).for_each(|(a, &v)| *a += xk * v);
+                    }
+                }
+                (o0, acc)
+            })
+            .collect();
+        for (o0, acc) in bands {
+            let bw = acc.len() / t.max(1);
+            for (r, a) in acc.chunks_exact(bw.max(1)).enumerate() {
+                y.row_mut(r).as_slice_mut().expect("row-major")[o0..o0 + bw].copy_from_slice(a);
+            }
+        }
+    } else {
+        for (r, mut yr) in y.rows_mut().into_iter().enumerate() {
+            let v = row_times(&xs[r * inp..(r + 1) * inp], w);
+            yr.as_slice_mut().expect("row-major").copy_from_slice(&v);
+        }
+    }
+    y
+}
+
 /// One row times a matrix, `x · w`, on every core and reading each weight once: a decode step is bound by
 /// reading the weights, and a GEMM would first pack all of `w` for a single row. `w` is `[in, out]`
 /// stored row-major (each thread accumulates a band of output columns over the rows of `w`) or the
@@ -294,4 +339,38 @@ pub fn row_times(x: &[f32], w: ArrayView2<f32>) -> Vec<f32> {
         y = matmul(xm, w).into_raw_vec_and_offset().0;
     }
     y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prompt's rows through `rows_times` equal each row through `row_times`, bit for bit, for `w`
+    /// row-major and for `w` the transpose of a row-major matrix (the tied output projection), at widths
+    /// that leave a partial band.
+    #[test]
+    fn rows_times_equals_row_times_bit_for_bit() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for (t, inp, out) in [(5, 37, 150), (1, 8, 64), (3, 64, 7)] {
+            let x = Array2::from_shape_fn((t, inp), |_| next());
+            let w = Array2::from_shape_fn((inp, out), |_| next());
+            let wt = Array2::from_shape_fn((out, inp), |_| next());
+            for w in [w.view(), wt.t()] {
+                let y = rows_times(x.view(), w);
+                for r in 0..t {
+                    let want = row_times(&x.row(r).to_vec(), w);
+                    let got: Vec<u32> = y.row(r).iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(
+                        got,
+                        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "row {r} of {t}×{inp}·{inp}×{out}"
+                    );
+                }
+            }
+        }
+    }
 }

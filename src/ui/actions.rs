@@ -30,10 +30,10 @@ impl KvscopeApp {
         });
         if !focused {
             if next {
-                self.next_step();
+                self.next_page_or_step();
             }
             if prev {
-                self.prev_step();
+                self.prev_page_or_step();
             }
             if home {
                 self.goto(self.cur, 0);

@@ -44,6 +44,56 @@ impl TextRun {
     }
 }
 
+/// Why a text run breaks the presentation rules (DESIGN: a slide's text must be read from the back of a
+/// hall, so nothing is shrunk, hidden behind a scroll or cut short).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Breach {
+    /// Set smaller than the floor, in pixels.
+    Small(f32),
+    /// In a scroll area, but (partly) outside what it shows: a projector never scrolls.
+    Hidden,
+    /// Cut short with "…".
+    Elided,
+    /// Drawn over another run (more than a third of the smaller one's area): neither can be read.
+    Overlaps,
+}
+
+impl std::fmt::Display for Breach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breach::Small(px) => write!(f, "{px:.1} px"),
+            Breach::Hidden => f.write_str("needs scrolling"),
+            Breach::Elided => f.write_str("elided"),
+            Breach::Overlaps => f.write_str("drawn over other text"),
+        }
+    }
+}
+
+impl TextRun {
+    /// How the run breaks the presentation rules with `floor` as the smallest text size in pixels, or
+    /// `None`. `scrolling_ok`: a scroll area may hide what it holds (the window's side panel may scroll,
+    /// a projected slide may not). A run counts as hidden when more than a pixel of it lies outside its
+    /// clip rect on an axis its scroll area scrolls on (a run leaving its clip elsewhere is an overflow,
+    /// [`TextRun::overflows`]).
+    pub fn breach(&self, floor: f32, scrolling_ok: bool) -> Option<Breach> {
+        const TOL: f32 = 1.0;
+        if self.text.trim_end().ends_with('…') {
+            return Some(Breach::Elided);
+        }
+        if !scrolling_ok {
+            let [x0, y0, x1, y1] = self.rect;
+            let [cx0, cy0, cx1, cy1] = self.clip;
+            let x = x0 < cx0 - TOL || x1 > cx1 + TOL;
+            let y = y0 < cy0 - TOL || y1 > cy1 + TOL;
+            if (x && self.scrolls[0]) || (y && self.scrolls[1]) {
+                return Some(Breach::Hidden);
+            }
+        }
+        // Half a pixel of slack: sizes are set in points and scaled.
+        (self.size + 0.5 < floor).then_some(Breach::Small(self.size))
+    }
+}
+
 /// A frame's layout as `kvscope render --layout-json` writes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Layout {
@@ -105,6 +155,45 @@ impl Layout {
     /// The runs that overflow ([`TextRun::overflows`]).
     pub fn overflows(&self) -> Vec<&TextRun> {
         self.texts.iter().filter(|t| t.overflows()).collect()
+    }
+
+    /// The runs that break the presentation rules ([`TextRun::breach`]) and how, then each run drawn
+    /// over an earlier one ([`Breach::Overlaps`], the visible parts of the two compared).
+    pub fn breaches(&self, floor: f32, scrolling_ok: bool) -> Vec<(&TextRun, Breach)> {
+        let mut out: Vec<(&TextRun, Breach)> = self
+            .texts
+            .iter()
+            .filter_map(|t| t.breach(floor, scrolling_ok).map(|b| (t, b)))
+            .collect();
+        let rect = |r: [f32; 4]| egui::Rect::from_min_max(egui::pos2(r[0], r[1]), egui::pos2(r[2], r[3]));
+        // Single lines only: a wrapped run's rect is the box of all its lines, and a label that wraps
+        // after a row of buttons starts its first line where they end, not at its box's corner.
+        let shown: Vec<egui::Rect> = self
+            .texts
+            .iter()
+            .map(|t| {
+                let single = t.rect[3] - t.rect[1] <= 1.6 * t.size;
+                if single {
+                    rect(t.rect).intersect(rect(t.clip))
+                } else {
+                    egui::Rect::NOTHING
+                }
+            })
+            .collect();
+        for (i, t) in self.texts.iter().enumerate() {
+            let a = shown[i];
+            if !a.is_positive() {
+                continue;
+            }
+            let over = shown[..i].iter().any(|b| {
+                let both = a.intersect(*b);
+                both.is_positive() && both.area() > a.area().min(b.area()) / 3.0
+            });
+            if over {
+                out.push((t, Breach::Overlaps));
+            }
+        }
+        out
     }
 }
 
@@ -170,7 +259,15 @@ fn walk(shape: &Shape, clip: egui::Rect, scroll: &ScrollAreas, ppp: f32, out: &m
             if text.trim().is_empty() {
                 return;
             }
-            let local = t.galley.rect;
+            // The rows' own extent: a label wrapped after other widgets in a row carries the room before
+            // it as its first row's leading space, which is not text.
+            let local = t
+                .galley
+                .rows
+                .iter()
+                .map(|r| r.rect_without_leading_space())
+                .reduce(|a, b| a.union(b))
+                .unwrap_or(t.galley.rect);
             let rect = if t.angle == 0.0 {
                 local.translate(t.pos.to_vec2())
             } else {
@@ -242,5 +339,31 @@ mod tests {
         assert!(run([10.0, 10.0, 140.0, 30.0], [false, true], "a").overflows());
         assert!(!run([10.0, 40.0, 90.0, 70.0], [false, true], "a").overflows());
         assert!(!run([10.0, 10.0, 140.0, 30.0], [false; 2], "long title…").overflows());
+    }
+
+    /// The presentation rules: small text, text a scroll area hides (unless scrolling is allowed) and
+    /// elided text break them; text inside its clip at the floor does not.
+    #[test]
+    fn breaches_are_small_hidden_or_elided_text() {
+        let ok = run([10.0, 10.0, 90.0, 30.0], [false, true], "a");
+        assert_eq!(ok.breach(20.0, false), None);
+        assert_eq!(ok.breach(21.0, false), Some(Breach::Small(20.0)));
+        let below = run([10.0, 40.0, 90.0, 70.0], [false, true], "a");
+        assert_eq!(below.breach(20.0, false), Some(Breach::Hidden));
+        assert_eq!(below.breach(20.0, true), None);
+        let cut = run([10.0, 10.0, 90.0, 30.0], [false; 2], "full blocks looke…");
+        assert_eq!(cut.breach(14.0, true), Some(Breach::Elided));
+        let layout = |texts| Layout {
+            width: 100,
+            height: 50,
+            pixels_per_point: 1.0,
+            texts,
+            arrows: Vec::new(),
+        };
+        // Two lines one under the other do not overlap; a label over a label does.
+        let apart = layout(vec![ok.clone(), run([10.0, 30.0, 90.0, 48.0], [false; 2], "b")]);
+        assert!(apart.breaches(20.0, false).is_empty());
+        let over = layout(vec![ok.clone(), run([20.0, 12.0, 60.0, 32.0], [false; 2], "b")]);
+        assert_eq!(over.breaches(20.0, false).len(), 1);
     }
 }

@@ -95,6 +95,10 @@ pub struct KvscopeApp {
     light: bool,
     /// Presentation mode (F5 / F).
     pub presentation: bool,
+    /// Presentation mode pages a narration that does not fit its panel: the page shown, and how many the
+    /// last frame laid out (the presenter's → and ← step through them before the steps).
+    narration_page: usize,
+    narration_pages: usize,
     params: BTreeMap<String, Params>,
     cursor: BTreeMap<String, usize>,
     backends: Vec<(BackendKind, BackendSlot)>,
@@ -182,6 +186,8 @@ impl KvscopeApp {
             lang: Lang::En,
             light: false,
             presentation: false,
+            narration_page: 0,
+            narration_pages: 1,
             params: BTreeMap::new(),
             cursor: BTreeMap::new(),
             backends: Vec::new(),
@@ -323,6 +329,8 @@ impl KvscopeApp {
         self.cur = lesson.min(self.lessons.len() - 1);
         let steps = self.lessons[self.cur].file.steps.len();
         self.step = step.min(steps.saturating_sub(1));
+        self.narration_page = 0;
+        self.narration_pages = 1;
         self.ensure_params();
         let l = &self.lessons[self.cur];
         self.pending_point = None;
@@ -389,6 +397,29 @@ impl KvscopeApp {
         } else if self.cur + 1 < self.lessons.len() {
             self.goto(self.cur + 1, 0);
         }
+    }
+
+    /// The presenter's next: the narration's next page in presentation mode, else the next step.
+    pub fn next_page_or_step(&mut self) {
+        if self.presentation && self.narration_page + 1 < self.narration_pages {
+            self.narration_page += 1;
+        } else {
+            self.next_step();
+        }
+    }
+
+    /// The presenter's back: the narration's previous page in presentation mode, else the previous step.
+    pub fn prev_page_or_step(&mut self) {
+        if self.presentation && self.narration_page > 0 {
+            self.narration_page -= 1;
+        } else {
+            self.prev_step();
+        }
+    }
+
+    /// The narration page shown in presentation mode and how many there are (1 when it fits).
+    pub fn narration_page(&self) -> (usize, usize) {
+        (self.narration_page, self.narration_pages)
     }
 
     /// Previous step (into the previous lesson's last step).
@@ -587,6 +618,8 @@ impl KvscopeApp {
             let bar = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), 3.0 * bar_h));
             let mut child = ui.new_child(egui::UiBuilder::new().max_rect(bar));
             child.set_clip_rect(bar);
+            // The presenter's timeline controls at the text floor.
+            crate::ui::widgets::raise_text_styles(&mut child, crate::style::text_floor());
             kind.timeline(&mut cx, &mut child, out.as_ref());
             rect.min.y += child.min_rect().height().max(bar_h) + 4.0;
         }

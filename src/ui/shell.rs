@@ -40,8 +40,11 @@ const COMPUTING_REPAINT_MS: u64 = if cfg!(target_arch = "wasm32") { 1000 } else 
 /// The whole window.
 pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
     let pres = app.presentation;
+    style::set_text_floor(if pres { style::PRESENT_FLOOR } else { 0.0 });
     if pres {
-        // From the back of a room: no text smaller than the windowed narration's body text.
+        // Widgets' own text (labels without a size, sliders, buttons) no smaller than the windowed
+        // narration's body text; the views size their text themselves (`style::fit` raises it to the
+        // presentation floor), and the top bar sets its own.
         let min = app.windowed_body_size() + 1.0;
         for font in ui.style_mut().text_styles.values_mut() {
             font.size = font.size.max(min);
@@ -71,8 +74,14 @@ pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
 fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
     let lang = app.lang;
     let size = if app.presentation { 20.0 } else { 15.0 };
+    if app.presentation {
+        // The presenter's buttons at the presentation floor.
+        for font in ui.style_mut().text_styles.values_mut() {
+            font.size = font.size.max(style::PRESENT_FLOOR);
+        }
+    }
     ui.horizontal(|ui| {
-        ui.label(RichText::new("kvscope").strong().size(size));
+        ui.label(RichText::new("kvscope").strong().size(crate::style::fit(size)));
         // Buttons first, from the right; the title takes what is left and is truncated.
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             let pres_label = if app.presentation {
@@ -115,14 +124,14 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                 .on_hover_text(lang.t("Next step (→, Space)", "下一步 (→、空格)"))
                 .clicked()
             {
-                app.next_step();
+                app.next_page_or_step();
             }
             if ui
                 .button("<")
                 .on_hover_text(lang.t("Previous step (←)", "上一步 (←)"))
                 .clicked()
             {
-                app.prev_step();
+                app.prev_page_or_step();
             }
             if let Some(l) = app.lesson().cloned() {
                 let (li, si) = app.position();
@@ -141,7 +150,7 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                                 l.file.steps.len(),
                                 lang.pick(l.file.steps[si].title.get_ref())
                             ))
-                            .size(size),
+                            .size(crate::style::fit(size)),
                         )
                         .truncate(),
                     );
@@ -271,6 +280,10 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
 }
 
 fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
+    if app.presentation {
+        presented_narration(app, ui);
+        return;
+    }
     let lang = app.lang;
     let size = app.body_size();
     super::layout::scroll(ui, egui::ScrollArea::vertical(), |ui| {
@@ -282,15 +295,12 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         ui.label(
             RichText::new(lang.pick(step.title.get_ref()))
                 .strong()
-                .size(size * 1.25),
+                .size(crate::style::fit(size * 1.25)),
         );
         ui.add_space(4.0);
         text::markdown(ui, &app.narration().unwrap_or_default(), size);
         let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
-        text::quoted_sources(ui, lang, &quoted, size);
-        if app.presentation {
-            return;
-        }
+        text::quoted_sources(ui, lang, &quoted, size, size * 0.72);
         ui.separator();
         ui.label(RichText::new(lang.t("Parameters", "参数")).strong());
         let params = app.params().cloned().unwrap_or_default();
@@ -313,7 +323,10 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 let mut changed = None;
                 if prm.kind == crate::lesson_file::ParamKind::Bool {
                     let mut on = cur != 0;
-                    if ui.checkbox(&mut on, RichText::new(label).size(size * 0.9)).changed() {
+                    if ui
+                        .checkbox(&mut on, RichText::new(label).size(crate::style::fit(size * 0.9)))
+                        .changed()
+                    {
                         app.set_param(id, i64::from(on));
                     }
                     return;
@@ -330,7 +343,7 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                     }
                     return;
                 }
-                let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
+                let label_id = ui.label(RichText::new(label).size(crate::style::fit(size * 0.9))).id;
                 ui.scope(|ui| {
                     ui.spacing_mut().slider_width = (ui.available_width() - 80.0).max(60.0);
                     match &allowed {
@@ -398,7 +411,8 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         if ui
             .checkbox(
                 &mut numbers,
-                RichText::new(lang.t("Numbers in heatmap cells", "在热力图格子中显示数值")).size(size * 0.9),
+                RichText::new(lang.t("Numbers in heatmap cells", "在热力图格子中显示数值"))
+                    .size(crate::style::fit(size * 0.9)),
             )
             .changed()
         {
@@ -479,13 +493,16 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
 fn model_param(ui: &mut Ui, lang: Lang, label: &str, cur: i64, (lo, hi): (i64, i64), size: f32) -> Option<i64> {
     use crate::model::choice::Choice;
     let mut chosen = None;
-    ui.label(RichText::new(label).size(size * 0.9));
+    ui.label(RichText::new(label).size(crate::style::fit(size * 0.9)));
     for c in Choice::ALL.into_iter().filter(|c| (lo..=hi).contains(&c.value())) {
         let ok = c.available();
         let [en, zh] = c.label();
         let r = ui.add_enabled(
             ok.is_ok(),
-            egui::RadioButton::new(cur == c.value(), RichText::new(lang.t(en, zh)).size(size * 0.9)),
+            egui::RadioButton::new(
+                cur == c.value(),
+                RichText::new(lang.t(en, zh)).size(crate::style::fit(size * 0.9)),
+            ),
         );
         if r.clicked() && cur != c.value() {
             chosen = Some(c.value());
@@ -509,7 +526,7 @@ fn text_param(ui: &mut Ui, lang: Lang, id: &str, label: &str, cur: i64, size: f3
         if n > 26 { format!("{head}…") } else { head }
     };
     let mut chosen = None;
-    let label_id = ui.label(RichText::new(label).size(size * 0.9)).id;
+    let label_id = ui.label(RichText::new(label).size(crate::style::fit(size * 0.9))).id;
     let mut sel = cur;
     let combo = egui::ComboBox::from_id_salt(("text-param", id))
         .width(ui.available_width() - 8.0)
@@ -537,4 +554,202 @@ fn text_param(ui: &mut Ui, lang: Lang, id: &str, label: &str, cur: i64, size: f3
     }
     ui.data_mut(|d| d.insert_temp(buf_id, typed));
     chosen
+}
+
+/// What presentation mode's side panel shows: the step's title and narration, then the sources of the
+/// facts it quotes, without a scroll area (a projector never scrolls). A narration that does not fit the
+/// panel is paged at its paragraphs, with "1/2" at the foot that the presenter's → and ← step through
+/// before the steps (`KvscopeApp::next_page_or_step`). Each block's height is measured by laying it out
+/// unseen at the panel's width, so a page holds what fits.
+fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
+    let lang = app.lang;
+    let size = app.body_size();
+    let Some(l) = app.lesson().cloned() else {
+        return;
+    };
+    let (_, si) = app.position();
+    let step = &l.file.steps[si];
+    ui.label(
+        RichText::new(lang.pick(step.title.get_ref()))
+            .strong()
+            .size(crate::style::fit(size * 1.25)),
+    );
+    ui.add_space(4.0);
+    let narration = app.narration().unwrap_or_default();
+    let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
+    // The narration's paragraphs (Markdown blocks end at blank lines), then the sources as one block.
+    let mut blocks: Vec<Option<String>> = narration_paragraphs(&narration).into_iter().map(Some).collect();
+    if !quoted.is_empty() {
+        blocks.push(None);
+    }
+    let draw = |ui: &mut Ui, b: &Option<String>| match b {
+        Some(md) => text::markdown(ui, md, size),
+        None => text::quoted_sources(ui, lang, &quoted, size, style::PRESENT_FLOOR),
+    };
+    let footer = size * 1.8;
+    let room = ui.available_height() - footer;
+    let measure = |ui: &mut Ui, b: &Option<String>| {
+        let rect = ui.available_rect_before_wrap();
+        let mut unseen = ui.new_child(egui::UiBuilder::new().max_rect(rect).invisible());
+        draw(&mut unseen, b);
+        unseen.min_rect().height() + ui.spacing().item_spacing.y
+    };
+    let heights: Vec<f32> = blocks.iter().map(|b| measure(ui, b)).collect();
+    // A block taller than a page is cut into its list items or sentences, each measured again.
+    let (blocks, heights) = if heights.iter().any(|h| *h > room) {
+        let mut cut: Vec<Option<String>> = Vec::new();
+        for (b, h) in blocks.into_iter().zip(&heights) {
+            match b {
+                Some(md) if *h > room => cut.extend(narration_pieces(&md).into_iter().map(Some)),
+                b => cut.push(b),
+            }
+        }
+        let heights = cut.iter().map(|b| measure(ui, b)).collect();
+        (cut, heights)
+    } else {
+        (blocks, heights)
+    };
+    let pages = pack_pages(&heights, room);
+    app.narration_pages = pages.len();
+    app.narration_page = app.narration_page.min(pages.len() - 1);
+    let page = app.narration_page;
+    for b in &blocks[pages[page].clone()] {
+        draw(ui, b);
+    }
+    if pages.len() > 1 {
+        let foot = egui::Rect::from_min_max(
+            egui::pos2(ui.max_rect().left(), ui.max_rect().bottom() - footer),
+            ui.max_rect().right_bottom(),
+        );
+        let more = if page + 1 < pages.len() { "  →" } else { "" };
+        ui.put(
+            foot,
+            egui::Label::new(
+                RichText::new(format!("{}/{}{more}", page + 1, pages.len()))
+                    .size(crate::style::fit(size))
+                    .strong(),
+            ),
+        );
+    }
+}
+
+/// A narration's paragraphs: its Markdown blocks, split at blank lines (`text::markdown` lays each block
+/// out on its own, so a block drawn alone looks as it does in the whole).
+fn narration_paragraphs(md: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![String::new()];
+    for line in md.lines() {
+        if line.trim().is_empty() {
+            if out.last().is_some_and(|p| !p.is_empty()) {
+                out.push(String::new());
+            }
+        } else if let Some(p) = out.last_mut() {
+            if !p.is_empty() {
+                p.push('\n');
+            }
+            p.push_str(line);
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// A paragraph cut for paging: its lines when it is a list, else its sentences (after ". ", "? ", "! ",
+/// "。", "？" or "！"), never inside brackets or a Markdown span (`**`, `*`, `` ` ``, `^^`), so each piece
+/// renders as it did in the whole. Each piece is drawn as its own paragraph.
+fn narration_pieces(md: &str) -> Vec<String> {
+    let lines: Vec<&str> = md.lines().collect();
+    let list = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with("- ") || t.starts_with("* ") || t.split_once(". ").is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+    };
+    if lines.len() > 1 && lines.iter().skip(1).all(|l| list(l)) {
+        return lines.iter().map(|l| l.to_string()).collect();
+    }
+    let text = lines.join(" ");
+    let chars: Vec<char> = text.chars().collect();
+    let (mut out, mut cur) = (Vec::new(), String::new());
+    let (mut bold, mut italic, mut code, mut quoted) = (false, false, false, false);
+    let mut parens = 0i32;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        cur.push(c);
+        let next = chars.get(i + 1).copied();
+        match c {
+            '`' => code = !code,
+            '^' if !code && next == Some('^') => {
+                quoted = !quoted;
+                cur.push('^');
+                i += 1;
+            }
+            '*' if !code && next == Some('*') => {
+                bold = !bold;
+                cur.push('*');
+                i += 1;
+            }
+            '*' if !code => italic = !italic,
+            '(' | '（' => parens += 1,
+            ')' | '）' => parens -= 1,
+            _ => {}
+        }
+        let open = bold || italic || code || quoted || parens > 0;
+        let end = match c {
+            '.' | '?' | '!' => next == Some(' '),
+            '。' | '？' | '！' => true,
+            _ => false,
+        };
+        if end && !open {
+            out.push(cur.trim().to_string());
+            cur.clear();
+        }
+        i += 1;
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// Pages of blocks of these heights, each page as many whole blocks as fit in `room` (at least one, so a
+/// block taller than the page still shows: the presentation check then reports it).
+fn pack_pages(heights: &[f32], room: f32) -> Vec<std::ops::Range<usize>> {
+    let mut pages = Vec::new();
+    let (mut start, mut used) = (0, 0.0);
+    for (i, h) in heights.iter().enumerate() {
+        if i > start && used + h > room {
+            pages.push(start..i);
+            (start, used) = (i, 0.0);
+        }
+        used += h;
+    }
+    pages.push(start..heights.len());
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narration_pages_hold_whole_paragraphs_that_fit() {
+        assert_eq!(pack_pages(&[10.0, 10.0, 10.0], 25.0), vec![0..2, 2..3]);
+        assert_eq!(pack_pages(&[10.0, 10.0], 25.0), vec![0..2]);
+        assert_eq!(pack_pages(&[40.0, 10.0], 25.0), vec![0..1, 1..2]);
+        assert_eq!(pack_pages(&[], 25.0), vec![0..0]);
+        assert_eq!(
+            narration_paragraphs("a\nb\n\n\n- c\n- d\n\ne"),
+            vec!["a\nb", "- c\n- d", "e"]
+        );
+        assert_eq!(
+            narration_pieces("One **bold. Still** one. Two? `a. b` three (c. d).\nFour。五！"),
+            vec![
+                "One **bold. Still** one.",
+                "Two?",
+                "`a. b` three (c. d).",
+                "Four。",
+                "五！"
+            ]
+        );
+        assert_eq!(narration_pieces("- a\n- b"), vec!["- a", "- b"]);
+    }
 }

@@ -71,9 +71,9 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
         }
         let mut f = TextFormat {
             font_id: if code {
-                FontId::monospace(size * 0.92)
+                FontId::monospace(crate::style::fit(size * 0.92))
             } else {
-                FontId::proportional(size)
+                FontId::proportional(crate::style::fit(size))
             },
             color: if quoted {
                 colors.quote
@@ -119,18 +119,19 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
 
 /// Under the narration, the sources of the published facts it quotes, in the quoted style: what each
 /// is and where it is published, so a quoted figure is never taken for a measured one.
-pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fact], size: f32) {
+/// `small` is their text size (smaller than the narration's `size` in the window; presentation mode
+/// sets them at its floor).
+pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fact], size: f32, small: f32) {
     if facts.is_empty() {
         return;
     }
     let quote = quote_color(ui.visuals());
-    let small = size * 0.72;
     ui.label(
         egui::RichText::new(lang.t(
             "Quoted, not measured (in this colour):",
             "引用的公开数据，非实测（以此颜色标出）：",
         ))
-        .size(small)
+        .size(crate::style::fit(small))
         .italics()
         .color(quote),
     );
@@ -141,7 +142,7 @@ pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fac
         };
         ui.label(
             egui::RichText::new(format!("{}: {what}. {}", f.shown_in(lang == Lang::Zh), f.source))
-                .size(small)
+                .size(crate::style::fit(small))
                 .color(quote),
         );
     }
@@ -274,7 +275,7 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
         highlight: hl,
     } = crate::style::code(dark);
     let mut job = LayoutJob::default();
-    let font = FontId::monospace(size);
+    let font = FontId::monospace(crate::style::fit(size));
     let fmt = |c: Color32, bg: Color32| TextFormat {
         font_id: font.clone(),
         color: c,

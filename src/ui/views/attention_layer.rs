@@ -386,7 +386,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
             lang.t("query row", "查询行")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let avail = ui.available_size();
     // Below the bars: the sum, and the masked-keys note (wrapped to the view's width); the bars take the
@@ -406,7 +406,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         ui.painter()
             .layout(
                 text.to_string(),
-                egui::FontId::proportional(s),
+                egui::FontId::proportional(crate::style::fit(s)),
                 ui.visuals().text_color(),
                 avail.x,
             )
@@ -428,7 +428,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         rect.left_top(),
         egui::Align2::LEFT_TOP,
         lang.t("scores s", "分数 s"),
-        egui::FontId::proportional(size * 0.8),
+        egui::FontId::proportional(crate::style::fit(size * 0.8)),
         text_color,
     );
     for (j, s) in scores.iter().enumerate() {
@@ -448,7 +448,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
                 egui::pos2((x0 + x1) / 2.0, base),
                 egui::Align2::CENTER_CENTER,
                 "−∞",
-                egui::FontId::proportional(size * 0.75),
+                egui::FontId::proportional(crate::style::fit(size * 0.75)),
                 crate::style::muted(ui.visuals()),
             );
         }
@@ -458,7 +458,7 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
         egui::pos2(rect.left(), rect.top() + h + 2.0),
         egui::Align2::LEFT_TOP,
         lang.t("probabilities p", "概率 p"),
-        egui::FontId::proportional(size * 0.8),
+        egui::FontId::proportional(crate::style::fit(size * 0.8)),
         text_color,
     );
     for (j, pr) in probs.iter().enumerate() {
@@ -475,14 +475,18 @@ pub fn softmax_row(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut, row: usize, causa
                 egui::pos2((x0 + x1) / 2.0, y - 2.0),
                 egui::Align2::CENTER_BOTTOM,
                 format!("{pr:.2}"),
-                egui::FontId::proportional(size * 0.7),
+                egui::FontId::proportional(crate::style::fit(size * 0.7)),
                 text_color,
             );
         }
     }
-    ui.label(RichText::new(format!("Σ_j p_j = {sum:.6}")).size(size).strong());
+    ui.label(
+        RichText::new(format!("Σ_j p_j = {sum:.6}"))
+            .size(crate::style::fit(size))
+            .strong(),
+    );
     if let Some(note) = note {
-        ui.add(egui::Label::new(RichText::new(note).size(size * 0.9)).wrap());
+        ui.add(egui::Label::new(RichText::new(note).size(crate::style::fit(size * 0.9))).wrap());
     }
 }
 
@@ -499,7 +503,7 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 "The line view shows a trained model's text: tick “Weights: trained model”.",
                 "连线视图显示训练好的模型处理的文本：请勾选“权重：训练好的模型”。",
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         return;
     };
@@ -541,7 +545,7 @@ pub fn lines(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 _ => format!("query {q} ({tok}) and the keys it reads: line width and opacity = weight p{mask_note}"),
             })
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
         )
         .wrap(),
     );
@@ -574,7 +578,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                  a text instead.",
                 "权重：随机（带种子）。在“参数”的“模型”中选择一个训练好的模型，即可改为在一段文本上运行它。",
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         return;
     };
@@ -588,7 +592,7 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
 fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::TrainedHead, size: f32) {
     let group = m.n_heads / m.n_kv_heads.max(1);
     let line = |ui: &mut Ui, text: String, strong: bool| {
-        let t = RichText::new(text).size(size);
+        let t = RichText::new(text).size(crate::style::fit(size));
         ui.add(egui::Label::new(if strong { t.strong() } else { t }).wrap());
     };
     line(

@@ -131,6 +131,6 @@ fn mask_diff(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 "（无论有没有掩码，它都能看到所有 key）"
             )
         ))
-        .size(cx.size * 0.9),
+        .size(crate::style::fit(cx.size * 0.9)),
     );
 }

@@ -105,7 +105,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             lang.t("heads", "头数")
         ))
         .strong()
-        .size(size * 1.2),
+        .size(crate::style::fit(size * 1.2)),
     );
     let w = ui.available_width();
     let (rect, _) = ui.allocate_exact_size(egui::vec2(w, 56.0), egui::Sense::hover());
@@ -120,7 +120,7 @@ fn head_split(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 r.center(),
                 egui::Align2::CENTER_CENTER,
                 format!("{} {k}\n{hd} {}", lang.t("head", "头"), lang.t("dims", "维")),
-                egui::FontId::proportional(size * 0.8),
+                egui::FontId::proportional(crate::style::fit(size * 0.8)),
                 crate::style::ink_on(crate::style::request(k)),
             );
         }
@@ -172,7 +172,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             a.shape.group()
         ))
         .strong()
-        .size(size * 1.15),
+        .size(crate::style::fit(size * 1.15)),
     );
     // The three layouts: MHA, a GQA (the slider's, or the middle divisor of H), MQA; duplicates dropped
     // (one head has only MHA = MQA).
@@ -216,7 +216,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 ""
             }
         );
-        let font = egui::FontId::proportional(size * 0.9);
+        let font = egui::FontId::proportional(crate::style::fit(size * 0.9));
         let cap = p.layout(caption, font.clone(), tc, pw - 12.0);
         let cap_h = cap.size().y;
         p.galley(r.left_top() + egui::vec2(8.0, 6.0), cap, tc);
@@ -259,7 +259,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             p.rect_filled(b, 3.0, crate::style::series(g));
             let label = p.layout_no_wrap(
                 format!("{g}"),
-                egui::FontId::proportional(size * 0.75),
+                egui::FontId::proportional(crate::style::fit(size * 0.75)),
                 crate::style::ink_on(crate::style::request(g)),
             );
             if label.size().x < bw - 2.0 {
@@ -276,7 +276,7 @@ fn kv_groups(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             "dots: query heads · boxes: the K/V heads the cache stores · a line: which K/V head a query head reads",
             "圆点：query 头 · 方块：缓存中存储的 K/V 头 · 连线：query 头读取哪个 K/V 头",
         ))
-        .size(size * 0.85),
+        .size(crate::style::fit(size * 0.85)),
     );
     kv_bytes(cx, ui, a);
 }
@@ -297,7 +297,7 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
             "每个 token、每层的 KV 缓存字节数（fp16）：",
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     crate::ui::widgets::fitted_table(ui, "kvbytes", size, |ui, size| {
         egui::Grid::new("kvbytes")
@@ -310,13 +310,13 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
                 ui.end_row();
                 for (name, k) in [("MHA", h), (lang.t("this setting", "当前设置"), kvh), ("MQA", 1)] {
                     let mark = if k == kvh { "> " } else { "" };
-                    ui.label(RichText::new(format!("{mark}{name}")).size(size));
+                    ui.label(RichText::new(format!("{mark}{name}")).size(crate::style::fit(size)));
                     ui.label(
                         RichText::new(format!("2 · {k} · {hd} · 2 = {}", bytes(per(k) as f64)))
-                            .size(size)
+                            .size(crate::style::fit(size))
                             .monospace(),
                     );
-                    ui.label(RichText::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)).size(size));
+                    ui.label(RichText::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)).size(crate::style::fit(size)));
                     ui.end_row();
                 }
             })
@@ -333,7 +333,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
             "真实模型的 KV 缓存（由其配置计算，fp16）：",
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     crate::ui::widgets::fitted_table(ui, "models", size, |ui, size| {
         egui::Grid::new("models")
@@ -348,41 +348,41 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
                     lang.t("per token", "每 token"),
                     lang.t("4k-token context", "4k token 上下文"),
                 ] {
-                    ui.label(RichText::new(hdr).strong().size(size * 0.9));
+                    ui.label(RichText::new(hdr).strong().size(crate::style::fit(size * 0.9)));
                 }
                 ui.end_row();
                 // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
                 let quote = crate::ui::text::quote_color(ui.visuals());
                 for m in &l.file.models {
                     let b = m.kv_bytes_per_token();
-                    ui.label(RichText::new(&m.name).size(size * 0.9));
+                    ui.label(RichText::new(&m.name).size(crate::style::fit(size * 0.9)));
                     ui.label(
                         RichText::new(m.layers.to_string())
-                            .size(size * 0.9)
+                            .size(crate::style::fit(size * 0.9))
                             .italics()
                             .color(quote),
                     );
                     ui.label(
                         RichText::new(format!("{} / {}", m.heads, m.kv_heads))
-                            .size(size * 0.9)
+                            .size(crate::style::fit(size * 0.9))
                             .italics()
                             .color(quote),
                     );
                     ui.label(
                         RichText::new(m.head_dim.to_string())
-                            .size(size * 0.9)
+                            .size(crate::style::fit(size * 0.9))
                             .italics()
                             .color(quote),
                     );
-                    ui.label(RichText::new(bytes(b as f64)).size(size * 0.9).monospace());
-                    ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(size * 0.9).monospace());
+                    ui.label(RichText::new(bytes(b as f64)).size(crate::style::fit(size * 0.9)).monospace());
+                    ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(crate::style::fit(size * 0.9)).monospace());
                     ui.end_row();
                 }
             })
     });
     ui.label(
         RichText::new("2 · layers · kv_heads · head_dim · bytes")
-            .size(size * 0.85)
+            .size(crate::style::fit(size * 0.85))
             .monospace(),
     );
     ui.label(
@@ -390,7 +390,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
             "configs quoted from each model's published config.json (GPT-3: its paper), in assets/facts.toml",
             "配置引自各模型公开的 config.json（GPT-3 引自其论文），见 assets/facts.toml",
         ))
-        .size(size * 0.72)
+        .size(crate::style::fit(size * 0.72))
         .italics()
         .color(crate::ui::text::quote_color(ui.visuals())),
     );
@@ -422,7 +422,7 @@ fn model_lines(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
                 }
             })
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
         )
         .wrap(),
     );
@@ -477,7 +477,7 @@ fn model_heads(cx: &mut ViewCtx, ui: &mut Ui, m: &crate::lessons::attention_laye
             crate::ui::views::attention_layer::model_name(m.model, lang)
         ),
     };
-    ui.label(RichText::new(title).strong().size(size));
+    ui.label(RichText::new(title).strong().size(crate::style::fit(size)));
     cx.widgets.heat.reserve_below = 1.6 * size;
     let rect = ui.available_rect_before_wrap();
     let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 1.8 * size));

@@ -50,14 +50,19 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
     ui.label(
         RichText::new(format!("{} : {} {}", src.path, lang.t("line", "第"), src.line))
             .monospace()
-            .size(size * 0.9),
+            .size(crate::style::fit(size * 0.9)),
     );
     // What ran, as the backend reported it: for each entry point of the kernel, its last launch while
     // computing this result (a CUDA grid, or a WGSL dispatch); the CPU backend launches nothing and
     // reports the CUDA launch it stands in for, labelled so.
     let gold = ui.visuals().strong_text_color();
     let line = |ui: &mut Ui, text: String, color: Color32| {
-        ui.label(RichText::new(text).monospace().size(size * 0.85).color(color));
+        ui.label(
+            RichText::new(text)
+                .monospace()
+                .size(crate::style::fit(size * 0.85))
+                .color(color),
+        );
     };
     for entry in op.cuda_entries() {
         let Some(l) = cx.launches.iter().rev().find(|l| l.dims.entry == *entry) else {
@@ -110,7 +115,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 super::bytes(io.bytes(&io.writes) as f64),
             ))
             .monospace()
-            .size(size * 0.85),
+            .size(crate::style::fit(size * 0.85)),
         );
     }
     if let Some(r) = out.op_check(op) {
@@ -123,7 +128,11 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         super::check_line(cx, ui, Some(r), what);
     }
     let [en, zh] = cx.backend.info().ran;
-    ui.label(RichText::new(lang.t(en, zh)).italics().size(size * 0.85));
+    ui.label(
+        RichText::new(lang.t(en, zh))
+            .italics()
+            .size(crate::style::fit(size * 0.85)),
+    );
     // Show the source from a few lines above the entry point; the entry line (or the line the lesson
     // focuses on) is highlighted.
     let key = (op, cx.presentation, cx.light);

@@ -68,7 +68,18 @@ pub fn grid(rect: egui::Rect, n: usize) -> Vec<egui::Rect> {
 pub fn view_in(ui: &mut Ui, r: egui::Rect, f: impl FnOnce(&mut Ui)) {
     let mut child = ui.new_child(egui::UiBuilder::new().max_rect(r.shrink(2.0)));
     child.set_clip_rect(r.intersect(ui.clip_rect()));
+    // Widgets' own text (plot ticks, labels without a size) at this frame's text floor.
+    raise_text_styles(&mut child, crate::style::text_floor());
     f(&mut child);
+}
+
+/// Raise every text style of `ui` to at least `floor` points.
+pub fn raise_text_styles(ui: &mut Ui, floor: f32) {
+    if floor > 0.0 {
+        for font in ui.style_mut().text_styles.values_mut() {
+            font.size = font.size.max(floor);
+        }
+    }
 }
 
 /// Draw table `id` scaled to fit the width available: `table` gets the text size to use (`size` times
@@ -80,7 +91,25 @@ pub fn fitted_table<R>(
     table: impl FnOnce(&mut Ui, f32) -> egui::InnerResponse<R>,
 ) -> R {
     let scale = table_scale(ui, id);
-    let r = table(ui, size * scale);
+    // The table sets its own text size (shrunk to the room it has): the text floor of presentation
+    // mode would make it overflow instead, so it is lifted here and the presentation check reports the
+    // shrunk text (issue #56: such a table must page, split or become a chart).
+    let floor = crate::style::text_floor();
+    let r = without_floor(|| {
+        if floor > 0.0 {
+            // Labels without a size of their own follow the table's size too.
+            let s = size * scale;
+            ui.scope(|ui| {
+                for font in ui.style_mut().text_styles.values_mut() {
+                    font.size = font.size.min(s);
+                }
+                table(ui, s)
+            })
+            .inner
+        } else {
+            table(ui, size * scale)
+        }
+    });
     remember_table_width(ui, id, r.response.rect.width(), scale);
     r.inner
 }
@@ -176,7 +205,18 @@ pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl F
             halvings: 0,
         });
     let top = ui.cursor().top();
-    content(ui, size * fit.cur);
+    let s = size * fit.cur;
+    if crate::style::text_floor() > 0.0 {
+        // Widgets' own text (a slider's value) shrinks with the content too.
+        ui.scope(|ui| {
+            for font in ui.style_mut().text_styles.values_mut() {
+                font.size = font.size.min(s);
+            }
+            without_floor(|| content(ui, s))
+        });
+    } else {
+        content(ui, s);
+    }
     let used = ui.min_rect().bottom() - top;
     if used <= avail.y + 0.5 {
         fit.fits = fit.fits.max(fit.cur);
@@ -234,4 +274,13 @@ mod tests {
         // Without the anchor, the grid.
         assert_eq!(anchored(canvas, &["check", "kernel"], "pool"), grid(canvas, 2));
     }
+}
+
+/// Run `f` with the text floor ([`crate::style::fit`]) lifted, and restore it after.
+fn without_floor<R>(f: impl FnOnce() -> R) -> R {
+    let floor = crate::style::text_floor();
+    crate::style::set_text_floor(0.0);
+    let r = f();
+    crate::style::set_text_floor(floor);
+    r
 }

@@ -26,7 +26,7 @@ pub fn attention_lines(ui: &mut Ui, tokens: &[String], query: usize, heads: &[Li
     // Rows inside the rectangle with half a label of margin, so the first and last labels fit.
     let pad = fs * 0.7;
     let row_h = (rect.height() - 2.0 * pad).max(1.0) / n as f32;
-    let font = egui::FontId::monospace(fs);
+    let font = egui::FontId::monospace(crate::style::fit(fs));
     let text = ui.visuals().text_color();
     let label_w = tokens
         .iter()

@@ -19,7 +19,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{anchored, fit_key, fitted_height, fitted_table, grid, view_in};
+pub use layout::{anchored, fit_key, fitted_height, fitted_table, grid, raise_text_styles, view_in};
 pub use lines::{LineHead, attention_lines};
 pub use tables::{
     BlockBox, Tables, arrow, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
@@ -145,7 +145,7 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
                     format!("OK  {what} 与{}一致：max abs err {:.1e}", r.against.zh(), r.max_abs)
                 }
             })
-            .size(size * 0.9)
+            .size(crate::style::fit(size * 0.9))
             .color(crate::style::pass(ui.visuals())),
         ),
         Some(r) => wrapped(
@@ -154,10 +154,10 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
                 "MISMATCH  {what}: {}",
                 r.to_string().lines().next().unwrap_or_default()
             ))
-            .size(size * 0.9)
+            .size(crate::style::fit(size * 0.9))
             .color(crate::style::fail(ui.visuals())),
         ),
-        None => ui.label(RichText::new(format!("{what}: —")).size(size * 0.9)),
+        None => ui.label(RichText::new(format!("{what}: —")).size(crate::style::fit(size * 0.9))),
     };
 }
 
@@ -175,7 +175,7 @@ pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) 
                     ),
                     cx.t("bytes of", "字节，而不是")
                 ))
-                .size(cx.size * 0.9),
+                .size(crate::style::fit(cx.size * 0.9)),
             )
             .wrap(),
         );
@@ -188,9 +188,11 @@ pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) 
 /// line instead of running its text past the edge.
 pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
     let color = ui.visuals().text_color();
-    let galley = ui
-        .painter()
-        .layout_no_wrap(text.to_string(), egui::FontId::proportional(size * 0.85), color);
+    let galley = ui.painter().layout_no_wrap(
+        text.to_string(),
+        egui::FontId::proportional(crate::style::fit(size * 0.85)),
+        color,
+    );
     let gap = ui.spacing().item_spacing.x;
     let h = galley.size().y.max(size * 0.8);
     let (rect, resp) = ui.allocate_exact_size(egui::vec2(size + gap + galley.size().x, h), egui::Sense::hover());
@@ -224,7 +226,7 @@ pub fn legend_height<S: AsRef<str>>(ui: &Ui, entries: &[(crate::style::Rgba, S)]
     for (_, t) in entries {
         let g = ui.painter().layout_no_wrap(
             t.as_ref().to_string(),
-            egui::FontId::proportional(size * 0.85),
+            egui::FontId::proportional(crate::style::fit(size * 0.85)),
             Color32::PLACEHOLDER,
         );
         let w = size + gap.x + g.size().x;
@@ -263,14 +265,18 @@ pub fn bar(ui: &mut Ui, label: &str, value: usize, max: usize, color: Color32, s
         let w = (avail - lw - vw - 3.0 * ui.spacing().item_spacing.x).max(10.0);
         ui.add_sized(
             [lw, size + 4.0],
-            egui::Label::new(RichText::new(label).size(size * 0.9)).truncate(),
+            egui::Label::new(RichText::new(label).size(crate::style::fit(size * 0.9))).truncate(),
         );
         let (r, _) = ui.allocate_exact_size(egui::vec2(w, size), egui::Sense::hover());
         ui.painter().rect_filled(r, 2.0, crate::style::track(ui.visuals()));
         let frac = value as f32 / max.max(1) as f32;
         let fill = egui::Rect::from_min_size(r.min, egui::vec2(r.width() * frac.min(1.0), r.height()));
         ui.painter().rect_filled(fill, 2.0, color);
-        ui.label(RichText::new(value.to_string()).monospace().size(size * 0.9));
+        ui.label(
+            RichText::new(value.to_string())
+                .monospace()
+                .size(crate::style::fit(size * 0.9)),
+        );
     });
 }
 
@@ -319,7 +325,7 @@ pub fn timeline(
                 .text(lang.t("timeline", "时间线")),
         );
         c = v;
-        ui.label(RichText::new(label(c)).strong().size(size));
+        ui.label(RichText::new(label(c)).strong().size(crate::style::fit(size)));
     });
     if c != *cx.cursor {
         *cx.cursor = c;
@@ -411,7 +417,7 @@ pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGr
     let ch = (g.height / (g.layers + 1) as f32).min(g.row_cap);
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(g.font);
+    let font = egui::FontId::proportional(crate::style::fit(g.font));
     for h in 0..g.heads {
         painter.text(
             egui::pos2(rect.min.x + cw * (h as f32 + 1.5), rect.min.y + ch * 0.5),
@@ -462,7 +468,7 @@ pub fn head_grid_by_layer(ui: &mut Ui, lang: crate::ui::text::Lang, g: &HeadGrid
     let ch = (g.height / (g.heads + 1) as f32).min(g.row_cap);
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(g.font);
+    let font = egui::FontId::proportional(crate::style::fit(g.font));
     // Every layer numbered when there is room for two digits, else every fifth.
     let every = if cw >= g.font * 1.3 { 1 } else { 5 };
     for l in (0..g.layers).filter(|l| l % every == 0) {

@@ -28,8 +28,8 @@ pub fn block_tables(ui: &mut Ui, t: &Tables, size: f32, lang: crate::ui::text::L
     let n = t.owners.len().max(1);
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::monospace(size * 0.8);
-    let label_font = egui::FontId::proportional(size * 0.85);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.8));
+    let label_font = egui::FontId::proportional(crate::style::fit(size * 0.85));
     let tok = lang.t("tok", "个");
     let labels: Vec<(u32, String)> = t
         .tables
@@ -183,7 +183,7 @@ pub fn ref_badge(painter: &egui::Painter, block: egui::Rect, fs: f32, refs: u32)
         badge.center(),
         egui::Align2::CENTER_CENTER,
         format!("×{refs}"),
-        egui::FontId::monospace(fs),
+        egui::FontId::monospace(crate::style::fit(fs)),
         ink,
     );
 }
@@ -228,8 +228,8 @@ pub struct BlockBox {
 /// Blocks as a wrapping row of numbered boxes, in order (a free list, the evictor in LRU order).
 pub fn block_row(ui: &mut Ui, blocks: &[BlockBox], size: f32) {
     let two_lines = blocks.iter().any(|b| b.sub.is_some());
-    let font = egui::FontId::monospace(size * 0.85);
-    let small = egui::FontId::monospace(size * 0.7);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.85));
+    let small = egui::FontId::monospace(crate::style::fit(size * 0.7));
     let w = size * 3.6;
     let h = if two_lines { size * 2.3 } else { size * 1.4 };
     ui.horizontal_wrapped(|ui| {

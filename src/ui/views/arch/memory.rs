@@ -92,7 +92,7 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     let mut past: Vec<String> = Vec::new();
     for (label, mm, share, at) in rows {
         ui.add_space(size * 0.25);
-        ui.label(RichText::new(label).size(size * 0.9));
+        ui.label(RichText::new(label).size(crate::style::fit(size * 0.9)));
         layer_cells(ui, size, mm, share);
         let limit = context_limit(mm);
         let cells: Vec<String> = (0..3)
@@ -111,7 +111,7 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 past.push(s);
             }
         }
-        ui.label(RichText::new(cells.join(" · ")).monospace().size(size * 0.85));
+        ui.label(RichText::new(cells.join(" · ")).monospace().size(crate::style::fit(size * 0.85)));
     }
     ui.add_space(size * 0.3);
     legend(
@@ -214,8 +214,8 @@ pub(super) fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     fitted_table(ui, id, size, |ui, size| {
         egui::Grid::new(id).min_col_width(0.0).striped(true).show(ui, |ui| {
             for (i, (k, v)) in rows.iter().enumerate() {
-                ui.label(RichText::new(*k).size(size));
-                let t = RichText::new(v).monospace().size(size);
+                ui.label(RichText::new(*k).size(crate::style::fit(size)));
+                let t = RichText::new(v).monospace().size(crate::style::fit(size));
                 ui.label(if i == 6 { t.strong().color(style::CURRENT_32) } else { t });
                 ui.end_row();
             }
@@ -247,7 +247,7 @@ pub(super) fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ui.label(
             RichText::new(lang.t("The common wrong formulas", "常见的错误公式"))
                 .strong()
-                .size(size),
+                .size(crate::style::fit(size)),
         );
         let bad = style::fail(ui.visuals());
         for w in &r.wrong {
@@ -268,7 +268,7 @@ pub(super) fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                     fits
                 ),
             };
-            ui.add(egui::Label::new(RichText::new(text).size(size * 0.9).color(bad)).wrap());
+            ui.add(egui::Label::new(RichText::new(text).size(crate::style::fit(size * 0.9)).color(bad)).wrap());
         }
     }
 }

@@ -65,8 +65,8 @@ fn kind_color(m: &ModelSpec) -> style::Rgba {
 /// A term of the formula: its value large, its name under it.
 fn term(ui: &mut Ui, size: f32, value: &str, name: &str, color: Color32) {
     ui.vertical(|ui| {
-        ui.label(RichText::new(value).monospace().strong().size(size * 2.2).color(color));
-        ui.label(RichText::new(name).size(size * 0.9));
+        ui.label(RichText::new(value).monospace().strong().size(crate::style::fit(size * 2.2)).color(color));
+        ui.label(RichText::new(name).size(crate::style::fit(size * 0.9)));
     });
 }
 
@@ -94,22 +94,22 @@ fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         match mla_dims(m) {
             None => {
                 term(ui, size, "2", lang.t("K and V", "K 与 V"), text);
-                ui.label(RichText::new("×").size(size * 2.0));
+                ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
                 term(ui, size, &m.layers.to_string(), lang.t("layers", "层"), text);
-                ui.label(RichText::new("×").size(size * 2.0));
+                ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
                 term(ui, size, &m.kv_heads.to_string(), lang.t("KV heads", "KV 头"), accent);
-                ui.label(RichText::new("×").size(size * 2.0));
+                ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
                 term(ui, size, &m.head_dim.to_string(), "head_dim", accent);
             }
             Some(d) => {
                 term(ui, size, &m.layers.to_string(), lang.t("layers", "层"), text);
-                ui.label(RichText::new("×").size(size * 2.0));
+                ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
                 term(ui, size, &format!("({} + {})", d.d_c, d.d_r), "d_c + d_r", accent);
             }
         }
-        ui.label(RichText::new("×").size(size * 2.0));
+        ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
         term(ui, size, &bytes, lang.t("bytes / value", "字节 / 值"), text);
-        ui.label(RichText::new("=").size(size * 2.0));
+        ui.label(RichText::new("=").size(crate::style::fit(size * 2.0)));
         term(
             ui,
             size,
@@ -129,14 +129,14 @@ fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 lang.t("per token", "每个 token"),
                 text,
             );
-            ui.label(RichText::new("×").size(size * 2.0));
+            ui.label(RichText::new("×").size(crate::style::fit(size * 2.0)));
             let label = match (g.window, lang) {
                 (None, _) => lang.t("tokens", "个 token").to_string(),
                 (Some(w), Lang::En) => format!("tokens stored (window {w})"),
                 (Some(w), Lang::Zh) => format!("个存储的 token（窗口 {w}）"),
             };
             term(ui, size, &g.tokens_stored.to_string(), &label, text);
-            ui.label(RichText::new("=").size(size * 2.0));
+            ui.label(RichText::new("=").size(crate::style::fit(size * 2.0)));
             term(
                 ui,
                 size,
@@ -243,7 +243,7 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
                     lang.t("params", "参数"),
                     lang.t("KV / token", "KV / token"),
                 ] {
-                    ui.label(RichText::new(h).strong().size(size));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
                 }
                 ui.end_row();
                 for row in SEED_TABLE {
@@ -251,10 +251,10 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
                     let out = row.outside(m);
                     let band = |(a, b): (usize, usize)| if a == b { a.to_string() } else { format!("{a}-{b}") };
                     let cell = |ui: &mut Ui, v: String, wrong: bool| {
-                        let t = RichText::new(v).monospace().size(size);
+                        let t = RichText::new(v).monospace().size(crate::style::fit(size));
                         ui.label(if wrong { t.color(bad).strong() } else { t });
                     };
-                    ui.label(RichText::new(&m.name).size(size));
+                    ui.label(RichText::new(&m.name).size(crate::style::fit(size)));
                     ui.label(
                         RichText::new(format!(
                             "{} · {} · {} · {}",
@@ -263,7 +263,7 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
                             band(row.heads),
                             row.d_model
                         ))
-                        .size(size * 0.9),
+                        .size(crate::style::fit(size * 0.9)),
                     );
                     cell(ui, m.layers.to_string(), out[0]);
                     cell(ui, m.heads.to_string(), out[1]);
@@ -293,7 +293,7 @@ fn byte_bar(ui: &mut Ui, size: f32, label: &str, value: f64, max: f64, color: Co
         let lw = (avail * 0.38).min(size * 16.0);
         let vw = size * 5.0;
         let w = (avail - lw - vw - 3.0 * ui.spacing().item_spacing.x).max(10.0);
-        let t = RichText::new(label).size(size * 0.85);
+        let t = RichText::new(label).size(crate::style::fit(size * 0.85));
         ui.add_sized(
             [lw, size + 2.0],
             egui::Label::new(if selected { t.strong() } else { t }).truncate(),
@@ -311,7 +311,7 @@ fn byte_bar(ui: &mut Ui, size: f32, label: &str, value: f64, max: f64, color: Co
                 egui::StrokeKind::Outside,
             );
         }
-        ui.label(RichText::new(format_bytes(value)).monospace().size(size * 0.85));
+        ui.label(RichText::new(format_bytes(value)).monospace().size(crate::style::fit(size * 0.85)));
     });
 }
 
@@ -370,7 +370,7 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
 
 /// One token's cached values as a strip of `parts` (values, colour, label), `scale` points per value.
 fn strip_row(ui: &mut Ui, size: f32, label: &str, parts: &[(usize, style::Rgba, String)], per_value: f32) {
-    ui.label(RichText::new(label).size(size * 0.9));
+    ui.label(RichText::new(label).size(crate::style::fit(size * 0.9)));
     let total: usize = parts.iter().map(|p| p.0).sum();
     let w = (total as f32 * per_value).max(4.0);
     let (rect, _) = ui.allocate_exact_size(egui::vec2(w, size * 1.3), egui::Sense::hover());
@@ -380,7 +380,7 @@ fn strip_row(ui: &mut Ui, size: f32, label: &str, parts: &[(usize, style::Rgba, 
         let pw = *n as f32 * per_value;
         let r = egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(pw.max(1.0), rect.height()));
         p.rect_filled(r, 0.0, style::c32(*c));
-        let font = egui::FontId::proportional(size * 0.75);
+        let font = egui::FontId::proportional(crate::style::fit(size * 0.75));
         let ink = style::ink_on(*c);
         let g = p.layout_no_wrap(name.clone(), font, ink);
         if g.size().x + 4.0 < pw {
@@ -417,7 +417,7 @@ fn strip(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     );
     for (name, dd) in rows {
         ui.add_space(size * 0.3);
-        ui.label(RichText::new(name).strong().size(size * 0.95));
+        ui.label(RichText::new(name).strong().size(crate::style::fit(size * 0.95)));
         let mha = dd.heads * (dd.d_nope + dd.d_r + dd.d_v);
         let per_value = width / mha as f32;
         strip_row(
@@ -518,7 +518,7 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     ];
     for (ci, (name, d, t)) in cases.into_iter().enumerate() {
         ui.add_space(size * 0.3);
-        ui.label(RichText::new(name).strong().size(size * 0.95));
+        ui.label(RichText::new(name).strong().size(crate::style::fit(size * 0.95)));
         let c = mla_costs(d, t);
         let id = format!("arch-cost-{ci}");
         fitted_table(ui, &id, size, |ui, size| {
@@ -530,16 +530,16 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                     lang.t("weights read", "读权重"),
                     "FLOPs",
                 ] {
-                    ui.label(RichText::new(h).strong().size(size));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
                 }
                 ui.end_row();
                 for (k, (p, pc)) in paths.iter().zip(c).enumerate() {
-                    let t = RichText::new(*p).size(size);
+                    let t = RichText::new(*p).size(crate::style::fit(size));
                     ui.label(if k == 2 { t.strong() } else { t });
-                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(size));
-                    ui.label(RichText::new(format_bytes(pc.cache_bytes)).monospace().size(size));
-                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(size));
-                    ui.label(RichText::new(flops(pc.flops)).monospace().size(size));
+                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(format_bytes(pc.cache_bytes)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(flops(pc.flops)).monospace().size(crate::style::fit(size)));
                     ui.end_row();
                 }
                 if ci == 0 {
@@ -550,13 +550,13 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                             "mla_decode as it ran (latent read per head)",
                             "实际运行的 mla_decode（每个头各读一遍潜向量）",
                         ))
-                        .size(size),
+                        .size(crate::style::fit(size)),
                     );
-                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(size));
+                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(crate::style::fit(size)));
                     let ran = pc.cache_bytes * d.heads as f64;
-                    ui.label(RichText::new(format_bytes(ran)).monospace().size(size));
-                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(size));
-                    ui.label(RichText::new(flops(pc.flops)).monospace().size(size));
+                    ui.label(RichText::new(format_bytes(ran)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(flops(pc.flops)).monospace().size(crate::style::fit(size)));
                     ui.end_row();
                 }
             })

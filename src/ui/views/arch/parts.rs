@@ -3,9 +3,9 @@
 use eframe::egui::{self, RichText, Ui};
 
 pub(super) fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
+    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(crate::style::fit(size))).wrap());
 }
 
 pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+    ui.add(egui::Label::new(RichText::new(text.into()).size(crate::style::fit(size * 0.9))).wrap());
 }

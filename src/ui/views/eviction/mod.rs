@@ -282,7 +282,7 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let cw = (rect.width() - label_w) / n as f32;
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(size * 0.8);
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
     for row in 0..rows {
         let y = rect.min.y + row as f32 * row_h;
         painter.text(
@@ -550,7 +550,7 @@ fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let label_h = size * 1.0;
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(size * 0.75);
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.75));
     for lb in 0..nb {
         let x = rect.min.x + (lb % per_row) as f32 * bw;
         let y = rect.min.y + (lb / per_row) as f32 * bh;

@@ -27,7 +27,7 @@ pub(super) fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             }
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     crate::ui::widgets::bar(
         ui,
@@ -91,7 +91,7 @@ pub(super) fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 "的 T²（对角线上的块整块计算，块内上半部分被掩码）"
             )
         ))
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
 }
 
@@ -114,10 +114,10 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             lang.t("counted by the walker as it runs", "由 walker 运行时计数")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     crate::ui::widgets::fitted_table(ui, "flash-io", size, |ui, size| {
-        let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
+        let mono = |s: String| RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
         egui::Grid::new("flash-io")
             .min_col_width(0.0)
             .striped(true)
@@ -129,7 +129,7 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     lang.t("write", "写"),
                     lang.t("formula", "公式"),
                 ] {
-                    ui.label(RichText::new(h).strong().size(size * 0.9));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
                 }
                 ui.end_row();
                 ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
@@ -162,7 +162,7 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             bytes(((n.read + n.write) * 4) as f64),
             bytes(((fl.read + fl.write) * 4) as f64)
         ))
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
     let h = (ui.available_height() - 1.5 * size).max(100.0);
     // Bytes of f32 on a log axis, with each T's ratio written over its pair so the log scale does not
@@ -223,7 +223,7 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     egui_plot::Text::new(
                         "",
                         egui_plot::PlotPoint::new(x, top + 0.15),
-                        RichText::new(format!("{r:.1}×")).size(size * 0.9).strong(),
+                        RichText::new(format!("{r:.1}×")).size(crate::style::fit(size * 0.9)).strong(),
                     )
                     .anchor(egui::Align2::CENTER_BOTTOM),
                 );
@@ -237,7 +237,7 @@ pub(super) fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let (lang, size) = (cx.lang, cx.size);
     let (a, b, m, [ca, cb]) = &f.split;
     let row = f.t - 1;
-    let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
+    let mono = |s: String| RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
     let m_text = |m: f32| {
         if m.is_finite() {
             format!("{m:.4}")
@@ -249,7 +249,7 @@ pub(super) fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         crate::ui::text::Lang::Zh => format!("解码：只有一个查询（第 {row} 行），它的键被分成两个分区"),
         _ => format!("decode: one query (row {row}), its keys split into two partitions"),
     };
-    ui.label(RichText::new(title).strong().size(size));
+    ui.label(RichText::new(title).strong().size(crate::style::fit(size)));
     egui::Grid::new("flash-split")
         .striped(true)
         .spacing([size, 4.0])
@@ -261,7 +261,7 @@ pub(super) fn split(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 "l",
                 lang.t("factor exp(m_i − m)", "系数 exp(m_i − m)"),
             ] {
-                ui.label(RichText::new(h).strong().size(size * 0.9));
+                ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
             }
             ui.end_row();
             for (name, p, c) in [

@@ -98,7 +98,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             "单个头，f32：S 与 P（各 T × T）的字节数，对比 Q、K、V、O（各 T × hd）",
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let sp = |t: usize| (2 * t * t * 4) as f64;
     let qkvo = |t: usize| (4 * t * f.hd * 4) as f64;
@@ -164,7 +164,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             bytes(qkvo(big))
         ))
         .monospace()
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
     let backend_line = match f.device_smem {
         Some((b, [en, zh])) => format!("{}: {} — {}", lang.t("active backend", "当前后端"), bytes(b as f64), lang.t(en, zh)),
@@ -175,7 +175,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             )
             .to_string(),
     };
-    ui.label(RichText::new(backend_line).size(size * 0.85));
+    ui.label(RichText::new(backend_line).size(crate::style::fit(size * 0.85)));
     ui.label(
         RichText::new(format!(
             "{} {} · {} {}",
@@ -187,7 +187,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             ),
             bytes((f.kernel_floats * 4) as f64)
         ))
-        .size(size * 0.85),
+        .size(crate::style::fit(size * 0.85)),
     );
 }
 
@@ -209,9 +209,9 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             )
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
-    let mono = |s: String| RichText::new(s).monospace().size(size * 0.9);
+    let mono = |s: String| RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
     let steps: Vec<(usize, &crate::math::flash::TileStep)> = f
         .walk
         .steps
@@ -235,7 +235,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     "l",
                     lang.t("rescale exp(m_old − m_new)", "缩放 exp(m_old − m_new)"),
                 ] {
-                    ui.label(RichText::new(h).strong().size(size * 0.9));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
                 }
                 ui.end_row();
                 for (i, s) in &steps {
@@ -289,7 +289,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
             )
         ))
         .monospace()
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
     let done = steps.len() == total_tiles;
     if let Some((_, s)) = steps.last() {
@@ -311,7 +311,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     },
                     lang.t("against lesson 1", "与第 1 课相比")
                 ))
-                .size(size * 0.9)
+                .size(crate::style::fit(size * 0.9))
                 .color(if ok {
                     style::pass(ui.visuals())
                 } else {
@@ -330,7 +330,7 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                         "个键块：m 与 l 是目前已见过的键上的最大值与和"
                     )
                 ))
-                .size(size * 0.9),
+                .size(crate::style::fit(size * 0.9)),
             );
         }
         // The row's probabilities as they would be if the row ended here, exp(s − m)/l over the keys
@@ -468,7 +468,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
     ui.label(
         RichText::new(lang.t("shared memory of this thread block", "本线程块的共享内存"))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
     );
     ui.label(
         RichText::new(format!(
@@ -484,7 +484,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             s.cols.start,
             s.cols.end - 1
         ))
-        .size(size * 0.9)
+        .size(crate::style::fit(size * 0.9))
         .color(style::state_text(ui.visuals(), style::CURRENT)),
     );
     if s.skipped {
@@ -493,7 +493,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
                 "the mask hides this whole tile: K and V are not loaded, nothing is computed",
                 "掩码遮住了整个块：不加载 K 和 V，也不做任何计算",
             ))
-            .size(size * 0.9),
+            .size(crate::style::fit(size * 0.9)),
         );
     }
     let (br, bc, hd) = (f.br, f.bc, f.hd);
@@ -537,7 +537,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
         ui.horizontal(|ui| {
             ui.add_sized(
                 [label_w, bh + 4.0],
-                egui::Label::new(RichText::new(name).monospace().size(size * 0.85)),
+                egui::Label::new(RichText::new(name).monospace().size(crate::style::fit(size * 0.85))),
             )
             .on_hover_text(what);
             let bw = (ui.available_width() - size * 4.0).max(20.0);
@@ -545,7 +545,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
             let fill = egui::Rect::from_min_size(r.min, egui::vec2((bw * n as f32 / used.max(1) as f32).max(1.0), bh));
             ui.painter().rect_filled(fill, 2.0, color);
-            ui.label(RichText::new(n.to_string()).monospace().size(size * 0.85));
+            ui.label(RichText::new(n.to_string()).monospace().size(crate::style::fit(size * 0.85)));
         });
     }
     // The tiles together against the slider's budget and the kernel's static allocation.
@@ -562,7 +562,7 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
                 bytes((used * 4) as f64),
                 bytes((cap * 4) as f64)
             ))
-            .size(size * 0.8),
+            .size(crate::style::fit(size * 0.8)),
         );
         let bw = (ui.available_width() - 8.0).max(20.0);
         let (r, _) = ui.allocate_exact_size(egui::vec2(bw, bh * 0.7), egui::Sense::hover());
@@ -604,7 +604,7 @@ fn acc(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         s.rescale.iter().copied().fold(f32::NEG_INFINITY, f32::max),
     );
     // The heatmap leaves room for the note below it, measured as it will wrap.
-    let note_font = egui::FontId::monospace(cx.size * 0.85);
+    let note_font = egui::FontId::monospace(crate::style::fit(cx.size * 0.85));
     let note_h = ui
         .painter()
         .layout(

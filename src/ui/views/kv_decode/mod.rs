@@ -175,7 +175,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     d.head_dim
                 ))
                 .strong()
-                .size(size),
+                .size(crate::style::fit(size)),
             );
             let data = StripData {
                 layers: d.layers,
@@ -228,7 +228,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                     ui.painter()
                         .layout(
                             l.clone(),
-                            egui::FontId::proportional(size * 0.9),
+                            egui::FontId::proportional(crate::style::fit(size * 0.9)),
                             ui.visuals().text_color(),
                             w,
                         )
@@ -244,7 +244,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
             egui_glue::memory_strip(ui, view_id("strip", 0), &data, egui::vec2(w, h));
             legend(ui, &entries, size);
             for l in lines {
-                ui.add(egui::Label::new(RichText::new(l).size(size * 0.9)).wrap());
+                ui.add(egui::Label::new(RichText::new(l).size(crate::style::fit(size * 0.9))).wrap());
             }
             if d.dropped > 0 {
                 ui.label(
@@ -255,7 +255,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                         lang.t("requested tokens cannot be generated.", "个请求的 token 无法生成。")
                     ))
                     .color(style::state_text(ui.visuals(), style::OOM))
-                    .size(size * 0.9),
+                    .size(crate::style::fit(size * 0.9)),
                 );
             }
         }
@@ -342,7 +342,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut, view: View) {
                             "Press “next layer” to decode the first token.",
                             "按“下一层”开始解码第一个 token。",
                         ))
-                        .size(size),
+                        .size(crate::style::fit(size)),
                     );
                 }
             });
@@ -367,7 +367,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     let prompt_len = g.prompt_tokens;
     // The text: the prompt, the bytes generated so far, the newest one highlighted.
     let mut job = egui::text::LayoutJob::default();
-    let font = egui::FontId::monospace(size * 1.05);
+    let font = egui::FontId::monospace(crate::style::fit(size * 1.05));
     let fmt = |c: Color32| egui::TextFormat::simple(font.clone(), c);
     job.append(&g.prompt, 0.0, fmt(style::muted(ui.visuals())));
     // Whole characters so far; the bytes of a character not yet complete (Chinese takes three) show as hex.
@@ -421,7 +421,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
             ),
         }
     };
-    ui.label(RichText::new(line).size(size * 0.95));
+    ui.label(RichText::new(line).size(crate::style::fit(size * 0.95)));
     // Every layer's static cache: slots written, the newest one, slots still reserved.
     let filled = prompt_len + t;
     ui.label(
@@ -436,7 +436,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
                 "每个 token（所有层，K + V，f16）"
             )
         ))
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
     let w = ui.available_width();
     let slot = (w / g.max_seq_len as f32).max(1.0);
@@ -453,7 +453,8 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
         }]
     };
     for name in bars {
-        let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
+        // As tall as the label it carries (presentation mode raises it to the text floor).
+        let (r, _) = ui.allocate_exact_size(egui::vec2(w, (size * 0.9).max(crate::style::fit(size * 0.7) * 1.15)), egui::Sense::hover());
         let painter = ui.painter_at(r);
         painter.rect_filled(r, 2.0, style::c32(style::RESERVED));
         for pos in 0..filled {
@@ -473,7 +474,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
             r.left_center() + egui::vec2(4.0, 0.0),
             egui::Align2::LEFT_CENTER,
             name,
-            egui::FontId::proportional(size * 0.7),
+            egui::FontId::proportional(crate::style::fit(size * 0.7)),
             style::ink_on(style::request(0)),
         );
     }
@@ -581,12 +582,12 @@ fn next_byte_bars_at(
                 )
             })
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
         )
         .wrap(),
     );
     ui.horizontal(|ui| {
-        ui.label(RichText::new(lang.t("temperature T", "温度 T")).size(size * 0.9));
+        ui.label(RichText::new(lang.t("temperature T", "温度 T")).size(crate::style::fit(size * 0.9)));
         ui.spacing_mut().slider_width = (ui.available_width() - size * 4.0).clamp(40.0, 200.0);
         if ui
             .add(egui::Slider::new(&mut temp, 0.0..=2.0).step_by(0.05))
@@ -601,7 +602,7 @@ fn next_byte_bars_at(
     });
     let dist = crate::lessons::kv_decode::generate::next_token_dist(logits, temp, 8);
     let emitted = g.tokens.get(t).copied();
-    let font = egui::FontId::monospace(size * 0.85);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.85));
     // A BPE piece (" where") needs more room than a byte ('a').
     let bpe = g.model_name() == crate::model::ModelName::Smollm2;
     let label_w = size * if bpe { 5.2 } else { 3.2 };
@@ -648,7 +649,7 @@ fn next_byte_bars_at(
                     "带框的是贪心解码输出的字节（argmax，与 T 无关）",
                 )
             })
-            .size(size * 0.9)
+            .size(crate::style::fit(size * 0.9))
             .color(style::muted(ui.visuals())),
         )
         .wrap(),
@@ -683,5 +684,5 @@ fn recompute_line(cx: &ViewCtx, ui: &mut Ui, g: &crate::lessons::kv_decode::gene
             style::fail(ui.visuals()),
         )
     };
-    ui.label(RichText::new(text).size(cx.size * 0.9).color(color));
+    ui.label(RichText::new(text).size(crate::style::fit(cx.size * 0.9)).color(color));
 }

@@ -45,7 +45,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
             fl / by.max(1.0)
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let h = ((ui.available_height() - 5.0 * size) * 0.6).max(80.0);
     let sweep = cx.state::<Sweep>();
@@ -110,7 +110,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                 )
                 .to_string(),
         })
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
 }
 
@@ -209,7 +209,7 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
             }
         });
     let mut job = egui::text::LayoutJob::default();
-    let font = egui::FontId::proportional(size * 0.85);
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.85));
     let text = ui.visuals().text_color();
     job.append(
         lang.t(
@@ -271,7 +271,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
             lang.t("requests", "个请求")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let label = if running {
         lang.t("measuring…", "测量中…")
@@ -317,7 +317,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
                     }
                 ))
                 .italics()
-                .size(size),
+                .size(crate::style::fit(size)),
             )
             .wrap(),
         );
@@ -381,7 +381,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
                 },
                 gflops / gbs
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
     }
     let last = points[points.len() - 1];
@@ -395,6 +395,6 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
             100.0 * last.kernel / last.read.max(1e-9),
             lang.t("of the read roof", "的读取上限")
         ))
-        .size(size),
+        .size(crate::style::fit(size)),
     );
 }

@@ -59,14 +59,14 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
         ui.label(
             RichText::new(format!("{}: {e}", lang.t("This scenario cannot run", "该场景无法运行")))
                 .color(style::fail(ui.visuals()))
-                .size(size),
+                .size(crate::style::fit(size)),
         );
         ui.label(
             RichText::new(lang.t(
                 "Raise the number of blocks or the block size, or use fewer requests.",
                 "请增加块数或块大小，或减少请求数。",
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         if p.frames.is_empty() {
             return;
@@ -89,7 +89,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                     lang.t("token slots", "个 token 槽位")
                 ))
                 .strong()
-                .size(size),
+                .size(crate::style::fit(size)),
             );
             // The events view, when the step shows it, carries the banner: show it once.
             if f.events.oom() && !cx.step_shows("events") {
@@ -144,7 +144,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
             };
             // Presentation mode: no interaction hints on the projector.
             if !cx.presentation {
-                ui.label(RichText::new(text).monospace().size(size * 0.85));
+                ui.label(RichText::new(text).monospace().size(crate::style::fit(size * 0.85)));
             }
         }
         View::Tables => tables_view(cx, ui, p, f),
@@ -157,12 +157,12 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                     lang.t("blocks", "块")
                 ))
                 .strong()
-                .size(size),
+                .size(crate::style::fit(size)),
             );
             ui.horizontal_wrapped(|ui| {
                 for (i, b) in f.free.iter().enumerate() {
                     let last = i + 1 == f.free.len();
-                    let t = RichText::new(format!("{b}")).monospace().size(size);
+                    let t = RichText::new(format!("{b}")).monospace().size(crate::style::fit(size));
                     let t = if last {
                         t.strong().color(style::state_text(ui.visuals(), style::CURRENT))
                     } else {
@@ -174,13 +174,13 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                     ui.label(
                         RichText::new(lang.t("(empty: the pool is exhausted)", "（空：块池已耗尽）"))
                             .color(style::fail(ui.visuals()))
-                            .size(size),
+                            .size(crate::style::fit(size)),
                     );
                 } else {
                     ui.label(
                         RichText::new(lang.t("← allocate() pops from this end", "← allocate() 从这一端弹出"))
                             .italics()
-                            .size(size * 0.85),
+                            .size(crate::style::fit(size * 0.85)),
                     );
                 }
             });
@@ -198,7 +198,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                         lang.t("returned this step", "本步归还"),
                         returned.join(", ")
                     ))
-                    .size(size * 0.9)
+                    .size(crate::style::fit(size * 0.9))
                     .color(ui.visuals().text_color()),
                 );
             }
@@ -219,7 +219,7 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
     ui.label(
         RichText::new(lang.t("block tables: logical block → physical block", "块表：逻辑块 → 物理块"))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
     );
     if let Some((r, pos)) = f.write
         && let Some(t) = f.tables.get(&r)
@@ -235,13 +235,13 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
                     b as usize * bs + off
                 ))
                 .monospace()
-                .size(size * 0.95)
+                .size(crate::style::fit(size * 0.95))
                 .color(style::state_text(ui.visuals(), style::WRITTEN)),
             );
         }
     }
     if f.tables.is_empty() {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
         return;
     }
     let written = f.write.map(|(r, pos)| (r, pos / bs));

@@ -39,7 +39,7 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
                  kvscope's tiny model generate real text for them.",
                 "这些请求携带带种子的随机 K/V。在“参数”中勾选“用训练好的模型服务”，让 kvscope 的小模型为它们生成真实文本。",
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         return;
     };
@@ -57,10 +57,10 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
             ),
         })
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     ui.add_space(size * 0.3);
-    let font = egui::FontId::monospace(size * 0.95);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.95));
     for (r, spec) in p.specs.iter().enumerate() {
         let id = r as RequestId;
         let state = if spec.arrive > f.events.step {
@@ -120,7 +120,7 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
         ),
             None => lang.t("no decode this step", "本步没有解码").to_string(),
         };
-    ui.label(RichText::new(line).size(size * 0.9));
+    ui.label(RichText::new(line).size(crate::style::fit(size * 0.9)));
     let agree = s.recompute_agrees.iter().filter(|x| x.2).count();
     if !s.recompute_agrees.is_empty() {
         ui.label(
@@ -132,7 +132,7 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
                 ),
                 s.recompute_agrees.len()
             ))
-            .size(size * 0.9),
+            .size(crate::style::fit(size * 0.9)),
         );
     }
 }
@@ -141,7 +141,7 @@ fn outputs_at(cx: &ViewCtx, ui: &mut Ui, p: &PagedOut, t: usize, size: f32) {
 /// long as its probability under softmax(logits) (T = 1) and the probability; the greedy choice (the
 /// first) outlined as current.
 fn next_bytes(ui: &mut Ui, dist: &[(u8, f64)], size: f32, lang: crate::ui::text::Lang) {
-    let font = egui::FontId::monospace(size * 0.8);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.8));
     let row_h = size * 1.1;
     let width = (ui.clip_rect().right() - ui.cursor().left() - 2.0)
         .min(ui.available_width())

@@ -30,7 +30,7 @@ pub(super) fn occupancy(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFr
             lang.t("requests holding blocks", "个请求持有块")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     for (label, value, color) in [
         (
@@ -64,7 +64,7 @@ pub(super) fn occupancy(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFr
             s.static_slots.saturating_sub(s.tokens_stored),
             lang.t("slots", "个槽位")
         ))
-        .size(size * 0.9),
+        .size(crate::style::fit(size * 0.9)),
     );
     if s.static_slots > cap {
         ui.label(
@@ -78,7 +78,7 @@ pub(super) fn occupancy(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFr
                 cap
             ))
             .color(style::state_text(ui.visuals(), style::OOM))
-            .size(size * 0.9),
+            .size(crate::style::fit(size * 0.9)),
         );
     }
 }
@@ -94,13 +94,13 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
             e.step
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     if e.oom() {
         oom_banner(cx, ui, f);
     }
     let line = |ui: &mut Ui, t: String, c: Color32| {
-        ui.label(RichText::new(t).size(size * 0.95).color(c));
+        ui.label(RichText::new(t).size(crate::style::fit(size * 0.95)).color(c));
     };
     let fg = ui.visuals().text_color();
     for r in &e.arrived {
@@ -137,8 +137,8 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
         );
     }
     let ids = |v: &[u32]| v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(" ");
-    ui.label(RichText::new(format!("{}: {}", lang.t("running", "运行中"), ids(&f.running))).size(size * 0.9));
-    ui.label(RichText::new(format!("{}: {}", lang.t("waiting", "等待中"), ids(&f.waiting))).size(size * 0.9));
+    ui.label(RichText::new(format!("{}: {}", lang.t("running", "运行中"), ids(&f.running))).size(crate::style::fit(size * 0.9)));
+    ui.label(RichText::new(format!("{}: {}", lang.t("waiting", "等待中"), ids(&f.waiting))).size(crate::style::fit(size * 0.9)));
     ui.label(
         RichText::new(format!(
             "{}: {}",
@@ -148,7 +148,7 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
                 Err(e) => e.clone(),
             }
         ))
-        .size(size * 0.85)
+        .size(crate::style::fit(size * 0.85))
         .color(style::muted(ui.visuals())),
     );
 }
@@ -190,7 +190,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
             cx.backend.name(),
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     check_line(cx, ui, f.check.as_ref(), against);
     let gather = &mut cx.state::<PagedUiState>().gather;
@@ -208,7 +208,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
             ),
             bytes(direct)
         ))
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     if *gather {
         ui.label(
@@ -225,7 +225,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
                 lang.t("plus a temporary buffer of", "外加临时缓冲区"),
                 bytes(direct)
             ))
-            .size(size)
+            .size(crate::style::fit(size))
             .color(style::warn(ui.visuals())),
         );
         ui.label(
@@ -234,7 +234,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
                 "只有 kvscope 的 f64 核对会 gather 出连续副本（compute::reference::paged_decode）；真实引擎从不复制。",
             ))
             .italics()
-            .size(size * 0.85),
+            .size(crate::style::fit(size * 0.85)),
         );
     }
 }
@@ -254,7 +254,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
             lang.t("requests", "个请求")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     crate::ui::widgets::fitted_table(ui, "tradeoff", size, |ui, size| {
         egui::Grid::new("tradeoff")
@@ -267,7 +267,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
                     lang.t("block-table entries", "块表项数"),
                     lang.t("table bytes (int32)", "块表字节（int32）"),
                 ] {
-                    ui.label(RichText::new(h).strong().size(size * 0.9));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
                 }
                 ui.end_row();
                 for bs in [1usize, 2, 4, 8, 16, 32, 64] {
@@ -280,7 +280,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
                     let cur = bs == p.shape.block_size;
                     let hl = style::state_text(ui.visuals(), style::CURRENT);
                     let t = |s: String| {
-                        let r = RichText::new(s).size(size * 0.9).monospace();
+                        let r = RichText::new(s).size(crate::style::fit(size * 0.9)).monospace();
                         if cur { r.strong().color(hl) } else { r }
                     };
                     ui.label(t(format!("{}{bs}", if cur { "> " } else { "" })));
@@ -294,7 +294,7 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
     ui.label(RichText::new(lang.t(
         "Small blocks waste little in each request's last block but need long tables (one lookup per block); large blocks need short tables but waste up to block_size − 1 slots per request.",
         "块小：每个请求末块浪费少，但块表长（每块一次查表）；块大：块表短，但每个请求最多浪费 block_size − 1 个槽位。",
-    )).size(size * 0.9));
+    )).size(crate::style::fit(size * 0.9)));
 }
 
 pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
@@ -330,7 +330,7 @@ pub(super) fn oom_banner(cx: &ViewCtx, ui: &mut Ui, f: &PagedFrame) {
                 ))
                 .color(style::ink_on(style::OOM))
                 .strong()
-                .size(size),
+                .size(crate::style::fit(size)),
             );
         });
 }

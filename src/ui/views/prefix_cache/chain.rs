@@ -21,7 +21,7 @@ pub(super) fn chain_request(f: &PrefixFrame) -> Option<u32> {
 pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     let Some(req) = chain_request(f) else {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
         return;
     };
     let bs = p.shape.block_size;
@@ -34,7 +34,7 @@ pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             plural(lang, toks.len(), "token", "tokens", "个 token"),
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
     chain_boxes(lang, ui, size, req, &toks, bs, &hashes, &table, f);
@@ -50,7 +50,7 @@ pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
                     lang.t("hash", "哈希"),
                     lang.t("block", "物理块"),
                 ] {
-                    ui.label(RichText::new(head).strong().size(size * 0.85));
+                    ui.label(RichText::new(head).strong().size(crate::style::fit(size * 0.85)));
                 }
                 ui.end_row();
                 for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
@@ -68,7 +68,7 @@ pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
                     let phys = table.get(i).copied();
                     let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
                     let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
-                    let mono = |t: String| RichText::new(t).monospace().size(size * 0.85);
+                    let mono = |t: String| RichText::new(t).monospace().size(crate::style::fit(size * 0.85));
                     ui.label(mono(i.to_string()));
                     ui.label(mono(format!("{chunk:?}")));
                     ui.label(mono(parent));
@@ -109,7 +109,7 @@ pub(super) fn chain_boxes(
     if n == 0 {
         return;
     }
-    let font = egui::FontId::monospace(size * 0.85);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.85));
     let text = ui.visuals().text_color();
     let lines: Vec<[String; 3]> = toks
         .chunks(bs)

@@ -33,7 +33,7 @@ impl LessonUi for PrefixCache {
             ui.label(
                 RichText::new(format!("{}: {e}", cx.t("The session stopped", "会话中止")))
                     .color(style::fail(ui.visuals()))
-                    .size(cx.size),
+                    .size(crate::style::fit(cx.size)),
             );
         }
         let Some(f) = p.frames.get((*cx.cursor).min(p.frames.len().saturating_sub(1))) else {
@@ -66,7 +66,7 @@ impl LessonUi for PrefixCache {
                 } else {
                     style::fail(ui.visuals())
                 };
-                ui.label(RichText::new(text).color(color).size(cx.size * 0.9));
+                ui.label(RichText::new(text).color(color).size(crate::style::fit(cx.size * 0.9)));
             }
             View::Kernel => {}
         }
@@ -109,7 +109,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             lang.t("token slots", "个 token 槽位")
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let w = ui.available_width();
     // Below the pool: the legend chips, the legend's explanation (wrapped to the view's width) and, in the
@@ -118,7 +118,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         "×n: ref count, the tables using the block (×0: free, in the evictor, still cached) · #hash: cached full block",
         "×n：引用计数，即使用该块的块表数（×0：空闲，在驱逐器中，仍被缓存）· #hash：已缓存的满块",
     );
-    let legend_font = egui::FontId::proportional(size * 0.8);
+    let legend_font = egui::FontId::proportional(crate::style::fit(size * 0.8));
     let legend_h = ui
         .painter()
         .layout(legend.to_string(), legend_font.clone(), ui.visuals().text_color(), w)
@@ -157,7 +157,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
                 egui::pos2(r.min.x + 2.0, r.max.y - 1.0),
                 egui::Align2::LEFT_BOTTOM,
                 short(*hash),
-                egui::FontId::monospace(fs),
+                egui::FontId::monospace(crate::style::fit(fs)),
                 ink,
             );
         }
@@ -176,7 +176,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         let label = format!("copy_blocks {src} → {dst}: {bytes} B");
         // The label sits at the pool's bottom-left (below the blocks in use), tied to the arrow's colour.
         let ink = style::ink_on(style::CURRENT);
-        let galley = painter.layout_no_wrap(label, egui::FontId::proportional(size * 0.85), ink);
+        let galley = painter.layout_no_wrap(label, egui::FontId::proportional(crate::style::fit(size * 0.85)), ink);
         let bg = egui::Rect::from_min_size(
             rect.left_bottom() + egui::vec2(4.0, -galley.size().y - 10.0),
             galley.size() + egui::vec2(8.0, 4.0),
@@ -206,7 +206,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         }
         None => lang.t("hover a block", "鼠标悬停查看块").to_string(),
     };
-    ui.label(RichText::new(text).monospace().size(size * 0.85));
+    ui.label(RichText::new(text).monospace().size(crate::style::fit(size * 0.85)));
 }
 
 /// The hash → blocks map; a duplicate (a second block caching the same prefix) is listed under the first,
@@ -217,7 +217,7 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     ui.label(
         RichText::new(format!("{}: {n}", lang.t("hash → block map", "哈希 → 块映射")))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
     );
     let state = |b: usize| {
         if f.refs[b] > 0 {
@@ -252,7 +252,7 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
                         w = short(*h).chars().count()
                     )
                 };
-                ui.label(RichText::new(text).monospace().size(size * 0.85));
+                ui.label(RichText::new(text).monospace().size(crate::style::fit(size * 0.85)));
             }
         }
     });
@@ -264,10 +264,10 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     ui.label(
         RichText::new(lang.t("block tables (× = shared)", "块表（× = 共享）"))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
     );
     if f.tables.is_empty() {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(size));
+        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
     }
     for (r, t) in &f.tables {
         let entries: Vec<String> = t
@@ -292,7 +292,7 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
                         plural(lang, len, "token", "tokens", "个 token")
                     ))
                     .monospace()
-                    .size(size * 0.9),
+                    .size(crate::style::fit(size * 0.9)),
                 )
                 .wrap(),
             );
@@ -316,7 +316,7 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
     ui.label(
         RichText::new(format!("{} ({})", lang.t("free list", "空闲列表"), f.free.len()))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
     );
     let free: Vec<BlockBox> = f
         .free
@@ -331,7 +331,7 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
     block_row(ui, &free, size);
     ui.label(
         RichText::new(lang.t("allocate() takes from the right-hand end", "allocate() 从右端取块"))
-            .size(size * 0.85)
+            .size(crate::style::fit(size * 0.85))
             .color(style::muted(ui.visuals())),
     );
     ui.add_space(size * 0.5);
@@ -345,7 +345,7 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
             f.evictor.len()
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     // The blocks this event evicted (struck out, their hashes forgotten), then the evictor in LRU
     // order: the next to go first.
@@ -381,7 +381,7 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
             " · 划掉的：本事件驱逐的块，其哈希已被遗忘",
         ));
     }
-    ui.add(egui::Label::new(RichText::new(note).size(size * 0.85).color(style::muted(ui.visuals()))).wrap());
+    ui.add(egui::Label::new(RichText::new(note).size(crate::style::fit(size * 0.85)).color(style::muted(ui.visuals()))).wrap());
     if !evicted.is_empty() {
         ui.horizontal_wrapped(|ui| {
             legend_chip(
@@ -406,7 +406,7 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     // The whole in the neutral grey, the part against it in the bar colour (the grammar keeps the
     // request colours for requests).
     let (whole, part) = (style::WHOLE_32, style::bar_fill(ui.visuals()));
-    ui.label(RichText::new(lang.t("so far", "累计")).strong().size(size));
+    ui.label(RichText::new(lang.t("so far", "累计")).strong().size(crate::style::fit(size)));
     let most = f.lookups.max(1) as usize;
     bar(
         ui,
@@ -567,5 +567,5 @@ fn events(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             ),
         },
     };
-    ui.label(RichText::new(text).size(size));
+    ui.label(RichText::new(text).size(crate::style::fit(size)));
 }

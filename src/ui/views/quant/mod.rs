@@ -88,7 +88,7 @@ fn bytes(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 Lang::En => format!("context {ctx} tokens"),
                 Lang::Zh => format!("上下文 {ctx} 个 token"),
             })
-            .size(size * 0.95),
+            .size(crate::style::fit(size * 0.95)),
         );
         for (i, f) in formats.iter().enumerate() {
             let b = o.bytes_per_token(f, ctx);
@@ -131,7 +131,7 @@ fn bit_row(ui: &mut Ui, size: f32, code: u8, fields: &[(usize, style::Rgba, &str
                 r.center(),
                 egui::Align2::CENTER_CENTER,
                 on.to_string(),
-                egui::FontId::monospace(size),
+                egui::FontId::monospace(crate::style::fit(size)),
                 style::ink_on(*color),
             );
         }
@@ -139,7 +139,7 @@ fn bit_row(ui: &mut Ui, size: f32, code: u8, fields: &[(usize, style::Rgba, &str
             egui::pos2(x0 + *n as f32 * cell / 2.0, rect.min.y + cell + size * 0.4),
             egui::Align2::CENTER_CENTER,
             *name,
-            egui::FontId::proportional(size * 0.7),
+            egui::FontId::proportional(crate::style::fit(size * 0.7)),
             ui.visuals().text_color(),
         );
         bit += n;
@@ -217,7 +217,7 @@ fn encoder(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 lang.t("error", "误差"),
                 show_value(err)
             ))
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         bit_row(ui, size, code, &fields);
     }
@@ -264,13 +264,13 @@ fn range_table(cx: &mut ViewCtx, ui: &mut Ui) {
             .striped(true)
             .show(ui, |ui| {
                 ui.label("");
-                ui.label(RichText::new("E4M3").strong().size(size));
-                ui.label(RichText::new("E5M2").strong().size(size));
+                ui.label(RichText::new("E4M3").strong().size(crate::style::fit(size)));
+                ui.label(RichText::new("E5M2").strong().size(crate::style::fit(size)));
                 ui.end_row();
                 for (i, n) in names.iter().enumerate() {
-                    ui.label(RichText::new(*n).size(size));
-                    ui.label(RichText::new(&a[i]).monospace().size(size));
-                    ui.label(RichText::new(&b[i]).monospace().size(size));
+                    ui.label(RichText::new(*n).size(crate::style::fit(size)));
+                    ui.label(RichText::new(&a[i]).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(&b[i]).monospace().size(crate::style::fit(size)));
                     ui.end_row();
                 }
             })
@@ -361,7 +361,7 @@ fn error(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 "经由缓存的注意力输出：误差均方根 / 输出均方根，按层",
             ))
             .strong()
-            .size(size),
+            .size(crate::style::fit(size)),
         );
         let bars: Vec<Bar> = r
             .out_rel_rms
@@ -404,7 +404,7 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     let cell = (w / n as f32).max(0.5);
     for (name, done, groups) in [("K", k_done, true), ("V", v_done, false)] {
         ui.horizontal(|ui| {
-            ui.label(RichText::new(name).strong().size(size));
+            ui.label(RichText::new(name).strong().size(crate::style::fit(size)));
             let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.4), egui::Sense::hover());
             let p = ui.painter();
             for t in 0..n {
@@ -454,7 +454,7 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                     lang.t("bits per value", "每值比特"),
                     lang.t("with scale + zero", "含缩放与零点"),
                 ] {
-                    ui.label(RichText::new(h).strong().size(size));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
                 }
                 for ctx in CONTEXTS {
                     ui.label(
@@ -463,7 +463,7 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                             Lang::Zh => format!("含残差，上下文 {ctx}"),
                         })
                         .strong()
-                        .size(size),
+                        .size(crate::style::fit(size)),
                     );
                 }
                 ui.end_row();
@@ -474,17 +474,17 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                         residual: r,
                     };
                     let cost = bits as f64 + 32.0 / g as f64;
-                    ui.label(RichText::new(format!("KIVI {bits}-bit")).size(size));
+                    ui.label(RichText::new(format!("KIVI {bits}-bit")).size(crate::style::fit(size)));
                     ui.label(
                         RichText::new(format!("{:.0}×", 16.0 / bits as f64))
                             .monospace()
-                            .size(size),
+                            .size(crate::style::fit(size)),
                     );
-                    ui.label(RichText::new(format!("{cost:.2}")).monospace().size(size));
-                    ui.label(RichText::new(format!("{:.2}×", 16.0 / cost)).monospace().size(size));
+                    ui.label(RichText::new(format!("{cost:.2}")).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(format!("{:.2}×", 16.0 / cost)).monospace().size(crate::style::fit(size)));
                     for ctx in CONTEXTS {
                         let ratio = o.bytes_per_token(&pool, ctx) / o.bytes_per_token(&f, ctx);
-                        ui.label(RichText::new(format!("{ratio:.2}×")).monospace().size(size));
+                        ui.label(RichText::new(format!("{ratio:.2}×")).monospace().size(crate::style::fit(size)));
                     }
                     ui.end_row();
                 }
@@ -533,7 +533,7 @@ fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                     lang.t("decode vs f16", "解码 vs f16"),
                 ];
                 for h in heads {
-                    ui.label(RichText::new(h).strong().size(size));
+                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
                 }
                 ui.end_row();
                 for (i, (f, r)) in o.runs.iter().enumerate() {
@@ -551,17 +551,17 @@ fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                     } else {
                         lang.t(" (host)", "（主机）")
                     };
-                    ui.label(RichText::new(format!("{mark}{}{host}", format_label(f))).size(size));
+                    ui.label(RichText::new(format!("{mark}{}{host}", format_label(f))).size(crate::style::fit(size)));
                     ui.label(
                         RichText::new(format!("{:.3}", r.bits_per_byte()))
                             .monospace()
-                            .size(size),
+                            .size(crate::style::fit(size)),
                     );
-                    ui.label(RichText::new(stored_bpb).monospace().size(size));
-                    ui.label(RichText::new(format!("{:.2}%", 100.0 * err)).monospace().size(size));
-                    ui.label(RichText::new(crate::lessons::format_bytes(b)).monospace().size(size));
-                    ui.label(RichText::new(tokens_per_pool(b)).monospace().size(size));
-                    ui.label(RichText::new(speed).monospace().size(size));
+                    ui.label(RichText::new(stored_bpb).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(format!("{:.2}%", 100.0 * err)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(crate::lessons::format_bytes(b)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(tokens_per_pool(b)).monospace().size(crate::style::fit(size)));
+                    ui.label(RichText::new(speed).monospace().size(crate::style::fit(size)));
                     ui.end_row();
                 }
             })

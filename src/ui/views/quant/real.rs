@@ -82,16 +82,16 @@ pub(super) fn real(cx: &mut ViewCtx, ui: &mut Ui) {
                         lang.t("K error", "K 误差"),
                         lang.t("V error", "V 误差"),
                     ] {
-                        ui.label(RichText::new(h).strong().size(size));
+                        ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
                     }
                     ui.end_row();
                     let pct = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{:.2}%", 100.0 * x));
                     for f in CacheFormat::all(s.group, s.residual) {
                         let Some(c) = s.cell(&f.name()) else { continue };
-                        ui.label(RichText::new(format_label(&f)).size(size));
-                        ui.label(RichText::new(format!("{:.3}", c.bits_per_byte)).monospace().size(size));
-                        ui.label(RichText::new(pct(c.k_rel_err)).monospace().size(size));
-                        ui.label(RichText::new(pct(c.v_rel_err)).monospace().size(size));
+                        ui.label(RichText::new(format_label(&f)).size(crate::style::fit(size)));
+                        ui.label(RichText::new(format!("{:.3}", c.bits_per_byte)).monospace().size(crate::style::fit(size)));
+                        ui.label(RichText::new(pct(c.k_rel_err)).monospace().size(crate::style::fit(size)));
+                        ui.label(RichText::new(pct(c.v_rel_err)).monospace().size(crate::style::fit(size)));
                         ui.end_row();
                     }
                 })

@@ -5,17 +5,17 @@ use eframe::egui::{self, Color32, RichText, Ui};
 use crate::style;
 
 pub(super) fn title(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(size)).wrap());
+    ui.add(egui::Label::new(RichText::new(text.into()).strong().size(crate::style::fit(size))).wrap());
 }
 
 pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.85)).wrap());
+    ui.add(egui::Label::new(RichText::new(text.into()).size(crate::style::fit(size * 0.85))).wrap());
 }
 
 /// A table's header row.
 pub(super) fn header(ui: &mut Ui, size: f32, cols: &[&str]) {
     for h in cols {
-        ui.label(RichText::new(*h).strong().size(size));
+        ui.label(RichText::new(*h).strong().size(crate::style::fit(size)));
     }
     ui.end_row();
 }

@@ -68,7 +68,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         ui.add(
             egui::Label::new(
                 RichText::new(format!("{} {e}", lang.t("Refused:", "被拒绝：")))
-                    .size(size)
+                    .size(crate::style::fit(size))
                     .color(style::fail(ui.visuals())),
             )
             .wrap(),
@@ -122,7 +122,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
             at,
             align,
             format!("{} {}", lang.t("budget", "预算"), o.budget),
-            egui::FontId::proportional(size * 0.85),
+            egui::FontId::proportional(crate::style::fit(size * 0.85)),
             style::c32(style::CURRENT),
         );
     }
@@ -130,7 +130,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         egui::pos2(rect.left() + 4.0, rect.top() + 2.0),
         egui::Align2::LEFT_TOP,
         format!("{max} {}", lang.t("tokens", "token")),
-        egui::FontId::proportional(size * 0.8),
+        egui::FontId::proportional(crate::style::fit(size * 0.8)),
         ui.visuals().text_color(),
     );
     note(
@@ -192,18 +192,18 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
                     for (i, (r, l)) in o.requests.iter().zip(&lat).enumerate() {
                         ui.label(
                             RichText::new(i.to_string())
-                                .size(size)
+                                .size(crate::style::fit(size))
                                 .color(style::request_text(ui.visuals(), i)),
                         );
                         for v in [r.0.to_string(), r.1.to_string()] {
-                            ui.label(RichText::new(v).monospace().size(size));
+                            ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
                         }
                         let (t, s) = l.as_ref().map_or(("-".into(), "-".into()), |l| {
                             (l.ttft_steps.to_string(), l.max_itl_steps().to_string())
                         });
-                        ui.label(RichText::new(t).monospace().size(size));
-                        ui.label(RichText::new(s).monospace().size(size));
-                        ui.label(RichText::new(run.outputs[i].len().to_string()).monospace().size(size));
+                        ui.label(RichText::new(t).monospace().size(crate::style::fit(size)));
+                        ui.label(RichText::new(s).monospace().size(crate::style::fit(size)));
+                        ui.label(RichText::new(run.outputs[i].len().to_string()).monospace().size(crate::style::fit(size)));
                         ui.end_row();
                     }
                 })
@@ -213,7 +213,7 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             ui.add(
                 egui::Label::new(
                     RichText::new(format!("{} {e}", lang.t("Refused:", "被拒绝：")))
-                        .size(size)
+                        .size(crate::style::fit(size))
                         .color(style::fail(ui.visuals())),
                 )
                 .wrap(),
@@ -245,7 +245,7 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             for r in &o.stored.latency {
                 let here = r.budget == o.budget && (r.policy == "chunked") == o.chunked;
                 let t = |s: String| {
-                    let t = RichText::new(s).monospace().size(size);
+                    let t = RichText::new(s).monospace().size(crate::style::fit(size));
                     if here {
                         t.strong().color(style::c32(style::CURRENT))
                     } else {
@@ -428,7 +428,7 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
                     format!("{:.2} ms", r.recompute_seconds * 1e3),
                     format!("{:.0}×", r.recompute_seconds / r.swap_seconds),
                 ] {
-                    ui.label(RichText::new(v).monospace().size(size));
+                    ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
                 }
                 ui.end_row();
             }
@@ -463,10 +463,10 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     );
     fitted_table(ui, "serve-facts", size, |ui, size| {
         egui::Grid::new("serve-facts").striped(true).show(ui, |ui| {
-            ui.label(RichText::new(lang.t("context", "上下文")).strong().size(size));
+            ui.label(RichText::new(lang.t("context", "上下文")).strong().size(crate::style::fit(size)));
             for m in &o.fact_models {
                 for what in [lang.t("swap", "换出换入"), lang.t("recompute", "重算")] {
-                    ui.label(RichText::new(format!("{} · {what}", m.name)).strong().size(size));
+                    ui.label(RichText::new(format!("{} · {what}", m.name)).strong().size(crate::style::fit(size)));
                 }
             }
             ui.end_row();
@@ -477,27 +477,27 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
                     .any(|m| crate::calc::context_limit(m).is_none_or(|l| n <= l))
             };
             for n in FACT_CONTEXTS.into_iter().filter(|&n| served(n)) {
-                ui.label(RichText::new(format!("{}k", n / 1024)).monospace().size(size));
+                ui.label(RichText::new(format!("{}k", n / 1024)).monospace().size(crate::style::fit(size)));
                 for m in &o.fact_models {
                     // A context the model cannot serve gets a dash, not a figure (calc::context_limit).
                     if crate::calc::context_limit(m).is_some_and(|l| n > l) {
                         ui.label(
                             RichText::new("—")
                                 .monospace()
-                                .size(size)
+                                .size(crate::style::fit(size))
                                 .color(style::muted(ui.visuals())),
                         );
                         ui.label(
                             RichText::new("—")
                                 .monospace()
-                                .size(size)
+                                .size(crate::style::fit(size))
                                 .color(style::muted(ui.visuals())),
                         );
                         continue;
                     }
                     let (s, r) = fact_costs(m, n, pcie, flops);
                     for (v, best) in [(s, s <= r), (r, r < s)] {
-                        let t = RichText::new(format!("{:.1} ms", v * 1e3)).monospace().size(size);
+                        let t = RichText::new(format!("{:.1} ms", v * 1e3)).monospace().size(crate::style::fit(size));
                         ui.label(if best { t.strong().color(win) } else { t });
                     }
                 }

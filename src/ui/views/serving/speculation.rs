@@ -25,14 +25,14 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
             lang.t("each row is one target pass", "每行是目标模型的一次前向"),
         ),
     );
-    let font = egui::FontId::monospace(size * 0.95);
+    let font = egui::FontId::monospace(crate::style::fit(size * 0.95));
     let max_rows = ((ui.available_height() / (size * 1.5)).floor() as usize).clamp(4, 14);
     for s in sp.steps.iter().take(max_rows) {
         ui.horizontal(|ui| {
             ui.label(
                 RichText::new(format!("@{:<4}", s.pos))
                     .monospace()
-                    .size(size * 0.85)
+                    .size(crate::style::fit(size * 0.85))
                     .color(style::muted(ui.visuals())),
             );
             let chip = |ui: &mut Ui, b: u8, rgba: style::Rgba| {
@@ -55,7 +55,7 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
                 };
                 chip(ui, b, fill);
             }
-            ui.label(RichText::new("→").size(size));
+            ui.label(RichText::new("→").size(crate::style::fit(size)));
             chip(ui, *s.emitted.last().unwrap_or(&b'?'), style::GENERATED);
             ui.label(
                 RichText::new(format!(
@@ -69,7 +69,7 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
                         format!(", {} {:?}", lang.t("freed blocks", "释放块"), s.freed)
                     }
                 ))
-                .size(size * 0.85),
+                .size(crate::style::fit(size * 0.85)),
             );
         });
     }
@@ -119,7 +119,7 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     );
     for (i, a) in sp.alpha().iter().enumerate() {
         ui.horizontal(|ui| {
-            ui.label(RichText::new(format!("{} {}", lang.t("position", "位置"), i + 1)).size(size * 0.9));
+            ui.label(RichText::new(format!("{} {}", lang.t("position", "位置"), i + 1)).size(crate::style::fit(size * 0.9)));
             let w = (ui.available_width() - size * 8.0).max(20.0);
             let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
             ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
@@ -133,7 +133,7 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
                     None => lang.t("never reached", "从未到达").to_string(),
                 })
                 .monospace()
-                .size(size * 0.85),
+                .size(crate::style::fit(size * 0.85)),
             );
         });
     }
@@ -178,8 +178,8 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     ];
     egui::Grid::new("serve-spec-stats").striped(true).show(ui, |ui| {
         for (k, v) in rows {
-            ui.label(RichText::new(k).size(size * 0.9));
-            ui.label(RichText::new(v).monospace().size(size * 0.9));
+            ui.label(RichText::new(k).size(crate::style::fit(size * 0.9)));
+            ui.label(RichText::new(v).monospace().size(crate::style::fit(size * 0.9)));
             ui.end_row();
         }
     });
@@ -323,7 +323,7 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
                     f(ratio(&o.stored, k), "×"),
                     f(t.map(|t| t.1), ""),
                 ] {
-                    ui.label(RichText::new(v).monospace().size(size));
+                    ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
                 }
                 ui.end_row();
             }

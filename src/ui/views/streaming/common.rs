@@ -51,7 +51,7 @@ pub(super) fn runs_legend(lang: Lang, o: &StreamOut, n: usize, suffix: &str) -> 
 }
 
 pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
-    ui.add(egui::Label::new(RichText::new(text.into()).size(size * 0.9)).wrap());
+    ui.add(egui::Label::new(RichText::new(text.into()).size(crate::style::fit(size * 0.9))).wrap());
 }
 
 pub(super) fn capped(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut) {

@@ -154,7 +154,7 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             r.attended[t]
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     let entries = [
         (style::SINK, lang.t("sink (pinned)", "sink（固定）")),
@@ -179,7 +179,7 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let slot_w = ((area.width() - label_w) / bs as f32).clamp(2.0, size * 2.5);
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
-    let font = egui::FontId::proportional(size * 0.8);
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
     for phys in 0..pool {
         let y = area.min.y + phys as f32 * row_h;
         let owner = table.iter().find(|&&(_, p)| p as usize == phys).map(|&(l, _)| l);
@@ -321,7 +321,7 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             )
         ))
         .strong()
-        .size(size),
+        .size(crate::style::fit(size)),
     );
     // Text positions and cache positions of the kept bytes, in two rows; the sinks and the newest few.
     // The sinks (at most four) and the newest three: the columns must fit half the window.
@@ -336,7 +336,7 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     };
     egui::Grid::new("streaming-positions").striped(true).show(ui, |ui| {
         let cell = |ui: &mut Ui, s: String, strong: bool| {
-            let t = RichText::new(s).monospace().size(size * 0.9);
+            let t = RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
             ui.label(if strong { t.strong() } else { t });
         };
         let rank = |i: usize| kept.iter().position(|&k| k == i).unwrap_or(0);
@@ -375,20 +375,20 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     ui.add_space(size * 0.5);
     egui::Grid::new("streaming-positions-bpb").striped(true).show(ui, |ui| {
         let head = |ui: &mut Ui, s: &str| {
-            ui.label(RichText::new(s).strong().size(size * 0.9));
+            ui.label(RichText::new(s).strong().size(crate::style::fit(size * 0.9)));
         };
         head(ui, lang.t("bits per byte", "每字节比特数"));
         head(ui, lang.t("cache positions", "缓存位置"));
         head(ui, lang.t("text positions", "文本位置"));
         ui.end_row();
         for p in [StreamPolicy::Window, StreamPolicy::Sinks] {
-            ui.label(RichText::new(policy_name(lang, p, Positions::Cache)).size(size * 0.9));
+            ui.label(RichText::new(policy_name(lang, p, Positions::Cache)).size(crate::style::fit(size * 0.9)));
             for pos in [Positions::Cache, Positions::Text] {
                 let run = o.run(p, pos);
                 ui.label(
                     RichText::new(format!("{:.3}", run.bits_per_byte()))
                         .monospace()
-                        .size(size * 0.9),
+                        .size(crate::style::fit(size * 0.9)),
                 );
             }
             ui.end_row();
@@ -402,7 +402,7 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let st = stored::embedded();
     egui::Grid::new("streaming-costs").striped(true).show(ui, |ui| {
         let head = |ui: &mut Ui, s: String| {
-            ui.label(RichText::new(s).strong().size(size * 0.9));
+            ui.label(RichText::new(s).strong().size(crate::style::fit(size * 0.9)));
         };
         head(ui, lang.t("policy", "策略").into());
         head(ui, format!("{}\n({} B)", lang.t("bits/byte", "比特/字节"), o.stream()));
@@ -425,12 +425,12 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         for (i, (p, pos)) in RUNS.iter().enumerate().take(4) {
             let r = &o.runs[i];
             let cell = |ui: &mut Ui, s: String| {
-                ui.label(RichText::new(s).monospace().size(size * 0.95));
+                ui.label(RichText::new(s).monospace().size(crate::style::fit(size * 0.95)));
             };
             ui.label(
                 RichText::new(policy_name(lang, *p, *pos))
                     .color(policy_color(i))
-                    .size(size * 0.95),
+                    .size(crate::style::fit(size * 0.95)),
             );
             cell(ui, format!("{:.3}", r.bits_per_byte()));
             if let Some(s) = st {
@@ -508,7 +508,7 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
                 RichText::new(format!("{what} {}", f.shown_in(lang == crate::ui::text::Lang::Zh)))
                     .italics()
                     .color(style::quote(ui.visuals()))
-                    .size(size * 0.95),
+                    .size(crate::style::fit(size * 0.95)),
             );
         }
     }

@@ -27,7 +27,7 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             steps_end - 1
         ),
     };
-    ui.add(egui::Label::new(RichText::new(title).strong().size(size)).wrap());
+    ui.add(egui::Label::new(RichText::new(title).strong().size(crate::style::fit(size))).wrap());
     let grid_h = (ui.available_rect_before_wrap().height() * 0.45).max(size * 6.0);
     let value = |l: usize, h: usize| o.dense_sink_mass(l, h);
     let grid = HeadGrid {
@@ -139,7 +139,7 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
             "SmolLM2-135M-Instruct（存储的实测）：全量缓存第 16…255 步放在 token 0…{last_sink} 上的平均注意力质量，按层和头（%）"
         ),
     };
-    ui.add(egui::Label::new(RichText::new(title).strong().size(size)).wrap());
+    ui.add(egui::Label::new(RichText::new(title).strong().size(crate::style::fit(size))).wrap());
     let layers = s.dense_sink_mass.len();
     let heads = s.dense_sink_mass.first().map_or(0, Vec::len);
     let value = |l: usize, h: usize| s.dense_sink_mass[l][h];
