@@ -288,6 +288,30 @@ pub fn rows_times(x: ArrayView2<f32>, w: ArrayView2<f32>) -> Array2<f32> {
                 y.row_mut(r).as_slice_mut().expect("row-major")[o0..o0 + bw].copy_from_slice(a);
             }
         }
+    } else if let Some(wt) = w.t().as_slice() {
+        // One output's weights (a row of the `[out, in]` matrix) against every row of `x`: the weights
+        // are read from memory once, the rows from the cache.
+        const CHUNK: usize = 256;
+        let chunks: Vec<(usize, Vec<f32>)> = (0..out.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|ci| {
+                let (o0, n) = (ci * CHUNK, CHUNK.min(out - ci * CHUNK));
+                let mut acc = vec![0f32; t * n];
+                for j in 0..n {
+                    let row = &wt[(o0 + j) * inp..(o0 + j + 1) * inp];
+                    for r in 0..t {
+                        acc[r * n + j] = dot8(row, &xs[r * inp..(r + 1) * inp]);
+                    }
+                }
+                (o0, acc)
+            })
+            .collect();
+        for (o0, acc) in chunks {
+            let n = acc.len() / t.max(1);
+            for (r, a) in acc.chunks_exact(n.max(1)).enumerate() {
+                y.row_mut(r).as_slice_mut().expect("row-major")[o0..o0 + n].copy_from_slice(a);
+            }
+        }
     } else {
         for (r, mut yr) in y.rows_mut().into_iter().enumerate() {
             let v = row_times(&xs[r * inp..(r + 1) * inp], w);
@@ -295,6 +319,23 @@ pub fn rows_times(x: ArrayView2<f32>, w: ArrayView2<f32>) -> Array2<f32> {
         }
     }
     y
+}
+
+/// `row · x` with eight partial sums (so the loop vectorises), then the tail: the one dot product of
+/// [`row_times`] and [`rows_times`] for weights stored `[out, in]`.
+fn dot8(row: &[f32], x: &[f32]) -> f32 {
+    let mut part = [0f32; 8];
+    let tail = row.len() / 8 * 8;
+    for (c, xs) in row.chunks_exact(8).zip(x.chunks_exact(8)) {
+        for l in 0..8 {
+            part[l] += c[l] * xs[l];
+        }
+    }
+    let mut s: f32 = part.iter().sum();
+    for k in tail..row.len() {
+        s += row[k] * x[k];
+    }
+    s
 }
 
 /// One row times a matrix, `x · w`, on every core and reading each weight once: a decode step is bound by
@@ -318,20 +359,7 @@ pub fn row_times(x: &[f32], w: ArrayView2<f32>) -> Vec<f32> {
         y.par_chunks_mut(256).enumerate().for_each(|(bi, ys)| {
             for (j, yo) in ys.iter_mut().enumerate() {
                 let o = bi * 256 + j;
-                let row = &wt[o * inp..(o + 1) * inp];
-                // Eight partial sums, so the loop vectorises.
-                let mut part = [0f32; 8];
-                let (chunks, tail) = (row.chunks_exact(8), row.len() / 8 * 8);
-                for (c, xs) in chunks.zip(x.chunks_exact(8)) {
-                    for l in 0..8 {
-                        part[l] += c[l] * xs[l];
-                    }
-                }
-                let mut s: f32 = part.iter().sum();
-                for k in tail..inp {
-                    s += row[k] * x[k];
-                }
-                *yo = s;
+                *yo = dot8(&wt[o * inp..(o + 1) * inp], x);
             }
         });
     } else {

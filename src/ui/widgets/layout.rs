@@ -244,6 +244,15 @@ pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl F
     ui.ctx().data_mut(|d| d.insert_temp(state, fit));
 }
 
+/// Run `f` with the text floor ([`crate::style::fit`]) lifted, and restore it after.
+fn without_floor<R>(f: impl FnOnce() -> R) -> R {
+    let floor = crate::style::text_floor();
+    crate::style::set_text_floor(0.0);
+    let r = f();
+    crate::style::set_text_floor(floor);
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,13 +283,4 @@ mod tests {
         // Without the anchor, the grid.
         assert_eq!(anchored(canvas, &["check", "kernel"], "pool"), grid(canvas, 2));
     }
-}
-
-/// Run `f` with the text floor ([`crate::style::fit`]) lifted, and restore it after.
-fn without_floor<R>(f: impl FnOnce() -> R) -> R {
-    let floor = crate::style::text_floor();
-    crate::style::set_text_floor(0.0);
-    let r = f();
-    crate::style::set_text_floor(floor);
-    r
 }
