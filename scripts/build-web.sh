@@ -39,7 +39,9 @@ mkdir -p "$OUT"
 log "wasm-bindgen --target web"
 "$WB" "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/web/kvscope.wasm" --out-dir "$OUT" --out-name kvscope --target web --no-typescript
 
-if command -v wasm-opt >/dev/null 2>&1; then
+if [ -n "${KVSCOPE_SKIP_WASM_OPT:-}" ]; then
+  echo "wasm-opt skipped (KVSCOPE_SKIP_WASM_OPT): the bundle keeps wasm-bindgen's unoptimised wasm"
+elif command -v wasm-opt >/dev/null 2>&1; then
   log "wasm-opt -O2 ($(wasm-opt --version))"
   cp "$OUT/kvscope_bg.wasm" "$OUT/kvscope_bg.plain.wasm"
   if ! wasm-opt -O2 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \

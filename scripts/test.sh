@@ -50,11 +50,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
-# binaryen's wasm-opt shrinks the web bundle; optional (scripts/build-web.sh skips it and says so).
-if ! dpkg -s binaryen >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq binaryen || echo "binaryen could not be installed: the web bundle is not optimised by wasm-opt"
-fi
+# No wasm-opt here: Debian's binaryen (version 108) writes a wasm that does not instantiate (a
+# WebAssembly.Table.set TypeError; scripts/build-web.sh checks and falls back to the unoptimised one),
+# so running it only cost CI time; the bundle CI tests is the one it would have shipped.
+export KVSCOPE_SKIP_WASM_OPT=1
 # Mesa wants a private runtime dir; the renderer tests fail (not skip) without both backends.
 if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
   export XDG_RUNTIME_DIR="$(mktemp -d)"

@@ -665,7 +665,15 @@ fn narration_pieces(md: &str) -> Vec<String> {
     if lines.len() > 1 && lines.iter().skip(1).all(|l| list(l)) {
         return lines.iter().map(|l| l.to_string()).collect();
     }
-    let text = lines.join(" ");
+    // Lines joined as `text::markdown` joins them: no space between two CJK characters.
+    let mut text = String::new();
+    for l in lines.iter().map(|l| l.trim()) {
+        let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
+        if !text.is_empty() && !(cjk(text.chars().last()) && cjk(l.chars().next())) {
+            text.push(' ');
+        }
+        text.push_str(l);
+    }
     let chars: Vec<char> = text.chars().collect();
     let (mut out, mut cur) = (Vec::new(), String::new());
     let (mut bold, mut italic, mut code, mut quoted) = (false, false, false, false);
@@ -751,5 +759,6 @@ mod tests {
             ]
         );
         assert_eq!(narration_pieces("- a\n- b"), vec!["- a", "- b"]);
+        assert_eq!(narration_pieces("开头，\n每个。\nA\nb."), vec!["开头，每个。", "A b."]);
     }
 }
