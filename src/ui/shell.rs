@@ -669,7 +669,8 @@ fn narration_pieces(md: &str) -> Vec<String> {
     let mut text = String::new();
     for l in lines.iter().map(|l| l.trim()) {
         let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
-        if !text.is_empty() && !(cjk(text.chars().last()) && cjk(l.chars().next())) {
+        let between_cjk = cjk(text.chars().last()) && cjk(l.chars().next());
+        if !(text.is_empty() || between_cjk) {
             text.push(' ');
         }
         text.push_str(l);
