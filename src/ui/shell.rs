@@ -45,10 +45,7 @@ pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
         // Widgets' own text (labels without a size, sliders, buttons) no smaller than the windowed
         // narration's body text; the views size their text themselves (`style::fit` raises it to the
         // presentation floor), and the top bar sets its own.
-        let min = app.windowed_body_size() + 1.0;
-        for font in ui.style_mut().text_styles.values_mut() {
-            font.size = font.size.max(min);
-        }
+        super::widgets::raise_text_styles(ui, app.windowed_body_size() + 1.0);
     }
     egui::Panel::top("kvscope-top").show(ui, |ui| top_bar(app, ui));
     // Presentation mode hides the status bar: the hall reads the lesson, not the backend line (the
@@ -76,9 +73,7 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
     let size = if app.presentation { 20.0 } else { 15.0 };
     if app.presentation {
         // The presenter's buttons at the presentation floor.
-        for font in ui.style_mut().text_styles.values_mut() {
-            font.size = font.size.max(style::PRESENT_FLOOR);
-        }
+        super::widgets::raise_text_styles(ui, style::PRESENT_FLOOR);
     }
     ui.horizontal(|ui| {
         ui.label(RichText::new("kvscope").strong().size(crate::style::fit(size)));

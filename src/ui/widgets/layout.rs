@@ -73,6 +73,13 @@ pub fn view_in(ui: &mut Ui, r: egui::Rect, f: impl FnOnce(&mut Ui)) {
     f(&mut child);
 }
 
+/// Lower every text style of `ui` to at most `size` points (content set smaller than the floor).
+fn cap_text_styles(ui: &mut Ui, size: f32) {
+    for font in ui.style_mut().text_styles.values_mut() {
+        font.size = font.size.min(size);
+    }
+}
+
 /// Raise every text style of `ui` to at least `floor` points.
 pub fn raise_text_styles(ui: &mut Ui, floor: f32) {
     if floor > 0.0 {
@@ -100,9 +107,7 @@ pub fn fitted_table<R>(
             // Labels without a size of their own follow the table's size too.
             let s = size * scale;
             ui.scope(|ui| {
-                for font in ui.style_mut().text_styles.values_mut() {
-                    font.size = font.size.min(s);
-                }
+                cap_text_styles(ui, s);
                 table(ui, s)
             })
             .inner
@@ -209,9 +214,7 @@ pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl F
     if crate::style::text_floor() > 0.0 {
         // Widgets' own text (a slider's value) shrinks with the content too.
         ui.scope(|ui| {
-            for font in ui.style_mut().text_styles.values_mut() {
-                font.size = font.size.min(s);
-            }
+            cap_text_styles(ui, s);
             without_floor(|| content(ui, s))
         });
     } else {
