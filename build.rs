@@ -304,7 +304,7 @@ fn kv_snippets() {
 fn main() {
     embed_lessons();
     kv_snippets();
-    // The shim is C++ on OS threads: only in the native build (feature `native`), never for wasm32.
+    // The shim is C++ (fibers on the calling thread): only in the native build (feature `native`), never for wasm32.
     if std::env::var_os("CARGO_FEATURE_NATIVE").is_none()
         || std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32")
     {

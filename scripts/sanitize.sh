@@ -6,7 +6,10 @@
 #   asan  with -fsanitize=address,undefined: an out-of-bounds read or write in shared memory (the shim makes
 #         __shared__ arrays globals), in a local array or in a global buffer (the selftest's buffers have
 #         exact sizes), and undefined behaviour, are reported.
-# Any report fails the run. Usage: scripts/sanitize.sh [tsan|asan|all] (default all).
+# Both build the shim's OS-thread runtime (KVS_SHIM_OS_THREADS: one OS thread per CUDA thread), which
+# ThreadSanitizer needs to see a missing barrier as a race; the app runs the fiber runtime, so
+#   fibers the same selftest on that runtime (no sanitizer): every entry against the reference again.
+# Any report fails the run. Usage: scripts/sanitize.sh [tsan|asan|fibers|all] (default all).
 # Needs g++ with libtsan and libasan/libubsan (Debian: libtsan2 libasan8 libubsan1; scripts/test.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +17,7 @@ what="${1:-all}"
 OUT="${SANITIZE_OUT:-$(mktemp -d)}"
 CXX="${CXX:-g++}"
 src=(kernels/shim/selftest.cpp kernels/shim/sim.cpp)
-flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -pthread -I kernels/shim -I kernels)
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -pthread -I kernels/shim -I kernels -DKVS_SHIM_OS_THREADS)
 
 run_tsan() {
   echo "== ThreadSanitizer: building the kernel selftest"
@@ -31,9 +34,17 @@ run_asan() {
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" "$OUT/selftest-asan"
 }
 
+run_fibers() {
+  echo "== fibers (the app's runtime): building the kernel selftest"
+  "$CXX" -std=c++20 -O2 -pthread -I kernels/shim -I kernels "${src[@]}" -o "$OUT/selftest-fibers"
+  echo "== fibers: running it"
+  "$OUT/selftest-fibers"
+}
+
 case "$what" in
   tsan) run_tsan ;;
   asan) run_asan ;;
-  all) run_tsan; run_asan ;;
-  *) echo "usage: $0 [tsan|asan|all]" >&2; exit 2 ;;
+  fibers) run_fibers ;;
+  all) run_fibers; run_tsan; run_asan ;;
+  *) echo "usage: $0 [tsan|asan|fibers|all]" >&2; exit 2 ;;
 esac

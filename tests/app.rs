@@ -825,7 +825,7 @@ fn recomputing_a_lesson_gives_the_same_numbers() {
 }
 
 /// The kernel entries a computation launched (or, on the CPU backend, stands in for), and the CUDA
-/// threads they add up to: what the shim pays for, since it runs each block's threads as OS threads.
+/// threads they add up to: what the shim pays for, since it runs each block's threads one by one.
 fn entries_and_threads(
     launches: &[kvscope::compute::launch::Launch],
 ) -> (std::collections::BTreeSet<&'static str>, u64) {
@@ -838,17 +838,18 @@ fn entries_and_threads(
 /// Every lesson on the backend that runs the real `.cu` sources on CPU threads: every kernel result
 /// agrees with the f64 reference, and every kernel entry the lesson launches at its defaults runs.
 ///
-/// The shim runs a block's threads as OS threads, so a lesson at its defaults took up to minutes here
-/// (all twelve about 14 minutes on 2 cores). Each lesson therefore runs at the cheapest slider values
+/// When the shim ran a block's threads as OS threads, a lesson at its defaults took up to minutes here
+/// (all twelve about 14 minutes on 2 cores); its threads are now fibers, and the walk still keeps it
+/// short: each lesson runs at the cheapest slider values
 /// that launch the same kernel entries as its defaults: starting from the defaults, one integer slider at
 /// a time is moved to its minimum (to 1 where the minimum is 0 and the default is not, so a feature that
 /// is on stays on; never past a negative minimum), and the move is kept when the lesson still computes
 /// on the CPU backend, launches exactly the same entries there, and launches fewer CUDA threads in all.
 /// Switches, texts and the choice of format or policy that changes the entries are never moved. The
-/// lessons are split round-robin over six tests, two lessons each, so that they run side by side and
-/// none takes more than about two minutes (at these values lesson 12 alone takes about 110 s of shim
-/// work here, in about 3,000 launches, lessons 8–10 about half a minute each; each test prints its
-/// lessons' launches per entry).
+/// lessons are split round-robin over six tests, two lessons each, so that they run side by side (at
+/// these values the twelve lessons took 333 s of shim work here on OS threads and take 6 s as fibers,
+/// lesson 12 the most: 3.7 s in about 3,000 launches; each test prints its lessons' launches per entry
+/// and time).
 fn cuda_sim_walk(part: usize, parts: usize) {
     use kvscope::lessons::{Params, compute_with_launches, normalize};
     let sim = kvscope::compute::probe(kvscope::compute::BackendKind::CudaSim)

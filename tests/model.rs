@@ -143,7 +143,7 @@ fn decode_through_static_and_paged_caches_equals_recomputing_on_cpu() {
     cached_equals_recompute(&CpuBackend, &caches, 64);
 }
 
-/// The same on the `.cu` files run on CPU threads (fewer bytes: every GPU thread is an OS thread) and
+/// The same on the `.cu` files run on CPU threads (fewer bytes: the shim runs the GPU threads one after another) and
 /// on the WGSL twins.
 #[test]
 fn decode_through_caches_equals_recomputing_on_cuda_sim_and_wgpu() {

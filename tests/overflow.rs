@@ -116,6 +116,9 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
     let known_rules = known(include_str!("presentation-known.txt"));
     let (mut over, mut rules, mut seen) = (Findings::default(), Findings::default(), BTreeSet::new());
     let mut frames = 0;
+    // KVSCOPE_BREACHES_OUT=FILE writes every breach of every frame there (the failure message shows four
+    // per frame), for planning the fixes.
+    let mut dump = std::env::var_os("KVSCOPE_BREACHES_OUT").map(|p| std::fs::File::create(p).expect("the dump file"));
     for (name, present, size, floor) in CONFIGS {
         for lang in [Lang::En, Lang::Zh] {
             let mut app = KvscopeApp::new(&config, None, None);
@@ -150,7 +153,13 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
                     .breaches(floor, !present)
                     .iter()
                     .map(|(t, b)| format!("{:?} at {:?}: {b}", short(&t.text), t.rect.map(|v| v.round())))
-                    .collect();
+                    .collect::<Vec<_>>();
+                if let Some(f) = dump.as_mut() {
+                    use std::io::Write;
+                    for line in &found {
+                        writeln!(f, "{key}: {line}").expect("writing the dump");
+                    }
+                }
                 rules.frame(&key, &known_rules, found);
             }
         }

@@ -11,13 +11,17 @@
 //    shared by exactly the threads of the block that is running (like shared memory).
 //  * Indices. `threadIdx` and `blockIdx` are `thread_local`; `blockDim` and `gridDim` are
 //    globals set by the launcher.
-//  * Threads. Every CUDA thread of a block is a real OS thread (taken from a reusable pool).
+//  * Threads. By default the CUDA threads of a block are fibers (ucontext) on the launching OS
+//    thread, run in thread order, each until it reaches a barrier, a shuffle or its end; the
+//    launcher sets `threadIdx` before it resumes one. With KVS_SHIM_OS_THREADS every CUDA
+//    thread of a block is a real OS thread instead (taken from a reusable pool): slower, but
+//    ThreadSanitizer then sees a missing `__syncthreads` as a data race (scripts/sanitize.sh).
 //    The blocks of the grid run one after another; launches are serialised by a mutex.
-//  * `__syncthreads()` is a `std::barrier` for the block, recreated for every block. When a
-//    thread returns from the kernel it calls `arrive_and_drop()`, so threads that leave
-//    early (a bounds check) never block the others at later barriers.
+//  * `__syncthreads()` opens when every thread of the block that has not returned waits at it,
+//    so threads that leave early (a bounds check) never block the others at later barriers
+//    (with OS threads: a `std::barrier` per block, and `arrive_and_drop()` on return).
 //  * Warp shuffles (`__shfl_xor_sync`, `__shfl_down_sync`, `__shfl_up_sync`, `__shfl_sync`)
-//    use one barrier per warp plus an exchange buffer: every lane publishes its value,
+//    use a barrier per warp plus an exchange buffer: every lane publishes its value,
 //    waits, reads its source lane, waits again. They are only valid with the full mask
 //    (0xffffffff) and all lanes of the warp converged, which is what the kernels use.
 //  * Atomics go through `std::atomic_ref`.
@@ -26,7 +30,7 @@
 // Not supported (keep the kernels within these limits): dynamic `extern __shared__`,
 // `__half2`, bf16, mma/wmma, cp.async, inline asm, cooperative groups, warp votes.
 //
-// One OS thread per CUDA thread is slow: keep test shapes small.
+// Even as fibers, a CUDA thread is far slower than on a GPU: keep test shapes small.
 #pragma once
 #ifndef KVS_CUDA_SHIM_H
 #define KVS_CUDA_SHIM_H
@@ -47,7 +51,18 @@
 #include <mutex>
 #include <semaphore>
 #include <thread>
+#include <type_traits>
 #include <vector>
+
+// Fibers need Linux (mmap, and ucontext where the switch below is not written); elsewhere the
+// OS-thread runtime is used.
+#if !defined(KVS_SHIM_OS_THREADS) && !defined(__linux__)
+#define KVS_SHIM_OS_THREADS 1
+#endif
+#ifndef KVS_SHIM_OS_THREADS
+#include <sys/mman.h>
+#include <ucontext.h>
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Qualifiers and attributes
@@ -97,8 +112,10 @@ inline thread_local uint3 blockIdx{0, 0, 0};
 inline dim3 blockDim;
 inline dim3 gridDim;
 
+#ifdef KVS_SHIM_OS_THREADS
 // ---------------------------------------------------------------------------------------
-// Per-block runtime state: block barrier, warp barriers and shuffle exchange buffers
+// Per-block runtime, OS threads (with KVS_SHIM_OS_THREADS; scripts/sanitize.sh builds this one):
+// block barrier, warp barriers and shuffle exchange buffers
 // ---------------------------------------------------------------------------------------
 namespace kvs_shim {
 
@@ -241,15 +258,265 @@ inline T shfl_from(T v, int src, unsigned mask) {
     return r;
 }
 
+inline void block_sync() { g_block.sync->arrive_and_wait(); }
+inline void warp_sync() { my_warp().bar->arrive_and_wait(); }
+
 }  // namespace kvs_shim
+
+#else
+// ---------------------------------------------------------------------------------------
+// Per-block runtime, fibers (the default): the threads of a block are ucontext fibers on the
+// launching OS thread, run in thread order; each runs until it reaches a barrier, a shuffle or
+// its end, then the next one runs. A barrier opens when every thread of the block (of the warp,
+// for warp barriers) that has not returned waits at it, as with the OS threads' arrive_and_drop.
+// No OS scheduler is involved, so a __syncthreads costs one context switch per thread instead of
+// waking every OS thread of the block (the OS-thread runtime is kept for ThreadSanitizer, which
+// needs real threads to see a missing barrier as a race: define KVS_SHIM_OS_THREADS).
+// ---------------------------------------------------------------------------------------
+namespace kvs_shim {
+
+enum class At : unsigned char { Run, Block, Warp, Done };
+
+#if defined(__x86_64__)
+// A fiber switch on x86-64 without a system call (ucontext's swapcontext saves and restores the
+// signal mask, two syscalls per switch, which was half the shim's time): push the callee-saved
+// registers and the SSE/x87 control words on the old stack, store its pointer, load the new one,
+// pop the same. A new fiber's stack is laid out as if it had switched away just before
+// fiber_entry's first instruction.
+struct Ctx {
+    void* sp = nullptr;
+};
+__attribute__((naked, noinline)) inline void ctx_switch(void** /*from*/, void* /*to*/) {
+    asm volatile(
+        "pushq %rbp\n\t"
+        "pushq %rbx\n\t"
+        "pushq %r12\n\t"
+        "pushq %r13\n\t"
+        "pushq %r14\n\t"
+        "pushq %r15\n\t"
+        "subq $8, %rsp\n\t"
+        "stmxcsr (%rsp)\n\t"
+        "fnstcw 4(%rsp)\n\t"
+        "movq %rsp, (%rdi)\n\t"
+        "movq %rsi, %rsp\n\t"
+        "ldmxcsr (%rsp)\n\t"
+        "fldcw 4(%rsp)\n\t"
+        "addq $8, %rsp\n\t"
+        "popq %r15\n\t"
+        "popq %r14\n\t"
+        "popq %r13\n\t"
+        "popq %r12\n\t"
+        "popq %rbx\n\t"
+        "popq %rbp\n\t"
+        "ret\n\t");
+}
+inline void swap(Ctx& from, Ctx& to) { ctx_switch(&from.sp, to.sp); }
+inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
+    // The stack top, 16-byte aligned; after the switch's `ret` into entry, rsp = top - 8, as after
+    // a call. Below the return address: six zeroed registers and this thread's control words.
+    auto top = reinterpret_cast<std::uintptr_t>(lo + size) & ~std::uintptr_t{15};
+    auto* w = reinterpret_cast<std::uint64_t*>(top);
+    *--w = 0;                                         // entry's own (never used) return address
+    *--w = reinterpret_cast<std::uint64_t>(entry);   // where the first switch returns to
+    for (int r = 0; r < 6; ++r) *--w = 0;             // rbp, rbx, r12-r15
+    std::uint32_t mxcsr = 0;
+    std::uint16_t fpucw = 0;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    *--w = static_cast<std::uint64_t>(mxcsr) | (static_cast<std::uint64_t>(fpucw) << 32);
+    c.sp = w;
+}
+#else
+struct Ctx {
+    ucontext_t uc;
+};
+inline void swap(Ctx& from, Ctx& to) { swapcontext(&from.uc, &to.uc); }
+inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = lo;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+#endif
+
+struct Fiber {
+    Ctx ctx;
+    void* stack = nullptr;
+    At at = At::Run;
+};
+
+// A fiber's stack: the kernels keep a few small arrays in locals; 256 KiB (mapped lazily, with a
+// guard page below it so an overflow faults instead of writing into a neighbour).
+constexpr std::size_t kFiberStack = 256 * 1024;
+constexpr std::size_t kGuard = 4096;
+
+struct Sched {
+    Ctx main;
+    std::vector<Fiber> fibers;  // sized once to 1024: a fiber's address must not move
+    unsigned n = 0;             // threads in the running block
+    unsigned cur = 0;           // the fiber running now
+    std::uint64_t xbuf[1024] = {};  // shuffle exchange buffer, one slot per thread
+    void (*call)(void*) = nullptr;  // the kernel call of this launch, and its closure
+    void* closure = nullptr;
+};
+
+inline Sched& sched() {
+    static Sched* s = [] {
+        auto* p = new Sched;  // intentionally leaked, like the stacks
+        p->fibers.resize(1024);
+        return p;
+    }();
+    return *s;
+}
+
+inline thread_local unsigned t_linear = 0;  // x + y*bx + z*bx*by, as in CUDA
+inline unsigned lane_id() { return t_linear & 31u; }
+
+// Give the OS thread back to the scheduler until a barrier releases this fiber.
+inline void park(At why) {
+    Sched& s = sched();
+    Fiber& f = s.fibers[s.cur];
+    f.at = why;
+    swap(f.ctx, s.main);
+}
+
+inline void fiber_main() {
+    Sched& s = sched();
+    s.call(s.closure);
+    park(At::Done);  // never resumed
+    std::abort();
+}
+
+[[noreturn]] inline void deadlock(unsigned n) {
+    std::fprintf(stderr,
+                 "kvs shim: the %u threads of a block wait at different barriers (a __syncthreads or "
+                 "shuffle that not every thread reaches)\n",
+                 n);
+    std::abort();
+}
+
+// Run one block of `n` threads to its end.
+inline void run_block(unsigned n, dim3 block) {
+    Sched& s = sched();
+    s.n = n;
+    for (unsigned i = 0; i < n; ++i) {
+        Fiber& f = s.fibers[i];
+        if (!f.stack) {
+            void* m = mmap(nullptr, kFiberStack + kGuard, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) {
+                std::fprintf(stderr, "kvs shim: cannot map a fiber stack\n");
+                std::abort();
+            }
+            mprotect(m, kGuard, PROT_NONE);
+            f.stack = m;
+        }
+        prepare(f.ctx, static_cast<char*>(f.stack) + kGuard, kFiberStack, fiber_main);
+        f.at = At::Run;
+    }
+    for (;;) {
+        for (unsigned i = 0; i < n; ++i) {
+            Fiber& f = s.fibers[i];
+            if (f.at != At::Run) continue;
+            s.cur = i;
+            t_linear = i;
+            threadIdx = uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
+            swap(s.main, f.ctx);
+        }
+        // Every fiber now waits or has returned. Open each warp whose live lanes all wait at its
+        // barrier; if none, the block barrier when every live thread waits there.
+        bool opened = false, any_block = false, any_warp = false;
+        for (unsigned w = 0; w * 32 < n; ++w) {
+            const unsigned lo = w * 32, hi = (lo + 32 < n) ? lo + 32 : n;
+            bool warp = false, other = false;
+            for (unsigned i = lo; i < hi; ++i) {
+                const At a = s.fibers[i].at;
+                warp |= a == At::Warp;
+                other |= a == At::Block;
+            }
+            any_warp |= warp;
+            any_block |= other;
+            if (warp && !other) {
+                for (unsigned i = lo; i < hi; ++i)
+                    if (s.fibers[i].at == At::Warp) s.fibers[i].at = At::Run;
+                opened = true;
+            }
+        }
+        if (opened) continue;
+        if (any_warp) deadlock(n);
+        if (!any_block) return;  // every thread returned
+        for (unsigned i = 0; i < n; ++i)
+            if (s.fibers[i].at == At::Block) s.fibers[i].at = At::Run;
+    }
+}
+
+inline std::mutex& launch_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+// Run `body` (which calls the kernel) as a grid of blocks, one block after another.
+template <class F>
+void launch(dim3 grid, dim3 block, F&& body) {
+    std::lock_guard<std::mutex> guard(launch_mutex());
+    const unsigned long long nthreads_ll =
+        static_cast<unsigned long long>(block.x) * block.y * block.z;
+    const unsigned long long nblocks =
+        static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
+    if (nblocks == 0 || nthreads_ll == 0) return;  // empty launch: nothing to do
+    if (nthreads_ll > 1024) {
+        std::fprintf(stderr, "kvs shim: block of %llu threads (> 1024)\n", nthreads_ll);
+        std::abort();
+    }
+    gridDim = grid;
+    blockDim = block;
+    Sched& s = sched();
+    using B = std::remove_reference_t<F>;
+    s.call = [](void* c) { (*static_cast<B*>(c))(); };
+    s.closure = const_cast<void*>(static_cast<const void*>(&body));
+    for (unsigned long long b = 0; b < nblocks; ++b) {
+        blockIdx = uint3{static_cast<unsigned>(b % grid.x),
+                         static_cast<unsigned>((b / grid.x) % grid.y),
+                         static_cast<unsigned>(b / (static_cast<unsigned long long>(grid.x) * grid.y))};
+        run_block(static_cast<unsigned>(nthreads_ll), block);
+    }
+    s.call = nullptr;
+    s.closure = nullptr;
+}
+
+template <class T>
+inline T shfl_from(T v, int src, unsigned mask) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type larger than 8 bytes");
+    if (mask != 0xffffffffu) {
+        std::fprintf(stderr, "kvs shim: shuffles need the full mask 0xffffffff\n");
+        std::abort();
+    }
+    Sched& s = sched();
+    const unsigned base = t_linear & ~31u;
+    const unsigned lanes = (s.n - base < 32) ? (s.n - base) : 32;
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    s.xbuf[t_linear] = bits;
+    park(At::Warp);  // every lane has published its value
+    T r = v;
+    if (src >= 0 && static_cast<unsigned>(src) < lanes) std::memcpy(&r, &s.xbuf[base + src], sizeof(T));
+    park(At::Warp);  // every lane has read before the buffer is reused
+    return r;
+}
+
+inline void block_sync() { park(At::Block); }
+inline void warp_sync() { park(At::Warp); }
+
+}  // namespace kvs_shim
+
+#endif  // KVS_SHIM_OS_THREADS
 
 // ---------------------------------------------------------------------------------------
 // Synchronisation and warp shuffles
 // ---------------------------------------------------------------------------------------
-inline void __syncthreads() { kvs_shim::g_block.sync->arrive_and_wait(); }
-inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
-    kvs_shim::my_warp().bar->arrive_and_wait();
-}
+inline void __syncthreads() { kvs_shim::block_sync(); }
+inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) { kvs_shim::warp_sync(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 

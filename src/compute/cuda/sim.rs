@@ -1,7 +1,8 @@
 //! The CUDA simulator backend: the real `kernels/*.cu` files, compiled as C++ with the shim in
-//! `kernels/shim/` (see its header), run on CPU threads — one OS thread per CUDA thread, a barrier for
-//! `__syncthreads`, an exchange buffer for warp shuffles. It proves the kernels on machines without a
-//! GPU and lets students step the exact code a GPU would run. It is slow, so it refuses large launches.
+//! `kernels/shim/` (see its header), run on the CPU: a block's CUDA threads are fibers on the calling
+//! thread, run one after another between barriers (`__syncthreads`, warp shuffles through an exchange
+//! buffer). It proves the kernels on machines without a GPU and lets students step the exact code a GPU
+//! would run. It is slow next to a GPU, so it refuses large launches.
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 

@@ -123,7 +123,7 @@ pub const PLACEHOLDERS: &[&str] = &[
 pub const TEXT: usize = 256;
 /// The prompt of a window (SnapKV compresses after it).
 pub const PROMPT: usize = 128;
-/// A simulated GPU runs every thread as an OS thread: it reads this many bytes at most (half prompt).
+/// A simulated GPU runs its threads one after another on the CPU: it reads this many bytes at most (half prompt).
 pub const SIM_BYTES: usize = 96;
 
 /// What lesson 9 computed.

@@ -76,7 +76,7 @@ impl ModelDecode {
         let prompt = texts::get(text);
         let ids = m.tokenizer.encode(&prompt)?;
         let c = m.config;
-        // A simulated backend runs every GPU thread as an OS thread: a few steps only, always the same
+        // A simulated backend runs the GPU threads one after another on the CPU: a few steps only, always the same
         // number, so that moving the tokens slider does not rerun the model there.
         let steps = if backend.kind().info().simulated { SIM_STEPS } else { steps };
         let n = (steps + 1).min(c.context.saturating_sub(ids.len()).max(1));

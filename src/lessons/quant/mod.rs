@@ -53,7 +53,7 @@ pub struct Quant;
 
 /// Bytes of the held-out text a window takes.
 pub const TEXT: usize = 256;
-/// A simulated GPU runs every thread as an OS thread: it reads this many bytes at most.
+/// A simulated GPU runs its threads one after another on the CPU: it reads this many bytes at most.
 pub const SIM_BYTES: usize = 64;
 /// The contexts the memory figures are given at.
 pub const CONTEXTS: [usize; 2] = [256, 8192];

@@ -101,7 +101,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "stored_real_bpb_recompute",
 ];
 
-/// A simulated GPU runs every thread as an OS thread: it streams this many bytes at most.
+/// A simulated GPU runs its threads one after another on the CPU: it streams this many bytes at most.
 pub const SIM_BYTES: usize = 128;
 
 /// The runs of one computation, in [`RUNS`] order.

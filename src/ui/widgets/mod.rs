@@ -162,7 +162,7 @@ pub fn check_line(cx: &ViewCtx, ui: &mut Ui, r: Option<&CheckReport>, what: &str
 }
 
 /// The line a lesson on a simulated GPU shows when it read `read` bytes of the `asked` it was asked for
-/// (the CPU shim runs every GPU thread as an OS thread, so lessons 9 and 10 read fewer there).
+/// (the CPU shim runs the GPU threads one after another, so lessons 9 and 10 read fewer there).
 pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) {
     if let Some(asked) = asked {
         ui.add(
@@ -170,8 +170,8 @@ pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) 
                 RichText::new(format!(
                     "{} {read} {} {asked}.",
                     cx.t(
-                        "A simulated GPU runs every thread as an OS thread: it read",
-                        "模拟 GPU 把每个线程作为一个系统线程运行：只读取了"
+                        "A simulated GPU runs its threads one after another on the CPU: it read",
+                        "模拟 GPU 在 CPU 上逐个运行它的线程：只读取了"
                     ),
                     cx.t("bytes of", "字节，而不是")
                 ))

@@ -4,7 +4,7 @@ use crate::compute::launch::{LaunchDims, d};
 
 /// `score_decode_f16`: one warp (a block of 32 threads) per (KV head, request), walking its query group.
 /// The lesson's model attends to at most a few hundred tokens per step, which a warp strides through;
-/// the CPU shim, which runs every GPU thread as an OS thread, then switches between 32 threads.
+/// the CPU shim, which runs the GPU threads one after another, then switches between 32 threads.
 pub fn cuda(kv_heads: usize, requests: usize) -> LaunchDims {
     LaunchDims {
         entry: "score_decode_f16",

@@ -4,7 +4,7 @@ use crate::compute::launch::{LaunchDims, d};
 
 /// `stream_decode_f16`: one warp (a block of 32 threads) per (query head, request). The lesson's model
 /// attends to a few hundred tokens per step, which a warp strides through; the CPU shim, which runs
-/// every GPU thread as an OS thread, then switches between 32 threads instead of 128.
+/// the GPU threads one after another, then switches between 32 threads instead of 128.
 pub fn cuda(heads: usize, requests: usize) -> LaunchDims {
     LaunchDims {
         entry: "stream_decode_f16",

@@ -62,8 +62,8 @@ pub(super) fn capped(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut) {
             format!(
                 "{} {} {} {asked}.",
                 cx.t(
-                    "A simulated GPU runs every thread as an OS thread: it streamed",
-                    "模拟 GPU 把每个线程作为一个系统线程运行：只流式读取了"
+                    "A simulated GPU runs its threads one after another on the CPU: it streamed",
+                    "模拟 GPU 在 CPU 上逐个运行它的线程：只流式读取了"
                 ),
                 o.stream(),
                 cx.t("bytes of", "字节，而不是")
