@@ -73,6 +73,18 @@ pub trait LessonCommand: Sync {
     fn run(&self, matches: &ArgMatches, lessons: Option<&Path>) -> Result<()>;
 }
 
+/// Lines a lesson kind adds to `kvscope bench`'s same-run ratios (no subcommand), found through the
+/// registry ([`crate::lessons::LessonKind::ratio_lines`]): `--only ID` runs them, never the default run.
+pub trait RatioLines: Sync {
+    /// The ids `--only` selects them by, as its help lists them.
+    fn ids(&self) -> Vec<String>;
+    /// What they measure, for `--only`'s help.
+    fn about(&self) -> &'static str;
+    /// Run those of [`Self::ids`] that `only` names (case-insensitively) on `b`, for `requests` requests
+    /// of `context` tokens, and print them (a table, or JSON); false when `only` names none of them.
+    fn run(&self, b: &dyn Backend, only: &[String], requests: usize, context: usize, json: bool) -> Result<bool>;
+}
+
 /// A [`LessonCommand`] from a clap `Args` struct and the function that runs it.
 pub struct Sub<A> {
     /// The subcommand's name.

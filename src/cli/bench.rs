@@ -157,29 +157,15 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
             lines.push(bench::p3(b.as_ref(), req, ctx, bs)?);
         }
     }
-    // Lesson 10's lines: the same decode over 8-bit pools, against f16 in this run.
-    // Lesson 10's lines (`p3-<format>`, from the one list of formats: `cache::formats`): the same decode
-    // over the quantised caches, against f16 in this run; KIVI at G = R = 32, the lesson's defaults.
-    let (pools, group_formats) = kvscope::cache::CacheFormat::decode_bench(32, 32);
-    let quant: Vec<_> = pools
-        .into_iter()
-        .filter(|d| !args.only.is_empty() && want(&format!("p3-{d}")))
-        .collect();
-    let groups: Vec<(&str, kvscope::cache::GroupFormat)> = group_formats
-        .iter()
-        .map(|(n, g)| (n.as_str(), *g))
-        .filter(|(n, _)| !args.only.is_empty() && want(&format!("p3-{n}")))
-        .collect();
-    if !quant.is_empty() || !groups.is_empty() {
-        let ql = kvscope::lessons::quant::bench::p3_quant(b.as_ref(), req, ctx, &quant, &groups, 9)?;
-        if args.json {
-            outln!("{}", serde_json::to_string_pretty(&ql).context("json")?);
-        } else {
-            print_quant(&ql, b.as_ref());
+    // The lessons' own lines (lesson 10's `p3-<format>`), found through the registry; only by `--only`.
+    let mut lesson_ran = false;
+    if !args.only.is_empty() {
+        for r in kvscope::lessons::REGISTRY.iter().filter_map(|k| k.ratio_lines()) {
+            lesson_ran |= r.run(b.as_ref(), &args.only, req, ctx, args.json)?;
         }
-        if lines.is_empty() {
-            return Ok(true);
-        }
+    }
+    if lesson_ran && lines.is_empty() {
+        return Ok(true);
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&lines).context("json")?);
@@ -190,74 +176,6 @@ fn ratios(args: &BenchArgs) -> Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// Lesson 10's P3 lines: tokens per second, bytes read, GB/s against each pool's own read roof (on the
-/// host) and the speed-up over f16, with which limit binds.
-fn print_quant(lines: &[kvscope::lessons::quant::bench::QuantLine], b: &dyn kvscope::compute::Backend) {
-    outln!(
-        "{:<18} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>8}",
-        "id",
-        "tok/s",
-        "MB/step",
-        "GB/s",
-        "roof",
-        "of roof",
-        "FLOP/B",
-        "vs f16"
-    );
-    for l in lines {
-        let roof = l.read_roof.map_or("—".to_string(), |r| format!("{r:.1}"));
-        let of = l.read_roof.map_or("—".to_string(), |r| format!("{:.2}", l.gbs / r));
-        outln!(
-            "{:<18} {:>10.0} {:>10.1} {:>8.1} {:>9} {:>8} {:>9.1} {:>7.2}×",
-            l.id,
-            l.tokens_per_s,
-            l.bytes_read / 1e6,
-            l.gbs,
-            roof,
-            of,
-            l.flop_per_byte,
-            l.speedup
-        );
-    }
-    let (gemm, _, which) = bench::best_gemm_gflops(512);
-    outln!(
-        "on {} ({}); best GEMM here {gemm:.0} GFLOP/s ({which}); 8 requests, H32/KV8 (GQA 4), hd 128, block 16",
-        b.kind().name(),
-        b.device()
-    );
-    for l in lines.iter().filter(|l| l.convert_ms.is_some()) {
-        outln!(
-            "  {:<16} {:.1} ms per step, of which the codes' conversion to f16 alone takes {:.1} ms (both pools, all threads)",
-            l.id,
-            l.ms,
-            l.convert_ms.unwrap_or(0.0)
-        );
-    }
-    for l in lines {
-        let compute = gemm / l.flop_per_byte;
-        match l.read_roof {
-            Some(r) => {
-                let (lim, what) = if compute < r {
-                    (compute, "compute")
-                } else {
-                    (r, "the read roof")
-                };
-                outln!(
-                    "  {:<16} binding limit {lim:.1} GB/s ({what}: read roof {r:.1} GB/s, best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s); reached {:.2} of it",
-                    l.id,
-                    l.flop_per_byte,
-                    l.gbs / lim
-                );
-            }
-            None => outln!(
-                "  {:<16} compute limit at the host's best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s; the device's read roof is not measured by these lines (upload included in the time)",
-                l.id,
-                l.flop_per_byte
-            ),
-        }
-    }
 }
 
 /// The CPU's physical limits as far as they can be derived here, and which one binds each line: the
@@ -452,17 +370,11 @@ fn app(kind: BackendKind) -> Result<bool> {
     Ok(true)
 }
 
-/// `--only`'s help: the fixed lines and a `p3-<format>` line per format of `cache::formats`'s list that
-/// the decode benchmark times.
+/// `--only`'s help: the fixed lines, then each lesson's own lines (`LessonKind::ratio_lines`).
 fn only_help() -> String {
-    let (pools, groups) = kvscope::cache::CacheFormat::decode_bench(32, 32);
-    let formats: Vec<String> = pools
-        .iter()
-        .map(|d| format!("p3-{d}"))
-        .chain(groups.iter().map(|(n, _)| format!("p3-{n}")))
-        .collect();
-    format!(
-        "Run only these benchmarks: p1, p1-keep, p3, p3-b1, p3-b64, or lesson 10's decode against f16: {}",
-        formats.join(", ")
-    )
+    let mut help = "Run only these benchmarks: p1, p1-keep, p3, p3-b1, p3-b64".to_string();
+    for r in kvscope::lessons::REGISTRY.iter().filter_map(|k| k.ratio_lines()) {
+        help.push_str(&format!(", or {}: {}", r.about(), r.ids().join(", ")));
+    }
+    help
 }

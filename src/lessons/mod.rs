@@ -143,6 +143,11 @@ pub trait LessonKind: Schema + Send + Sync + 'static {
     fn benches(&self) -> Vec<&'static dyn crate::command::LessonCommand> {
         Vec::new()
     }
+    /// The lines this kind adds to `kvscope bench`'s same-run ratios (`--only ID`), if any.
+    #[cfg(feature = "native")]
+    fn ratio_lines(&self) -> Option<&'static dyn crate::command::RatioLines> {
+        None
+    }
 }
 
 /// Why lessons 1–3's random-weight sliders do not apply to the trained model.

@@ -286,3 +286,122 @@ pub static QUANT_TABLE: Sub<QuantTableArgs> = Sub {
     run: run_quant_table,
 };
 
+/// Lesson 10's lines in `kvscope bench`'s ratios: `p3-<format>`, one per format of the one list
+/// (`cache::CacheFormat::decode_bench`): P3's decode over the quantised caches against f16 in the same
+/// run; KIVI at G = R = 32, the lesson's defaults.
+pub struct P3Formats;
+
+/// The registry's handle on [`P3Formats`] (`LessonKind::ratio_lines`).
+pub static P3_FORMATS: P3Formats = P3Formats;
+
+impl crate::command::RatioLines for P3Formats {
+    fn ids(&self) -> Vec<String> {
+        let (pools, groups) = crate::cache::CacheFormat::decode_bench(32, 32);
+        pools
+            .iter()
+            .map(|d| format!("p3-{d}"))
+            .chain(groups.iter().map(|(n, _)| format!("p3-{n}")))
+            .collect()
+    }
+
+    fn about(&self) -> &'static str {
+        "lesson 10's decode against f16"
+    }
+
+    fn run(
+        &self,
+        b: &dyn crate::compute::Backend,
+        only: &[String],
+        requests: usize,
+        context: usize,
+        json: bool,
+    ) -> Result<bool> {
+        let want = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
+        let (pools, group_formats) = crate::cache::CacheFormat::decode_bench(32, 32);
+        let quant: Vec<_> = pools.into_iter().filter(|d| want(&format!("p3-{d}"))).collect();
+        let groups: Vec<(&str, crate::cache::GroupFormat)> = group_formats
+            .iter()
+            .map(|(n, g)| (n.as_str(), *g))
+            .filter(|(n, _)| want(&format!("p3-{n}")))
+            .collect();
+        if quant.is_empty() && groups.is_empty() {
+            return Ok(false);
+        }
+        let ql = crate::lessons::quant::bench::p3_quant(b, requests, context, &quant, &groups, 9)?;
+        if json {
+            outln!("{}", serde_json::to_string_pretty(&ql)?);
+        } else {
+            print_quant(&ql, b);
+        }
+        Ok(true)
+    }
+}
+
+/// Lesson 10's P3 lines: tokens per second, bytes read, GB/s against each pool's own read roof (on the
+/// host) and the speed-up over f16, with which limit binds.
+fn print_quant(lines: &[crate::lessons::quant::bench::QuantLine], b: &dyn crate::compute::Backend) {
+    outln!(
+        "{:<18} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>8}",
+        "id",
+        "tok/s",
+        "MB/step",
+        "GB/s",
+        "roof",
+        "of roof",
+        "FLOP/B",
+        "vs f16"
+    );
+    for l in lines {
+        let roof = l.read_roof.map_or("—".to_string(), |r| format!("{r:.1}"));
+        let of = l.read_roof.map_or("—".to_string(), |r| format!("{:.2}", l.gbs / r));
+        outln!(
+            "{:<18} {:>10.0} {:>10.1} {:>8.1} {:>9} {:>8} {:>9.1} {:>7.2}×",
+            l.id,
+            l.tokens_per_s,
+            l.bytes_read / 1e6,
+            l.gbs,
+            roof,
+            of,
+            l.flop_per_byte,
+            l.speedup
+        );
+    }
+    let (gemm, _, which) = crate::compute::bench::best_gemm_gflops(512);
+    outln!(
+        "on {} ({}); best GEMM here {gemm:.0} GFLOP/s ({which}); 8 requests, H32/KV8 (GQA 4), hd 128, block 16",
+        b.kind().name(),
+        b.device()
+    );
+    for l in lines.iter().filter(|l| l.convert_ms.is_some()) {
+        outln!(
+            "  {:<16} {:.1} ms per step, of which the codes' conversion to f16 alone takes {:.1} ms (both pools, all threads)",
+            l.id,
+            l.ms,
+            l.convert_ms.unwrap_or(0.0)
+        );
+    }
+    for l in lines {
+        let compute = gemm / l.flop_per_byte;
+        match l.read_roof {
+            Some(r) => {
+                let (lim, what) = if compute < r {
+                    (compute, "compute")
+                } else {
+                    (r, "the read roof")
+                };
+                outln!(
+                    "  {:<16} binding limit {lim:.1} GB/s ({what}: read roof {r:.1} GB/s, best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s); reached {:.2} of it",
+                    l.id,
+                    l.flop_per_byte,
+                    l.gbs / lim
+                );
+            }
+            None => outln!(
+                "  {:<16} compute limit at the host's best GEMM / {:.0} FLOP per byte = {compute:.1} GB/s; the device's read roof is not measured by these lines (upload included in the time)",
+                l.id,
+                l.flop_per_byte
+            ),
+        }
+    }
+}
+

@@ -351,6 +351,11 @@ impl LessonKind for Quant {
         vec![&cli::QUANT, &cli::FP8_TABLE, &cli::QUANT_TABLE]
     }
 
+    #[cfg(feature = "native")]
+    fn ratio_lines(&self) -> Option<&'static dyn crate::command::RatioLines> {
+        Some(&cli::P3_FORMATS)
+    }
+
     fn ops(&self) -> &'static [Kernel] {
         &[
             Kernel::QuantAppend,
