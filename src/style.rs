@@ -29,7 +29,8 @@ thread_local! {
 }
 
 /// Set the smallest text size the views may draw this frame, in points (the app sets
-/// [`PRESENT_FLOOR`] in presentation mode and 0 in the window, each frame before the views draw).
+/// [`PRESENT_FLOOR`] in presentation mode and [`WINDOW_FLOOR`] in the window, each frame before the views
+/// draw; 0, the default, leaves every size as the view computed it).
 pub fn set_text_floor(points: f32) {
     TEXT_FLOOR.with(|f| f.set(points));
 }

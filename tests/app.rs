@@ -333,7 +333,10 @@ fn backend_selector_shows_why_a_backend_is_unavailable() {
             ),
         }
     }
-    // cuda-sim always runs here: switching to it re-computes and stays verified.
+    // cuda-sim always runs here: switching to it re-computes and stays verified. The backend list sits
+    // low in the side panel, which scrolls: bring the button into view first, as a user would.
+    h.get_by_label("cuda-sim").scroll_to_me();
+    settle(&mut h);
     h.get_by_label("cuda-sim").click();
     settle(&mut h);
     assert_eq!(h.state().active_backend().name(), "cuda-sim");

@@ -40,13 +40,21 @@ const COMPUTING_REPAINT_MS: u64 = if cfg!(target_arch = "wasm32") { 1000 } else 
 /// The whole window.
 pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
     let pres = app.presentation;
-    style::set_text_floor(if pres { style::PRESENT_FLOOR } else { 0.0 });
-    if pres {
-        // Widgets' own text (labels without a size, sliders, buttons) no smaller than the windowed
-        // narration's body text; the views size their text themselves (`style::fit` raises it to the
-        // presentation floor), and the top bar sets its own.
-        super::widgets::raise_text_styles(ui, app.windowed_body_size() + 1.0);
-    }
+    style::set_text_floor(if pres {
+        style::PRESENT_FLOOR
+    } else {
+        style::WINDOW_FLOOR
+    });
+    // Widgets' own text (labels without a size, sliders, buttons, egui's small style) no smaller than
+    // the floor in the window, and than the windowed narration's body text in presentation mode; the
+    // views size their text themselves (`style::fit` raises it to the floor), and the top bar sets its
+    // own when presenting.
+    let widget_floor = if pres {
+        app.windowed_body_size() + 1.0
+    } else {
+        style::WINDOW_FLOOR
+    };
+    super::widgets::raise_text_styles(ui, widget_floor);
     egui::Panel::top("kvscope-top").show(ui, |ui| top_bar(app, ui));
     // Presentation mode hides the status bar: the hall reads the lesson, not the backend line (the
     // verified badge stays in the windowed app and in `kvscope render`'s log).
@@ -248,6 +256,7 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
         let lessons: Vec<_> = app.lessons().to_vec();
         for (i, l) in lessons.iter().enumerate() {
             let title = format!("{}. {}", i + 1, lang.pick(l.file.title.get_ref()));
+            let title = nav_lines(ui, lang, title, egui::TextStyle::Button, true);
             if ui.selectable_label(i == cur, RichText::new(title).strong()).clicked() && i != cur {
                 app.goto(i, 0);
             }
@@ -255,6 +264,7 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
                 ui.indent("steps", |ui| {
                     for (j, s) in l.file.steps.iter().enumerate() {
                         let t = format!("{}. {}", j + 1, lang.pick(s.title.get_ref()));
+                        let t = nav_lines(ui, lang, t, egui::TextStyle::Button, true);
                         if ui.selectable_label(j == step, t).clicked() {
                             app.goto(i, j);
                         }
@@ -263,15 +273,61 @@ fn navigator(app: &mut KvscopeApp, ui: &mut Ui) {
             }
         }
         ui.add_space(8.0);
+        let keys = lang.t(
+            "→/Space next · ←/Backspace back · Home/End · F5 present · Ctrl+S PNG · Ctrl+E .npy",
+            "→/空格 下一步 · ←/退格 上一步 · Home/End · F5 演示 · Ctrl+S PNG · Ctrl+E .npy",
+        );
         ui.label(
-            RichText::new(lang.t(
-                "→/Space next · ←/Backspace back · Home/End · F5 present · Ctrl+S PNG · Ctrl+E .npy",
-                "→/空格 下一步 · ←/退格 上一步 · Home/End · F5 演示 · Ctrl+S PNG · Ctrl+E .npy",
-            ))
-            .small()
-            .color(style::muted(ui.visuals())),
+            RichText::new(nav_lines(ui, lang, keys.to_string(), egui::TextStyle::Small, false))
+                .small()
+                .color(style::muted(ui.visuals())),
         );
     });
+}
+
+/// A navigator text (a title in `style`; `button`: drawn as a selectable label, with its padding)
+/// broken into lines that fit the panel. English is left to egui (it breaks at spaces). Chinese is
+/// broken only after full-width punctuation (`：，、；）`) or a ` · ` and before `（`, never inside a
+/// term: egui would break after any CJK character or at the space in "重要 token", splitting "内核"
+/// or "KV Cache" across lines. A piece wider than a line on its own still wraps where egui breaks it.
+fn nav_lines(ui: &Ui, lang: Lang, title: String, style: egui::TextStyle, button: bool) -> String {
+    if lang != Lang::Zh {
+        return title;
+    }
+    let font = style.resolve(ui.style());
+    let pad = if button {
+        2.0 * ui.spacing().button_padding.x
+    } else {
+        0.0
+    };
+    let width = ui.available_width() - pad;
+    let measure = |t: &str| {
+        ui.painter()
+            .layout_no_wrap(t.to_string(), font.clone(), ui.visuals().text_color())
+            .size()
+            .x
+    };
+    if measure(&title) <= width {
+        return title;
+    }
+    let mut pieces: Vec<String> = vec![String::new()];
+    for c in title.chars() {
+        if c == '（' && !pieces.last().is_some_and(String::is_empty) {
+            pieces.push(String::new());
+        }
+        pieces.last_mut().expect("one piece at least").push(c);
+        if "：，、；）·".contains(c) {
+            pieces.push(String::new());
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for p in pieces.into_iter().filter(|p| !p.is_empty()) {
+        match lines.last_mut() {
+            Some(line) if measure(&format!("{line}{p}")) <= width => line.push_str(&p),
+            _ => lines.push(p.trim_start().to_string()),
+        }
+    }
+    lines.join("\n")
 }
 
 fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
@@ -515,20 +571,17 @@ fn model_param(ui: &mut Ui, lang: Lang, label: &str, cur: i64, (lo, hi): (i64, i
 
 fn text_param(ui: &mut Ui, lang: Lang, id: &str, label: &str, cur: i64, size: f32) -> Option<i64> {
     use crate::model::texts;
-    let short = |t: &str| {
-        let n = t.chars().count();
-        let head: String = t.chars().take(26).collect();
-        if n > 26 { format!("{head}…") } else { head }
-    };
     let mut chosen = None;
     let label_id = ui.label(RichText::new(label).size(crate::style::fit(size * 0.9))).id;
     let mut sel = cur;
     let combo = egui::ComboBox::from_id_salt(("text-param", id))
         .width(ui.available_width() - 8.0)
-        .selected_text(short(&texts::get(cur)))
+        // The whole text (at most `texts::MAX_BYTES`), wrapped, not elided.
+        .wrap_mode(egui::TextWrapMode::Wrap)
+        .selected_text(texts::get(cur))
         .show_ui(ui, |ui| {
             for i in 0..texts::count() as i64 {
-                ui.selectable_value(&mut sel, i, short(&texts::get(i)));
+                ui.selectable_value(&mut sel, i, texts::get(i));
             }
         });
     combo.response.labelled_by(label_id);

@@ -383,6 +383,11 @@ impl Output for EvictOut {
         self.checks.iter().collect()
     }
 
+    /// The kernel panel opens on this lesson's own kernel: the decode that materialises the scores H2O and SnapKV rank by (`score_decode`), not the append.
+    fn main_op(&self) -> Option<Kernel> {
+        Some(Kernel::ScoreDecode)
+    }
+
     fn has_nan(&self) -> bool {
         self.runs
             .iter()

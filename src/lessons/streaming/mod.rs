@@ -476,6 +476,11 @@ impl Output for StreamOut {
         self.checks.iter().collect()
     }
 
+    /// The kernel panel opens on this lesson's own kernel: the window + sinks decode (`stream_decode`), not the append that feeds it.
+    fn main_op(&self) -> Option<Kernel> {
+        Some(Kernel::StreamDecode)
+    }
+
     fn has_nan(&self) -> bool {
         self.runs
             .iter()

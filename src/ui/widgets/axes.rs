@@ -139,7 +139,10 @@ pub const TICK_LEN: f32 = 4.0;
 
 /// The tick and title fonts at text size `size`.
 pub fn fonts(size: f32) -> (FontId, FontId) {
-    (FontId::monospace(size * 0.75), FontId::proportional(size * 0.8))
+    (
+        FontId::monospace(crate::style::fit(size * 0.75)),
+        FontId::proportional(crate::style::fit(size * 0.8)),
+    )
 }
 
 /// Draw the axis titles, tick marks and tick labels around `heat` (the heatmap's rectangle), in the
@@ -379,21 +382,28 @@ pub fn draw_cell_numbers(
     let c1 = view.cell_at(Vec2::new(heat.width(), heat.height()));
     let (r0, r1) = (c0.y as usize, (c1.y.ceil().max(0.0) as usize).min(data.rows));
     let (k0, k1) = (c0.x as usize, (c1.x.ceil().max(0.0) as usize).min(data.cols));
+    // Every visible cell's number, or none: a blank cell among numbers would read as a missing value
+    // (masked cells of a probability matrix are blank by design, hatched).
+    let mut texts = Vec::with_capacity((r1 - r0) * (k1 - k0));
     for r in r0..r1 {
         for c in k0..k1 {
             let v = data.values[r * data.cols + c];
-            let Some(text) = cell_text(v, chars, probs) else {
-                continue;
-            };
-            let p = view.px_of(Vec2::new(c as f32 + 0.5, r as f32 + 0.5));
-            painter.text(
-                heat.min + egui::vec2(p.x, p.y),
-                egui::Align2::CENTER_CENTER,
-                text,
-                font.clone(),
-                text_on(cell_color(v, colormap, range)),
-            );
+            match cell_text(v, chars, probs) {
+                Some(t) => texts.push((r, c, v, t)),
+                None if probs && v == f32::NEG_INFINITY => {}
+                None => return false,
+            }
         }
+    }
+    for (r, c, v, text) in texts {
+        let p = view.px_of(Vec2::new(c as f32 + 0.5, r as f32 + 0.5));
+        painter.text(
+            heat.min + egui::vec2(p.x, p.y),
+            egui::Align2::CENTER_CENTER,
+            text,
+            font.clone(),
+            text_on(cell_color(v, colormap, range)),
+        );
     }
     true
 }
@@ -401,7 +411,7 @@ pub fn draw_cell_numbers(
 /// The masked-legend text at text size `size`.
 fn masked_legend_text(painter: &Painter, size: f32, lang: Lang, color: Color32) -> std::sync::Arc<egui::Galley> {
     let text = lang.t("masked (score −∞, p = 0)", "被掩码（分数 −∞，p = 0）");
-    painter.layout_no_wrap(text.into(), FontId::proportional(size * 0.85), color)
+    painter.layout_no_wrap(text.into(), FontId::proportional(crate::style::fit(size * 0.85)), color)
 }
 
 /// The width [`masked_legend`] takes at text size `size`.

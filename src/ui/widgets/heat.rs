@@ -110,12 +110,38 @@ pub fn heat_panel(
     let data = &data;
     let avail = ui.available_size();
     let row_sums = std::mem::take(&mut st.row_sums);
-    let small = size * 0.8;
+    // Cell numbers and row sums at the frame's text floor (`style::fit`): cells too small for a number
+    // at that size show none (hover shows it), rather than a number too small to read.
+    let small = crate::style::fit(size * 0.8);
     let sums_w = if row_sums { 4.4 * small } else { 0.0 };
     let (tick_font, _) = axes::fonts(size);
-    // The colorbar's labels beside an 18-point bar: "0.75" for probabilities, "-1.2e-3" at most.
-    let label_chars = if row_sums { 4.5 } else { 7.0 };
-    let colorbar_w = 22.0 + label_chars * 0.62 * tick_font.size;
+    let (lo, hi, has_masked) = *st.ranges.entry(data.generation).or_insert_with(|| {
+        let (lo, hi) = data.finite_range();
+        (lo, hi, data.values.contains(&f32::NEG_INFINITY))
+    });
+    let range_shown = range.unwrap_or_else(|| {
+        if colormap == Colormap::Diverging {
+            let m = lo.abs().max(hi.abs()).max(1e-6);
+            (-m, m)
+        } else if hi > lo {
+            (lo, hi)
+        } else {
+            (lo, lo + 1.0)
+        }
+    });
+    // The colorbar: an 18-point bar, a 4-point gap and its widest tick label, measured.
+    let label_w = (0..=4)
+        .map(|k| {
+            let v = range_shown.0 + k as f32 / 4.0 * (range_shown.1 - range_shown.0);
+            let text = egui_glue::tick_label(v);
+            let font = egui::FontId::proportional(tick_font.size);
+            ui.painter()
+                .layout_no_wrap(text, font, ui.visuals().text_color())
+                .size()
+                .x
+        })
+        .fold(0.0f32, f32::max);
+    let colorbar_w = 18.0 + 4.0 + label_w + 4.0;
     let bar_w = 8.0 + colorbar_w + sums_w;
     let line = size + 8.0;
     let tokens = std::mem::take(&mut st.tokens);
@@ -139,20 +165,6 @@ pub fn heat_panel(
         grid: true,
         highlight,
     };
-    let (lo, hi, has_masked) = *st.ranges.entry(data.generation).or_insert_with(|| {
-        let (lo, hi) = data.finite_range();
-        (lo, hi, data.values.contains(&f32::NEG_INFINITY))
-    });
-    let range_shown = range.unwrap_or_else(|| {
-        if colormap == Colormap::Diverging {
-            let m = lo.abs().max(hi.abs()).max(1e-6);
-            (-m, m)
-        } else if hi > lo {
-            (lo, hi)
-        } else {
-            (lo, lo + 1.0)
-        }
-    });
     let key = (data.rows, data.cols, w.round() as u32, h.round() as u32);
     let entry = st.zoom.entry(id).or_insert((key, None));
     if entry.0 != key {
@@ -214,27 +226,44 @@ pub fn heat_panel(
         Some(c) => hover(c),
         // Presentation mode: no interaction hints on the projector.
         None if cx.presentation => String::new(),
-        None => lang
-            .t(
-                "hover: numbers · scroll: zoom · drag: pan",
-                "悬停看数值 · 滚轮缩放 · 拖动平移",
-            )
-            .to_string(),
+        // The whole hint where it fits on its line, else its first part, else none (never elided).
+        None => {
+            let font = egui::FontId::monospace(crate::style::fit(size * 0.85));
+            let room = ui.available_width() - 2.0;
+            [
+                lang.t(
+                    "hover: numbers · scroll: zoom · drag: pan",
+                    "悬停看数值 · 滚轮缩放 · 拖动平移",
+                ),
+                lang.t("hover: numbers", "悬停看数值"),
+            ]
+            .into_iter()
+            .find(|t| {
+                let w = ui
+                    .painter()
+                    .layout_no_wrap(t.to_string(), font.clone(), ui.visuals().text_color())
+                    .size()
+                    .x;
+                w <= room
+            })
+            .unwrap_or_default()
+            .to_string()
+        }
     };
-    // Wrapped: the legend entry moves to its own line when the view is narrow; the hint is elided.
+    // Wrapped: the legend entry moves to its own line when the view is narrow; a hover line is elided.
     ui.horizontal_wrapped(|ui| {
         if has_masked {
             // Set smaller when the view is narrower than the legend.
             let lw = axes::masked_legend_width(ui.painter(), size, lang);
             let room = ui.available_width().min(ui.clip_rect().max.x - ui.cursor().min.x);
-            let fit = size * (room.max(1.0) / (lw + 8.0)).min(1.0);
+            let fit = crate::style::fit(size * (room.max(1.0) / (lw + 8.0)).min(1.0));
             let lw = axes::masked_legend_width(ui.painter(), fit, lang);
             let (rect, _) = ui.allocate_exact_size(egui::vec2(lw + 8.0, fit * 1.2), egui::Sense::hover());
             let color = ui.visuals().text_color();
             axes::masked_legend(ui.painter(), rect.min, fit, lang, color);
         }
         if !text.is_empty() {
-            ui.add(egui::Label::new(RichText::new(text).size(size * 0.85).monospace()).truncate());
+            ui.add(egui::Label::new(RichText::new(text).size(crate::style::fit(size * 0.85)).monospace()).truncate());
         }
     });
     hovered

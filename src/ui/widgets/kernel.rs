@@ -15,8 +15,9 @@ pub struct KernelPanelState {
     /// Index into the lesson's ops, once one is clicked; until then the panel shows the result's
     /// [`Output::main_op`] (lesson 10's KIVI runs the group kernels, not `quant_append`), else the first.
     pub op: Option<usize>,
-    /// The highlighted source, for (op, presentation mode, light theme): built once, not every frame.
-    pub source: Option<((Kernel, bool, bool), LayoutJob)>,
+    /// The highlighted source, for (op, presentation mode, light theme, the room it was fitted to in
+    /// presentation mode): built once, not every frame.
+    pub source: Option<((Kernel, bool, bool, egui::Vec2), LayoutJob)>,
 }
 
 /// The kernel panel for `ops` (the lesson's) and the computed `out`.
@@ -134,8 +135,19 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             .size(crate::style::fit(size * 0.85)),
     );
     // Show the source from a few lines above the entry point; the entry line (or the line the lesson
-    // focuses on) is highlighted.
-    let key = (op, cx.presentation, cx.light);
+    // focuses on) is highlighted. In presentation mode (a projector never scrolls) only the lines that
+    // fit the view's room are laid out, wrapped at its width, with no scroll area.
+    let room = ui.available_size();
+    let key = (
+        op,
+        cx.presentation,
+        cx.light,
+        if cx.presentation {
+            room.round()
+        } else {
+            egui::Vec2::ZERO
+        },
+    );
     let job = match &cx.widgets.kernel.source {
         Some((k, job)) if *k == key => job.clone(),
         _ => {
@@ -145,15 +157,60 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 .and_then(|needle| lines.iter().position(|l| l.contains(needle)))
                 .map(|i| i + 1);
             // From a few lines above the entry point, or above the focused line when there is one.
-            let first = focus.map_or(src.line, |f| f.saturating_sub(6)).saturating_sub(4).max(1);
+            // In presentation mode, from the highlighted line itself: the room is a slide's.
+            let first = if cx.presentation {
+                focus.unwrap_or(src.line).max(1)
+            } else {
+                focus.map_or(src.line, |f| f.saturating_sub(6)).saturating_sub(4).max(1)
+            };
             let focus = focus.unwrap_or(src.line);
-            let excerpt = lines[first - 1..].join("\n");
             let code_size = if cx.presentation { 16.0 } else { 12.0 };
-            let job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light);
+            let job_of = |n: usize| {
+                let shown = &lines[first - 1..(first - 1 + n).min(lines.len())];
+                // On a slide, an argument list's alignment (40 spaces) would wrap every line: at most
+                // eight spaces of indent there (whitespace only; the window shows the file as it is).
+                let shown: Vec<&str> = if cx.presentation {
+                    shown
+                        .iter()
+                        .map(|l| {
+                            let body = l.trim_start();
+                            let indent = l.len() - body.len();
+                            if indent > 8 { &l[indent - 8..] } else { l }
+                        })
+                        .collect()
+                } else {
+                    shown.to_vec()
+                };
+                let excerpt = shown.join("\n");
+                let mut job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light);
+                if cx.presentation {
+                    job.wrap.max_width = room.x;
+                }
+                job
+            };
+            let mut n = lines.len() + 1 - first;
+            if cx.presentation {
+                // The most lines from `first` whose wrapped layout fits the room's height (one at
+                // least).
+                let fits = |n: usize| ui.painter().layout_job(job_of(n)).size().y <= room.y;
+                let (mut lo, mut hi) = (1.min(n), n);
+                if !fits(hi) {
+                    while lo + 1 < hi {
+                        let mid = (lo + hi) / 2;
+                        if fits(mid) { lo = mid } else { hi = mid }
+                    }
+                    n = lo;
+                }
+            }
+            let job = job_of(n);
             cx.widgets.kernel.source = Some((key, job.clone()));
             job
         }
     };
+    if cx.presentation {
+        ui.add(egui::Label::new(job).wrap());
+        return;
+    }
     let area = egui::ScrollArea::both()
         .id_salt(("kernel-src", sel))
         .auto_shrink([false, false]);

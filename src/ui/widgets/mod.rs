@@ -82,10 +82,12 @@ impl ViewCtx<'_> {
         self.step_views.iter().any(|v| v.get_ref() == name)
     }
 
-    /// The size range of labels drawn inside small shapes (block ids): never below the windowed body
-    /// text in presentation mode.
+    /// The size range of labels drawn inside small shapes (block ids): never below the frame's text
+    /// floor (`style::fit`); a shape too small for its label at that size shows none.
     pub fn inner_label_sizes(&self) -> (f32, f32) {
-        if self.presentation { (15.5, 18.0) } else { (8.0, 13.0) }
+        let (lo, hi): (f32, f32) = if self.presentation { (15.5, 18.0) } else { (8.0, 13.0) };
+        let lo = crate::style::fit(lo);
+        (lo, hi.max(lo))
     }
 
     /// Pick the string of the current language.
