@@ -583,13 +583,23 @@ pub fn trained_info(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         return;
     };
     // Set smaller rather than cut when it runs past the view (presentation mode at 1280×720).
-    let key = crate::ui::widgets::fit_key((m.layer, m.head, &m.text, m.tokens.len(), lang == Lang::Zh));
+    let brief = cx.presentation;
+    let key = crate::ui::widgets::fit_key((m.layer, m.head, &m.text, m.tokens.len(), lang == Lang::Zh, brief));
     crate::ui::widgets::fitted_height(ui, "trained-info", key, size, |ui, size| {
-        trained_info_at(lang, ui, m, size)
+        trained_info_at(lang, ui, m, size, brief)
     });
 }
 
-fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer::heads::TrainedHead, size: f32) {
+/// The trained head's panel; `brief` (presentation mode) keeps the model, the text and what the head
+/// was measured to do, and leaves out the token index (the heatmaps' ticks name the tokens), the
+/// label rule's numbers and the note on X, W_Q and the sliders, which a slide has no room for.
+fn trained_info_at(
+    lang: Lang,
+    ui: &mut Ui,
+    m: &crate::lessons::attention_layer::heads::TrainedHead,
+    size: f32,
+    brief: bool,
+) {
     let group = m.n_heads / m.n_kv_heads.max(1);
     let line = |ui: &mut Ui, text: String, strong: bool| {
         let t = RichText::new(text).size(crate::style::fit(size));
@@ -636,8 +646,13 @@ fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer:
         false,
     );
     // The tokens as the heatmaps' ticks name them.
-    let toks: Vec<String> = m.ticks.iter().enumerate().map(|(i, t)| format!("{i}:{t}")).collect();
-    ui.add(egui::Label::new(RichText::new(toks.join("  ")).monospace().size(size * 0.8)).wrap());
+    if !brief {
+        let toks: Vec<String> = m.ticks.iter().enumerate().map(|(i, t)| format!("{i}:{t}")).collect();
+        let toks = RichText::new(toks.join("  "))
+            .monospace()
+            .size(crate::style::fit(size * 0.8));
+        ui.add(egui::Label::new(toks).wrap());
+    }
     ui.add_space(size * 0.4);
     line(
         ui,
@@ -648,6 +663,9 @@ fn trained_info_at(lang: Lang, ui: &mut Ui, m: &crate::lessons::attention_layer:
         ),
         true,
     );
+    if brief {
+        return;
+    }
     if let Some(p) = m.profile {
         let h = crate::model::heads::THRESHOLDS;
         line(

@@ -258,18 +258,26 @@ pub fn draw_axes(
         }
     }
     // Titles: the column title under the labels (set smaller when wider than the area, and kept inside
-    // it), the row title turned to read upwards.
-    let mut g = painter.layout_no_wrap(col_title.to_string(), title_font.clone(), color);
-    if g.size().x > area.width() {
-        let smaller = FontId::new(title_font.size * area.width() / g.size().x, title_font.family.clone());
-        g = painter.layout_no_wrap(col_title.to_string(), smaller, color);
+    // it), the row title turned to read upwards. A title that would be set under the frame's text floor
+    // is left out (the panel's title names the matrix; a 7-pixel axis title is not read).
+    let smaller = |fraction: f32| {
+        let size = title_font.size * fraction.min(1.0);
+        (size + 0.5 >= crate::style::text_floor()).then(|| FontId::new(size, title_font.family.clone()))
+    };
+    let g = painter.layout_no_wrap(col_title.to_string(), title_font.clone(), color);
+    let g = if g.size().x > area.width() {
+        smaller(area.width() / g.size().x).map(|f| painter.layout_no_wrap(col_title.to_string(), f, color))
+    } else {
+        Some(g)
+    };
+    if let Some(g) = g {
+        let half = g.size().x / 2.0;
+        let cx = heat
+            .center()
+            .x
+            .clamp(area.min.x + half, (area.max.x - half).max(area.min.x + half));
+        painter.galley(egui::pos2(cx - half, heat.max.y + gutter_h - g.size().y), g, color);
     }
-    let half = g.size().x / 2.0;
-    let cx = heat
-        .center()
-        .x
-        .clamp(area.min.x + half, (area.max.x - half).max(area.min.x + half));
-    painter.galley(egui::pos2(cx - half, heat.max.y + gutter_h - g.size().y), g, color);
     let room = heat.height().max(1.0);
     // A Chinese row title is set upright, one character under the other, as CJK is set in a column
     // (a sideways CJK title makes the reader tilt their head); it is set smaller when taller than the rows.
@@ -282,8 +290,8 @@ pub fn draw_axes(
             .join("\n");
         let mut g = painter.layout_no_wrap(column.clone(), title_font.clone(), color);
         if g.size().y > room {
-            let smaller = FontId::new(title_font.size * room / g.size().y, title_font.family.clone());
-            g = painter.layout_no_wrap(column, smaller, color);
+            let Some(f) = smaller(room / g.size().y) else { return };
+            g = painter.layout_no_wrap(column, f, color);
         }
         let y = (heat.center().y - g.size().y / 2.0).max(heat.min.y);
         painter.galley(egui::pos2(heat.min.x - gutter_w, y), g, color);
@@ -292,8 +300,10 @@ pub fn draw_axes(
     // The row title reads upwards beside the rows; one longer than the rows are tall is set smaller.
     let mut galley = painter.layout_no_wrap(row_title.to_string(), title_font.clone(), color);
     if galley.size().x > room {
-        let smaller = FontId::new(title_font.size * room / galley.size().x, title_font.family.clone());
-        galley = painter.layout_no_wrap(row_title.to_string(), smaller, color);
+        let Some(f) = smaller(room / galley.size().x) else {
+            return;
+        };
+        galley = painter.layout_no_wrap(row_title.to_string(), f, color);
     }
     let pos = egui::pos2(
         heat.min.x - gutter_w,
