@@ -40,6 +40,14 @@ pub fn text_floor() -> f32 {
     TEXT_FLOOR.with(std::cell::Cell::get)
 }
 
+/// Whether this frame is the window's (its floor set, below presentation mode's): there a view's table
+/// or text block that does not fit its room at full size scrolls instead of shrinking under the floor
+/// (the presentation rules let the window scroll; a projector never does).
+pub fn views_may_scroll() -> bool {
+    let floor = text_floor();
+    floor > 0.0 && floor < PRESENT_FLOOR
+}
+
 /// A view's secondary text size (a tick, a legend, a table cell, a label on a mark): `size` as the view
 /// computed it, raised to this frame's floor ([`set_text_floor`]). Every text size under the body size
 /// goes through it, so presentation mode never draws it smaller than a slide can show.

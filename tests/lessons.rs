@@ -367,6 +367,22 @@ fn narration_numbers_come_from_the_computation() {
                     computed.push((params.clone(), out));
                 }
                 let out = &computed.iter().find(|(p, _)| *p == params).unwrap().1;
+                // The line the kernel panel highlights (`Output::source_focus`) is in the CUDA source and
+                // in its WGSL twin, as the panel shows either.
+                for &op in out.as_deref().map_or(&[][..], |_| l.kind.ops()) {
+                    let Some(needle) = out.as_deref().and_then(|o| o.source_focus(op)) else {
+                        continue;
+                    };
+                    for kind in [kvscope::compute::BackendKind::Cuda, kvscope::compute::BackendKind::Wgpu] {
+                        let src = kvscope::compute::kernel_source(kind, op).expect("a kernel source");
+                        assert!(
+                            src.source.contains(needle),
+                            "{}: `{needle}` is not in {}",
+                            l.id(),
+                            src.path
+                        );
+                    }
+                }
                 let mut values = l.kind.values(l, out.as_deref());
                 // The app fills these for every lesson (`kernel_steps_name_the_code_that_ran` checks it).
                 values.extend(

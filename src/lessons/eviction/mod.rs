@@ -388,6 +388,12 @@ impl Output for EvictOut {
         Some(Kernel::ScoreDecode)
     }
 
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
+        // The sum of the group's weights per token, the scores H2O accumulates and SnapKV votes with, in
+        // score_attention.cu and score_attention.wgsl alike.
+        (op == Kernel::ScoreDecode).then_some("G + g) * T")
+    }
+
     fn has_nan(&self) -> bool {
         self.runs
             .iter()

@@ -481,6 +481,12 @@ impl Output for StreamOut {
         Some(Kernel::StreamDecode)
     }
 
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
+        // The key rotated to its position as it is read (RoPE on read, the point of storing keys unrotated),
+        // in stream_attention.cu and stream_attention.wgsl alike.
+        (op == Kernel::StreamDecode).then_some("dot += s_q[d] * (k1 * c - k2 * s)")
+    }
+
     fn has_nan(&self) -> bool {
         self.runs
             .iter()

@@ -49,9 +49,12 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         return;
     };
     ui.label(
-        RichText::new(format!("{} : {} {}", src.path, lang.t("line", "第"), src.line))
-            .monospace()
-            .size(crate::style::fit(size * 0.9)),
+        RichText::new(match lang {
+            crate::ui::text::Lang::Zh => format!("{} : 第 {} 行", src.path, src.line),
+            _ => format!("{} : line {}", src.path, src.line),
+        })
+        .monospace()
+        .size(crate::style::fit(size * 0.9)),
     );
     // What ran, as the backend reported it: for each entry point of the kernel, its last launch while
     // computing this result (a CUDA grid, or a WGSL dispatch); the CPU backend launches nothing and
@@ -129,11 +132,13 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         super::check_line(cx, ui, Some(r), what);
     }
     let [en, zh] = cx.backend.info().ran;
-    ui.label(
-        RichText::new(lang.t(en, zh))
-            .italics()
-            .size(crate::style::fit(size * 0.85)),
-    );
+    // Italic in English only: CJK has no italic, and a synthetic slant reads badly.
+    let ran = RichText::new(lang.t(en, zh)).size(crate::style::fit(size * 0.85));
+    ui.label(if lang == crate::ui::text::Lang::Zh {
+        ran
+    } else {
+        ran.italics()
+    });
     // Show the source from a few lines above the entry point; the entry line (or the line the lesson
     // focuses on) is highlighted. In presentation mode (a projector never scrolls) only the lines that
     // fit the view's room are laid out, wrapped at its width, with no scroll area.
@@ -157,9 +162,10 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 .and_then(|needle| lines.iter().position(|l| l.contains(needle)))
                 .map(|i| i + 1);
             // From a few lines above the entry point, or above the focused line when there is one.
-            // In presentation mode, from the highlighted line itself: the room is a slide's.
+            // In presentation mode (the room is a slide's), from the entry point itself, or from five
+            // lines above the line the lesson focuses on (its loop or comment).
             let first = if cx.presentation {
-                focus.unwrap_or(src.line).max(1)
+                focus.map_or(src.line, |f| f.saturating_sub(5)).max(1)
             } else {
                 focus.map_or(src.line, |f| f.saturating_sub(6)).saturating_sub(4).max(1)
             };
@@ -167,15 +173,17 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             let code_size = if cx.presentation { 16.0 } else { 12.0 };
             let job_of = |n: usize| {
                 let shown = &lines[first - 1..(first - 1 + n).min(lines.len())];
-                // On a slide, an argument list's alignment (40 spaces) would wrap every line: at most
-                // eight spaces of indent there (whitespace only; the window shows the file as it is).
+                // On a slide, an argument list's alignment (40 spaces) would wrap every line: an indent
+                // deeper than six levels (24 spaces) is such an alignment, and is set at eight spaces
+                // (whitespace only; the nesting above it keeps its indent; the window shows the file as
+                // it is).
                 let shown: Vec<&str> = if cx.presentation {
                     shown
                         .iter()
                         .map(|l| {
                             let body = l.trim_start();
                             let indent = l.len() - body.len();
-                            if indent > 8 { &l[indent - 8..] } else { l }
+                            if indent > 24 { &l[indent - 8..] } else { l }
                         })
                         .collect()
                 } else {

@@ -174,7 +174,8 @@ pub fn fit_key(what: impl std::hash::Hash) -> u64 {
     h.finish()
 }
 
-/// Draw `content` at a text size scaled (down to 0.4 of `size`) so that its height fits the height
+/// In the window (`style::views_may_scroll`), `content` at full size in a scroll area. In presentation
+/// mode, draw `content` at a text size scaled (down to 0.4 of `size`) so that its height fits the height
 /// available: a view whose text would run past the bottom of its rectangle (a projector at 1280×720) is
 /// set smaller instead of cut. `key` names what is drawn (the step's data). For every new key, size and
 /// rectangle the search starts again at full size: a frame that overflows gives an upper bound and a
@@ -182,6 +183,12 @@ pub fn fit_key(what: impl std::hash::Hash) -> u64 {
 /// and the smallest that did not, and the largest that fitted is kept. So a frame depends on what it
 /// shows and not on the frames before it, and the layout settles within five frames.
 pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl FnOnce(&mut Ui, f32)) {
+    if crate::style::views_may_scroll() {
+        // The window: at full size, scrolling down when taller than the view.
+        let area = egui::ScrollArea::vertical().id_salt(("fitted-height", id));
+        crate::ui::layout::scroll(ui, area, |ui| content(ui, size));
+        return;
+    }
     #[derive(Clone, Copy)]
     struct Fit {
         stamp: u64,
