@@ -850,7 +850,7 @@ fn entries_and_threads(
 /// on the CPU backend, launches exactly the same entries there, and launches fewer CUDA threads in all.
 /// Switches, texts and the choice of format or policy that changes the entries are never moved. The
 /// lessons are split round-robin over six tests, two lessons each, so that they run side by side (at
-/// these values the twelve lessons took 333 s of shim work here on OS threads and take 6 s as fibers,
+/// these values the twelve lessons took 335 s of shim work here on OS threads and take 6 s as fibers,
 /// lesson 12 the most: 3.7 s in about 3,000 launches; each test prints its lessons' launches per entry
 /// and time).
 fn cuda_sim_walk(part: usize, parts: usize) {

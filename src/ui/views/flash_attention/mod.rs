@@ -409,6 +409,18 @@ fn tiles(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         f.bc
     );
     let probs = &f.full.probs;
+    // What the outlines mean, under the heatmap (room kept for it, measured as it will wrap).
+    let legend = lang.t(
+        "pink outline: the current tile · crossed out: skipped (every score masked) · dimmed: still to come",
+        "粉色框：当前块 · 打叉：跳过（分数全被掩码）· 变暗：尚未处理",
+    );
+    let legend_font = egui::FontId::proportional(crate::style::fit(cx.size * 0.85));
+    let legend_h = ui
+        .painter()
+        .layout(legend.to_string(), legend_font.clone(), ui.visuals().text_color(), ui.available_width())
+        .size()
+        .y;
+    cx.widgets.heat.reserve_below = legend_h + 2.0 * ui.spacing().item_spacing.y;
     heat_panel(
         cx,
         ui,
@@ -430,6 +442,7 @@ fn tiles(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         },
     );
     overlay_tiles(cx, ui, f, id, c);
+    ui.add(egui::Label::new(RichText::new(legend).font(legend_font)).wrap());
 }
 
 /// Tile outlines over the heatmap `id`: tiles to come are dimmed, skipped tiles crossed out, the current
