@@ -112,6 +112,35 @@ inline thread_local uint3 blockIdx{0, 0, 0};
 inline dim3 blockDim;
 inline dim3 gridDim;
 
+// ---------------------------------------------------------------------------------------
+// What both runtimes share: launches are serialised, and a launch's size is checked once.
+// ---------------------------------------------------------------------------------------
+namespace kvs_shim {
+
+inline std::mutex& launch_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+// A launch's threads per block and number of blocks (both 0 for an empty launch); a block of more
+// than 1024 threads aborts, as a CUDA launch would fail.
+struct LaunchSize {
+    unsigned threads;
+    unsigned long long blocks;
+};
+inline LaunchSize launch_size(dim3 grid, dim3 block) {
+    const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+    const unsigned long long blocks = static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
+    if (blocks == 0 || threads == 0) return {0, 0};
+    if (threads > 1024) {
+        std::fprintf(stderr, "kvs shim: block of %llu threads (> 1024)\n", threads);
+        std::abort();
+    }
+    return {static_cast<unsigned>(threads), blocks};
+}
+
+}  // namespace kvs_shim
+
 #ifdef KVS_SHIM_OS_THREADS
 // ---------------------------------------------------------------------------------------
 // Per-block runtime, OS threads (with KVS_SHIM_OS_THREADS; scripts/sanitize.sh builds this one):
@@ -190,26 +219,15 @@ inline Pool& pool() {
     return *p;
 }
 
-inline std::mutex& launch_mutex() {
-    static std::mutex m;
-    return m;
-}
-
 // Run `body` (which calls the kernel) as a grid of blocks. Blocks run one after another;
 // the threads of a block run concurrently as OS threads.
 template <class F>
 void launch(dim3 grid, dim3 block, F&& body) {
     std::lock_guard<std::mutex> guard(launch_mutex());
-    const unsigned long long nthreads_ll =
-        static_cast<unsigned long long>(block.x) * block.y * block.z;
-    const unsigned long long nblocks =
-        static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
-    if (nblocks == 0 || nthreads_ll == 0) return;  // empty launch: nothing to do
-    if (nthreads_ll > 1024) {
-        std::fprintf(stderr, "kvs shim: block of %llu threads (> 1024)\n", nthreads_ll);
-        std::abort();
-    }
-    const unsigned nthreads = static_cast<unsigned>(nthreads_ll);
+    const LaunchSize size = launch_size(grid, block);
+    if (size.threads == 0) return;  // empty launch: nothing to do
+    const unsigned nthreads = size.threads;
+    const unsigned long long nblocks = size.blocks;
     gridDim = grid;
     blockDim = block;
     g_block.reset(nthreads);
@@ -451,35 +469,23 @@ inline void run_block(unsigned n, dim3 block) {
     }
 }
 
-inline std::mutex& launch_mutex() {
-    static std::mutex m;
-    return m;
-}
-
 // Run `body` (which calls the kernel) as a grid of blocks, one block after another.
 template <class F>
 void launch(dim3 grid, dim3 block, F&& body) {
     std::lock_guard<std::mutex> guard(launch_mutex());
-    const unsigned long long nthreads_ll =
-        static_cast<unsigned long long>(block.x) * block.y * block.z;
-    const unsigned long long nblocks =
-        static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
-    if (nblocks == 0 || nthreads_ll == 0) return;  // empty launch: nothing to do
-    if (nthreads_ll > 1024) {
-        std::fprintf(stderr, "kvs shim: block of %llu threads (> 1024)\n", nthreads_ll);
-        std::abort();
-    }
+    const LaunchSize size = launch_size(grid, block);
+    if (size.threads == 0) return;  // empty launch: nothing to do
     gridDim = grid;
     blockDim = block;
     Sched& s = sched();
     using B = std::remove_reference_t<F>;
     s.call = [](void* c) { (*static_cast<B*>(c))(); };
     s.closure = const_cast<void*>(static_cast<const void*>(&body));
-    for (unsigned long long b = 0; b < nblocks; ++b) {
+    for (unsigned long long b = 0; b < size.blocks; ++b) {
         blockIdx = uint3{static_cast<unsigned>(b % grid.x),
                          static_cast<unsigned>((b / grid.x) % grid.y),
                          static_cast<unsigned>(b / (static_cast<unsigned long long>(grid.x) * grid.y))};
-        run_block(static_cast<unsigned>(nthreads_ll), block);
+        run_block(size.threads, block);
     }
     s.call = nullptr;
     s.closure = nullptr;
