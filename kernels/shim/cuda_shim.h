@@ -11,11 +11,13 @@
 //    shared by exactly the threads of the block that is running (like shared memory).
 //  * Indices. `threadIdx` and `blockIdx` are `thread_local`; `blockDim` and `gridDim` are
 //    globals set by the launcher.
-//  * Threads. By default the CUDA threads of a block are fibers (ucontext) on the launching OS
-//    thread, run in thread order, each until it reaches a barrier, a shuffle or its end; the
-//    launcher sets `threadIdx` before it resumes one. With KVS_SHIM_OS_THREADS every CUDA
-//    thread of a block is a real OS thread instead (taken from a reusable pool): slower, but
-//    ThreadSanitizer then sees a missing `__syncthreads` as a data race (scripts/sanitize.sh).
+//  * Threads. By default the CUDA threads of a block are fibers on the launching OS thread, run
+//    in thread order, each until it reaches a barrier, a shuffle or its end; the launcher sets
+//    `threadIdx` before it resumes one. Under ThreadSanitizer each fiber is a TSan fiber that
+//    shares no happens-before with the others except through the barriers, so a missing
+//    `__syncthreads` is still reported as a data race (scripts/sanitize.sh). With
+//    KVS_SHIM_OS_THREADS every CUDA thread of a block is a real OS thread instead (taken from a
+//    reusable pool; AddressSanitizer runs this one).
 //    The blocks of the grid run one after another; launches are serialised by a mutex.
 //  * `__syncthreads()` opens when every thread of the block that has not returned waits at it,
 //    so threads that leave early (a bounds check) never block the others at later barriers
@@ -53,6 +55,22 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+// ThreadSanitizer: the fiber runtime tells it about each switch and each barrier (below).
+#if defined(__SANITIZE_THREAD__)
+#define KVS_SHIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVS_SHIM_TSAN 1
+#endif
+#endif
+#ifdef KVS_SHIM_TSAN
+#include <sanitizer/tsan_interface.h>
+// Dynamic annotations, exported by the TSan runtime: the scheduler's writes of the thread index
+// (one thread_local shared by every fiber of the OS thread) are not data the kernels share.
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#endif
 
 // Fibers need Linux (mmap, and ucontext where the switch below is not written); elsewhere the
 // OS-thread runtime is used.
@@ -288,8 +306,17 @@ inline void warp_sync() { my_warp().bar->arrive_and_wait(); }
 // its end, then the next one runs. A barrier opens when every thread of the block (of the warp,
 // for warp barriers) that has not returned waits at it, as with the OS threads' arrive_and_drop.
 // No OS scheduler is involved, so a __syncthreads costs one context switch per thread instead of
-// waking every OS thread of the block (the OS-thread runtime is kept for ThreadSanitizer, which
-// needs real threads to see a missing barrier as a race: define KVS_SHIM_OS_THREADS).
+// waking every OS thread of the block (the OS-thread runtime is kept behind KVS_SHIM_OS_THREADS).
+//
+// Under ThreadSanitizer (KVS_SHIM_TSAN) every CUDA thread of a block is a TSan fiber (made once
+// per thread index and reused by every block). Happens-before then runs only where CUDA
+// puts it: from the launcher to each thread when the block starts (the switch into a fiber
+// synchronises; the switch back does not), between the threads of a block (of a warp) at each
+// barrier (each arriving thread releases the barrier's sync object, each leaving one acquires
+// it; two objects per barrier, by the parity of the barrier's count, so a thread that already
+// went on to the next barrier cannot leak its later writes to one still leaving), and from every
+// thread to the launcher when the block ends. Two threads that share memory without a barrier
+// between them are therefore reported, whatever order the fibers happened to run in.
 // ---------------------------------------------------------------------------------------
 namespace kvs_shim {
 
@@ -303,6 +330,9 @@ enum class At : unsigned char { Run, Block, Warp, Done };
 // fiber_entry's first instruction.
 struct Ctx {
     void* sp = nullptr;
+#ifdef KVS_SHIM_TSAN
+    void* tsan = nullptr;  // this context's TSan fiber
+#endif
 };
 __attribute__((naked, noinline)) inline void ctx_switch(void** /*from*/, void* /*to*/) {
     asm volatile(
@@ -328,7 +358,7 @@ __attribute__((naked, noinline)) inline void ctx_switch(void** /*from*/, void* /
         "popq %rbp\n\t"
         "ret\n\t");
 }
-inline void swap(Ctx& from, Ctx& to) { ctx_switch(&from.sp, to.sp); }
+inline void swap_raw(Ctx& from, Ctx& to) { ctx_switch(&from.sp, to.sp); }
 inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
     // The stack top, 16-byte aligned; after the switch's `ret` into entry, rsp = top - 8, as after
     // a call. Below the return address: six zeroed registers and this thread's control words.
@@ -347,8 +377,11 @@ inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
 #else
 struct Ctx {
     ucontext_t uc;
+#ifdef KVS_SHIM_TSAN
+    void* tsan = nullptr;  // this context's TSan fiber
+#endif
 };
-inline void swap(Ctx& from, Ctx& to) { swapcontext(&from.uc, &to.uc); }
+inline void swap_raw(Ctx& from, Ctx& to) { swapcontext(&from.uc, &to.uc); }
 inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
     getcontext(&c.uc);
     c.uc.uc_stack.ss_sp = lo;
@@ -358,10 +391,23 @@ inline void prepare(Ctx& c, char* lo, std::size_t size, void (*entry)()) {
 }
 #endif
 
+// Switch from the launcher into a fiber (`sync`: TSan sees the launcher's writes before the
+// switch happen before the fiber's reads after it) or back (no synchronisation).
+inline void swap(Ctx& from, Ctx& to, [[maybe_unused]] bool sync) {
+#ifdef KVS_SHIM_TSAN
+    __tsan_switch_to_fiber(to.tsan, sync ? 0u : __tsan_switch_to_fiber_no_sync);
+#endif
+    swap_raw(from, to);
+}
+
 struct Fiber {
     Ctx ctx;
     void* stack = nullptr;
-    At at = At::Run;
+    // Written by the fiber when it parks and by the launcher when it resumes it: atomic (relaxed),
+    // so that TSan, which sees no happens-before from a fiber back to the launcher, does not report it.
+    std::atomic<At> at{At::Run};
+    unsigned block_waits = 0;  // barriers this thread has reached: the parity picks a sync object
+    unsigned warp_waits = 0;
 };
 
 // A fiber's stack: the kernels keep a few small arrays in locals; 256 KiB (mapped lazily, with a
@@ -371,20 +417,21 @@ constexpr std::size_t kGuard = 4096;
 
 struct Sched {
     Ctx main;
-    std::vector<Fiber> fibers;  // sized once to 1024: a fiber's address must not move
+    Fiber fibers[1024];  // a fiber's address must not move
     unsigned n = 0;             // threads in the running block
     unsigned cur = 0;           // the fiber running now
     std::uint64_t xbuf[1024] = {};  // shuffle exchange buffer, one slot per thread
     void (*call)(void*) = nullptr;  // the kernel call of this launch, and its closure
     void* closure = nullptr;
+    // TSan sync objects (only their addresses are used): the block barrier's and each warp's
+    // barrier's, by parity, and the block's end.
+    char block_bar[2] = {};
+    char warp_bar[32][2] = {};
+    char done = 0;
 };
 
 inline Sched& sched() {
-    static Sched* s = [] {
-        auto* p = new Sched;  // intentionally leaked, like the stacks
-        p->fibers.resize(1024);
-        return p;
-    }();
+    static Sched* s = new Sched;  // intentionally leaked, like the stacks
     return *s;
 }
 
@@ -395,15 +442,36 @@ inline unsigned lane_id() { return t_linear & 31u; }
 inline void park(At why) {
     Sched& s = sched();
     Fiber& f = s.fibers[s.cur];
-    f.at = why;
-    swap(f.ctx, s.main);
+#ifdef KVS_SHIM_TSAN
+    void* bar = nullptr;
+    if (why == At::Block) bar = &s.block_bar[f.block_waits & 1u];
+    if (why == At::Warp) bar = &s.warp_bar[s.cur / 32][f.warp_waits & 1u];
+    if (bar) __tsan_release(bar);
+#endif
+    if (why == At::Block) ++f.block_waits;
+    if (why == At::Warp) ++f.warp_waits;
+    f.at.store(why, std::memory_order_relaxed);
+    swap(f.ctx, s.main, false);
+#ifdef KVS_SHIM_TSAN
+    if (bar) __tsan_acquire(bar);
+#endif
 }
 
 inline void fiber_main() {
     Sched& s = sched();
+#ifdef KVS_SHIM_TSAN
+    // Under TSan a fiber is made once and then runs the same thread of every later block (a TSan
+    // fiber per thread per block cost more than OS threads did: each is a TSan thread state).
+    for (;;) {
+        s.call(s.closure);
+        __tsan_release(&s.done);
+        park(At::Done);  // resumed by the next block that has this thread
+    }
+#else
     s.call(s.closure);
-    park(At::Done);  // never resumed
+    park(At::Done);  // never resumed: the next block prepares a fresh context
     std::abort();
+#endif
 }
 
 [[noreturn]] inline void deadlock(unsigned n) {
@@ -430,17 +498,38 @@ inline void run_block(unsigned n, dim3 block) {
             mprotect(m, kGuard, PROT_NONE);
             f.stack = m;
         }
+#ifdef KVS_SHIM_TSAN
+        if (!f.ctx.tsan) {
+            prepare(f.ctx, static_cast<char*>(f.stack) + kGuard, kFiberStack, fiber_main);
+            f.ctx.tsan = __tsan_create_fiber(0);
+        }
+#else
         prepare(f.ctx, static_cast<char*>(f.stack) + kGuard, kFiberStack, fiber_main);
-        f.at = At::Run;
+#endif
+        f.at.store(At::Run, std::memory_order_relaxed);
+        f.block_waits = 0;
+        f.warp_waits = 0;
     }
+#ifdef KVS_SHIM_TSAN
+    // Read by the fibers of the last block after they last synchronised with the launcher.
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    s.main.tsan = __tsan_get_current_fiber();
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+#endif
     for (;;) {
         for (unsigned i = 0; i < n; ++i) {
             Fiber& f = s.fibers[i];
-            if (f.at != At::Run) continue;
+            if (f.at.load(std::memory_order_relaxed) != At::Run) continue;
+#ifdef KVS_SHIM_TSAN
+            AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
             s.cur = i;
             t_linear = i;
             threadIdx = uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
-            swap(s.main, f.ctx);
+#ifdef KVS_SHIM_TSAN
+            AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+#endif
+            swap(s.main, f.ctx, true);
         }
         // Every fiber now waits or has returned. Open each warp whose live lanes all wait at its
         // barrier; if none, the block barrier when every live thread waits there.
@@ -457,16 +546,19 @@ inline void run_block(unsigned n, dim3 block) {
             any_block |= other;
             if (warp && !other) {
                 for (unsigned i = lo; i < hi; ++i)
-                    if (s.fibers[i].at == At::Warp) s.fibers[i].at = At::Run;
+                    if (s.fibers[i].at == At::Warp) s.fibers[i].at.store(At::Run, std::memory_order_relaxed);
                 opened = true;
             }
         }
         if (opened) continue;
         if (any_warp) deadlock(n);
-        if (!any_block) return;  // every thread returned
+        if (!any_block) break;  // every thread returned
         for (unsigned i = 0; i < n; ++i)
-            if (s.fibers[i].at == At::Block) s.fibers[i].at = At::Run;
+            if (s.fibers[i].at == At::Block) s.fibers[i].at.store(At::Run, std::memory_order_relaxed);
     }
+#ifdef KVS_SHIM_TSAN
+    __tsan_acquire(&s.done);  // every thread's writes happen before the launcher goes on
+#endif
 }
 
 // Run `body` (which calls the kernel) as a grid of blocks, one block after another.
