@@ -40,6 +40,32 @@ pub fn text_floor() -> f32 {
     TEXT_FLOOR.with(std::cell::Cell::get)
 }
 
+thread_local! {
+    // The view page presentation mode shows this frame, and the most pages a view asked for.
+    static VIEW_PAGES: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 1)) };
+}
+
+/// Start a frame's views on view page `page` (the shell, each frame, before the views draw).
+pub fn begin_view_pages(page: usize) {
+    VIEW_PAGES.with(|p| p.set((page, 1)));
+}
+
+/// A view that splits what it shows into `pages` pages (a long table in presentation mode): the page to
+/// draw now. The presenter's → and ← step through the pages before the steps (`KvscopeApp::next_page_or_step`).
+pub fn view_page(pages: usize) -> usize {
+    let pages = pages.max(1);
+    VIEW_PAGES.with(|p| {
+        let (page, most) = p.get();
+        p.set((page, most.max(pages)));
+        page.min(pages - 1)
+    })
+}
+
+/// The most pages a view of this frame asked for ([`view_page`]; 1 when none did).
+pub fn view_pages() -> usize {
+    VIEW_PAGES.with(|p| p.get().1)
+}
+
 /// Whether this frame is the window's (its floor set, below presentation mode's): there a view's table
 /// or text block that does not fit its room at full size scrolls instead of shrinking under the floor
 /// (the presentation rules let the window scroll; a projector never does).

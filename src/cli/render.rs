@@ -32,6 +32,10 @@ pub struct RenderArgs {
     /// Presentation mode.
     #[arg(long)]
     pub present: bool,
+    /// With --present: the views' page to draw, from 1 (a view too long for the slide pages what it shows;
+    /// the presenter's → turns the pages).
+    #[arg(long, default_value_t = 1)]
+    pub view_page: usize,
     /// Light theme.
     #[arg(long)]
     pub light: bool,
@@ -69,6 +73,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         lang,
         size,
         present,
+        view_page,
         light,
         backend,
         at,
@@ -168,6 +173,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         if let Some(a) = at {
             app.set_cursor(a);
         }
+        app.set_view_page(view_page.saturating_sub(1));
         let img = headless
             .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
             .map_err(|e| anyhow::anyhow!(e))?;

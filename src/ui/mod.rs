@@ -99,6 +99,10 @@ pub struct KvscopeApp {
     /// last frame laid out (the presenter's → and ← step through them before the steps).
     narration_page: usize,
     narration_pages: usize,
+    /// The same for the views: a table too long for the slide pages its rows (`widgets::table`), and the
+    /// presenter's keys step through its pages after the narration's.
+    view_page: usize,
+    view_pages: usize,
     params: BTreeMap<String, Params>,
     cursor: BTreeMap<String, usize>,
     backends: Vec<(BackendKind, BackendSlot)>,
@@ -188,6 +192,8 @@ impl KvscopeApp {
             presentation: false,
             narration_page: 0,
             narration_pages: 1,
+            view_page: 0,
+            view_pages: 1,
             params: BTreeMap::new(),
             cursor: BTreeMap::new(),
             backends: Vec::new(),
@@ -331,6 +337,8 @@ impl KvscopeApp {
         self.step = step.min(steps.saturating_sub(1));
         self.narration_page = 0;
         self.narration_pages = 1;
+        self.view_page = 0;
+        self.view_pages = 1;
         self.ensure_params();
         let l = &self.lessons[self.cur];
         self.pending_point = None;
@@ -399,22 +407,38 @@ impl KvscopeApp {
         }
     }
 
-    /// The presenter's next: the narration's next page in presentation mode, else the next step.
+    /// The presenter's next: the narration's next page in presentation mode, then the views' next page,
+    /// else the next step.
     pub fn next_page_or_step(&mut self) {
         if self.presentation && self.narration_page + 1 < self.narration_pages {
             self.narration_page += 1;
+        } else if self.presentation && self.view_page + 1 < self.view_pages {
+            self.view_page += 1;
         } else {
             self.next_step();
         }
     }
 
-    /// The presenter's back: the narration's previous page in presentation mode, else the previous step.
+    /// The presenter's back: the views' previous page in presentation mode, then the narration's, else
+    /// the previous step.
     pub fn prev_page_or_step(&mut self) {
-        if self.presentation && self.narration_page > 0 {
+        if self.presentation && self.view_page > 0 {
+            self.view_page -= 1;
+        } else if self.presentation && self.narration_page > 0 {
             self.narration_page -= 1;
         } else {
             self.prev_step();
         }
+    }
+
+    /// Show the views' page `page` (from 0) in presentation mode; a page past the last shows the last.
+    pub fn set_view_page(&mut self, page: usize) {
+        self.view_page = page;
+    }
+
+    /// The views' page shown in presentation mode and how many there are (1 when they fit).
+    pub fn view_page(&self) -> (usize, usize) {
+        (self.view_page, self.view_pages)
     }
 
     /// The narration page shown in presentation mode and how many there are (1 when it fits).

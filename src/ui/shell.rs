@@ -72,7 +72,11 @@ pub fn shell(app: &mut KvscopeApp, ui: &mut Ui) {
         .resizable(false)
         .exact_size(side_w)
         .show(ui, |ui| side_panel(app, ui));
+    // A view that pages (a long table in presentation mode) reads the page to draw and says how many.
+    style::begin_view_pages(app.view_page);
     let views = egui::CentralPanel::default_margins().show(ui, |ui| central(app, ui));
+    app.view_pages = if pres { style::view_pages() } else { 1 };
+    app.view_page = app.view_page.min(app.view_pages - 1);
     app.set_lesson_area(side.response.rect.union(views.response.rect));
 }
 

@@ -10,7 +10,7 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::views::attention_layer::{head_label, score_hover};
-use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, view_id, view_in};
+use crate::ui::widgets::{Axes, Cell, Table, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, view_id, view_in};
 
 impl LessonUi for MultiHead {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -299,28 +299,16 @@ fn kv_bytes(cx: &mut ViewCtx, ui: &mut Ui, a: &AttnOut) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    crate::ui::widgets::fitted_table(ui, "kvbytes", size, |ui, size| {
-        egui::Grid::new("kvbytes")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                ui.label("");
-                ui.label("2 · kv_heads · head_dim · 2 B");
-                ui.label(lang.t("vs MHA", "相对 MHA"));
-                ui.end_row();
-                for (name, k) in [("MHA", h), (lang.t("this setting", "当前设置"), kvh), ("MQA", 1)] {
-                    let mark = if k == kvh { "> " } else { "" };
-                    ui.label(RichText::new(format!("{mark}{name}")).size(crate::style::fit(size)));
-                    ui.label(
-                        RichText::new(format!("2 · {k} · {hd} · 2 = {}", bytes(per(k) as f64)))
-                            .size(crate::style::fit(size))
-                            .monospace(),
-                    );
-                    ui.label(RichText::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)).size(crate::style::fit(size)));
-                    ui.end_row();
-                }
-            })
-    });
+    let mut t = Table::new(["", "2 · kv_heads · head_dim · 2 B", lang.t("vs MHA", "相对 MHA")]);
+    for (name, k) in [("MHA", h), (lang.t("this setting", "当前设置"), kvh), ("MQA", 1)] {
+        let mark = if k == kvh { "> " } else { "" };
+        t.row([
+            Cell::new(format!("{mark}{name}")),
+            Cell::new(format!("2 · {k} · {hd} · 2 = {}", bytes(per(k) as f64))).mono(),
+            Cell::new(format!("{:.3}×", per(k) as f64 / per(h) as f64)),
+        ]);
+    }
+    crate::ui::widgets::table(ui, lang, size, &t);
 }
 
 fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
@@ -335,51 +323,28 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    crate::ui::widgets::fitted_table(ui, "models", size, |ui, size| {
-        egui::Grid::new("models")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for hdr in [
-                    lang.t("model", "模型"),
-                    lang.t("layers", "层数"),
-                    lang.t("heads / KV", "头数 / KV"),
-                    "head_dim",
-                    lang.t("per token", "每 token"),
-                    lang.t("4k-token context", "4k token 上下文"),
-                ] {
-                    ui.label(RichText::new(hdr).strong().size(crate::style::fit(size * 0.9)));
-                }
-                ui.end_row();
-                // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
-                let quote = crate::ui::text::quote_color(ui.visuals());
-                for m in &l.file.models {
-                    let b = m.kv_bytes_per_token();
-                    ui.label(RichText::new(&m.name).size(crate::style::fit(size * 0.9)));
-                    ui.label(
-                        RichText::new(m.layers.to_string())
-                            .size(crate::style::fit(size * 0.9))
-                            .italics()
-                            .color(quote),
-                    );
-                    ui.label(
-                        RichText::new(format!("{} / {}", m.heads, m.kv_heads))
-                            .size(crate::style::fit(size * 0.9))
-                            .italics()
-                            .color(quote),
-                    );
-                    ui.label(
-                        RichText::new(m.head_dim.to_string())
-                            .size(crate::style::fit(size * 0.9))
-                            .italics()
-                            .color(quote),
-                    );
-                    ui.label(RichText::new(bytes(b as f64)).size(crate::style::fit(size * 0.9)).monospace());
-                    ui.label(RichText::new(bytes(b as f64 * 4096.0)).size(crate::style::fit(size * 0.9)).monospace());
-                    ui.end_row();
-                }
-            })
-    });
+    // The configs are quoted (published, drawn in the quote colour); the byte counts are computed.
+    let quote = crate::ui::text::quote_color(ui.visuals());
+    let mut t = Table::new([
+        lang.t("model", "模型"),
+        lang.t("layers", "层数"),
+        lang.t("heads / KV", "头数 / KV"),
+        "head_dim",
+        lang.t("per token", "每 token"),
+        lang.t("4k-token context", "4k token 上下文"),
+    ]);
+    for m in &l.file.models {
+        let b = m.kv_bytes_per_token();
+        t.row([
+            Cell::new(&m.name),
+            Cell::new(m.layers.to_string()).color(quote),
+            Cell::new(format!("{} / {}", m.heads, m.kv_heads)).color(quote),
+            Cell::new(m.head_dim.to_string()).color(quote),
+            Cell::new(bytes(b as f64)).mono(),
+            Cell::new(bytes(b as f64 * 4096.0)).mono(),
+        ]);
+    }
+    crate::ui::widgets::table(ui, lang, size * 0.9, &t.below(5.0));
     ui.label(
         RichText::new("2 · layers · kv_heads · head_dim · bytes")
             .size(crate::style::fit(size * 0.85))

@@ -89,83 +89,6 @@ pub fn raise_text_styles(ui: &mut Ui, floor: f32) {
     }
 }
 
-/// Draw table `id` scaled to fit the width available: `table` gets the text size to use (`size` times
-/// the scale) and returns the grid's response, whose width is recorded for the next frame.
-pub fn fitted_table<R>(
-    ui: &mut Ui,
-    id: &str,
-    size: f32,
-    table: impl FnOnce(&mut Ui, f32) -> egui::InnerResponse<R>,
-) -> R {
-    let scale = table_scale(ui, id);
-    // The table sets its own text size (shrunk to the room it has): the text floor of presentation
-    // mode would make it overflow instead, so it is lifted here and the presentation check reports the
-    // shrunk text (issue #56: such a table must page, split or become a chart).
-    let floor = crate::style::text_floor();
-    let r = without_floor(|| {
-        if floor > 0.0 {
-            // Labels without a size of their own follow the table's size too.
-            let s = size * scale;
-            ui.scope(|ui| {
-                cap_text_styles(ui, s);
-                table(ui, s)
-            })
-            .inner
-        } else {
-            table(ui, size * scale)
-        }
-    });
-    remember_table_width(ui, id, r.response.rect.width(), scale);
-    r.inner
-}
-
-/// The scale (at most 1) at which table `id` fits the width available now: its natural width, recorded
-/// by [`remember_table_width`] on the previous frame, against the available width. A table is scaled
-/// down rather than cut at the view's edge (egui's grids do not wrap).
-fn table_scale(ui: &Ui, id: &str) -> f32 {
-    // The width available before the table is drawn (a too-wide table widens its ui's region after).
-    let avail = ui.available_width();
-    ui.ctx()
-        .data_mut(|d| d.insert_temp(egui::Id::unique(("table-room", id)), avail));
-    let natural = ui
-        .ctx()
-        .data(|d| d.get_temp::<f32>(egui::Id::unique(("table-width", id))));
-    match natural {
-        // A little under the exact ratio: the grid's spacing does not scale with its text.
-        Some(w) if w > ui.available_width() && w > 0.0 => (0.94 * ui.available_width() / w).max(0.3),
-        _ => 1.0,
-    }
-}
-
-/// Record table `id`'s width `drawn` at `scale`. egui's grids size their columns from the frame before,
-/// so a width is only taken once the scale has held for a frame (the layout has settled): at full size it
-/// is the natural width; scaled and still too wide, `drawn / scale` raises the record (spacing does not
-/// scale, so that overstates it a little and shrinks the table a little more); scaled and fitting, the
-/// record stays, so the scale does not swing.
-fn remember_table_width(ui: &Ui, id: &str, drawn: f32, scale: f32) {
-    let key = egui::Id::unique(("table-width", id));
-    let last_key = egui::Id::unique(("table-last-scale", id));
-    let room = ui
-        .ctx()
-        .data(|d| d.get_temp::<f32>(egui::Id::unique(("table-room", id))))
-        .unwrap_or(f32::INFINITY);
-    ui.ctx().data_mut(|d| {
-        let settled = d.get_temp::<f32>(last_key).is_some_and(|l| (l - scale).abs() < 1e-4);
-        d.insert_temp(last_key, scale);
-        if !settled {
-            return;
-        }
-        let old = d.get_temp::<f32>(key);
-        let new = match old {
-            _ if scale >= 1.0 => drawn,
-            Some(w) if drawn > room + 1.0 => w.max(drawn / scale.max(1e-3)),
-            Some(w) => w,
-            None => drawn / scale.max(1e-3),
-        };
-        d.insert_temp(key, new);
-    });
-}
-
 /// The key of what a [`fitted_height`] view draws: a hash of the values it depends on.
 pub fn fit_key(what: impl std::hash::Hash) -> u64 {
     use std::hash::{DefaultHasher, Hasher};
@@ -218,7 +141,11 @@ pub fn fitted_height(ui: &mut Ui, id: &str, key: u64, size: f32, content: impl F
         });
     let top = ui.cursor().top();
     let s = size * fit.cur;
-    if crate::style::text_floor() > 0.0 {
+    if fit.cur >= 1.0 {
+        // Full size first, with the floor: a view's secondary text (`style::fit`) at the floor. Only a
+        // view that overflows so is shrunk, under the floor (which the presentation check reports).
+        content(ui, s);
+    } else if crate::style::text_floor() > 0.0 {
         // Widgets' own text (a slider's value) shrinks with the content too.
         ui.scope(|ui| {
             cap_text_styles(ui, s);

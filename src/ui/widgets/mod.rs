@@ -9,6 +9,7 @@ mod heat;
 mod kernel;
 mod layout;
 mod lines;
+mod table;
 mod tables;
 
 use std::any::Any;
@@ -19,8 +20,9 @@ use eframe::egui::{self, Color32, RichText, Ui};
 pub use axes::Axes;
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
-pub use layout::{anchored, fit_key, fitted_height, fitted_table, grid, raise_text_styles, view_in};
+pub use layout::{anchored, fit_key, fitted_height, grid, raise_text_styles, view_in};
 pub use lines::{LineHead, attention_lines};
+pub use table::{Cell, Table, table};
 pub use tables::{
     BlockBox, Tables, arrow, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,
 };
@@ -190,12 +192,15 @@ pub fn sim_capped(cx: &ViewCtx, ui: &mut Ui, read: usize, asked: Option<usize>) 
 /// line instead of running its text past the edge.
 pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
     let color = ui.visuals().text_color();
-    let galley = ui.painter().layout_no_wrap(
+    let gap = ui.spacing().item_spacing.x;
+    // An entry wider than a whole row wraps its text beside the chip (it is never cut at the edge).
+    let wrap = (ui.max_rect().width() - size - gap).max(size * 4.0);
+    let galley = ui.painter().layout(
         text.to_string(),
         egui::FontId::proportional(crate::style::fit(size * 0.85)),
         color,
+        wrap,
     );
-    let gap = ui.spacing().item_spacing.x;
     let h = galley.size().y.max(size * 0.8);
     let (rect, resp) = ui.allocate_exact_size(egui::vec2(size + gap + galley.size().x, h), egui::Sense::hover());
     resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, text));
@@ -224,22 +229,26 @@ pub fn legend<S: AsRef<str>>(ui: &mut Ui, entries: &[(crate::style::Rgba, S)], s
 /// `horizontal_wrapped` wraps them, so that a view can size what goes above it and still fit.
 pub fn legend_height<S: AsRef<str>>(ui: &Ui, entries: &[(crate::style::Rgba, S)], size: f32, width: f32) -> f32 {
     let gap = ui.spacing().item_spacing;
-    let (mut x, mut rows, mut row_h) = (0.0f32, 1usize, 0.0f32);
+    let (mut x, mut row_h) = (0.0f32, 0.0f32);
+    let mut done = 0.0f32; // the height of the rows finished
     for (_, t) in entries {
-        let g = ui.painter().layout_no_wrap(
+        let g = ui.painter().layout(
             t.as_ref().to_string(),
             egui::FontId::proportional(crate::style::fit(size * 0.85)),
             Color32::PLACEHOLDER,
+            (width - size - gap.x).max(size * 4.0),
         );
         let w = size + gap.x + g.size().x;
-        row_h = row_h.max(g.size().y.max(size * 0.8));
+        let h = g.size().y.max(size * 0.8);
         if x > 0.0 && x + w > width {
-            rows += 1;
+            done += row_h + gap.y;
             x = 0.0;
+            row_h = 0.0;
         }
+        row_h = row_h.max(h);
         x += w + gap.x;
     }
-    rows as f32 * row_h + (rows - 1) as f32 * gap.y
+    done + row_h
 }
 
 /// A probability `p` as a bar in its track (the next-byte bars of lessons 4 and 5), the track outlined in

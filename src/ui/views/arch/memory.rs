@@ -11,7 +11,7 @@ use crate::lessons::arch::{ArchOut, CONTEXTS, HYBRID, gb, ktokens, params_text};
 use crate::lessons::format_bytes;
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, fitted_table, legend};
+use crate::ui::widgets::{Cell, Table, ViewCtx, legend, table};
 
 /// One model's layers as cells: windowed layers in one colour, full ones in another; with CLA (`share`
 /// > 1) the layers that read another's KV are drawn hollow.
@@ -210,17 +210,12 @@ pub(super) fn calculator(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         (lang.t("requests that fit", "能放下的请求"), r.requests_fit.to_string()),
         (lang.t("tokens that fit", "能放下的 token"), r.tokens_fit.to_string()),
     ];
-    let id = "arch-calc-table";
-    fitted_table(ui, id, size, |ui, size| {
-        egui::Grid::new(id).min_col_width(0.0).striped(true).show(ui, |ui| {
-            for (i, (k, v)) in rows.iter().enumerate() {
-                ui.label(RichText::new(*k).size(crate::style::fit(size)));
-                let t = RichText::new(v).monospace().size(crate::style::fit(size));
-                ui.label(if i == 6 { t.strong().color(style::CURRENT_32) } else { t });
-                ui.end_row();
-            }
-        })
-    });
+    let mut t = Table::new(["", ""]);
+    for (i, (k, v)) in rows.iter().enumerate() {
+        t.row([Cell::new(*k), Cell::new(v).mono().color_if(i == 6, style::CURRENT_32)]);
+    }
+    t.header.clear();
+    table(ui, lang, size, &t);
     if r.wrong.is_empty() {
         note(
             ui,

@@ -10,7 +10,7 @@ use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, check_line, fit_key, fitted_height, fitted_table, kernel_panel, legend};
+use crate::ui::widgets::{Cell, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
 
 mod memory;
 mod parts;
@@ -224,58 +224,35 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
         ),
     );
     let bad = style::fail(ui.visuals());
-    fitted_table(ui, "arch-scale", size, |ui, size| {
-        egui::Grid::new("arch-scale")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for h in [
-                    lang.t("model", "模型"),
-                    lang.t(
-                        "notes: class · layers · heads · d_model",
-                        "笔记：规模 · 层 · 头 · d_model",
-                    ),
-                    lang.t("layers", "层"),
-                    lang.t("heads", "头"),
-                    lang.t("KV heads", "KV 头"),
-                    "head_dim",
-                    "d_model",
-                    lang.t("params", "参数"),
-                    lang.t("KV / token", "KV / token"),
-                ] {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
-                }
-                ui.end_row();
-                for row in SEED_TABLE {
-                    let Some((i, m)) = o.named(row.model) else { continue };
-                    let out = row.outside(m);
-                    let band = |(a, b): (usize, usize)| if a == b { a.to_string() } else { format!("{a}-{b}") };
-                    let cell = |ui: &mut Ui, v: String, wrong: bool| {
-                        let t = RichText::new(v).monospace().size(crate::style::fit(size));
-                        ui.label(if wrong { t.color(bad).strong() } else { t });
-                    };
-                    ui.label(RichText::new(&m.name).size(crate::style::fit(size)));
-                    ui.label(
-                        RichText::new(format!(
-                            "{} · {} · {} · {}",
-                            row.class,
-                            band(row.layers),
-                            band(row.heads),
-                            row.d_model
-                        ))
-                        .size(crate::style::fit(size * 0.9)),
-                    );
-                    cell(ui, m.layers.to_string(), out[0]);
-                    cell(ui, m.heads.to_string(), out[1]);
-                    cell(ui, m.kv_heads.to_string(), false);
-                    cell(ui, m.head_dim.to_string(), false);
-                    cell(ui, m.hidden.to_string(), out[2]);
-                    cell(ui, params_text(o.reports[i].parameters), false);
-                    cell(ui, format_bytes(o.bf16_bpt[i]), false);
-                    ui.end_row();
-                }
-            })
-    });
+    let mut t = Table::new([
+        lang.t("model", "模型"),
+        lang.t("notes: class · layers · heads · d_model", "笔记：规模 · 层 · 头 · d_model"),
+        lang.t("layers", "层"),
+        lang.t("heads", "头"),
+        lang.t("KV heads", "KV 头"),
+        "head_dim",
+        "d_model",
+        lang.t("params", "参数"),
+        lang.t("KV / token", "KV / token"),
+    ]);
+    for row in SEED_TABLE {
+        let Some((i, m)) = o.named(row.model) else { continue };
+        let out = row.outside(m);
+        let band = |(a, b): (usize, usize)| if a == b { a.to_string() } else { format!("{a}-{b}") };
+        let cell = |v: String, wrong: bool| Cell::new(v).mono().color_if(wrong, bad);
+        t.row([
+            Cell::new(&m.name),
+            Cell::new(format!("{} · {} · {} · {}", row.class, band(row.layers), band(row.heads), row.d_model)),
+            cell(m.layers.to_string(), out[0]),
+            cell(m.heads.to_string(), out[1]),
+            cell(m.kv_heads.to_string(), false),
+            cell(m.head_dim.to_string(), false),
+            cell(m.hidden.to_string(), out[2]),
+            cell(params_text(o.reports[i].parameters), false),
+            cell(format_bytes(o.bf16_bpt[i]), false),
+        ]);
+    }
+    table(ui, lang, size, &t.below(2.0));
     note(
         ui,
         size,
@@ -520,47 +497,41 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ui.add_space(size * 0.3);
         ui.label(RichText::new(name).strong().size(crate::style::fit(size * 0.95)));
         let c = mla_costs(d, t);
-        let id = format!("arch-cost-{ci}");
-        fitted_table(ui, &id, size, |ui, size| {
-            egui::Grid::new(&id).min_col_width(0.0).striped(true).show(ui, |ui| {
-                for h in [
-                    lang.t("path", "做法"),
-                    lang.t("values / token", "值 / token"),
-                    lang.t("cache read", "读缓存"),
-                    lang.t("weights read", "读权重"),
-                    "FLOPs",
-                ] {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
-                }
-                ui.end_row();
-                for (k, (p, pc)) in paths.iter().zip(c).enumerate() {
-                    let t = RichText::new(*p).size(crate::style::fit(size));
-                    ui.label(if k == 2 { t.strong() } else { t });
-                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(format_bytes(pc.cache_bytes)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(flops(pc.flops)).monospace().size(crate::style::fit(size)));
-                    ui.end_row();
-                }
-                if ci == 0 {
-                    // The kernel that ran: a block per (request, head), each reading every latent row.
-                    let pc = &c[2];
-                    ui.label(
-                        RichText::new(lang.t(
-                            "mla_decode as it ran (latent read per head)",
-                            "实际运行的 mla_decode（每个头各读一遍潜向量）",
-                        ))
-                        .size(crate::style::fit(size)),
-                    );
-                    ui.label(RichText::new(pc.cached_values.to_string()).monospace().size(crate::style::fit(size)));
-                    let ran = pc.cache_bytes * d.heads as f64;
-                    ui.label(RichText::new(format_bytes(ran)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(format_bytes(pc.weight_bytes)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(flops(pc.flops)).monospace().size(crate::style::fit(size)));
-                    ui.end_row();
-                }
-            })
-        });
+        let mut t = Table::new([
+            lang.t("path", "做法"),
+            lang.t("values / token", "值 / token"),
+            lang.t("cache read", "读缓存"),
+            lang.t("weights read", "读权重"),
+            "FLOPs",
+        ]);
+        for (k, (p, pc)) in paths.iter().zip(c).enumerate() {
+            t.row([
+                Cell::new(*p),
+                Cell::new(pc.cached_values.to_string()).mono(),
+                Cell::new(format_bytes(pc.cache_bytes)).mono(),
+                Cell::new(format_bytes(pc.weight_bytes)).mono(),
+                Cell::new(flops(pc.flops)).mono(),
+            ]);
+            if k == 2 {
+                t.marked.push(k);
+            }
+        }
+        if ci == 0 {
+            // The kernel that ran: a block per (request, head), each reading every latent row.
+            let pc = &c[2];
+            let ran = pc.cache_bytes * d.heads as f64;
+            t.row([
+                Cell::new(lang.t(
+                    "mla_decode as it ran (latent read per head)",
+                    "实际运行的 mla_decode（每个头各读一遍潜向量）",
+                )),
+                Cell::new(pc.cached_values.to_string()).mono(),
+                Cell::new(format_bytes(ran)).mono(),
+                Cell::new(format_bytes(pc.weight_bytes)).mono(),
+                Cell::new(flops(pc.flops)).mono(),
+            ]);
+        }
+        table(ui, lang, size, &t);
     }
     note(
         ui,

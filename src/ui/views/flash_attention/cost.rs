@@ -116,40 +116,27 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    crate::ui::widgets::fitted_table(ui, "flash-io", size, |ui, size| {
-        let mono = |s: String| RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
-        egui::Grid::new("flash-io")
-            .min_col_width(0.0)
-            .striped(true)
-            .spacing([size, 4.0])
-            .show(ui, |ui| {
-                for h in [
-                    "",
-                    lang.t("read", "读"),
-                    lang.t("write", "写"),
-                    lang.t("formula", "公式"),
-                ] {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
-                }
-                ui.end_row();
-                ui.label(mono(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V").into()));
-                ui.label(mono(n.read.to_string()));
-                ui.label(mono(n.write.to_string()));
-                ui.label(mono("R = 3·T·hd + 2·T², W = 2·T² + T·hd".into()));
-                ui.end_row();
-                ui.label(mono(lang.t("flash (tiled)", "flash（分块）").into()));
-                ui.label(mono(fl.read.to_string()));
-                ui.label(mono(fl.write.to_string()));
-                ui.label(mono(
-                    lang.t(
-                        "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
-                        "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
-                    )
-                    .into(),
-                ));
-                ui.end_row();
-            })
-    });
+    {
+        use crate::ui::widgets::Cell;
+        let mut t = crate::ui::widgets::Table::new(["", lang.t("read", "读"), lang.t("write", "写"), lang.t("formula", "公式")]);
+        t.row([
+            Cell::new(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V")),
+            Cell::new(n.read.to_string()).mono(),
+            Cell::new(n.write.to_string()).mono(),
+            Cell::new("R = 3·T·hd + 2·T², W = 2·T² + T·hd").mono(),
+        ]);
+        t.row([
+            Cell::new(lang.t("flash (tiled)", "flash（分块）")),
+            Cell::new(fl.read.to_string()).mono(),
+            Cell::new(fl.write.to_string()).mono(),
+            Cell::new(lang.t(
+                "R = T·hd + 2·hd·Σ(keys of visited tiles), W = T·hd",
+                "R = T·hd + 2·hd·Σ(访问块的键数)，W = T·hd",
+            ))
+            .mono(),
+        ]);
+        crate::ui::widgets::table(ui, lang, size * 0.9, &t);
+    }
     ui.label(
         RichText::new(format!(
             "{} {:.1}× {} · f32: {} → {}",

@@ -256,41 +256,31 @@ pub(super) fn tradeoff(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFra
         .strong()
         .size(crate::style::fit(size)),
     );
-    crate::ui::widgets::fitted_table(ui, "tradeoff", size, |ui, size| {
-        egui::Grid::new("tradeoff")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for h in [
-                    lang.t("block size", "块大小"),
-                    lang.t("slots wasted in last blocks", "末块浪费的槽位"),
-                    lang.t("block-table entries", "块表项数"),
-                    lang.t("table bytes (int32)", "块表字节（int32）"),
-                ] {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size * 0.9)));
-                }
-                ui.end_row();
-                for bs in [1usize, 2, 4, 8, 16, 32, 64] {
-                    let shape = PagedShape {
-                        block_size: bs,
-                        ..p.shape
-                    };
-                    let blocks: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
-                    let waste = blocks * bs - lens.iter().sum::<usize>();
-                    let cur = bs == p.shape.block_size;
-                    let hl = style::state_text(ui.visuals(), style::CURRENT);
-                    let t = |s: String| {
-                        let r = RichText::new(s).size(crate::style::fit(size * 0.9)).monospace();
-                        if cur { r.strong().color(hl) } else { r }
-                    };
-                    ui.label(t(format!("{}{bs}", if cur { "> " } else { "" })));
-                    ui.label(t(waste.to_string()));
-                    ui.label(t(blocks.to_string()));
-                    ui.label(t((4 * blocks).to_string()));
-                    ui.end_row();
-                }
-            })
-    });
+    let hl = style::state_text(ui.visuals(), style::CURRENT);
+    let mut t = crate::ui::widgets::Table::new([
+        lang.t("block size", "块大小"),
+        lang.t("slots wasted in last blocks", "末块浪费的槽位"),
+        lang.t("block-table entries", "块表项数"),
+        lang.t("table bytes (int32)", "块表字节（int32）"),
+    ])
+    .below(3.0);
+    for bs in [1usize, 2, 4, 8, 16, 32, 64] {
+        let shape = PagedShape {
+            block_size: bs,
+            ..p.shape
+        };
+        let blocks: usize = lens.iter().map(|&l| shape.blocks_for(l)).sum();
+        let waste = blocks * bs - lens.iter().sum::<usize>();
+        let cur = bs == p.shape.block_size;
+        let c = |s: String| crate::ui::widgets::Cell::new(s).mono().color_if(cur, hl);
+        t.row([
+            c(format!("{}{bs}", if cur { "> " } else { "" })),
+            c(waste.to_string()),
+            c(blocks.to_string()),
+            c((4 * blocks).to_string()),
+        ]);
+    }
+    crate::ui::widgets::table(ui, lang, size * 0.9, &t);
     ui.label(RichText::new(lang.t(
         "Small blocks waste little in each request's last block but need long tables (one lookup per block); large blocks need short tables but waste up to block_size − 1 slots per request.",
         "块小：每个请求末块浪费少，但块表长（每块一次查表）；块大：块表短，但每个请求最多浪费 block_size − 1 个槽位。",

@@ -38,54 +38,49 @@ pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     );
     let hashes = crate::cache::prefix::chain_hashes(&toks, bs);
     chain_boxes(lang, ui, size, req, &toks, bs, &hashes, &table, f);
-    crate::ui::widgets::fitted_table(ui, "prefix-chain", size, |ui, size| {
-        egui::Grid::new("prefix-chain")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for head in [
-                    lang.t("logical", "逻辑块"),
-                    lang.t("tokens", "token"),
-                    lang.t("parent", "父哈希"),
-                    lang.t("hash", "哈希"),
-                    lang.t("block", "物理块"),
-                ] {
-                    ui.label(RichText::new(head).strong().size(crate::style::fit(size * 0.85)));
-                }
-                ui.end_row();
-                for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
-                    let full = chunk.len() == bs;
-                    let parent = if i == 0 {
-                        "0".to_string()
-                    } else {
-                        hashes.get(i - 1).map_or("—".into(), |h| short(*h))
-                    };
-                    let hash = if full {
-                        hashes.get(i).map_or("—".into(), |h| short(*h))
-                    } else {
-                        lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
-                    };
-                    let phys = table.get(i).copied();
-                    let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
-                    let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
-                    let mono = |t: String| RichText::new(t).monospace().size(crate::style::fit(size * 0.85));
-                    ui.label(mono(i.to_string()));
-                    ui.label(mono(format!("{chunk:?}")));
-                    ui.label(mono(parent));
-                    ui.label(mono(hash).color(if cached {
-                        ui.visuals().strong_text_color()
-                    } else {
-                        style::muted(ui.visuals())
-                    }));
-                    ui.label(mono(match phys {
-                        Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
-                        Some(b) => b.to_string(),
-                        None => "—".into(),
-                    }));
-                    ui.end_row();
-                }
+    if !style::views_may_scroll() {
+        // Presentation mode: the boxes carry the table's facts (tokens, hash, block, reference count; the
+        // parent hash is the arrow), and a slide has no room for both.
+        return;
+    }
+    use crate::ui::widgets::Cell;
+    let mut t = crate::ui::widgets::Table::new([
+        lang.t("logical", "逻辑块"),
+        lang.t("tokens", "token"),
+        lang.t("parent", "父哈希"),
+        lang.t("hash", "哈希"),
+        lang.t("block", "物理块"),
+    ]);
+    let (strong, muted) = (ui.visuals().strong_text_color(), style::muted(ui.visuals()));
+    for (i, chunk) in toks.chunks(bs.max(1)).enumerate() {
+        let full = chunk.len() == bs;
+        let parent = if i == 0 {
+            "0".to_string()
+        } else {
+            hashes.get(i - 1).map_or("—".into(), |h| short(*h))
+        };
+        let hash = if full {
+            hashes.get(i).map_or("—".into(), |h| short(*h))
+        } else {
+            lang.t("— (partial: not cached)", "—（未满：不缓存）").to_string()
+        };
+        let phys = table.get(i).copied();
+        let cached = phys.and_then(|b| f.cached.get(b as usize)).is_some_and(Option::is_some);
+        let shared = phys.is_some_and(|b| f.refs[b as usize] > 1);
+        t.row([
+            Cell::new(i.to_string()).mono(),
+            Cell::new(format!("{chunk:?}")).mono(),
+            Cell::new(parent).mono(),
+            Cell::new(hash).mono().color(if cached { strong } else { muted }),
+            Cell::new(match phys {
+                Some(b) if shared => format!("{b} ×{}", f.refs[b as usize]),
+                Some(b) => b.to_string(),
+                None => "—".into(),
             })
-    });
+            .mono(),
+        ]);
+    }
+    crate::ui::widgets::table(ui, lang, size * 0.85, &t);
 }
 
 /// The chain drawn as linked boxes, one per logical block in order: its tokens, its hash (a full block)

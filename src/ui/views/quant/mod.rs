@@ -258,23 +258,12 @@ fn range_table(cx: &mut ViewCtx, ui: &mut Ui) {
         lang.t("infinities", "无穷大"),
         lang.t("NaN codes", "NaN 编码数"),
     ];
-    crate::ui::widgets::fitted_table(ui, "fp8-range", size, |ui, size| {
-        egui::Grid::new("fp8-range")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                ui.label("");
-                ui.label(RichText::new("E4M3").strong().size(crate::style::fit(size)));
-                ui.label(RichText::new("E5M2").strong().size(crate::style::fit(size)));
-                ui.end_row();
-                for (i, n) in names.iter().enumerate() {
-                    ui.label(RichText::new(*n).size(crate::style::fit(size)));
-                    ui.label(RichText::new(&a[i]).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(&b[i]).monospace().size(crate::style::fit(size)));
-                    ui.end_row();
-                }
-            })
-    });
+    let mut t = crate::ui::widgets::Table::new(["", "E4M3", "E5M2"]);
+    for (i, n) in names.iter().enumerate() {
+        use crate::ui::widgets::Cell;
+        t.row([Cell::new(*n), Cell::new(&a[i]).mono(), Cell::new(&b[i]).mono()]);
+    }
+    crate::ui::widgets::table(ui, lang, size, &t);
 }
 
 fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
@@ -443,53 +432,40 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
         dtype: KvDtype::F16,
         calibrated: true,
     };
-    crate::ui::widgets::fitted_table(ui, "kivi-ratio", size, |ui, size| {
-        egui::Grid::new("kivi-ratio")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                for h in [
-                    "",
-                    lang.t("nominal", "名义"),
-                    lang.t("bits per value", "每值比特"),
-                    lang.t("with scale + zero", "含缩放与零点"),
-                ] {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
-                }
-                for ctx in CONTEXTS {
-                    ui.label(
-                        RichText::new(match lang {
-                            Lang::En => format!("+ residual, ctx {ctx}"),
-                            Lang::Zh => format!("含残差，上下文 {ctx}"),
-                        })
-                        .strong()
-                        .size(crate::style::fit(size)),
-                    );
-                }
-                ui.end_row();
-                for bits in [4u32, 2] {
-                    let f = CacheFormat::Kivi {
-                        bits,
-                        group: g,
-                        residual: r,
-                    };
-                    let cost = bits as f64 + 32.0 / g as f64;
-                    ui.label(RichText::new(format!("KIVI {bits}-bit")).size(crate::style::fit(size)));
-                    ui.label(
-                        RichText::new(format!("{:.0}×", 16.0 / bits as f64))
-                            .monospace()
-                            .size(crate::style::fit(size)),
-                    );
-                    ui.label(RichText::new(format!("{cost:.2}")).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(format!("{:.2}×", 16.0 / cost)).monospace().size(crate::style::fit(size)));
-                    for ctx in CONTEXTS {
-                        let ratio = o.bytes_per_token(&pool, ctx) / o.bytes_per_token(&f, ctx);
-                        ui.label(RichText::new(format!("{ratio:.2}×")).monospace().size(crate::style::fit(size)));
-                    }
-                    ui.end_row();
-                }
-            })
-    });
+    use crate::ui::widgets::Cell;
+    let mut head = vec![
+        Cell::new(""),
+        Cell::new(lang.t("nominal", "名义")),
+        Cell::new(lang.t("bits per value", "每值比特")),
+        Cell::new(lang.t("with scale + zero", "含缩放与零点")),
+    ];
+    for ctx in CONTEXTS {
+        head.push(Cell::new(match lang {
+            Lang::En => format!("+ residual, ctx {ctx}"),
+            Lang::Zh => format!("含残差，上下文 {ctx}"),
+        }));
+    }
+    let mut t = crate::ui::widgets::Table::new(head);
+    for bits in [4u32, 2] {
+        let f = CacheFormat::Kivi {
+            bits,
+            group: g,
+            residual: r,
+        };
+        let cost = bits as f64 + 32.0 / g as f64;
+        let mut row = vec![
+            Cell::new(format!("KIVI {bits}-bit")),
+            Cell::new(format!("{:.0}×", 16.0 / bits as f64)).mono(),
+            Cell::new(format!("{cost:.2}")).mono(),
+            Cell::new(format!("{:.2}×", 16.0 / cost)).mono(),
+        ];
+        for ctx in CONTEXTS {
+            let ratio = o.bytes_per_token(&pool, ctx) / o.bytes_per_token(&f, ctx);
+            row.push(Cell::new(format!("{ratio:.2}×")).mono());
+        }
+        t.row(row);
+    }
+    crate::ui::widgets::table(ui, lang, size, &t);
 }
 
 fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
@@ -518,54 +494,46 @@ fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     );
     let long = CONTEXTS[1];
     let bench = s.and_then(|s| s.bench.as_ref());
-    crate::ui::widgets::fitted_table(ui, "quant-table", size, |ui, size| {
-        egui::Grid::new("quant-table")
-            .min_col_width(0.0)
-            .striped(true)
-            .show(ui, |ui| {
-                let heads = [
-                    lang.t("format", "格式"),
-                    lang.t("bits/byte here", "本文本 比特/字节"),
-                    lang.t("stored", "存储"),
-                    lang.t("output error", "输出误差"),
-                    lang.t("bytes/token", "字节/token"),
-                    lang.t("tokens / 1 GiB", "token / 1 GiB"),
-                    lang.t("decode vs f16", "解码 vs f16"),
-                ];
-                for h in heads {
-                    ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
-                }
-                ui.end_row();
-                for (i, (f, r)) in o.runs.iter().enumerate() {
-                    let mark = if i == o.selected { "> " } else { "" };
-                    let stored_bpb = s
-                        .and_then(|s| s.cell(&r.format))
-                        .map_or("—".to_string(), |c| format!("{:.3}", c.bits_per_byte));
-                    let err = r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
-                    let b = o.bytes_per_token(f, long);
-                    let speed = bench
-                        .and_then(|b| b.lines.iter().find(|l| l.format == r.format))
-                        .map_or("—".to_string(), |l| format!("{:.2}×", l.speedup));
-                    let host = if r.kernel {
-                        ""
-                    } else {
-                        lang.t(" (host)", "（主机）")
-                    };
-                    ui.label(RichText::new(format!("{mark}{}{host}", format_label(f))).size(crate::style::fit(size)));
-                    ui.label(
-                        RichText::new(format!("{:.3}", r.bits_per_byte()))
-                            .monospace()
-                            .size(crate::style::fit(size)),
-                    );
-                    ui.label(RichText::new(stored_bpb).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(format!("{:.2}%", 100.0 * err)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(crate::lessons::format_bytes(b)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(tokens_per_pool(b)).monospace().size(crate::style::fit(size)));
-                    ui.label(RichText::new(speed).monospace().size(crate::style::fit(size)));
-                    ui.end_row();
-                }
-            })
-    });
+    let mut t = crate::ui::widgets::Table::new([
+        lang.t("format", "格式"),
+        lang.t("bits/byte here", "本文本 比特/字节"),
+        lang.t("stored", "存储"),
+        lang.t("output error", "输出误差"),
+        lang.t("bytes/token", "字节/token"),
+        lang.t("tokens / 1 GiB", "token / 1 GiB"),
+        lang.t("decode vs f16", "解码 vs f16"),
+    ])
+    .below(3.0);
+    for (i, (f, r)) in o.runs.iter().enumerate() {
+        use crate::ui::widgets::Cell;
+        let mark = if i == o.selected { "> " } else { "" };
+        let stored_bpb = s
+            .and_then(|s| s.cell(&r.format))
+            .map_or("—".to_string(), |c| format!("{:.3}", c.bits_per_byte));
+        let err = r.out_rel_rms.iter().sum::<f64>() / r.out_rel_rms.len().max(1) as f64;
+        let b = o.bytes_per_token(f, long);
+        let speed = bench
+            .and_then(|b| b.lines.iter().find(|l| l.format == r.format))
+            .map_or("—".to_string(), |l| format!("{:.2}×", l.speedup));
+        let host = if r.kernel {
+            ""
+        } else {
+            lang.t(" (host)", "（主机）")
+        };
+        t.row([
+            Cell::new(format!("{mark}{}{host}", format_label(f))),
+            Cell::new(format!("{:.3}", r.bits_per_byte())).mono(),
+            Cell::new(stored_bpb).mono(),
+            Cell::new(format!("{:.2}%", 100.0 * err)).mono(),
+            Cell::new(crate::lessons::format_bytes(b)).mono(),
+            Cell::new(tokens_per_pool(b)).mono(),
+            Cell::new(speed).mono(),
+        ]);
+        if i == o.selected {
+            t.marked.push(i);
+        }
+    }
+    crate::ui::widgets::table(ui, lang, size, &t);
     sim_capped(cx, ui, o.bytes, o.capped_from);
     if let Some(b) = bench {
         note(

@@ -1,7 +1,7 @@
 //! Lesson 10's real-model view: SmolLM2's stored per-channel maxima of K and V, and every format's errors
 //! and bits per byte.
 
-use eframe::egui::{self, RichText, Ui};
+use eframe::egui::{self, Ui};
 
 use super::common::*;
 use crate::cache::CacheFormat;
@@ -71,31 +71,24 @@ pub(super) fn real(cx: &mut ViewCtx, ui: &mut Ui) {
     }
     let right = egui::Rect::from_min_max(egui::pos2(split + gap / 2.0, full.min.y), full.max);
     view_in(ui, right, |ui| {
-        crate::ui::widgets::fitted_table(ui, "quant-real-table", size, |ui, size| {
-            egui::Grid::new("quant-real-table")
-                .min_col_width(0.0)
-                .striped(true)
-                .show(ui, |ui| {
-                    for h in [
-                        lang.t("format", "格式"),
-                        lang.t("bits/byte (quality)", "比特/字节（质量）"),
-                        lang.t("K error", "K 误差"),
-                        lang.t("V error", "V 误差"),
-                    ] {
-                        ui.label(RichText::new(h).strong().size(crate::style::fit(size)));
-                    }
-                    ui.end_row();
-                    let pct = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{:.2}%", 100.0 * x));
-                    for f in CacheFormat::all(s.group, s.residual) {
-                        let Some(c) = s.cell(&f.name()) else { continue };
-                        ui.label(RichText::new(format_label(&f)).size(crate::style::fit(size)));
-                        ui.label(RichText::new(format!("{:.3}", c.bits_per_byte)).monospace().size(crate::style::fit(size)));
-                        ui.label(RichText::new(pct(c.k_rel_err)).monospace().size(crate::style::fit(size)));
-                        ui.label(RichText::new(pct(c.v_rel_err)).monospace().size(crate::style::fit(size)));
-                        ui.end_row();
-                    }
-                })
-        });
+        let mut t = crate::ui::widgets::Table::new([
+            lang.t("format", "格式"),
+            lang.t("bits/byte (quality)", "比特/字节（质量）"),
+            lang.t("K error", "K 误差"),
+            lang.t("V error", "V 误差"),
+        ])
+        .below(4.0);
+        let pct = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{:.2}%", 100.0 * x));
+        for f in CacheFormat::all(s.group, s.residual) {
+            let Some(c) = s.cell(&f.name()) else { continue };
+            t.row([
+                crate::ui::widgets::Cell::new(format_label(&f)),
+                crate::ui::widgets::Cell::new(format!("{:.3}", c.bits_per_byte)).mono(),
+                crate::ui::widgets::Cell::new(pct(c.k_rel_err)).mono(),
+                crate::ui::widgets::Cell::new(pct(c.v_rel_err)).mono(),
+            ]);
+        }
+        crate::ui::widgets::table(ui, lang, size, &t);
         note(
             ui,
             size,

@@ -1,4 +1,4 @@
-//! What lesson 12's views share: titles, notes, table headers and the request colours.
+//! What lesson 12's views share: titles, notes and the request colours.
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
@@ -12,16 +12,25 @@ pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
     ui.add(egui::Label::new(RichText::new(text.into()).size(crate::style::fit(size * 0.85))).wrap());
 }
 
-/// A table's header row.
-pub(super) fn header(ui: &mut Ui, size: f32, cols: &[&str]) {
-    for h in cols {
-        ui.label(RichText::new(*h).strong().size(crate::style::fit(size)));
-    }
-    ui.end_row();
-}
-
 /// A request's colour, lighter for its decode tokens.
 pub(super) fn req_color(i: usize, decode: bool) -> Color32 {
     let c = style::c32(style::request(i));
     if decode { c.gamma_multiply(0.55) } else { c }
+}
+
+/// A muted line under a view that continues on the next page: what is there, and "page 2/2 →".
+pub(super) fn more_on_next_page(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, what: &str) {
+    let text = match lang {
+        crate::ui::text::Lang::En => format!("{what}: page 2/2 →"),
+        crate::ui::text::Lang::Zh => format!("{what}：第 2/2 页 →"),
+    };
+    ui.add_space(size * 0.5);
+    ui.add(
+        egui::Label::new(
+            RichText::new(text)
+                .size(crate::style::fit(size * 0.85))
+                .color(style::muted(ui.visuals())),
+        )
+        .wrap(),
+    );
 }

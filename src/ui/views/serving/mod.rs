@@ -10,7 +10,7 @@ use crate::lessons::serving::{FACT_CONTEXTS, Serving, ServingOut, View, crossove
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{ViewCtx, check_line, fit_key, fitted_height, fitted_table, kernel_panel, legend};
+use crate::ui::widgets::{Cell, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
 use common::*;
 use speculation::{real, spec_stats, speculative};
 
@@ -171,43 +171,42 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         ),
     );
     let long = o.long();
+    // In presentation mode the stored measurement is the view's second page (a slide has room for one
+    // of the two tables at the floor); the window shows both.
+    let page = if crate::style::views_may_scroll() {
+        None
+    } else {
+        Some(crate::style::view_page(2))
+    };
+    if page == Some(1) {
+        return stored_latency(ui, lang, size, o, long);
+    }
     match &o.run {
         Ok(run) => {
             let arrivals: Vec<usize> = o.requests.iter().map(|r| r.0).collect();
             let lat = run.latencies(&arrivals);
-            fitted_table(ui, "serve-lat-live", size, |ui, size| {
-                egui::Grid::new("serve-lat-live").striped(true).show(ui, |ui| {
-                    header(
-                        ui,
-                        size,
-                        &[
-                            lang.t("request", "请求"),
-                            lang.t("arrives", "到达"),
-                            lang.t("prompt", "prompt"),
-                            "TTFT",
-                            lang.t("worst ITL", "最差 ITL"),
-                            lang.t("bytes", "字节"),
-                        ],
-                    );
-                    for (i, (r, l)) in o.requests.iter().zip(&lat).enumerate() {
-                        ui.label(
-                            RichText::new(i.to_string())
-                                .size(crate::style::fit(size))
-                                .color(style::request_text(ui.visuals(), i)),
-                        );
-                        for v in [r.0.to_string(), r.1.to_string()] {
-                            ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
-                        }
-                        let (t, s) = l.as_ref().map_or(("-".into(), "-".into()), |l| {
-                            (l.ttft_steps.to_string(), l.max_itl_steps().to_string())
-                        });
-                        ui.label(RichText::new(t).monospace().size(crate::style::fit(size)));
-                        ui.label(RichText::new(s).monospace().size(crate::style::fit(size)));
-                        ui.label(RichText::new(run.outputs[i].len().to_string()).monospace().size(crate::style::fit(size)));
-                        ui.end_row();
-                    }
-                })
-            });
+            let mut t = Table::new([
+                lang.t("request", "请求"),
+                lang.t("arrives", "到达"),
+                lang.t("prompt", "prompt"),
+                "TTFT",
+                lang.t("worst ITL", "最差 ITL"),
+                lang.t("bytes", "字节"),
+            ]);
+            for (i, (r, l)) in o.requests.iter().zip(&lat).enumerate() {
+                let (tt, it) = l.as_ref().map_or(("-".into(), "-".into()), |l| {
+                    (l.ttft_steps.to_string(), l.max_itl_steps().to_string())
+                });
+                t.row([
+                    Cell::new(i.to_string()).color(style::request_text(ui.visuals(), i)),
+                    Cell::new(r.0.to_string()).mono(),
+                    Cell::new(r.1.to_string()).mono(),
+                    Cell::new(tt).mono(),
+                    Cell::new(it).mono(),
+                    Cell::new(run.outputs[i].len().to_string()).mono(),
+                ]);
+            }
+            table(ui, lang, size, &t);
         }
         Err(e) => {
             ui.add(
@@ -220,7 +219,16 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             );
         }
     }
+    if page == Some(0) {
+        common::more_on_next_page(ui, lang, size, lang.t("across budgets, stored", "不同预算，存储的实测"));
+        return;
+    }
     ui.add_space(size * 0.5);
+    stored_latency(ui, lang, size, o, long);
+}
+
+/// The stored wall-clock latencies across budgets and policies.
+fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &ServingOut, long: usize) {
     title(
         ui,
         size,
@@ -229,47 +237,36 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             "不同预算：存储的实测时间",
         ),
     );
-    fitted_table(ui, "serve-lat-stored", size, |ui, size| {
-        egui::Grid::new("serve-lat-stored").striped(true).show(ui, |ui| {
-            header(
-                ui,
-                size,
-                &[
-                    lang.t("policy", "策略"),
-                    lang.t("budget", "预算"),
-                    lang.t("long request TTFT", "长请求 TTFT"),
-                    lang.t("worst ITL, others", "其他请求最差 ITL"),
-                    lang.t("bytes/s", "字节/秒"),
-                ],
-            );
-            for r in &o.stored.latency {
-                let here = r.budget == o.budget && (r.policy == "chunked") == o.chunked;
-                let t = |s: String| {
-                    let t = RichText::new(s).monospace().size(crate::style::fit(size));
-                    if here {
-                        t.strong().color(style::c32(style::CURRENT))
-                    } else {
-                        t
-                    }
-                };
-                let pol = if r.policy == "chunked" {
-                    lang.t("chunked", "分块")
-                } else {
-                    lang.t("whole", "整段")
-                };
-                ui.label(t(pol.to_string()));
-                ui.label(t(r.budget.to_string()));
-                ui.label(t(format!("{:.1} ms", r.ttft.get(long).copied().unwrap_or(0.0) * 1e3)));
-                let stall = r.max_itl[..long.min(r.max_itl.len())]
-                    .iter()
-                    .copied()
-                    .fold(0.0, f64::max);
-                ui.label(t(format!("{:.1} ms", stall * 1e3)));
-                ui.label(t(format!("{:.0}", r.bytes_per_second)));
-                ui.end_row();
-            }
-        })
-    });
+    let mut t = Table::new([
+        lang.t("policy", "策略"),
+        lang.t("budget", "预算"),
+        lang.t("long request TTFT", "长请求 TTFT"),
+        lang.t("worst ITL, others", "其他请求最差 ITL"),
+        lang.t("bytes/s", "字节/秒"),
+    ])
+    .below(4.0);
+    let hl = style::c32(style::CURRENT);
+    for r in &o.stored.latency {
+        let here = r.budget == o.budget && (r.policy == "chunked") == o.chunked;
+        let c = |s: String| Cell::new(s).mono().color_if(here, hl);
+        let pol = if r.policy == "chunked" {
+            lang.t("chunked", "分块")
+        } else {
+            lang.t("whole", "整段")
+        };
+        let stall = r.max_itl[..long.min(r.max_itl.len())]
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        t.row([
+            c(pol.to_string()),
+            c(r.budget.to_string()),
+            c(format!("{:.1} ms", r.ttft.get(long).copied().unwrap_or(0.0) * 1e3)),
+            c(format!("{:.1} ms", stall * 1e3)),
+            c(format!("{:.0}", r.bytes_per_second)),
+        ]);
+    }
+    table(ui, lang, size, &t);
     note(
         ui,
         size,
@@ -397,6 +394,23 @@ fn chunk(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
 fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     let size = cx.size;
     let lang = cx.lang;
+    // In presentation mode the estimate from quoted device facts is the view's second page.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
+    if page != Some(1) {
+        offload_measured(ui, lang, size, o);
+    }
+    if page == Some(0) {
+        common::more_on_next_page(ui, lang, size, lang.t("on real GPUs, from quoted facts", "真实 GPU 上，由引用的参数估算"));
+        return;
+    }
+    if page.is_none() {
+        ui.add_space(size * 0.4);
+    }
+    offload_from_facts(ui, lang, size, o);
+}
+
+/// Lesson 12's offload measurement on this machine: swap out and back against recompute.
+fn offload_measured(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &ServingOut) {
     title(
         ui,
         size,
@@ -405,35 +419,28 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             "本机实测：换出再换回一个请求（主机内存池之间的拷贝）对比重算",
         ),
     );
-    fitted_table(ui, "serve-offload", size, |ui, size| {
-        egui::Grid::new("serve-offload").striped(true).show(ui, |ui| {
-            header(
-                ui,
-                size,
-                &[
-                    lang.t("tokens", "token 数"),
-                    lang.t("KV bytes", "KV 字节"),
-                    lang.t("swap out + in", "换出 + 换入"),
-                    lang.t("GB/s", "GB/s"),
-                    lang.t("recompute (prefill)", "重算（预填充）"),
-                    lang.t("recompute ÷ swap", "重算 ÷ 换入换出"),
-                ],
-            );
-            for r in &o.stored.offload {
-                for v in [
-                    r.tokens.to_string(),
-                    format_bytes(r.bytes as f64),
-                    format!("{:.3} ms", r.swap_seconds * 1e3),
-                    format!("{:.1}", 2.0 * r.bytes as f64 / r.swap_seconds / 1e9),
-                    format!("{:.2} ms", r.recompute_seconds * 1e3),
-                    format!("{:.0}×", r.recompute_seconds / r.swap_seconds),
-                ] {
-                    ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
-                }
-                ui.end_row();
-            }
-        })
-    });
+    let mut t = Table::new([
+        lang.t("tokens", "token 数"),
+        lang.t("KV bytes", "KV 字节"),
+        lang.t("swap out + in", "换出 + 换入"),
+        lang.t("GB/s", "GB/s"),
+        lang.t("recompute (prefill)", "重算（预填充）"),
+        lang.t("recompute ÷ swap", "重算 ÷ 换入换出"),
+    ]);
+    for r in &o.stored.offload {
+        t.row(
+            [
+                r.tokens.to_string(),
+                format_bytes(r.bytes as f64),
+                format!("{:.3} ms", r.swap_seconds * 1e3),
+                format!("{:.1}", 2.0 * r.bytes as f64 / r.swap_seconds / 1e9),
+                format!("{:.2} ms", r.recompute_seconds * 1e3),
+                format!("{:.0}×", r.recompute_seconds / r.swap_seconds),
+            ]
+            .map(|v| Cell::new(v).mono()),
+        );
+    }
+    table(ui, lang, size, &t);
     note(
         ui,
         size,
@@ -445,7 +452,10 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             o.stored.date
         ),
     );
-    ui.add_space(size * 0.4);
+}
+
+/// The same question on real GPUs, from quoted device facts: swap over PCIe against recompute at peak.
+fn offload_from_facts(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &ServingOut) {
     let (pcie, flops) = device_rates();
     title(
         ui,
@@ -461,50 +471,37 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             flops / 1e12
         ),
     );
-    fitted_table(ui, "serve-facts", size, |ui, size| {
-        egui::Grid::new("serve-facts").striped(true).show(ui, |ui| {
-            ui.label(RichText::new(lang.t("context", "上下文")).strong().size(crate::style::fit(size)));
-            for m in &o.fact_models {
-                for what in [lang.t("swap", "换出换入"), lang.t("recompute", "重算")] {
-                    ui.label(RichText::new(format!("{} · {what}", m.name)).strong().size(crate::style::fit(size)));
-                }
+    let mut head = vec![Cell::new(lang.t("context", "上下文"))];
+    for m in &o.fact_models {
+        for what in [lang.t("swap", "换出换入"), lang.t("recompute", "重算")] {
+            head.push(Cell::new(format!("{} · {what}", m.name)));
+        }
+    }
+    let mut t = Table::new(head).below(6.0);
+    let win = style::pass(ui.visuals());
+    let muted = style::muted(ui.visuals());
+    let served = |n: usize| {
+        o.fact_models
+            .iter()
+            .any(|m| crate::calc::context_limit(m).is_none_or(|l| n <= l))
+    };
+    for n in FACT_CONTEXTS.into_iter().filter(|&n| served(n)) {
+        let mut row = vec![Cell::new(format!("{}k", n / 1024)).mono()];
+        for m in &o.fact_models {
+            // A context the model cannot serve gets a dash, not a figure (calc::context_limit).
+            if crate::calc::context_limit(m).is_some_and(|l| n > l) {
+                row.push(Cell::new("—").mono().color(muted));
+                row.push(Cell::new("—").mono().color(muted));
+                continue;
             }
-            ui.end_row();
-            let win = style::pass(ui.visuals());
-            let served = |n: usize| {
-                o.fact_models
-                    .iter()
-                    .any(|m| crate::calc::context_limit(m).is_none_or(|l| n <= l))
-            };
-            for n in FACT_CONTEXTS.into_iter().filter(|&n| served(n)) {
-                ui.label(RichText::new(format!("{}k", n / 1024)).monospace().size(crate::style::fit(size)));
-                for m in &o.fact_models {
-                    // A context the model cannot serve gets a dash, not a figure (calc::context_limit).
-                    if crate::calc::context_limit(m).is_some_and(|l| n > l) {
-                        ui.label(
-                            RichText::new("—")
-                                .monospace()
-                                .size(crate::style::fit(size))
-                                .color(style::muted(ui.visuals())),
-                        );
-                        ui.label(
-                            RichText::new("—")
-                                .monospace()
-                                .size(crate::style::fit(size))
-                                .color(style::muted(ui.visuals())),
-                        );
-                        continue;
-                    }
-                    let (s, r) = fact_costs(m, n, pcie, flops);
-                    for (v, best) in [(s, s <= r), (r, r < s)] {
-                        let t = RichText::new(format!("{:.1} ms", v * 1e3)).monospace().size(crate::style::fit(size));
-                        ui.label(if best { t.strong().color(win) } else { t });
-                    }
-                }
-                ui.end_row();
+            let (s, r) = fact_costs(m, n, pcie, flops);
+            for (v, best) in [(s, s <= r), (r, r < s)] {
+                row.push(Cell::new(format!("{:.1} ms", v * 1e3)).mono().color_if(best, win));
             }
-        })
-    });
+        }
+        t.row(row);
+    }
+    table(ui, lang, size, &t);
     let cross: Vec<String> = o
         .fact_models
         .iter()

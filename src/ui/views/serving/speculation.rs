@@ -7,7 +7,7 @@ use super::common::*;
 use crate::lessons::format_bytes;
 use crate::lessons::serving::{ServingOut, measure};
 use crate::style;
-use crate::ui::widgets::{ViewCtx, fitted_table, legend};
+use crate::ui::widgets::{ViewCtx, legend};
 
 pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     let lang = cx.lang;
@@ -256,8 +256,14 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         ),
         (style::MASKED, lang.t("plain decode (1×)", "普通解码（1×）")),
     ];
+    // In presentation mode the chart is the first page and the table of what was measured the second.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
     let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let hp = ((ui.available_height() - legend_h) * 0.5).max(120.0);
+    let hp = if page == Some(0) {
+        (ui.available_height() - legend_h - size * 3.0).max(120.0)
+    } else {
+        ((ui.available_height() - legend_h) * 0.5).max(120.0)
+    };
     let ks = measure::SPEC_KS;
     let bars = |s: &measure::StoredServing, dx: f64, c: style::Rgba| -> Vec<Bar> {
         ks.iter()
@@ -266,69 +272,69 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             .collect()
     };
     let (tiny, real) = (bars(&o.stored, -0.2, TINY), bars(&o.real, 0.2, REAL));
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("serve-real")
-        .height(hp)
-        .allow_scroll(false)
-        .allow_drag(false)
-        .allow_zoom(false)
-        .include_y(0.0)
-        .x_axis_label(lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"))
-        .y_axis_label(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
-        .x_axis_formatter(move |m, _| {
-            let i = m.value.round();
-            if (m.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < ks.len() {
-                format!("k = {}", ks[i as usize])
-            } else {
-                String::new()
-            }
-        })
-        .show(ui, |pl| {
-            pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
-            pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
-            // Plain decode's 1×, dashed and heavier than the grid, so a bar under it reads as a slow-down.
-            pl.hline(
-                HLine::new(lang.t("plain decode", "普通解码"), 1.0)
-                    .color(style::c32(style::MASKED))
-                    .width(2.5)
-                    .style(egui_plot::LineStyle::dashed_loose()),
-            );
-        });
-    legend(ui, &entries, size * 0.85);
+    if page != Some(1) {
+        crate::ui::widgets::plot_title_room(ui);
+        Plot::new("serve-real")
+            .height(hp)
+            .allow_scroll(false)
+            .allow_drag(false)
+            .allow_zoom(false)
+            .include_y(0.0)
+            .x_axis_label(lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"))
+            .y_axis_label(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
+            .x_axis_formatter(move |m, _| {
+                let i = m.value.round();
+                if (m.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < ks.len() {
+                    format!("k = {}", ks[i as usize])
+                } else {
+                    String::new()
+                }
+            })
+            .show(ui, |pl| {
+                pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
+                pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
+                // Plain decode's 1×, dashed and heavier than the grid, so a bar under it reads as a slow-down.
+                pl.hline(
+                    HLine::new(lang.t("plain decode", "普通解码"), 1.0)
+                        .color(style::c32(style::MASKED))
+                        .width(2.5)
+                        .style(egui_plot::LineStyle::dashed_loose()),
+                );
+            });
+        legend(ui, &entries, size * 0.85);
+    }
+    if page == Some(0) {
+        super::common::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
+        return;
+    }
     ui.add_space(size * 0.3);
     let real_row = |k: usize| o.real.speculative.iter().find(|r| r.drafter == "ngram" && r.k == k);
-    fitted_table(ui, "serve-real-table", size, |ui, size| {
-        egui::Grid::new("serve-real-table").striped(true).show(ui, |ui| {
-            header(
-                ui,
-                size,
-                &[
-                    "k",
-                    lang.t("SmolLM2: speed-up", "SmolLM2：加速"),
-                    lang.t("accepted / pass", "每次验证接受"),
-                    lang.t("passes / token", "每 token 的前向次数"),
-                    lang.t("tiny: speed-up", "小模型：加速"),
-                    lang.t("accepted / pass", "每次验证接受"),
-                ],
-            );
-            let f = |v: Option<f64>, suffix: &str| v.map_or("-".to_string(), |v| format!("{v:.2}{suffix}"));
-            for &k in &ks {
-                let r = real_row(k);
-                let t = o.tiny_ngram.iter().find(|t| t.0 == k);
-                for v in [
-                    k.to_string(),
-                    f(ratio(&o.real, k), "×"),
-                    f(r.and_then(|r| r.accepted_per_pass), ""),
-                    f(r.and_then(|r| r.passes_per_token), ""),
-                    f(ratio(&o.stored, k), "×"),
-                    f(t.map(|t| t.1), ""),
-                ] {
-                    ui.label(RichText::new(v).monospace().size(crate::style::fit(size)));
-                }
-                ui.end_row();
-            }
-        })
-    });
+    let mut t = crate::ui::widgets::Table::new([
+        "k",
+        lang.t("SmolLM2: speed-up", "SmolLM2：加速"),
+        lang.t("accepted / pass", "每次验证接受"),
+        lang.t("passes / token", "每 token 的前向次数"),
+        lang.t("tiny: speed-up", "小模型：加速"),
+        lang.t("tiny: accepted / pass", "小模型：每次验证接受"),
+    ])
+    .below(6.0);
+    let f = |v: Option<f64>, suffix: &str| v.map_or("-".to_string(), |v| format!("{v:.2}{suffix}"));
+    for &k in &ks {
+        let r = real_row(k);
+        let tn = o.tiny_ngram.iter().find(|t| t.0 == k);
+        t.row(
+            [
+                k.to_string(),
+                f(ratio(&o.real, k), "×"),
+                f(r.and_then(|r| r.accepted_per_pass), ""),
+                f(r.and_then(|r| r.passes_per_token), ""),
+                f(ratio(&o.stored, k), "×"),
+                f(tn.map(|t| t.1), ""),
+            ]
+            .map(|v| crate::ui::widgets::Cell::new(v).mono()),
+        );
+    }
+    crate::ui::widgets::table(ui, lang, size, &t);
     note(
         ui,
         size,
