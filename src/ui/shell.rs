@@ -668,16 +668,21 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
     for b in &blocks[pages[page].clone()] {
         draw(ui, b);
     }
-    if pages.len() > 1 {
+    // One count for the presenter: the narration's pages, then the views' further pages (a long table,
+    // a second table; `style::view_page`), as → turns them.
+    let (view_page, view_pages) = app.view_page();
+    let total = pages.len() + view_pages.max(1) - 1;
+    let at = page + view_page;
+    if total > 1 {
         let foot = egui::Rect::from_min_max(
             egui::pos2(ui.max_rect().left(), ui.max_rect().bottom() - footer),
             ui.max_rect().right_bottom(),
         );
-        let more = if page + 1 < pages.len() { "  →" } else { "" };
+        let more = if at + 1 < total { "  →" } else { "" };
         ui.put(
             foot,
             egui::Label::new(
-                RichText::new(format!("{}/{}{more}", page + 1, pages.len()))
+                RichText::new(format!("{}/{total}{more}", at + 1))
                     .size(crate::style::fit(size))
                     .strong(),
             ),

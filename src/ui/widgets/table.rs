@@ -7,8 +7,8 @@
 //! table is one grid; otherwise the non-key columns are packed greedily into parts, each drawn under
 //! the previous one with the key columns first. A column wider than a part's room wraps. In
 //! presentation mode (`style::views_may_scroll` false) rows that do not fit under the parts already
-//! drawn go onto further pages, and a "rows a–b of n · page 1/2" line says so; the presenter's keys
-//! step through them (`style::view_page`).
+//! drawn go onto further pages, spread evenly, and a "rows a–b of n →" line says so; the presenter's
+//! keys step through them (`style::view_page`) and the narration's foot counts them with its own pages.
 
 use eframe::egui::{self, Color32, FontId, Ui};
 
@@ -248,6 +248,8 @@ pub fn table(ui: &mut Ui, lang: Lang, size: f32, t: &Table) {
         n
     };
     let pages = n.div_ceil(per_page.max(1)).max(1);
+    // The same number of pages with the rows spread evenly (7 rows in 2 pages: 4 and 3, not 6 and 1).
+    let per_page = n.div_ceil(pages).max(1);
     let page = crate::style::view_page(pages);
     let shown = page * per_page..((page + 1) * per_page).min(n);
     let stripe = vis.faint_bg_color;
@@ -299,9 +301,11 @@ pub fn table(ui: &mut Ui, lang: Lang, size: f32, t: &Table) {
     }
     if pages > 1 {
         let (a, b) = (shown.start + 1, shown.end);
+        // The page count is the presenter's one, under the narration; here only which rows these are.
+        let more = if page + 1 < pages { " →" } else { "" };
         let msg = match lang {
-            Lang::En => format!("rows {a}–{b} of {n} · page {}/{pages} →", page + 1),
-            Lang::Zh => format!("第 {a}–{b} 行，共 {n} 行 · 第 {}/{pages} 页 →", page + 1),
+            Lang::En => format!("rows {a}–{b} of {n}{more}"),
+            Lang::Zh => format!("第 {a}–{b} 行，共 {n} 行{more}"),
         };
         let g = painter.layout_no_wrap(msg, FontId::proportional(s), crate::style::muted(&vis));
         painter.galley(egui::pos2(left, y + pad_y), g, text);

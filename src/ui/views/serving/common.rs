@@ -18,11 +18,11 @@ pub(super) fn req_color(i: usize, decode: bool) -> Color32 {
     if decode { c.gamma_multiply(0.55) } else { c }
 }
 
-/// A muted line under a view that continues on the next page: what is there, and "page 2/2 →".
+/// A muted line under a view that continues on the next page: what is there, and "on the next page →".
 pub(super) fn more_on_next_page(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, what: &str) {
     let text = match lang {
-        crate::ui::text::Lang::En => format!("{what}: page 2/2 →"),
-        crate::ui::text::Lang::Zh => format!("{what}：第 2/2 页 →"),
+        crate::ui::text::Lang::En => format!("{what}: on the next page →"),
+        crate::ui::text::Lang::Zh => format!("{what}：见下一页 →"),
     };
     ui.add_space(size * 0.5);
     ui.add(
