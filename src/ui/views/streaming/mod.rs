@@ -347,9 +347,19 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         for i in &show {
             match *i {
                 None => {
-                    for _ in 0..3 {
-                        cell(ui, "…".into(), false);
-                    }
+                    // The rows left out, counted (an ellipsis would read as text cut off).
+                    let hidden = kept.len() + 1 - show.len();
+                    // In the text-position column, the widest: the grid keeps its width.
+                    cell(ui, String::new(), false);
+                    cell(
+                        ui,
+                        match lang {
+                            crate::ui::text::Lang::En => format!("+{hidden} bytes"),
+                            crate::ui::text::Lang::Zh => format!("另 {hidden} 个"),
+                        },
+                        false,
+                    );
+                    cell(ui, String::new(), false);
                 }
                 Some(i) => {
                     cell(ui, crate::model::byte_label(r.tokens[i]), false);
