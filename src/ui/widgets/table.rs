@@ -19,7 +19,6 @@ use crate::ui::text::Lang;
 pub struct Cell {
     pub text: String,
     pub mono: bool,
-    pub strong: bool,
     pub color: Option<Color32>,
 }
 
@@ -28,18 +27,12 @@ impl Cell {
         Self {
             text: text.into(),
             mono: false,
-            strong: false,
             color: None,
         }
     }
     /// In the monospace font (numbers, hashes, code).
     pub fn mono(mut self) -> Self {
         self.mono = true;
-        self
-    }
-    /// In the strong text colour.
-    pub fn strong(mut self) -> Self {
-        self.strong = true;
         self
     }
     pub fn color(mut self, c: Color32) -> Self {
@@ -85,10 +78,6 @@ impl Table {
     /// Leave room for `lines` lines of text under the table when it pages.
     pub fn below(mut self, lines: f32) -> Self {
         self.below = lines;
-        self
-    }
-    pub fn keys(mut self, keys: usize) -> Self {
-        self.keys = keys;
         self
     }
     pub fn row(&mut self, cells: impl IntoIterator<Item = impl Into<Cell>>) {
@@ -148,7 +137,7 @@ pub fn table(ui: &mut Ui, lang: Lang, size: f32, t: &Table) {
             FontId::proportional(s)
         }
     };
-    let color = |c: &Cell, header: bool| c.color.unwrap_or(if c.strong || header { strong } else { text });
+    let color = |c: &Cell, header: bool| c.color.unwrap_or(if header { strong } else { text });
     let empty = Cell::new("");
     let cell = |r: Option<usize>, c: usize| -> &Cell {
         match r {
