@@ -109,7 +109,7 @@ pub const EVICTED: Rgba = [120, 60, 50, 255];
 /// Reserved (lesson 10): an f16 residual kept beside quantised codes.
 pub const RESIDUAL: Rgba = [235, 235, 235, 255];
 /// Reserved (lesson 12): a draft token the target model accepted.
-pub const ACCEPTED: Rgba = [170, 240, 60, 255];
+pub const ACCEPTED: Rgba = [0, 130, 105, 255];
 /// Reserved (lesson 12): a draft token the target model rejected.
 pub const REJECTED: Rgba = [150, 30, 110, 255];
 /// Reserved (lesson 12): a block swapped out to host memory.
@@ -137,18 +137,39 @@ pub const STATES: [(&str, Rgba); 13] = [
     ("swapped", SWAPPED),
 ];
 
-/// Request (and KV-head, and plot-series) colours, cycled by id. Muted, and at least a CIELAB distance
-/// of 25 from every state colour and 20 from each other (the unit test checks both).
+/// Request (and KV-head, and plot-series) colours, cycled by id. Muted, at least CIEDE2000 20 from each
+/// other and from every state colour (the unit test checks both), so that eight requests in one pool
+/// stay apart on a projector. Chosen by a max-min search over an sRGB grid (lightness 40–80, chroma
+/// 12–60), then ordered so that the first few, the most used, are the most distinct.
 pub const REQUESTS: [Rgba; 8] = [
-    [70, 130, 200, 255],
-    [140, 195, 175, 255],
-    [180, 130, 165, 255],
-    [170, 140, 110, 255],
-    [110, 100, 160, 255],
-    [120, 160, 100, 255],
-    [160, 160, 60, 255],
-    [50, 110, 110, 255],
+    [120, 160, 240, 255],
+    [240, 150, 140, 255],
+    [80, 150, 140, 255],
+    [150, 150, 30, 255],
+    [230, 160, 240, 255],
+    [160, 100, 40, 255],
+    [30, 100, 140, 255],
+    [30, 110, 30, 255],
 ];
+
+/// The cache policies of lessons 8 and 9, one colour each wherever they appear (a policy keeps its
+/// colour from lesson 8 to lesson 9). Its own palette: no request colour (each at least CIEDE2000 8 from
+/// every request colour), and at least 20 from each other and from every state colour.
+pub const POLICIES: [(&str, Rgba); 7] = [
+    ("dense", [30, 150, 230, 255]),
+    ("window", [240, 180, 180, 255]),
+    ("sinks", [70, 130, 30, 255]),
+    ("recompute", [190, 160, 240, 255]),
+    ("h2o", [130, 100, 30, 255]),
+    ("snapkv", [30, 110, 110, 255]),
+    ("random", [170, 160, 110, 255]),
+];
+
+/// The colour of cache policy `name` (one of [`POLICIES`]; "full" is lesson 9's name for "dense").
+pub fn policy(name: &str) -> Rgba {
+    let name = if name == "full" { "dense" } else { name };
+    POLICIES.iter().find(|(n, _)| *n == name).map_or(MASKED, |(_, c)| *c)
+}
 
 /// The colour of request (or KV head, or series) `i`.
 pub fn request(i: usize) -> Rgba {
@@ -257,12 +278,23 @@ pub fn quote(v: &Visuals) -> Color32 {
 /// A state colour as text on the panel: the state's colour lightened (dark theme) or darkened (light
 /// theme) until it reads at 7:1, so that "written" in a sentence matches the chip in its legend.
 pub fn state_text(v: &Visuals, c: Rgba) -> Color32 {
-    if v.dark_mode {
-        let l = |x: u8| (f32::from(x) + (255.0 - f32::from(x)) * 0.45) as u8;
-        Color32::from_rgb(l(c[0]), l(c[1]), l(c[2]))
-    } else {
-        let d = |x: u8| (f32::from(x) * 0.35) as u8;
-        Color32::from_rgb(d(c[0]), d(c[1]), d(c[2]))
+    // 45% of the way to white (35% of the colour left, on a light panel), further where a dark
+    // colour needs it to reach 7:1.
+    let mut t = 0.0f32;
+    loop {
+        let out = if v.dark_mode {
+            let w = 0.45 + t;
+            let l = |x: u8| (f32::from(x) + (255.0 - f32::from(x)) * w) as u8;
+            Color32::from_rgb(l(c[0]), l(c[1]), l(c[2]))
+        } else {
+            let k = (0.35 - t).max(0.0);
+            let d = |x: u8| (f32::from(x) * k) as u8;
+            Color32::from_rgb(d(c[0]), d(c[1]), d(c[2]))
+        };
+        if t >= 0.35 || contrast(out, v.panel_fill) >= 7.0 {
+            return out;
+        }
+        t += 0.025;
     }
 }
 
@@ -391,31 +423,133 @@ pub fn contrast(a: Color32, b: Color32) -> f32 {
     (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
 }
 
+/// CIELAB (D65 white) of an sRGB colour (its alpha ignored).
+pub fn lab(c: Rgba) -> [f64; 3] {
+    let lin = |x: u8| {
+        let x = f64::from(x) / 255.0;
+        if x <= 0.04045 {
+            x / 12.92
+        } else {
+            ((x + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let (r, g, b) = (lin(c[0]), lin(c[1]), lin(c[2]));
+    let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+    let f = |t: f64| {
+        if t > 0.008856 {
+            t.cbrt()
+        } else {
+            7.787 * t + 16.0 / 116.0
+        }
+    };
+    [116.0 * f(y) - 16.0, 500.0 * (f(x) - f(y)), 200.0 * (f(y) - f(z))]
+}
+
+/// The CIEDE2000 difference of two sRGB colours: how far apart they look (Sharma, Wu and Dalal 2005,
+/// "The CIEDE2000 color-difference formula: implementation notes"). About 2 is a just-noticeable
+/// difference; the grammar asks 20 between the colours a view tells apart by colour alone.
+pub fn delta_e2000(a: Rgba, b: Rgba) -> f64 {
+    de2000(lab(a), lab(b))
+}
+
+/// CIEDE2000 between two CIELAB colours (kL = kC = kH = 1).
+pub fn de2000([l1, a1, b1]: [f64; 3], [l2, a2, b2]: [f64; 3]) -> f64 {
+    let (deg, rad) = (f64::to_degrees, f64::to_radians);
+    let pow7 = |c: f64| c.powi(7);
+    let c_bar = ((a1 * a1 + b1 * b1).sqrt() + (a2 * a2 + b2 * b2).sqrt()) / 2.0;
+    let g = 0.5 * (1.0 - (pow7(c_bar) / (pow7(c_bar) + pow7(25.0))).sqrt());
+    let (a1p, a2p) = ((1.0 + g) * a1, (1.0 + g) * a2);
+    let (c1p, c2p) = ((a1p * a1p + b1 * b1).sqrt(), (a2p * a2p + b2 * b2).sqrt());
+    let hue = |b: f64, a: f64| {
+        if a == 0.0 && b == 0.0 {
+            0.0
+        } else {
+            deg(b.atan2(a)).rem_euclid(360.0)
+        }
+    };
+    let (h1p, h2p) = (hue(b1, a1p), hue(b2, a2p));
+    let d_lp = l2 - l1;
+    let d_cp = c2p - c1p;
+    let chroma0 = c1p * c2p == 0.0;
+    let dh = if chroma0 {
+        0.0
+    } else {
+        let d = h2p - h1p;
+        if d > 180.0 {
+            d - 360.0
+        } else if d < -180.0 {
+            d + 360.0
+        } else {
+            d
+        }
+    };
+    let d_hp = 2.0 * (c1p * c2p).sqrt() * rad(dh / 2.0).sin();
+    let l_bar = (l1 + l2) / 2.0;
+    let c_barp = (c1p + c2p) / 2.0;
+    let h_bar = if chroma0 {
+        h1p + h2p
+    } else if (h1p - h2p).abs() <= 180.0 {
+        (h1p + h2p) / 2.0
+    } else if h1p + h2p < 360.0 {
+        (h1p + h2p + 360.0) / 2.0
+    } else {
+        (h1p + h2p - 360.0) / 2.0
+    };
+    let t = 1.0 - 0.17 * rad(h_bar - 30.0).cos() + 0.24 * rad(2.0 * h_bar).cos() + 0.32 * rad(3.0 * h_bar + 6.0).cos()
+        - 0.20 * rad(4.0 * h_bar - 63.0).cos();
+    let d_theta = 30.0 * (-((h_bar - 275.0) / 25.0).powi(2)).exp();
+    let r_c = 2.0 * (pow7(c_barp) / (pow7(c_barp) + pow7(25.0))).sqrt();
+    let s_l = 1.0 + 0.015 * (l_bar - 50.0).powi(2) / (20.0 + (l_bar - 50.0).powi(2)).sqrt();
+    let s_c = 1.0 + 0.045 * c_barp;
+    let s_h = 1.0 + 0.015 * c_barp * t;
+    let r_t = -rad(2.0 * d_theta).sin() * r_c;
+    let (l, c, h) = (d_lp / s_l, d_cp / s_c, d_hp / s_h);
+    (l * l + c * c + h * h + r_t * c * h).sqrt()
+}
+
+/// The smallest distance a legend keeps between the colours it tells apart ([`delta_e2000`]).
+pub const LEGEND_MIN_DE: f64 = 20.0;
+
+/// The most entries a legend tells apart by colour alone.
+pub const LEGEND_MAX_COLOURS: usize = 8;
+
+/// How a legend breaks the colour grammar, if it does: more than [`LEGEND_MAX_COLOURS`] colours, or two
+/// entries closer than [`LEGEND_MIN_DE`] (one colour for two meanings included).
+pub fn legend_breach(entries: &[(String, Rgba)]) -> Option<String> {
+    if entries.len() > LEGEND_MAX_COLOURS {
+        return Some(format!("{} colours in one legend", entries.len()));
+    }
+    for (i, (ta, ca)) in entries.iter().enumerate() {
+        for (tb, cb) in &entries[i + 1..] {
+            let d = delta_e2000(*ca, *cb);
+            if d < LEGEND_MIN_DE {
+                return Some(format!("{ta:?} and {tb:?}: ΔE2000 {d:.1}"));
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lab(c: Rgba) -> [f64; 3] {
-        let lin = |x: u8| {
-            let x = f64::from(x) / 255.0;
-            if x <= 0.04045 {
-                x / 12.92
-            } else {
-                ((x + 0.055) / 1.055).powf(2.4)
-            }
-        };
-        let (r, g, b) = (lin(c[0]), lin(c[1]), lin(c[2]));
-        let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
-        let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
-        let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
-        let f = |t: f64| {
-            if t > 0.008856 {
-                t.cbrt()
-            } else {
-                7.787 * t + 16.0 / 116.0
-            }
-        };
-        [116.0 * f(y) - 16.0, 500.0 * (f(x) - f(y)), 200.0 * (f(y) - f(z))]
+    #[test]
+    fn ciede2000_matches_sharmas_test_pairs() {
+        // Pairs 1, 7, 17 and 25 of Sharma, Wu and Dalal's table of test data.
+        for (a, b, want) in [
+            ([50.0, 2.6772, -79.7751], [50.0, 0.0, -82.7485], 2.0425),
+            ([50.0, 0.0, 0.0], [50.0, -1.0, 2.0], 2.3669),
+            ([50.0, 2.5, 0.0], [73.0, 25.0, -18.0], 27.1492),
+            ([60.2574, -34.0099, 36.2677], [60.4626, -34.1751, 39.4387], 1.2644),
+        ] {
+            let d = de2000(a, b);
+            assert!((d - want).abs() < 1e-4, "{a:?} {b:?}: {d} against {want}");
+            assert!((de2000(b, a) - want).abs() < 1e-4);
+        }
+        assert_eq!(de2000([40.0, 10.0, 10.0], [40.0, 10.0, 10.0]), 0.0);
     }
 
     fn delta_e(a: Rgba, b: Rgba) -> f64 {
@@ -424,8 +558,20 @@ mod tests {
     }
 
     #[test]
-    fn states_and_requests_keep_apart() {
+    fn states_requests_and_policies_keep_apart() {
         let mut close = Vec::new();
+        let policies: Vec<Rgba> = POLICIES.iter().map(|p| p.1).collect();
+        // Every state stays 20 from every request and policy colour, except lesson 12's accepted and
+        // rejected drafts: no colour 20 from every state, request and policy reads as "accepted" (a
+        // search over the sRGB grid finds only near-black blues), so they keep 10 (distinct), and the
+        // walk's legend check holds each view that shows them to 20.
+        let min_to = |state: &str| {
+            if ["accepted", "rejected"].contains(&state) {
+                10.0
+            } else {
+                LEGEND_MIN_DE
+            }
+        };
         for (i, (a, ca)) in STATES.iter().enumerate() {
             for (b, cb) in &STATES[i + 1..] {
                 let d = delta_e(*ca, *cb);
@@ -434,23 +580,46 @@ mod tests {
                 }
             }
             for (j, r) in REQUESTS.iter().enumerate() {
-                let d = delta_e(*ca, *r);
-                if d < 25.0 {
-                    close.push(format!("state {a} and request {j}: ΔE {d:.0}"));
+                let d = delta_e2000(*ca, *r);
+                if d < min_to(a) {
+                    close.push(format!("state {a} and request {j}: ΔE2000 {d:.1}"));
+                }
+            }
+            for (n, p) in POLICIES {
+                let d = delta_e2000(*ca, p);
+                if d < min_to(a) {
+                    close.push(format!("state {a} and policy {n}: ΔE2000 {d:.1}"));
                 }
             }
         }
-        for (i, a) in REQUESTS.iter().enumerate() {
-            for (j, b) in REQUESTS.iter().enumerate().skip(i + 1) {
-                let d = delta_e(*a, *b);
-                if d < 20.0 {
-                    close.push(format!("requests {i} and {j}: ΔE {d:.0}"));
+        for (name, pal, min) in [
+            ("requests", REQUESTS.to_vec(), LEGEND_MIN_DE),
+            ("policies", policies.clone(), LEGEND_MIN_DE),
+        ] {
+            for (i, a) in pal.iter().enumerate() {
+                for (j, b) in pal.iter().enumerate().skip(i + 1) {
+                    let d = delta_e2000(*a, *b);
+                    if d < min {
+                        close.push(format!("{name} {i} and {j}: ΔE2000 {d:.1}"));
+                    }
+                }
+            }
+        }
+        // No policy takes a request's colour.
+        for (n, p) in POLICIES {
+            for (j, r) in REQUESTS.iter().enumerate() {
+                let d = delta_e2000(p, *r);
+                if d < 8.0 {
+                    close.push(format!("policy {n} and request {j}: ΔE2000 {d:.1}"));
                 }
             }
         }
         assert!(close.is_empty(), "{close:#?}");
-        // The test can fail: the old palette's orange request sits on "written".
+        // The test can fail: the old palette's orange request sits on "written", and the palette before
+        // this one had two requests 13.7 apart.
         assert!(delta_e([242, 142, 43, 255], WRITTEN) < 25.0);
+        assert!(delta_e2000([120, 160, 100, 255], [160, 160, 60, 255]) < LEGEND_MIN_DE);
+        assert_eq!(policy("full"), policy("dense"));
     }
 
     /// The visuals of the dark or the light theme after [`install`].

@@ -6,7 +6,9 @@
 //! - a breach of the presentation rules (issue #56) is a run smaller than the floor (20 px in presentation
 //!   mode, about 4% of a 720-line slide's height less a margin; 14 px in the window), a run elided with
 //!   "…", or, in presentation mode, a run that a scroll area hides (a projector never scrolls; the window's
-//!   side panel may).
+//!   side panel may); or a chart axis that breaks the axis rules (`ChartAxisRecord::breach`: a quantity
+//!   axis with fewer than three labelled ticks or more than 20% of its range empty at an end, or tick
+//!   labels closer than they are wide).
 //!
 //! Frames that still fail are listed in `tests/overflow-known.txt` and `tests/presentation-known.txt`, one
 //! `config lesson step` per line, while they wait for their fix: the test fails on a failure in any frame
@@ -149,11 +151,25 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
                     })
                     .collect();
                 over.frame(&key, &known_over, found);
-                let found = layout
+                let mut found = layout
                     .breaches(floor, !present)
                     .iter()
                     .map(|(t, b)| format!("{:?} at {:?}: {b}", short(&t.text), t.rect.map(|v| v.round())))
                     .collect::<Vec<_>>();
+                // The colour grammar, on every legend drawn.
+                for l in &layout.legends {
+                    if let Some(b) = kvscope::style::legend_breach(l) {
+                        found.push(format!("legend: {b}"));
+                    }
+                }
+                // The axis rules, on every chart drawn.
+                for c in &layout.charts {
+                    for a in [&c.x, &c.y] {
+                        if let Some(b) = a.breach() {
+                            found.push(format!("chart {}: {b}", c.id));
+                        }
+                    }
+                }
                 if let Some(f) = dump.as_mut() {
                     use std::io::Write;
                     for line in &found {

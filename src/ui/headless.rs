@@ -96,6 +96,8 @@ impl Headless {
                     pixels_per_point: ppp,
                     texts: super::layout::text_runs(&out.shapes, &scroll, ppp),
                     arrows: super::layout::arrows(&self.ctx, ppp),
+                    charts: super::layout::charts(&self.ctx),
+                    legends: super::layout::legends(&self.ctx),
                 });
             }
             for id in &out.textures_delta.free {

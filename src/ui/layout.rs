@@ -107,6 +107,119 @@ pub struct Layout {
     pub texts: Vec<TextRun>,
     /// Every arrow a view drew from one thing to another (a block-table entry to its physical block).
     pub arrows: Vec<Arrow>,
+    /// Every chart drawn ([`crate::ui::widgets::Chart`]): its axes and legend, for the axis rules.
+    pub charts: Vec<ChartRecord>,
+    /// Every legend drawn ([`crate::ui::widgets::legend`]): its entries' texts and colours, for the
+    /// colour grammar ([`crate::style::legend_breach`]).
+    pub legends: Vec<Vec<(String, [u8; 4])>>,
+}
+
+/// One axis of a chart as drawn.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChartAxisRecord {
+    /// Its title.
+    pub title: String,
+    /// `linear`, `log10`, `log2` or `categories` (not a quantity: no tick or range rule).
+    pub scale: String,
+    /// The data's range (with 0 where the quantity starts at zero), in plotted units.
+    pub data: [f64; 2],
+    /// The range shown.
+    pub shown: [f64; 2],
+    /// The labels of the ticks inside the range.
+    pub ticks: Vec<String>,
+    /// The smallest distance between two ticks, in points.
+    pub gap_px: f32,
+    /// The room a label needs along the axis (the widest label on x, a text row on y), in points.
+    pub label_px: f32,
+}
+
+impl ChartAxisRecord {
+    /// How the axis breaks the rules of issue #56, if it does: a quantity axis needs three labelled
+    /// ticks and at most 20% of its range empty at either end; any axis needs room between its labels
+    /// (egui_plot drops a label that does not fit).
+    pub fn breach(&self) -> Option<String> {
+        let name = &self.title;
+        if self.gap_px.is_finite() && self.ticks.len() > 1 && self.gap_px < self.label_px {
+            return Some(format!(
+                "axis {name:?}: ticks {:.0} pt apart, labels need {:.0}",
+                self.gap_px, self.label_px
+            ));
+        }
+        if self.scale == "categories" {
+            return None;
+        }
+        if self.ticks.len() < 3 {
+            return Some(format!(
+                "axis {name:?}: {} labelled ticks {:?}",
+                self.ticks.len(),
+                self.ticks
+            ));
+        }
+        let span = self.shown[1] - self.shown[0];
+        let empty = [
+            (self.data[0] - self.shown[0]) / span,
+            (self.shown[1] - self.data[1]) / span,
+        ];
+        if empty.iter().any(|e| *e > 0.2 + 1e-9) {
+            return Some(format!(
+                "axis {name:?}: shown {:?} for data {:?} ({:.0}% and {:.0}% empty)",
+                self.shown,
+                self.data,
+                100.0 * empty[0],
+                100.0 * empty[1]
+            ));
+        }
+        None
+    }
+}
+
+/// A chart as drawn.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChartRecord {
+    /// Its id.
+    pub id: String,
+    /// The x axis.
+    pub x: ChartAxisRecord,
+    /// The y axis.
+    pub y: ChartAxisRecord,
+    /// Its legend: each entry's text and colour.
+    pub legend: Vec<(String, [u8; 4])>,
+}
+
+/// The charts recorded this frame.
+#[derive(Debug, Clone, Default)]
+pub struct Charts(pub Vec<ChartRecord>);
+
+fn charts_id() -> egui::Id {
+    egui::Id::unique("kvscope-layout-charts")
+}
+
+/// Record a chart just drawn, for `--layout-json` and the tests.
+pub fn record_chart(ctx: &egui::Context, c: ChartRecord) {
+    ctx.data_mut(|d| d.get_temp_mut_or_default::<Charts>(charts_id()).0.push(c));
+}
+
+/// The legends recorded this frame.
+#[derive(Debug, Clone, Default)]
+pub struct Legends(pub Vec<Vec<(String, [u8; 4])>>);
+
+fn legends_id() -> egui::Id {
+    egui::Id::unique("kvscope-layout-legends")
+}
+
+/// Record a legend just drawn.
+pub fn record_legend(ctx: &egui::Context, entries: Vec<(String, [u8; 4])>) {
+    ctx.data_mut(|d| d.get_temp_mut_or_default::<Legends>(legends_id()).0.push(entries));
+}
+
+/// The legends recorded this frame.
+pub fn legends(ctx: &egui::Context) -> Vec<Vec<(String, [u8; 4])>> {
+    ctx.data(|d| d.get_temp::<Legends>(legends_id())).unwrap_or_default().0
+}
+
+/// The charts recorded this frame.
+pub fn charts(ctx: &egui::Context) -> Vec<ChartRecord> {
+    ctx.data(|d| d.get_temp::<Charts>(charts_id())).unwrap_or_default().0
 }
 
 /// An arrow a view drew, in physical pixels, with what it links.
@@ -209,6 +322,8 @@ fn scroll_id() -> egui::Id {
 pub fn begin_frame(ctx: &egui::Context) {
     ctx.data_mut(|d| d.insert_temp(scroll_id(), ScrollAreas::default()));
     ctx.data_mut(|d| d.insert_temp(arrows_id(), Arrows::default()));
+    ctx.data_mut(|d| d.insert_temp(charts_id(), Charts::default()));
+    ctx.data_mut(|d| d.insert_temp(legends_id(), Legends::default()));
 }
 
 /// Record a scroll area the app just showed.
@@ -359,6 +474,8 @@ mod tests {
             pixels_per_point: 1.0,
             texts,
             arrows: Vec::new(),
+            charts: Vec::new(),
+            legends: Vec::new(),
         };
         // Two lines one under the other do not overlap; a label over a label does.
         let apart = layout(vec![ok.clone(), run([10.0, 30.0, 90.0, 48.0], [false; 2], "b")]);

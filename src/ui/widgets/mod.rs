@@ -5,6 +5,7 @@
 //! widget state ([`WidgetState`]) and the lesson's own UI state. Views never see the app.
 
 mod axes;
+mod chart;
 mod heat;
 mod kernel;
 mod layout;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 pub use axes::Axes;
+pub use chart::{Chart, ChartAxis, ChartUi, Scale};
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{anchored, fit_key, fitted_height, grid, raise_text_styles, view_in};
@@ -106,16 +108,22 @@ impl ViewCtx<'_> {
     }
 }
 
-/// Let a plot's y-axis title be drawn: egui_plot sets it a few points left of the plot's rect, into the
-/// panel's margin, where the view's clip rect would cut it. Call before `Plot::show` (the rest of the
-/// view may then draw into that margin too).
-pub fn plot_title_room(ui: &mut Ui) {
-    let c = ui.clip_rect();
-    ui.set_clip_rect(c.with_min_x(c.min.x - PLOT_TITLE_ROOM));
+/// A muted line under a view that continues on the next page: what is there, and "on the next page →".
+pub fn more_on_next_page(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, what: &str) {
+    let text = match lang {
+        crate::ui::text::Lang::En => format!("{what}: on the next page →"),
+        crate::ui::text::Lang::Zh => format!("{what}：见下一页 →"),
+    };
+    ui.add_space(size * 0.5);
+    ui.add(
+        egui::Label::new(
+            RichText::new(text)
+                .size(crate::style::fit(size * 0.85))
+                .color(crate::style::muted(ui.visuals())),
+        )
+        .wrap(),
+    );
 }
-
-/// How far egui_plot sets a y-axis title left of the plot (a quarter of its line height), in points.
-const PLOT_TITLE_ROOM: f32 = 6.0;
 
 /// A stable renderer id for view `name` number `i`.
 pub fn view_id(name: &str, i: usize) -> u64 {
@@ -218,6 +226,10 @@ pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
 
 /// A wrapping row of legend entries (see [`legend_chip`]).
 pub fn legend<S: AsRef<str>>(ui: &mut Ui, entries: &[(crate::style::Rgba, S)], size: f32) {
+    crate::ui::layout::record_legend(
+        ui.ctx(),
+        entries.iter().map(|(c, t)| (t.as_ref().to_string(), *c)).collect(),
+    );
     ui.horizontal_wrapped(|ui| {
         for (c, t) in entries {
             legend_chip(ui, *c, t.as_ref(), size);

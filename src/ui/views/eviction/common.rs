@@ -26,7 +26,7 @@ pub(super) fn policy_color(p: EvictPolicy) -> Color32 {
 }
 
 pub(super) fn policy_rgba(p: EvictPolicy) -> style::Rgba {
-    style::request(EvictPolicy::ALL.iter().position(|&q| q == p).unwrap_or(0))
+    style::policy(p.name())
 }
 
 pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {

@@ -6,7 +6,7 @@ mod common;
 mod quality;
 
 use eframe::egui::{self, Ui};
-use egui_plot::{Bar, BarChart, HLine, Legend, Line, Plot, PlotPoints, Points, VLine};
+use egui_plot::{Bar, BarChart, Line, PlotPoints, Points};
 
 use crate::drivers::evict::{EvictPolicy, EvictRun};
 use crate::lessons::eviction::{EvictOut, Eviction, View};
@@ -14,7 +14,7 @@ use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, kernel_panel, legend, plot_title_room, sim_capped, timeline};
+use crate::ui::widgets::{Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, kernel_panel, legend, sim_capped, timeline};
 use common::*;
 use quality::{quality, quality_real};
 
@@ -121,23 +121,26 @@ fn attention(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         })
         .collect();
     let hp = (ui.available_height() - 2.5 * size).max(100.0);
-    plot_title_room(ui);
     let name = match lang {
         Lang::En => format!("L{l} H{h}: weights of the query at byte {t}"),
         Lang::Zh => format!("L{l} H{h}：第 {t} 字节的查询的注意力权重"),
     };
-    Plot::new("eviction-attention")
-        .height(hp)
-        .legend(Legend::default())
-        .allow_scroll(false)
-        .x_axis_label(lang.t("byte of the text (key)", "文本字节（键）"))
-        .y_axis_label(lang.t("attention weight", "注意力权重"))
-        .include_y(0.0)
-        .include_x(0.0)
-        .include_x(n as f64)
-        .show(ui, |pl| {
-            pl.bar_chart(BarChart::new(name, bars).color(style::c32(style::READ)));
-        });
+    let entries = vec![
+        (style::READ, name.clone()),
+        (style::CURRENT, lang.t("the byte read now", "当前读取的字节").to_string()),
+    ];
+    Chart::new(
+        "eviction-attention",
+        ChartAxis::linear(lang.t("byte of the text (key)", "文本字节（键）"))
+            .from_zero()
+            .include(n as f64),
+        ChartAxis::linear(lang.t("attention weight", "注意力权重")).from_zero(),
+    )
+    .height(hp)
+    .legend(entries)
+    .show(ui, size, |pl| {
+        pl.bar_chart(BarChart::new(name, bars).color(style::c32(style::READ)));
+    });
 }
 
 /// H2O's recent set at step `t`: the first text index inside it.
@@ -202,30 +205,25 @@ fn scores(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         .map(|i| f64::from(sc[row * n + i]))
         .fold(f64::INFINITY, f64::min);
     let hp = (ui.available_height() - 5.0 * size).max(100.0);
-    plot_title_room(ui);
-    Plot::new("eviction-scores")
-        .height(hp)
-        .allow_scroll(false)
-        .legend(Legend::default())
-        .x_axis_label(lang.t("byte of the text", "文本字节"))
-        .y_axis_label(lang.t("accumulated attention score", "累计注意力分数"))
-        .include_y(0.0)
-        .include_x(0.0)
-        .include_x(n as f64)
-        .show(ui, |pl| {
-            pl.bar_chart(BarChart::new(lang.t("score", "分数"), bars).color(style::c32(style::READ)));
-            if line.is_finite() {
-                pl.hline(
-                    HLine::new(lang.t("lowest kept heavy hitter", "保留的最低分重要 token"), line)
-                        .color(style::c32(style::CURRENT)),
-                );
-            }
-            pl.vline(
-                VLine::new(lang.t("recent R starts", "最近 R 个的起点"), recent0 as f64 - 0.5)
-                    .color(style::c32(style::SINK)),
-            );
-        });
-    legend(ui, &entries, size * 0.85);
+    let entries: Vec<(style::Rgba, String)> = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
+    let lowest = lang.t("lowest kept heavy hitter", "保留的最低分重要 token");
+    let recent = lang.t("recent R starts", "最近 R 个的起点");
+    Chart::new(
+        "eviction-scores",
+        ChartAxis::linear(lang.t("byte of the text", "文本字节"))
+            .from_zero()
+            .include(n as f64),
+        ChartAxis::linear(lang.t("accumulated attention score", "累计注意力分数")).from_zero(),
+    )
+    .height(hp)
+    .legend(entries)
+    .show(ui, size, |pl| {
+        pl.bar_chart(BarChart::new(lang.t("score", "分数"), bars).color(style::c32(style::READ)));
+        if line.is_finite() {
+            pl.threshold_y(line, lowest);
+        }
+        pl.threshold_x(recent0 as f64 - 0.5, recent);
+    });
 }
 
 /// The state of one (row, token) cell of a keep set at step `t`.
@@ -414,65 +412,52 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         ),
         (style::SINK, lang.t("the observation window (kept)", "观察窗口（保留）")),
     ];
+    let mut entries: Vec<(style::Rgba, String)> = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
+    entries.push((style::CURRENT, lang.t("raw vote", "原始投票").to_string()));
     let hp = (ui.available_height() - 4.5 * size).max(100.0);
-    plot_title_room(ui);
-    Plot::new("eviction-snapkv")
-        .height(hp)
-        .allow_scroll(false)
-        .legend(Legend::default())
-        .x_axis_label(lang.t("prompt byte", "提示词字节"))
-        .y_axis_label(lang.t("votes of the last w queries", "最后 w 个查询的投票"))
-        .include_y(0.0)
-        .include_x(prompt as f64)
-        .show(ui, |pl| {
-            pl.bar_chart(BarChart::new(lang.t("pooled vote", "池化后的投票"), bars).color(style::c32(style::READ)));
-            pl.bar_chart(BarChart::new(lang.t("window", "窗口"), win).color(style::c32(style::SINK)));
-            let raw: PlotPoints = votes.iter().enumerate().map(|(i, &v)| [i as f64, v]).collect();
-            pl.points(
-                Points::new(lang.t("raw vote", "原始投票"), raw)
-                    .radius(2.0)
-                    .color(style::c32(style::CURRENT)),
-            );
-        });
-    legend(ui, &entries, size * 0.85);
+    Chart::new(
+        "eviction-snapkv",
+        ChartAxis::linear(lang.t("prompt byte", "提示词字节")).include(prompt as f64),
+        ChartAxis::linear(lang.t("votes of the last w queries", "最后 w 个查询的投票")).from_zero(),
+    )
+    .height(hp)
+    .legend(entries)
+    .show(ui, size, |pl| {
+        pl.bar_chart(BarChart::new(lang.t("pooled vote", "池化后的投票"), bars).color(style::c32(style::READ)));
+        pl.bar_chart(BarChart::new(lang.t("window", "窗口"), win).color(style::c32(style::SINK)));
+        let raw: PlotPoints = votes.iter().enumerate().map(|(i, &v)| [i as f64, v]).collect();
+        pl.points(
+            Points::new(lang.t("raw vote", "原始投票"), raw)
+                .radius(2.0)
+                .color(style::c32(style::CURRENT)),
+        );
+    });
 }
 
 fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     sim_capped(cx, ui, o.len(), o.capped_from);
-    // The legend under the plot: inside it, it covered the lines.
-    let mut entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
-        .iter()
-        .map(|&p| (policy_rgba(p), policy_name(lang, p)))
-        .collect();
-    entries.push((style::CURRENT, lang.t("the prompt ends", "提示词结束")));
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let hp = (ui.available_height() - 5.5 * size - legend_h).max(100.0);
-    plot_title_room(ui);
-    Plot::new("eviction-growth")
-        .height(hp)
-        .allow_scroll(false)
-        .x_axis_label(lang.t("byte read (step)", "读取的字节（步）"))
-        .y_axis_label(lang.t("tokens attended per KV head per layer", "每层每个 KV 头关注的 token 数"))
-        .include_y(0.0)
-        .show(ui, |pl| {
-            for p in EvictPolicy::ALL {
-                let r = o.run(p);
-                let pts: PlotPoints = r
-                    .attended
-                    .iter()
-                    .enumerate()
-                    .map(|(t, &a)| [t as f64, f64::from(a)])
-                    .collect();
-                pl.line(Line::new(policy_name(lang, p), pts).color(policy_color(p)));
-            }
-            pl.vline(
-                VLine::new(lang.t("the prompt ends", "提示词结束"), o.prompt() as f64)
-                    .color(style::c32(style::CURRENT)),
-            );
-        });
-    legend(ui, &entries, size * 0.85);
+    let hp = (ui.available_height() - 5.5 * size).max(100.0);
+    Chart::new(
+        "eviction-growth",
+        ChartAxis::linear(lang.t("byte read (step)", "读取的字节（步）")),
+        ChartAxis::linear(lang.t("tokens attended per KV head per layer", "每层每个 KV 头关注的 token 数")).from_zero(),
+    )
+    .height(hp)
+    .show(ui, size, |pl| {
+        for p in EvictPolicy::ALL {
+            let r = o.run(p);
+            let pts: PlotPoints = r
+                .attended
+                .iter()
+                .enumerate()
+                .map(|(t, &a)| [t as f64, f64::from(a)])
+                .collect();
+            pl.line(Line::new(policy_name(lang, p), pts).color(policy_color(p)));
+        }
+        pl.threshold_x(o.prompt() as f64, lang.t("the prompt ends", "提示词结束"));
+    });
     note(
         ui,
         size,

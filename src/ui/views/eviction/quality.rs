@@ -2,14 +2,14 @@
 //! SmolLM2 (bits per byte and recall).
 
 use eframe::egui::Ui;
-use egui_plot::{HLine, Line, Plot, PlotPoints, Points};
+use egui_plot::{Line, PlotPoints, Points};
 
 use super::common::*;
 use crate::drivers::evict::{BUDGETS, EvictPolicy};
 use crate::lessons::eviction::stored;
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, legend, plot_title_room};
+use crate::ui::widgets::{Chart, ChartAxis, ViewCtx};
 
 pub(super) fn quality(cx: &mut ViewCtx, ui: &mut Ui) {
     let lang = cx.lang;
@@ -72,14 +72,10 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
     let size = cx.size;
     // One legend for both plots, under them: inside a plot it covered the curves' ends (H2O's recall at
     // the largest budget on SmolLM2).
-    let mut entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
+    let entries: Vec<(style::Rgba, &str)> = EvictPolicy::ALL
         .iter()
         .map(|&p| (policy_rgba(p), policy_name(lang, p)))
         .collect();
-    entries.push((
-        style::MASKED,
-        lang.t("chance: 1 in 26 (recall)", "随机猜测：1/26（回忆）"),
-    ));
     let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
     let hp = ((ui.available_height() - 2.0 * size - legend_h) / 2.0 - size).max(90.0);
     let series = |f: fn(&crate::drivers::evict::QualityCell) -> f64, p: EvictPolicy| -> PlotPoints {
@@ -88,18 +84,16 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
             .filter_map(|&k| s.cell(p.name(), k).map(|c| [(k as f64).log2(), f(c)]))
             .collect()
     };
-    let x_fmt = |m: egui_plot::GridMark, _r: &std::ops::RangeInclusive<f64>| format!("{:.0}", 2f64.powf(m.value));
-    plot_title_room(ui);
-    Plot::new(format!("{id}-bpb"))
-        .height(hp)
-        .allow_scroll(false)
-        .x_axis_label(lang.t(
+    let budget = || {
+        ChartAxis::log2(lang.t(
             "budget K (tokens per KV head per layer)",
             "预算 K（每层每个 KV 头的 token 数）",
         ))
-        .y_axis_label(lang.t("bits per byte", "每字节比特数"))
-        .x_axis_formatter(x_fmt)
-        .show(ui, |pl| {
+    };
+    Chart::new(format!("{id}-bpb"), budget(), ChartAxis::linear(lang.t("bits per byte", "每字节比特数")))
+        .height(hp)
+        .no_legend()
+        .show(ui, size, |pl| {
             for p in EvictPolicy::ALL {
                 pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)));
                 pl.points(
@@ -109,29 +103,23 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
                 );
             }
         });
-    plot_title_room(ui);
-    Plot::new(format!("{id}-recall"))
-        .height(hp)
-        .allow_scroll(false)
-        .x_axis_label(lang.t(
-            "budget K (tokens per KV head per layer)",
-            "预算 K（每层每个 KV 头的 token 数）",
-        ))
-        .y_axis_label(lang.t("recall: top-1 on the repeat", "回忆：重复部分的 top-1"))
-        .x_axis_formatter(x_fmt)
-        .include_y(0.0)
-        .show(ui, |pl| {
-            for p in EvictPolicy::ALL {
-                pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
-                pl.points(
-                    Points::new("", series(|c| c.recall, p))
-                        .radius(3.0)
-                        .color(policy_color(p)),
-                );
-            }
-            pl.hline(
-                HLine::new(lang.t("chance: 1 in 26", "随机猜测：1/26"), 1.0 / 26.0).color(style::c32(style::MASKED)),
+    let entries = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
+    Chart::new(
+        format!("{id}-recall"),
+        budget(),
+        ChartAxis::linear(lang.t("recall: top-1 on the repeat", "回忆：重复部分的 top-1")).from_zero(),
+    )
+    .height(hp + legend_h)
+    .legend(entries)
+    .show(ui, size, |pl| {
+        for p in EvictPolicy::ALL {
+            pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
+            pl.points(
+                Points::new("", series(|c| c.recall, p))
+                    .radius(3.0)
+                    .color(policy_color(p)),
             );
-        });
-    legend(ui, &entries, size * 0.85);
+        }
+        pl.threshold_y(1.0 / 26.0, lang.t("chance: 1 in 26", "随机猜测：1/26"));
+    });
 }

@@ -2,13 +2,13 @@
 //! of both, and the split of the context across blocks (flash-decoding).
 
 use eframe::egui::{self, RichText, Ui};
-use egui_plot::{Bar, BarChart, Legend, Plot};
+use egui_plot::{Bar, BarChart};
 
 use crate::lessons::flash_attention::FlashOut;
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;
-use crate::ui::widgets::{Axes, ViewCtx, bytes, check_line, heat_panel, view_id};
+use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, bytes, check_line, heat_panel, view_id};
 
 /// Tiles visited and skipped, and the score elements computed against T².
 pub(super) fn work(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
@@ -183,26 +183,22 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         .map(|(i, (_, _, b))| bar(i, 0.2, b.read + b.write))
         .collect();
     let ts: Vec<usize> = f.io_sweep.iter().map(|x| x.0).collect();
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("flash-io-bars")
-        .height(h)
-        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
-        .allow_scroll(false)
-        .allow_drag(false)
-        .x_axis_label(lang.t("T (same hd, tiles and mask)", "T（相同 hd、块大小与掩码）"))
-        .y_axis_label(lang.t("bytes read + written, f32 (log axis)", "读写字节数，f32（对数坐标）"))
-        .x_axis_formatter(move |m, _| {
-            let i = m.value.round();
-            if (m.value - i).abs() < 1e-6 && i >= 0.0 {
-                ts.get(i as usize).map_or(String::new(), |t| t.to_string())
-            } else {
-                String::new()
-            }
-        })
-        .y_axis_formatter(|m, _| format!("{}B", crate::ui::widgets::pow10_label(m.value)))
-        .include_y(0.0)
-        .include_y(ratios.iter().map(|r| r.1).fold(0.0, f64::max) + 0.6)
-        .show(ui, |p| {
+    let top = ratios.iter().map(|r| r.1).fold(0.0, f64::max);
+    Chart::new(
+        "flash-io-bars",
+        ChartAxis::categories(
+            lang.t("T (same hd, tiles and mask)", "T（相同 hd、块大小与掩码）"),
+            ts.iter().map(ToString::to_string).collect(),
+        ),
+        ChartAxis::log10(lang.t("bytes read + written, f32 (log axis)", "读写字节数，f32（对数坐标）"))
+            .from_zero()
+            // Room over the tallest pair for its ratio (a fifth of the range: a line of text on a
+            // projector's short plot).
+            .include(top * 1.25)
+            .fmt(|v| format!("{}B", crate::ui::widgets::pow10_label(v))),
+    )
+    .height(h)
+    .show(ui, size, |p| {
             p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(style::series(1)));
             p.bar_chart(BarChart::new("flash", flash).color(style::series(5)));
             for &(x, top, r) in &ratios {

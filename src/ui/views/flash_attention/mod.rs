@@ -3,7 +3,7 @@
 //! kernel.
 
 use eframe::egui::{self, RichText, Stroke, Ui};
-use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
+use egui_plot::{Bar, BarChart, Line, PlotPoints};
 
 use crate::compute::ops::flash::smem_floats;
 use crate::lessons::flash_attention::{FlashAttention, FlashOut, MEMORY_TS, View};
@@ -12,7 +12,7 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Axes, ViewCtx, bytes, heat_panel, kernel_panel, prev_next, timeline, view_id};
+use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, bytes, heat_panel, kernel_panel, prev_next, timeline, view_id};
 
 mod cost;
 use cost::{io, split, work};
@@ -111,24 +111,32 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let xs = MEMORY_TS;
     let (x0, x1) = ((xs[0] as f64).log2(), (xs[xs.len() - 1] as f64).log2());
     let flat = |name: String, y: f64| Line::new(name, PlotPoints::new(vec![[x0, y.log10()], [x1, y.log10()]]));
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("flash-memory")
-        .height(h)
-        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
-        .allow_scroll(false)
-        .x_axis_label(lang.t("T (log2 axis)", "T（log2 坐标）"))
-        .y_axis_label(lang.t("bytes (log10)", "字节（log10）"))
-        .x_axis_formatter(|m, _| format!("{}", 2f64.powf(m.value).round()))
-        .y_axis_formatter(|m, _| decimal_bytes(m.value))
-        .show(ui, |p| {
+    Chart::new(
+        "flash-memory",
+        ChartAxis::log2(lang.t("T (log2 axis)", "T（log2 坐标）")),
+        ChartAxis::log10(lang.t("bytes (log10)", "字节（log10）")).fmt(|v| {
+            let d = decimal_bytes(v);
+            if d.is_empty() {
+                format!("{}B", crate::ui::widgets::pow10_label(v))
+            } else {
+                d
+            }
+        }),
+    )
+    .height(h)
+    .show(ui, size, |p| {
             let pts = |g: &dyn Fn(usize) -> f64| -> PlotPoints {
                 xs.iter().map(|&t| [(t as f64).log2(), g(t).log10()]).collect()
             };
-            p.line(Line::new(lang.t("S + P (T² each)", "S + P（各 T²）"), pts(&sp)).width(3.0));
-            p.line(Line::new(
-                lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"),
-                pts(&qkvo),
-            ));
+            p.line(
+                Line::new(lang.t("S + P (T² each)", "S + P（各 T²）"), pts(&sp))
+                    .width(3.0)
+                    .color(style::series(1)),
+            );
+            p.line(
+                Line::new(lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"), pts(&qkvo))
+                    .color(style::series(2)),
+            );
             p.line(
                 flat(
                     format!(
@@ -143,7 +151,7 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 .style(egui_plot::LineStyle::dashed_dense()),
             );
             if let Some(d) = device {
-                p.line(flat(lang.t("this backend reports", "当前后端报告").to_string(), d));
+                p.line(flat(lang.t("this backend reports", "当前后端报告").to_string(), d).color(style::series(3)));
             }
             p.line(flat(
                 format!(
@@ -153,7 +161,8 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                     f.bc
                 ),
                 tile,
-            ));
+            )
+            .color(style::series(4)));
         });
     let big = xs[xs.len() - 1];
     ui.label(
@@ -356,16 +365,13 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 Bar::new(j as f64 + 0.2, f64::from(p)).width(0.4)
             })
             .collect();
-        crate::ui::widgets::plot_title_room(ui);
-        Plot::new("flash-online-bars")
-            .height((ui.available_height() - size).max(80.0))
-            .legend(Legend::default().position(egui_plot::Corner::LeftTop))
-            .allow_scroll(false)
-            .allow_drag(false)
-            .x_axis_label(lang.t("key j", "键 j"))
-            .y_axis_label("p")
-            .include_y(0.0)
-            .show(ui, |p| {
+        Chart::new(
+            "flash-online-bars",
+            ChartAxis::linear(lang.t("key j", "键 j")).from_zero(),
+            ChartAxis::linear("p").from_zero(),
+        )
+        .height((ui.available_height() - size).max(80.0))
+        .show(ui, size, |p| {
                 p.bar_chart(
                     BarChart::new(lang.t("full softmax (lesson 1)", "完整 softmax（第 1 课）"), p_full)
                         .color(style::series(0)),

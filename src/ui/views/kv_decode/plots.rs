@@ -3,7 +3,7 @@
 //! and a copy of them (counted as the bytes it reads plus the bytes it writes).
 
 use eframe::egui::{self, RichText, Ui};
-use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use egui_plot::{Line, PlotPoints, Points};
 
 use crate::cache::kv_bytes_per_token;
 use crate::compute::Device;
@@ -12,7 +12,7 @@ use crate::lessons::kv_decode::sweep::SWEEP_REQUESTS;
 use crate::lessons::kv_decode::sweep::{StoredSweep, Sweep};
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, bytes};
+use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, bytes};
 
 pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
     let lang = cx.lang;
@@ -47,29 +47,45 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    let h = ((ui.available_height() - 5.0 * size) * 0.6).max(80.0);
     let sweep = cx.state::<Sweep>();
     let (balance, live) = match sweep.balance {
         Some(b) => (Some(b), true),
         None => (StoredSweep::embedded().and_then(StoredSweep::balance), false),
     };
-    roofline(lang, size, ui, d, h, balance, live);
+    // In presentation mode the roofline is the first page and intensity against batch the second: one
+    // slide holds one chart at a size the back of the hall can read.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
+    if page != Some(1) {
+        let h = match page {
+            Some(_) => ui.available_height() - 6.0 * size,
+            None => (ui.available_height() - 5.0 * size) * 0.6,
+        };
+        roofline(lang, size, ui, d, h.max(80.0), balance, live);
+    }
+    if page == Some(0) {
+        crate::ui::widgets::more_on_next_page(
+            ui,
+            lang,
+            size,
+            lang.t("arithmetic intensity against batch", "算术强度随批大小的变化"),
+        );
+        return;
+    }
+    let h = (ui.available_height() - 4.0 * size).max(80.0);
     let kv_options: Vec<usize> = (1..=d.heads).filter(|k| d.heads.is_multiple_of(*k)).collect();
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("intensity-batch")
-        .height(h * 2.0 / 3.0)
-        .legend(Legend::default())
-        .allow_scroll(false)
-        .x_axis_label(lang.t("batch size", "批大小"))
-        .y_axis_label(lang.t("FLOP per byte of K/V", "每字节 K/V 的 FLOP"))
-        .include_y(0.0)
-        .show(ui, |p| {
-            for &kvh in kv_options.iter().rev().take(4) {
+    Chart::new(
+        "intensity-batch",
+        ChartAxis::linear(lang.t("batch size", "批大小")),
+        ChartAxis::linear(lang.t("FLOP per byte of K/V", "每字节 K/V 的 FLOP")).from_zero(),
+    )
+    .height(h)
+    .show(ui, size, |p| {
+            for (k, &kvh) in kv_options.iter().rev().take(4).enumerate() {
                 let name = format!("{} (KVH {kvh})", crate::math::kv_family(d.heads, kvh));
                 let pts: PlotPoints = (1..=16)
                     .map(|b| [b as f64, flops(b, d.heads, ctx) / kv_bytes(b, kvh, ctx)])
                     .collect();
-                p.line(Line::new(name, pts));
+                p.line(Line::new(name, pts).color(style::series(k)));
             }
             if let Some((gflops, gbs)) = balance {
                 let name = format!(
@@ -81,10 +97,7 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                     },
                     gflops / gbs
                 );
-                p.line(Line::new(
-                    name,
-                    PlotPoints::new(vec![[1.0, gflops / gbs], [16.0, gflops / gbs]]),
-                ));
+                p.threshold_y(gflops / gbs, name);
             }
         });
     ui.label(
@@ -165,23 +178,16 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
         marks.push(("MQA".to_string(), d.heads as f64));
     }
     let h100 = roofs[0].clone();
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("roofline")
-        .height(h)
-        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
-        .allow_scroll(false)
-        .allow_drag(false)
-        .include_x(x0.log10())
-        .include_x(x1.log10())
-        .include_y(16.5)
-        .x_axis_label(lang.t(
+    Chart::new(
+        "roofline",
+        ChartAxis::log10(lang.t(
             "arithmetic intensity, FLOP per byte read (log axis)",
             "算术强度，每读一字节的 FLOP（对数坐标）",
-        ))
-        .y_axis_label(lang.t("attainable FLOP/s (log axis)", "可达到的 FLOP/s（对数坐标）"))
-        .x_axis_formatter(|m, _| crate::ui::widgets::pow10_label(m.value))
-        .y_axis_formatter(|m, _| crate::ui::widgets::pow10_label(m.value))
-        .show(ui, |p| {
+        )),
+        ChartAxis::log10(lang.t("attainable FLOP/s (log axis)", "可达到的 FLOP/s（对数坐标）")),
+    )
+    .height(h)
+    .show(ui, size, |p| {
             for (k, (name, bw, peak)) in roofs.iter().enumerate() {
                 let ridge = peak / bw;
                 let mut pts = vec![[x0.log10(), (bw * x0).log10()]];
@@ -347,16 +353,13 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
             lang.t("memcpy, bytes read + written", "memcpy，读 + 写字节"),
         ),
     };
-    crate::ui::widgets::plot_title_room(ui);
-    Plot::new("bandwidth")
-        .height((ui.available_height() - 3.0 * size).max(100.0))
-        .legend(Legend::default())
-        .allow_scroll(false)
-        .include_y(0.0)
-        .x_axis_label(lang.t("context per request (log2 axis)", "每个请求的上下文（log2 坐标）"))
-        .y_axis_label("GB/s")
-        .x_axis_formatter(|m, _| format!("{}", 2f64.powf(m.value).round()))
-        .show(ui, |p| {
+    Chart::new(
+        "bandwidth",
+        ChartAxis::log2(lang.t("context per request (log2 axis)", "每个请求的上下文（log2 坐标）")),
+        ChartAxis::linear("GB/s").from_zero(),
+    )
+    .height((ui.available_height() - 4.0 * size).max(100.0))
+    .show(ui, size, |p| {
             let series = |f: fn(&crate::lessons::kv_decode::sweep::SweepPoint) -> f64| -> PlotPoints {
                 points.iter().map(|q| [(q.context as f64).log2(), f(q)]).collect()
             };

@@ -6,7 +6,7 @@ mod common;
 mod real;
 
 use eframe::egui::{self, RichText, Ui};
-use egui_plot::{Bar, BarChart, Plot};
+use egui_plot::{Bar, BarChart};
 
 use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
@@ -18,7 +18,7 @@ use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Axes, ViewCtx, bar, heat_panel, kernel_panel, legend, sim_capped, view_id, view_in};
+use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, bar, heat_panel, kernel_panel, legend, sim_capped, view_id, view_in};
 use common::*;
 use real::real;
 
@@ -358,16 +358,17 @@ fn error(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
             .enumerate()
             .map(|(l, &e)| Bar::new(l as f64, 100.0 * e).width(0.6))
             .collect();
-        Plot::new("quant-out-err")
-            .height(ui.available_height())
-            .allow_scroll(false)
-            .allow_drag(false)
-            .x_axis_label(lang.t("layer", "层"))
-            .y_axis_formatter(|m, _| format!("{}%", m.value))
-            .include_y(0.0)
-            .show(ui, |pl| {
-                pl.bar_chart(BarChart::new("", bars).color(style::c32(style::WRITTEN)));
-            });
+        let layers = r.out_rel_rms.len();
+        Chart::new(
+            "quant-out-err",
+            ChartAxis::categories(lang.t("layer", "层"), (0..layers).map(|l| l.to_string()).collect()),
+            ChartAxis::linear("").from_zero().suffix("%"),
+        )
+        .height(ui.available_height())
+        .no_legend()
+        .show(ui, size, |pl| {
+            pl.bar_chart(BarChart::new("", bars).color(style::c32(style::WRITTEN)));
+        });
     });
 }
 

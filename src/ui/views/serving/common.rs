@@ -18,19 +18,3 @@ pub(super) fn req_color(i: usize, decode: bool) -> Color32 {
     if decode { c.gamma_multiply(0.55) } else { c }
 }
 
-/// A muted line under a view that continues on the next page: what is there, and "on the next page →".
-pub(super) fn more_on_next_page(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, what: &str) {
-    let text = match lang {
-        crate::ui::text::Lang::En => format!("{what}: on the next page →"),
-        crate::ui::text::Lang::Zh => format!("{what}：见下一页 →"),
-    };
-    ui.add_space(size * 0.5);
-    ui.add(
-        egui::Label::new(
-            RichText::new(text)
-                .size(crate::style::fit(size * 0.85))
-                .color(style::muted(ui.visuals())),
-        )
-        .wrap(),
-    );
-}

@@ -220,7 +220,7 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         }
     }
     if page == Some(0) {
-        common::more_on_next_page(ui, lang, size, lang.t("across budgets, stored", "不同预算，存储的实测"));
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("across budgets, stored", "不同预算，存储的实测"));
         return;
     }
     ui.add_space(size * 0.5);
@@ -400,7 +400,7 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         offload_measured(ui, lang, size, o);
     }
     if page == Some(0) {
-        common::more_on_next_page(ui, lang, size, lang.t("on real GPUs, from quoted facts", "真实 GPU 上，由引用的参数估算"));
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("on real GPUs, from quoted facts", "真实 GPU 上，由引用的参数估算"));
         return;
     }
     if page.is_none() {

@@ -7,7 +7,7 @@ use super::common::*;
 use crate::lessons::format_bytes;
 use crate::lessons::serving::{ServingOut, measure};
 use crate::style;
-use crate::ui::widgets::{ViewCtx, legend};
+use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, legend};
 
 pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     let lang = cx.lang;
@@ -223,7 +223,7 @@ pub(super) const REAL: style::Rgba = style::REQUESTS[2];
 /// Lesson 12 on SmolLM2-135M: prompt lookup's speed-up over plain decode at each k, SmolLM2's stored
 /// measurement beside the tiny model's, with the drafts each verification pass accepts.
 pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
-    use egui_plot::{Bar, BarChart, HLine, Plot};
+    use egui_plot::{Bar, BarChart};
     let size = cx.size;
     let lang = cx.lang;
     title(
@@ -254,7 +254,6 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             REAL,
             lang.t("SmolLM2-135M-Instruct (tokens)", "SmolLM2-135M-Instruct（token）"),
         ),
-        (style::MASKED, lang.t("plain decode (1×)", "普通解码（1×）")),
     ];
     // In presentation mode the chart is the first page and the table of what was measured the second.
     let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
@@ -273,38 +272,28 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     };
     let (tiny, real) = (bars(&o.stored, -0.2, TINY), bars(&o.real, 0.2, REAL));
     if page != Some(1) {
-        crate::ui::widgets::plot_title_room(ui);
-        Plot::new("serve-real")
-            .height(hp)
-            .allow_scroll(false)
-            .allow_drag(false)
-            .allow_zoom(false)
-            .include_y(0.0)
-            .x_axis_label(lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"))
-            .y_axis_label(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
-            .x_axis_formatter(move |m, _| {
-                let i = m.value.round();
-                if (m.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < ks.len() {
-                    format!("k = {}", ks[i as usize])
-                } else {
-                    String::new()
-                }
-            })
-            .show(ui, |pl| {
+        let entries = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
+        Chart::new(
+            "serve-real",
+            ChartAxis::categories(
+                lang.t("drafted tokens per pass, k", "每次验证的草稿数 k"),
+                ks.iter().map(|k| format!("k = {k}")).collect(),
+            ),
+            ChartAxis::linear(lang.t("speed-up over plain decode (×)", "相对普通解码的加速（×）"))
+                .from_zero()
+                .suffix("×"),
+        )
+        .height(hp + legend_h)
+        .legend(entries)
+        .show(ui, size, |pl| {
                 pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
                 pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
-                // Plain decode's 1×, dashed and heavier than the grid, so a bar under it reads as a slow-down.
-                pl.hline(
-                    HLine::new(lang.t("plain decode", "普通解码"), 1.0)
-                        .color(style::c32(style::MASKED))
-                        .width(2.5)
-                        .style(egui_plot::LineStyle::dashed_loose()),
-                );
+                // Plain decode's 1×, so a bar under it reads as a slow-down.
+                pl.threshold_y(1.0, lang.t("plain decode", "普通解码"));
             });
-        legend(ui, &entries, size * 0.85);
     }
     if page == Some(0) {
-        super::common::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
         return;
     }
     ui.add_space(size * 0.3);

@@ -2,13 +2,12 @@
 //! cap on the simulated backends and the trained-context line.
 
 use eframe::egui::{self, Color32, RichText, Ui};
-use egui_plot::VLine;
 
 use crate::drivers::stream::{Positions, StreamPolicy};
 use crate::lessons::streaming::StreamOut;
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::ViewCtx;
+use crate::ui::widgets::{ChartUi, ViewCtx};
 
 /// Each policy's name and colour (the same in every view).
 pub(super) fn policy_name(lang: Lang, p: StreamPolicy, pos: Positions) -> String {
@@ -24,30 +23,9 @@ pub(super) fn policy_name(lang: Lang, p: StreamPolicy, pos: Positions) -> String
     }
 }
 
-pub(super) fn policy_color(i: usize) -> Color32 {
-    style::series(i)
-}
-
-/// The legend of a plot of the first `n` runs (each name followed by `suffix`) and the trained-context
-/// line, drawn as a row under the plot: inside it, it covered the curves (the dense run's rise).
-pub(super) fn runs_legend(lang: Lang, o: &StreamOut, n: usize, suffix: &str) -> Vec<(style::Rgba, String)> {
-    let mut entries: Vec<(style::Rgba, String)> = o
-        .runs
-        .iter()
-        .take(n)
-        .enumerate()
-        .map(|(i, r)| {
-            (
-                style::request(i),
-                format!("{}{suffix}", policy_name(lang, r.config.policy, r.config.positions)),
-            )
-        })
-        .collect();
-    entries.push((
-        style::CURRENT,
-        lang.t("the model's trained context", "模型训练时的上下文").to_string(),
-    ));
-    entries
+/// A policy's colour (the same in lesson 9: [`style::POLICIES`]).
+pub(super) fn policy_color(p: StreamPolicy) -> Color32 {
+    style::c32(style::policy(p.name()))
 }
 
 pub(super) fn note(ui: &mut Ui, size: f32, text: impl Into<String>) {
@@ -72,7 +50,7 @@ pub(super) fn capped(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut) {
     }
 }
 
-pub(super) fn context_line(lang: Lang, ctx: usize) -> VLine {
-    VLine::new(lang.t("the model's trained context", "模型训练时的上下文"), ctx as f64)
-        .color(style::c32(style::CURRENT))
+/// The model's trained context, a threshold on a chart of the stream (a dashed line labelled at the line).
+pub(super) fn context_line(p: &mut ChartUi<'_>, lang: Lang, ctx: usize) {
+    p.threshold_x(ctx as f64, lang.t("trained context", "训练上下文"));
 }

@@ -6,14 +6,14 @@ mod common;
 mod sinks;
 
 use eframe::egui::{self, RichText, Ui};
-use egui_plot::{Line, Plot, PlotPoints};
+use egui_plot::{Line, PlotPoints};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
 use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
 use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{ViewCtx, check_line, kernel_panel, legend, plot_title_room, timeline};
+use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, check_line, kernel_panel, legend, timeline};
 use common::*;
 use sinks::{sinks, sinks_real};
 
@@ -76,30 +76,26 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
     capped(cx, ui, o);
-    let entries = runs_legend(lang, o, 3, "");
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let h = (ui.available_height() - 5.0 * size - legend_h).max(120.0);
-    plot_title_room(ui);
+    let h = (ui.available_height() - 5.0 * size).max(120.0);
     let mib = |blocks: u32| f64::from(blocks) * (o.block_size * o.kv_per_byte) as f64 / (1024.0 * 1024.0);
-    Plot::new("streaming-growth")
-        .height(h)
-        .allow_scroll(false)
-        .x_axis_label(lang.t("bytes read", "已读字节"))
-        .y_axis_label(lang.t("KV cache allocated (MiB, all layers)", "已分配 KV 缓存（MiB，所有层）"))
-        .include_y(0.0)
-        .show(ui, |p| {
-            for (i, r) in o.runs.iter().enumerate().take(3) {
-                let pts: PlotPoints = r
-                    .blocks_in_use
-                    .iter()
-                    .enumerate()
-                    .map(|(t, &b)| [(t + 1) as f64, mib(b)])
-                    .collect();
-                p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), pts).color(policy_color(i)));
-            }
-            p.vline(context_line(lang, o.trained_context));
-        });
-    legend(ui, &entries, size * 0.85);
+    Chart::new(
+        "streaming-growth",
+        ChartAxis::linear(lang.t("bytes read", "已读字节")),
+        ChartAxis::linear(lang.t("KV cache allocated (MiB, all layers)", "已分配 KV 缓存（MiB，所有层）")).from_zero(),
+    )
+    .height(h)
+    .show(ui, size, |p| {
+        for r in o.runs.iter().take(3) {
+            let pts: PlotPoints = r
+                .blocks_in_use
+                .iter()
+                .enumerate()
+                .map(|(t, &b)| [(t + 1) as f64, mib(b)])
+                .collect();
+            p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), pts).color(policy_color(r.config.policy)));
+        }
+        context_line(p, lang, o.trained_context);
+    });
     let dense = &o.runs[0];
     note(
         ui,
@@ -238,9 +234,7 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
     capped(cx, ui, o);
-    let entries = runs_legend(lang, o, 4, "");
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let h = (ui.available_height() - 3.5 * size - legend_h).max(120.0);
+    let h = (ui.available_height() - 3.5 * size).max(120.0);
     // A rolling mean over 64 predictions (fewer at the start), in bits.
     let smooth = |r: &StreamRun| -> PlotPoints {
         let k = 64usize;
@@ -256,25 +250,22 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         }
         PlotPoints::new(pts)
     };
-    plot_title_room(ui);
-    Plot::new("streaming-quality")
-        .height(h)
-        .allow_scroll(false)
-        .x_axis_label(lang.t("byte predicted (position in the stream)", "被预测的字节（流中位置）"))
-        .y_axis_label(lang.t(
+    Chart::new(
+        "streaming-quality",
+        ChartAxis::linear(lang.t("byte predicted (position in the stream)", "被预测的字节（流中位置）")),
+        ChartAxis::linear(lang.t(
             "bits per byte (mean of the last 64)",
             "每字节比特数（最近 64 个的均值）",
         ))
-        .include_y(0.0)
-        .show(ui, |p| {
-            for (i, r) in o.runs.iter().enumerate().take(4) {
-                p.line(
-                    Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r)).color(policy_color(i)),
-                );
-            }
-            p.vline(context_line(lang, o.trained_context));
-        });
-    legend(ui, &entries, size * 0.85);
+        .from_zero(),
+    )
+    .height(h)
+    .show(ui, size, |p| {
+        for r in o.runs.iter().take(4) {
+            p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r)).color(policy_color(r.config.policy)));
+        }
+        context_line(p, lang, o.trained_context);
+    });
     let mut line = String::new();
     for r in o.runs.iter().take(4) {
         line.push_str(&format!(
@@ -439,7 +430,7 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             };
             ui.label(
                 RichText::new(policy_name(lang, *p, *pos))
-                    .color(policy_color(i))
+                    .color(style::state_text(ui.visuals(), style::policy(p.name())))
                     .size(crate::style::fit(size * 0.95)),
             );
             cell(ui, format!("{:.3}", r.bits_per_byte()));

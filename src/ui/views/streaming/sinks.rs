@@ -2,14 +2,14 @@
 //! sink mass per layer and head with StreamingLLM's four policies along its stream.
 
 use eframe::egui::{self, RichText, Ui};
-use egui_plot::{Line, Plot, PlotPoints, VLine};
+use egui_plot::{Line, PlotPoints};
 
 use super::common::*;
 use crate::drivers::stream::{Positions, StreamPolicy};
 use crate::lessons::streaming::{StreamOut, stored};
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{HeadGrid, ViewCtx, head_grid, head_grid_by_layer, legend, plot_title_room};
+use crate::ui::widgets::{Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, head_grid_by_layer};
 
 pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
@@ -49,18 +49,15 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     } else {
         2.5
     };
-    let entries = runs_legend(lang, o, 3, &format!(" · L{l} H{h}"));
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    let h_plot = (ui.available_height() - below * size - legend_h).max(80.0);
-    plot_title_room(ui);
-    Plot::new("streaming-sinks")
-        .height(h_plot)
-        .allow_scroll(false)
-        .x_axis_label(lang.t("byte read", "读取的字节"))
-        .y_axis_label(lang.t("mass on the first S bytes", "前 S 个字节上的质量"))
-        .include_y(0.0)
-        .show(ui, |p| {
-            for (i, run) in o.runs.iter().enumerate().take(3) {
+    let h_plot = (ui.available_height() - below * size).max(80.0);
+    Chart::new(
+        "streaming-sinks",
+        ChartAxis::linear(lang.t("byte read", "读取的字节")),
+        ChartAxis::linear(lang.t("mass on the first S bytes", "前 S 个字节上的质量")).from_zero(),
+    )
+    .height(h_plot)
+    .show(ui, size, |p| {
+            for run in o.runs.iter().take(3) {
                 let pts: PlotPoints = (0..o.stream())
                     .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
                     .collect();
@@ -72,12 +69,11 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
                         ),
                         pts,
                     )
-                    .color(policy_color(i)),
+                    .color(policy_color(run.config.policy)),
                 );
             }
-            p.vline(context_line(lang, o.trained_context));
+            context_line(p, lang, o.trained_context);
         });
-    legend(ui, &entries, size * 0.85);
     if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
         let best = s.strongest_sink();
         let w_at = s
@@ -176,74 +172,37 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
         .collect();
     let entries: Vec<(style::Rgba, String)> = runs
         .iter()
-        .map(|(i, p, r)| {
+        .map(|(_, p, r)| {
             (
-                style::request(*i),
+                style::policy(p.name()),
                 format!("{} {:.3}", policy_name(lang, *p, Positions::Cache), r.bits_per_byte),
             )
         })
-        .chain(std::iter::once((
-            style::WHOLE,
-            match lang {
-                Lang::En => format!("W + S = {}: the window starts dropping tokens", w + k),
-                Lang::Zh => format!("W + S = {}：窗口开始丢弃 token", w + k),
-            },
-        )))
         .collect();
-    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
-    // Room under the plot for the legend and the source line (up to three lines on a projector).
-    let h_plot = (ui.available_height() - 4.5 * size - legend_h).max(80.0);
+    // Room under the chart for the source line (up to three lines on a projector).
+    let h = (ui.available_height() - 4.5 * size).max(80.0);
     let bucket = s.curve_bucket.max(1);
     let tokens = s.tokens.unwrap_or(0);
-    let (lo, hi) = runs
-        .iter()
-        .flat_map(|(_, _, r)| r.curve.iter().copied())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
-    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
-    plot_title_room(ui);
-    Plot::new("streaming-sinks-real")
-        .height(h_plot)
-        .allow_scroll(false)
-        .allow_drag(false)
-        .allow_zoom(false)
-        .x_axis_label(match lang {
+    Chart::new(
+        "streaming-sinks-real",
+        ChartAxis::linear(match lang {
             Lang::En => format!("token predicted (SmolLM2-135M, W = {w}, S = {k}; a point per {bucket} tokens)"),
             Lang::Zh => format!("被预测的 token（SmolLM2-135M，W = {w}，S = {k}；每 {bucket} 个 token 一个点）"),
         })
-        .y_axis_label(lang.t("bits per byte", "每字节比特"))
+        .from_zero(),
         // The curves' own range, not from 0: sinks + window runs a few hundredths above dense.
-        .include_y(lo - 0.05)
-        .include_y(hi + 0.05)
-        // A labelled tick every 0.2 bits (the plot is short: the default spacing labels one; 0.2 keeps
-        // every label exact at one decimal).
-        .y_grid_spacer(move |_| {
-            let (a, b) = (((lo - 0.05) * 5.0).ceil() as i64, ((hi + 0.05) * 5.0).floor() as i64);
-            (a..=b)
-                .map(|i| egui_plot::GridMark {
-                    value: i as f64 / 5.0,
-                    step_size: 0.2,
-                })
-                .collect()
-        })
-        .include_x(0.0)
-        // Ticks every 100 tokens up to the last point only: a tick past it sits at the plot's edge, where
-        // its number is cut.
-        .x_grid_spacer(move |_| {
-            (0..=tokens / 100)
-                .map(|i| egui_plot::GridMark {
-                    value: (i * 100) as f64,
-                    step_size: 100.0,
-                })
-                .collect()
-        })
-        .show(ui, |p| {
+        ChartAxis::linear(lang.t("bits per byte", "每字节比特")),
+    )
+    .height(h)
+    .legend(entries)
+    .show(ui, size, |p| {
             // Sinks + window last and heaviest: it is the step's point, and it runs close to dense.
             let last = |p: &StreamPolicy| *p == StreamPolicy::Sinks;
             let order = runs
                 .iter()
                 .filter(|r| !last(&r.1))
                 .chain(runs.iter().filter(|r| last(&r.1)));
-            for (i, policy, r) in order {
+            for (_, policy, r) in order {
                 let width = if last(policy) { 4.0 } else { 2.5 };
                 let pts: Vec<[f64; 2]> = r
                     .curve
@@ -254,23 +213,21 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
                 let name = policy_name(lang, *policy, Positions::Cache);
                 p.line(
                     Line::new(name.clone(), PlotPoints::new(pts.clone()))
-                        .color(policy_color(*i))
+                        .color(policy_color(*policy))
                         .width(width),
                 );
                 p.points(
                     egui_plot::Points::new(name, PlotPoints::new(pts))
-                        .color(policy_color(*i))
+                        .color(policy_color(*policy))
                         .radius(4.0),
                 );
             }
             // Where the window starts to drop tokens.
-            p.vline(
-                VLine::new(lang.t("W + S tokens", "W + S 个 token"), (w + k) as f64)
-                    .color(style::c32(style::WHOLE))
-                    .style(egui_plot::LineStyle::dashed_loose()),
+            p.threshold_x(
+                (w + k) as f64,
+                format!("W + S = {}", w + k),
             );
         });
-    legend(ui, &entries, size * 0.85);
     note(
         ui,
         size,

@@ -1,0 +1,727 @@
+//! Every line and bar chart of the lessons, drawn on egui_plot under the presentation rules (issue #56):
+//! the chart, not the view, decides its ranges, its ticks and where its legend and titles go.
+//!
+//! - **Ranges** cover the data (every item's bounds, texts included) with 4% to spare at each end, and no
+//!   spare below zero on an axis whose quantity starts at zero ([`ChartAxis::from_zero`]). A chart is
+//!   never dragged or zoomed: a slide shows the range the data needs.
+//! - **Ticks** are chosen here, not by egui_plot's log-10 grid: as many round values (1, 2, 2.5, 5 × 10ⁿ;
+//!   decades and their 2 and 5 multiples on a log axis) as fit the axis with their labels measured in the
+//!   font they are drawn in, and never fewer than three.
+//! - **The y title** is set upright above the plot (a sideways title cannot be read in Chinese, and is
+//!   hard to read in English at the back of a hall); the x title stays under the ticks.
+//! - **The legend** sits under the plot, never over the data, and lists every named item drawn (or the
+//!   entries a view gives it, when its marks are coloured by state).
+//!
+//! Each chart shown records what it did ([`crate::ui::layout::record_chart`]): its ranges, its ticks and
+//! whether their labels fit, so that `tests/overflow.rs` checks the axis rules on every frame.
+
+use std::sync::Arc;
+
+use eframe::egui::{self, Color32, Ui};
+use egui_plot::{AxisHints, BarChart, GridMark, HLine, Line, Plot, PlotBounds, PlotItem, Points, Polygon, Text, VLine};
+
+use crate::style::Rgba;
+use crate::ui::layout::{ChartAxisRecord, ChartRecord};
+
+/// How a tick value becomes its label.
+pub type Fmt = Arc<dyn Fn(f64) -> String + Send + Sync>;
+
+/// How an axis maps values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scale {
+    /// Plain values.
+    Linear,
+    /// The plotted value is log10 of the quantity (ticks at decades, labelled with the quantity).
+    Log10,
+    /// The plotted value is log2 of the quantity (ticks at powers of two).
+    Log2,
+    /// Named categories at 0, 1, 2, … (not a quantity: no tick or range rule).
+    Categories(Vec<String>),
+}
+
+/// One axis of a [`Chart`].
+#[derive(Clone)]
+pub struct ChartAxis {
+    title: String,
+    scale: Scale,
+    zero: bool,
+    fmt: Option<Fmt>,
+    suffix: String,
+    include: Vec<f64>,
+}
+
+impl ChartAxis {
+    fn new(title: impl Into<String>, scale: Scale) -> Self {
+        Self {
+            title: title.into(),
+            scale,
+            zero: false,
+            fmt: None,
+            suffix: String::new(),
+            include: Vec::new(),
+        }
+    }
+
+    /// A linear axis.
+    pub fn linear(title: impl Into<String>) -> Self {
+        Self::new(title, Scale::Linear)
+    }
+
+    /// An axis of log10 values.
+    pub fn log10(title: impl Into<String>) -> Self {
+        Self::new(title, Scale::Log10)
+    }
+
+    /// An axis of log2 values.
+    pub fn log2(title: impl Into<String>) -> Self {
+        Self::new(title, Scale::Log2)
+    }
+
+    /// An axis of named categories at 0, 1, 2, …
+    pub fn categories(title: impl Into<String>, names: Vec<String>) -> Self {
+        Self::new(title, Scale::Categories(names))
+    }
+
+    /// The quantity starts at zero: the range includes 0 and stops there.
+    pub fn from_zero(mut self) -> Self {
+        self.zero = true;
+        self
+    }
+
+    /// Label a tick with `f(value)` (the plotted value: the exponent on a log axis).
+    pub fn fmt(mut self, f: impl Fn(f64) -> String + Send + Sync + 'static) -> Self {
+        self.fmt = Some(Arc::new(f));
+        self
+    }
+
+    /// A unit written after each tick's number (`%`, `×`).
+    pub fn suffix(mut self, s: &str) -> Self {
+        self.suffix = s.to_string();
+        self
+    }
+
+    /// A value the range must show although no item reaches it.
+    pub fn include(mut self, v: f64) -> Self {
+        self.include.push(v);
+        self
+    }
+
+    fn scale_name(&self) -> &'static str {
+        match self.scale {
+            Scale::Linear => "linear",
+            Scale::Log10 => "log10",
+            Scale::Log2 => "log2",
+            Scale::Categories(_) => "categories",
+        }
+    }
+
+    fn label(&self, v: f64, step: f64) -> String {
+        if let Some(f) = &self.fmt {
+            return f(v);
+        }
+        match &self.scale {
+            Scale::Linear => linear_label(v, step) + &self.suffix,
+            Scale::Log10 => super::pow10_label(v),
+            Scale::Log2 => {
+                let x = 2f64.powf(v);
+                if x >= 1.0 {
+                    format!("{}", x.round())
+                } else {
+                    linear_label(x, x / 2.0)
+                }
+            }
+            Scale::Categories(names) => {
+                let i = v.round();
+                if i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
+
+    /// The range shown for data spanning `lo..hi`, and the data's range as the rules read it (zero
+    /// included on a [`from_zero`](Self::from_zero) axis).
+    fn range(&self, lo: f64, hi: f64) -> ([f64; 2], [f64; 2]) {
+        if let Scale::Categories(names) = &self.scale {
+            let r = [-0.6, names.len().max(1) as f64 - 0.4];
+            return (r, r);
+        }
+        let (mut lo, mut hi) = if lo.is_finite() && hi.is_finite() {
+            (lo, hi)
+        } else {
+            (0.0, 1.0)
+        };
+        for &v in &self.include {
+            if v.is_finite() {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        if self.zero {
+            lo = lo.min(0.0);
+            hi = hi.max(0.0);
+        }
+        let data = [lo, hi];
+        let span = hi - lo;
+        let pad = if span > 0.0 {
+            span * PAD
+        } else {
+            (lo.abs() * 0.1)
+                .max(if self.scale == Scale::Linear { 1e-9 } else { 0.0 })
+                .max(0.5)
+        };
+        let a = if self.zero && lo == 0.0 { 0.0 } else { lo - pad };
+        let b = if self.zero && hi == 0.0 { 0.0 } else { hi + pad };
+        ([a, b], data)
+    }
+
+    /// Tick values in `lo..=hi`, at most about `max_n` of them (and at least three where the scale can).
+    fn ticks(&self, lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
+        match &self.scale {
+            Scale::Linear => linear_ticks(lo, hi, max_n),
+            Scale::Log10 => log_ticks(lo, hi, max_n, 10.0),
+            Scale::Log2 => log_ticks(lo, hi, max_n, 2.0),
+            Scale::Categories(names) => {
+                let every = names.len().div_ceil(max_n.max(1)).max(1);
+                (0..names.len()).step_by(every).map(|i| i as f64).collect()
+            }
+        }
+    }
+}
+
+/// The share of the data's span left free at each end of a quantity axis.
+const PAD: f64 = 0.04;
+
+/// `v` printed with the decimals a tick step of `step` needs.
+pub fn linear_label(v: f64, step: f64) -> String {
+    let step = step.abs().max(1e-12);
+    let mut d = (-(step.log10() + 1e-9).floor()).max(0.0) as usize;
+    // 2.5 × 10ⁿ needs one digit more than its decade.
+    let m = step / 10f64.powf(step.log10().floor());
+    if (m - 2.5).abs() < 1e-6 {
+        d += 1;
+    }
+    let t = format!("{v:.d$}");
+    if t.trim_start_matches('-').chars().all(|c| c == '0' || c == '.') {
+        return t.trim_start_matches('-').to_string();
+    }
+    t
+}
+
+/// Round ticks in `lo..=hi`: the densest of 1, 2, 2.5, 5 × 10ⁿ with at most `max_n` ticks, or, when
+/// none has three or more within that, the sparsest with three.
+pub fn linear_ticks(lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
+    let span = hi - lo;
+    if !span.is_finite() || span <= 0.0 {
+        return Vec::new();
+    }
+    let at = |s: f64| -> Vec<f64> {
+        let a = (lo / s - 1e-9).ceil() as i64;
+        let b = (hi / s + 1e-9).floor() as i64;
+        (a..=b).map(|i| i as f64 * s).collect()
+    };
+    let e0 = (span / 100.0).log10().floor() as i32;
+    let mut three = Vec::new();
+    for e in e0..e0 + 5 {
+        for m in [1.0, 2.0, 2.5, 5.0] {
+            let s = m * 10f64.powi(e);
+            let t = at(s);
+            if t.len() >= 3 {
+                if t.len() <= max_n {
+                    return t;
+                }
+                three = t;
+            }
+        }
+    }
+    three
+}
+
+/// Ticks on an axis of log-`base` values in `lo..=hi`: the powers of the base (every k-th when they
+/// are too many), or, when fewer than three powers fall in the range, their 2 and 5 multiples (base 10)
+/// or their 1.5 multiples (base 2), then round linear values.
+pub fn log_ticks(lo: f64, hi: f64, max_n: usize, base: f64) -> Vec<f64> {
+    if !(hi - lo).is_finite() || hi <= lo {
+        return Vec::new();
+    }
+    let within = |v: f64| v >= lo - 1e-9 && v <= hi + 1e-9;
+    let powers: Vec<f64> = ((lo - 1e-9).ceil() as i64..=(hi + 1e-9).floor() as i64)
+        .map(|k| k as f64)
+        .collect();
+    if powers.len() >= 3 {
+        let every = powers.len().div_ceil(max_n.max(3)).max(1);
+        return powers.into_iter().step_by(every).collect();
+    }
+    let multiples: &[&[f64]] = if base == 10.0 {
+        &[&[1.0, 2.0, 5.0], &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0]]
+    } else {
+        &[&[1.0, 1.5]]
+    };
+    for ms in multiples {
+        let t: Vec<f64> = ((lo.floor() as i64)..=(hi.ceil() as i64))
+            .flat_map(|k| ms.iter().map(move |m| k as f64 + m.log(base)))
+            .filter(|&v| within(v))
+            .collect();
+        if t.len() >= 3 && t.len() <= max_n.max(3) {
+            return t;
+        }
+    }
+    linear_ticks(base.powf(lo), base.powf(hi), max_n)
+        .into_iter()
+        .filter(|&v| v > 0.0)
+        .map(|v| v.log(base))
+        .filter(|&v| within(v))
+        .collect()
+}
+
+enum Item<'a> {
+    Line(Line<'a>),
+    Points(Points<'a>),
+    Bars(BarChart),
+    Text(Text),
+    VLine(VLine),
+    HLine(HLine),
+    Polygon(Polygon<'a>),
+}
+
+impl Item<'_> {
+    fn plot_item(&self) -> &dyn PlotItem {
+        match self {
+            Item::Line(i) => i,
+            Item::Points(i) => i,
+            Item::Bars(i) => i,
+            Item::Text(i) => i,
+            Item::VLine(i) => i,
+            Item::HLine(i) => i,
+            Item::Polygon(i) => i,
+        }
+    }
+}
+
+/// What a chart's contents are added to: the items egui_plot draws, kept until the chart has seen
+/// them all (their bounds set its ranges, their names its legend).
+pub struct ChartUi<'a> {
+    items: Vec<Item<'a>>,
+    thresholds: Vec<(usize, f64, String)>,
+}
+
+impl<'a> ChartUi<'a> {
+    /// A line.
+    pub fn line(&mut self, l: Line<'a>) {
+        self.items.push(Item::Line(l));
+    }
+    /// Points.
+    pub fn points(&mut self, p: Points<'a>) {
+        self.items.push(Item::Points(p));
+    }
+    /// Bars.
+    pub fn bar_chart(&mut self, b: BarChart) {
+        self.items.push(Item::Bars(b));
+    }
+    /// A text at a point (a label on the data; not in the legend).
+    pub fn text(&mut self, t: Text) {
+        self.items.push(Item::Text(t));
+    }
+    /// A vertical line (its value is in the x range).
+    pub fn vline(&mut self, l: VLine) {
+        self.items.push(Item::VLine(l));
+    }
+    /// A horizontal line (its value is in the y range).
+    pub fn hline(&mut self, l: HLine) {
+        self.items.push(Item::HLine(l));
+    }
+    /// A polygon.
+    pub fn polygon(&mut self, p: Polygon<'a>) {
+        self.items.push(Item::Polygon(p));
+    }
+    /// A threshold on the x axis (a budget, a limit, where something starts): a neutral dashed vertical
+    /// line labelled at the line, not in the legend (the colour grammar keeps colours for the data).
+    pub fn threshold_x(&mut self, value: f64, label: impl Into<String>) {
+        self.thresholds.push((0, value, label.into()));
+    }
+    /// A threshold on the y axis: a neutral dashed horizontal line labelled at its right end.
+    pub fn threshold_y(&mut self, value: f64, label: impl Into<String>) {
+        self.thresholds.push((1, value, label.into()));
+    }
+}
+
+/// A chart: a plot with its two axes, its height (titles, ticks and legend included) and its legend.
+pub struct Chart {
+    id: String,
+    height: f32,
+    x: ChartAxis,
+    y: ChartAxis,
+    legend: Option<Vec<(Rgba, String)>>,
+    hover: bool,
+}
+
+impl Chart {
+    /// A chart with id `id` (unique in the frame) and axes `x`, `y`.
+    pub fn new(id: impl Into<String>, x: ChartAxis, y: ChartAxis) -> Self {
+        Self {
+            id: id.into(),
+            height: 200.0,
+            x,
+            y,
+            legend: None,
+            hover: true,
+        }
+    }
+
+    /// The whole chart's height: the y title, the plot with its ticks and x title, and the legend.
+    pub fn height(mut self, h: f32) -> Self {
+        self.height = h;
+        self
+    }
+
+    /// The legend's entries, when the view colours its marks by state (each bar in the colour of what
+    /// it is) rather than by item; by default the legend lists the named items.
+    pub fn legend(mut self, entries: Vec<(Rgba, String)>) -> Self {
+        self.legend = Some(entries);
+        self
+    }
+
+    /// No legend (a single unnamed series that the titles already name).
+    pub fn no_legend(mut self) -> Self {
+        self.legend = Some(Vec::new());
+        self
+    }
+
+    /// No hover read-out (a chart drawn as a figure).
+    pub fn no_hover(mut self) -> Self {
+        self.hover = false;
+        self
+    }
+
+    /// Draw the chart at text size `size` with the items `add` adds.
+    pub fn show<'a>(self, ui: &mut Ui, size: f32, add: impl FnOnce(&mut ChartUi<'a>)) {
+        let mut c = ChartUi {
+            items: Vec::new(),
+            thresholds: Vec::new(),
+        };
+        add(&mut c);
+        let (mut items, thresholds) = (c.items, c.thresholds);
+        // The data's bounds, per axis.
+        let mut lo = [f64::INFINITY; 2];
+        let mut hi = [f64::NEG_INFINITY; 2];
+        for it in &items {
+            let b = it.plot_item().bounds();
+            for a in 0..2 {
+                for v in [b.min()[a], b.max()[a]] {
+                    if v.is_finite() {
+                        lo[a] = lo[a].min(v);
+                        hi[a] = hi[a].max(v);
+                    }
+                }
+            }
+        }
+        for (a, v, _) in &thresholds {
+            if v.is_finite() {
+                lo[*a] = lo[*a].min(*v);
+                hi[*a] = hi[*a].max(*v);
+            }
+        }
+        let (xr, xdata) = self.x.range(lo[0], hi[0]);
+        let (yr, ydata) = self.y.range(lo[1], hi[1]);
+        // The legend: the view's entries, or every named item once, in the order drawn.
+        let entries: Vec<(Rgba, String)> = self.legend.clone().unwrap_or_else(|| {
+            let mut e: Vec<(Rgba, String)> = Vec::new();
+            for it in &items {
+                if matches!(it, Item::Text(_)) {
+                    continue;
+                }
+                let p = it.plot_item();
+                if !p.name().is_empty() && !e.iter().any(|(_, n)| n == p.name()) {
+                    e.push((p.color().to_array(), p.name().to_string()));
+                }
+            }
+            e
+        });
+        // The thresholds: dashed lines in the muted text colour (their labels are painted over the plot
+        // once it is drawn, on a backing so that bars under them do not hide them).
+        let ink = crate::style::muted(ui.visuals());
+        for (a, v, _) in &thresholds {
+            if !v.is_finite() {
+                continue;
+            }
+            let dashed = egui_plot::LineStyle::dashed_loose();
+            items.push(if *a == 0 {
+                Item::VLine(VLine::new("", *v).color(ink).width(1.5).style(dashed))
+            } else {
+                Item::HLine(HLine::new("", *v).color(ink).width(1.5).style(dashed))
+            });
+        }
+        let legend_size = size * 0.85;
+        let width = ui.available_width();
+        let legend_h = if entries.is_empty() {
+            0.0
+        } else {
+            super::legend_height(ui, &entries, legend_size, width) + ui.spacing().item_spacing.y
+        };
+        // The y title, upright above the plot.
+        let title_font = egui::FontId::proportional(crate::style::fit(size * 0.85));
+        let title = ui
+            .painter()
+            .layout(self.y.title.clone(), title_font, ui.visuals().text_color(), width);
+        let title_h = if self.y.title.is_empty() {
+            0.0
+        } else {
+            title.size().y + 2.0
+        };
+        let plot_h = (self.height - title_h - legend_h).max(size * 4.0);
+        if title_h > 0.0 {
+            let (r, resp) = ui.allocate_exact_size(egui::vec2(width, title_h), egui::Sense::hover());
+            let text = self.y.title.clone();
+            resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, &text));
+            ui.painter().galley(r.min, title, ui.visuals().text_color());
+        }
+        // The plot frame's size: last frame's, measured, or a guess from the fonts.
+        let tick_font = egui::TextStyle::Body.resolve(ui.style());
+        let row = ui.text_style_height(&egui::TextStyle::Body);
+        let frame_key = egui::Id::unique(("kvscope-chart-frame", &self.id));
+        let measure = |ui: &Ui, t: &str| {
+            ui.painter()
+                .layout_no_wrap(t.to_string(), tick_font.clone(), Color32::PLACEHOLDER)
+                .size()
+                .x
+        };
+        let guess = ui.data(|d| d.get_temp::<egui::Vec2>(frame_key));
+        let frame_h = guess.map_or(plot_h - row * (1.0 + f32::from(!self.x.title.is_empty())) - 6.0, |g| {
+            g.y
+        });
+        // y ticks: at least three label heights apart (a slide, not a table).
+        let y_max = ((frame_h / (row * 3.0)).floor() as usize).max(3);
+        let yt = self.y.ticks(yr[0], yr[1], y_max);
+        let y_step = min_gap(&yt);
+        let ylabels: Vec<String> = yt.iter().map(|&v| self.y.label(v, y_step)).collect();
+        let y_w = ylabels.iter().map(|t| measure(ui, t)).fold(0.0, f32::max) + 8.0;
+        let frame_w = guess.map_or(width - y_w - 4.0, |g| g.x);
+        // x ticks: the most that leave a gap of half a label height between their labels.
+        let mut xt = Vec::new();
+        let mut xlabels = Vec::new();
+        for max_n in (3..=14).rev() {
+            let t = self.x.ticks(xr[0], xr[1], max_n);
+            let step = min_gap(&t);
+            let px = frame_w / (xr[1] - xr[0]) as f32;
+            // A label that would stick out past the plot's right edge (where the view's clip cuts it)
+            // is left out; its grid line stays.
+            let labels: Vec<String> = t
+                .iter()
+                .map(|&v| {
+                    let l = self.x.label(v, step);
+                    let room = (xr[1] - v) as f32 * px;
+                    if measure(ui, &l) / 2.0 > room + 1.0 {
+                        String::new()
+                    } else {
+                        l
+                    }
+                })
+                .collect();
+            let widest = labels.iter().map(|l| measure(ui, l)).fold(0.0, f32::max);
+            let gap = px * step as f32;
+            let shown = labels.iter().filter(|l| !l.is_empty()).count();
+            let enough = shown >= 3 || matches!(self.x.scale, Scale::Categories(_));
+            let fits = enough && (t.len() < 2 || gap >= widest + row * 0.5);
+            xt = t;
+            xlabels = labels;
+            if fits {
+                break;
+            }
+        }
+        let x_step = min_gap(&xt);
+        let marks = |t: &[f64], step: f64| -> Vec<GridMark> {
+            t.iter()
+                .map(|&value| GridMark {
+                    value,
+                    step_size: if step.is_finite() { step } else { 1.0 },
+                })
+                .collect()
+        };
+        let (xm, ym) = (marks(&xt, x_step), marks(&yt, y_step));
+        let lookup = |t: Vec<f64>, l: Vec<String>| {
+            move |m: GridMark, _: &std::ops::RangeInclusive<f64>| {
+                t.iter()
+                    .position(|&v| (v - m.value).abs() <= 1e-9 * (1.0 + v.abs()))
+                    .map_or(String::new(), |i| l[i].clone())
+            }
+        };
+        let mut xh = AxisHints::new_x()
+            .formatter(lookup(xt.clone(), xlabels.clone()))
+            .label_spacing(egui::Rangef::new(1.0, 2.0));
+        if !self.x.title.is_empty() {
+            xh = xh.label(self.x.title.clone());
+        }
+        let yh = AxisHints::new_y()
+            .formatter(lookup(yt.clone(), ylabels.clone()))
+            .label_spacing(egui::Rangef::new(1.0, 2.0));
+        let bounds = PlotBounds::from_min_max([xr[0], yr[0]], [xr[1], yr[1]]);
+        let x_fmt = self.x.clone();
+        let y_fmt = self.y.clone();
+        let resp = Plot::new(&self.id)
+            .height(plot_h)
+            .allow_scroll(false)
+            .allow_drag(false)
+            .allow_zoom(false)
+            .allow_boxed_zoom(false)
+            .allow_double_click_reset(false)
+            .show_x(self.hover)
+            .show_y(self.hover)
+            .label_formatter(move |h| {
+                let v = |a: &ChartAxis, v: f64| match a.scale {
+                    Scale::Categories(_) => a.label(v, 1.0),
+                    _ => a.label(v, (v.abs() / 1000.0).max(1e-6)),
+                };
+                let (name, p) = match h {
+                    egui_plot::HoverPosition::NearDataPoint {
+                        plot_name, position, ..
+                    } => (*plot_name, position),
+                    egui_plot::HoverPosition::Elsewhere { position } => ("", position),
+                };
+                let xy = format!("{}, {}", v(&x_fmt, p.x), v(&y_fmt, p.y));
+                Some(if name.is_empty() { xy } else { format!("{name}\n{xy}") })
+            })
+            .custom_x_axes(vec![xh])
+            .custom_y_axes(vec![yh])
+            .x_grid_spacer(move |_| xm.clone())
+            .y_grid_spacer(move |_| ym.clone())
+            .show(ui, |p| {
+                for it in items {
+                    match it {
+                        Item::Line(i) => p.line(i),
+                        Item::Points(i) => p.points(i),
+                        Item::Bars(i) => p.bar_chart(i),
+                        Item::Text(i) => p.text(i),
+                        Item::VLine(i) => p.vline(i),
+                        Item::HLine(i) => p.hline(i),
+                        Item::Polygon(i) => p.polygon(i),
+                    }
+                }
+                p.set_plot_bounds(bounds);
+            });
+        let frame = *resp.transform.frame();
+        ui.data_mut(|d| d.insert_temp(frame_key, frame.size()));
+        // Each threshold's label beside its line, inside the plot: right of a vertical line at the top
+        // (left of it in the plot's right half), above a horizontal line at the right end (under it in
+        // the upper half).
+        let painter = ui.painter().with_clip_rect(frame);
+        let font = egui::FontId::proportional(crate::style::fit(size * 0.85));
+        let backing = ui.visuals().extreme_bg_color.gamma_multiply(0.85);
+        for (a, v, t) in &thresholds {
+            if !v.is_finite() {
+                continue;
+            }
+            let g = painter.layout(t.clone(), font.clone(), ink, frame.width() * 0.6);
+            let pad = egui::vec2(4.0, 1.0);
+            let sz = g.size() + 2.0 * pad;
+            let min = if *a == 0 {
+                let x = resp.transform.position_from_point_x(*v);
+                let right_half = *v > (xr[0] + xr[1]) / 2.0;
+                egui::pos2(if right_half { x - 3.0 - sz.x } else { x + 3.0 }, frame.top() + 2.0)
+            } else {
+                let y = resp.transform.position_from_point_y(*v);
+                let upper_half = *v > (yr[0] + yr[1]) / 2.0;
+                egui::pos2(
+                    frame.right() - 2.0 - sz.x,
+                    if upper_half { y + 3.0 } else { y - 3.0 - sz.y },
+                )
+            };
+            let r = egui::Rect::from_min_size(min, sz);
+            painter.rect_filled(r, 3.0, backing);
+            painter.galley(r.min + pad, g, ink);
+        }
+        if !entries.is_empty() {
+            super::legend(ui, &entries, legend_size);
+        }
+        // What the rules check: the ranges, the ticks inside the range and the room their labels had.
+        let shown = resp.transform.bounds();
+        let axis = |a: &ChartAxis, i: usize, t: &[f64], labels: &[String], data: [f64; 2]| {
+            let lo_hi = [shown.min()[i], shown.max()[i]];
+            let len = if i == 0 { frame.width() } else { frame.height() };
+            let px = len / (lo_hi[1] - lo_hi[0]) as f32;
+            let inside: Vec<usize> = (0..t.len())
+                .filter(|&k| t[k] >= lo_hi[0] - 1e-9 && t[k] <= lo_hi[1] + 1e-9 && !labels[k].is_empty())
+                .collect();
+            ChartAxisRecord {
+                title: a.title.clone(),
+                scale: a.scale_name().to_string(),
+                data,
+                shown: lo_hi,
+                ticks: inside.iter().map(|&k| labels[k].clone()).collect(),
+                gap_px: px * min_gap(t) as f32,
+                label_px: if i == 0 {
+                    inside.iter().map(|&k| measure(ui, &labels[k])).fold(0.0, f32::max)
+                } else {
+                    row
+                },
+            }
+        };
+        let record = ChartRecord {
+            id: self.id.clone(),
+            x: axis(&self.x, 0, &xt, &xlabels, xdata),
+            y: axis(&self.y, 1, &yt, &ylabels, ydata),
+            legend: entries.iter().map(|(c, n)| (n.clone(), *c)).collect(),
+        };
+        crate::ui::layout::record_chart(ui.ctx(), record);
+    }
+}
+
+/// The smallest gap between consecutive values (infinite for fewer than two).
+fn min_gap(t: &[f64]) -> f64 {
+    t.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_ticks_are_round_and_at_least_three() {
+        assert_eq!(
+            linear_ticks(0.0, 1.0, 6),
+            vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
+        );
+        assert_eq!(linear_ticks(0.0, 2.6, 4).len(), 3);
+        // A narrow range still gets three.
+        let t = linear_ticks(2.31, 2.39, 3);
+        assert!(t.len() >= 3, "{t:?}");
+        assert!(linear_ticks(0.0, 0.0, 5).is_empty());
+        for (lo, hi, n) in [(0.0, 123.0, 5), (-3.0, 0.76, 4), (1e-6, 3e-6, 6), (0.0, 4096.0, 9)] {
+            let t = linear_ticks(lo, hi, n);
+            assert!(
+                t.len() >= 3 && t.iter().all(|&v| v >= lo - 1e-12 && v <= hi + 1e-12),
+                "{lo} {hi}: {t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn log_ticks_fall_back_to_multiples() {
+        assert_eq!(log_ticks(0.0, 4.0, 8, 10.0), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(log_ticks(0.0, 12.0, 4, 10.0), vec![0.0, 4.0, 8.0, 12.0]);
+        let t = log_ticks(0.1, 1.2, 8, 10.0);
+        assert!(t.len() >= 3, "{t:?}");
+        let t = log_ticks(3.2, 4.1, 8, 2.0);
+        assert!(t.len() >= 3, "{t:?}");
+    }
+
+    #[test]
+    fn labels_carry_the_step_digits() {
+        assert_eq!(linear_label(0.25, 0.25), "0.25");
+        assert_eq!(linear_label(0.5, 0.5), "0.5");
+        assert_eq!(linear_label(-0.0, 0.1), "0.0");
+        assert_eq!(linear_label(1200.0, 200.0), "1200");
+    }
+
+    #[test]
+    fn ranges_leave_little_empty_and_stop_at_zero() {
+        let a = ChartAxis::linear("").from_zero();
+        let (shown, data) = a.range(0.2, 0.76);
+        assert_eq!(data, [0.0, 0.76]);
+        assert_eq!(shown[0], 0.0);
+        assert!((shown[1] - 0.76) / (shown[1] - shown[0]) < 0.2);
+        let (shown, _) = ChartAxis::linear("").range(2.3, 2.3);
+        assert!(shown[0] < 2.3 && shown[1] > 2.3);
+    }
+}
