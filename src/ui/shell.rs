@@ -2,6 +2,7 @@
 //! with the lesson's sliders and the backend selector, and the central area where the lesson draws its
 //! views (or a lesson-file error, or why this setting cannot be computed).
 
+use crate::ui::text::Slant as _;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::KvscopeApp;
@@ -232,7 +233,7 @@ fn status_bar(app: &mut KvscopeApp, ui: &mut Ui) {
             // compete with a replayed WebGPU computation for the same cores (COMPUTING_REPAINT_MS).
             ui.label(
                 RichText::new(app.computing_hint())
-                    .italics()
+                    .slant()
                     .color(style::muted(ui.visuals())),
             );
         } else if app.compute_ms() > 0.0 && !app.is_sync() {
@@ -535,7 +536,7 @@ fn central(app: &mut KvscopeApp, ui: &mut Ui) {
     }
     let Some(out) = app.output().cloned() else {
         let hint = app.computing_hint();
-        ui.centered_and_justified(|ui| ui.label(RichText::new(hint).italics()));
+        ui.centered_and_justified(|ui| ui.label(RichText::new(hint).slant()));
         return;
     };
     app.draw_views(ui, &l, &out);

@@ -62,6 +62,26 @@ struct Colors {
     code_bg: Color32,
 }
 
+/// Whether `s` holds a CJK character (U+2E80 and up: the CJK radicals, kana, ideographs and
+/// full-width forms).
+pub fn has_cjk(s: &str) -> bool {
+    s.chars().any(|c| c as u32 >= 0x2e80)
+}
+
+/// Italic that is never forced on Chinese: egui has no italic face and slants glyphs instead, and a
+/// slanted ideograph reads as a mistake (issue #56). A run with CJK stays upright; its colour or weight
+/// carries the emphasis.
+pub trait Slant {
+    /// Italic unless the text holds CJK.
+    fn slant(self) -> Self;
+}
+
+impl Slant for egui::RichText {
+    fn slant(self) -> Self {
+        if has_cjk(self.text()) { self } else { self.italics() }
+    }
+}
+
 fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
     let (mut bold, mut italic, mut code, mut quoted) = (false, false, false, false);
     let mut buf = String::new();
@@ -82,7 +102,8 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
             } else {
                 colors.text
             },
-            italics: italic || quoted,
+            // No synthetic slant on CJK (see [`Slant`]).
+            italics: (italic || quoted) && !has_cjk(buf),
             ..Default::default()
         };
         if code {
@@ -132,7 +153,7 @@ pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fac
             "引用的公开数据，非实测（以此颜色标出）：",
         ))
         .size(crate::style::fit(small))
-        .italics()
+        .slant()
         .color(quote),
     );
     for f in facts {

@@ -2,6 +2,7 @@
 //! grouping and the KV-cache bytes it saves.
 
 use eframe::egui::{self, RichText, Ui};
+use crate::ui::text::Slant as _;
 
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::multi_head::{MultiHead, View};
@@ -356,7 +357,7 @@ fn model_table(cx: &mut ViewCtx, ui: &mut Ui) {
             "配置引自各模型公开的 config.json（GPT-3 引自其论文），见 assets/facts.toml",
         ))
         .size(crate::style::fit(size * 0.72))
-        .italics()
+        .slant()
         .color(crate::ui::text::quote_color(ui.visuals())),
     );
 }

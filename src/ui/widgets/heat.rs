@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::ui::text::Slant as _;
 use eframe::egui::{self, RichText, Ui};
 
 use super::ViewCtx;
@@ -99,7 +100,7 @@ pub fn heat_panel(
                 match current {
                     Some(c) => c,
                     None => {
-                        ui.label(RichText::new(lang.t("loading…", "加载中…")).italics());
+                        ui.label(RichText::new(lang.t("loading…", "加载中…")).slant());
                         return None;
                     }
                 }

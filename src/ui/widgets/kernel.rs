@@ -132,13 +132,10 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         super::check_line(cx, ui, Some(r), what);
     }
     let [en, zh] = cx.backend.info().ran;
-    // Italic in English only: CJK has no italic, and a synthetic slant reads badly.
-    let ran = RichText::new(lang.t(en, zh)).size(crate::style::fit(size * 0.85));
-    ui.label(if lang == crate::ui::text::Lang::Zh {
-        ran
-    } else {
-        ran.italics()
-    });
+    // Italic in English only (see `text::Slant`).
+    ui.label(crate::ui::text::Slant::slant(
+        RichText::new(lang.t(en, zh)).size(crate::style::fit(size * 0.85)),
+    ));
     // Show the source from a few lines above the entry point; the entry line (or the line the lesson
     // focuses on) is highlighted. In presentation mode (a projector never scrolls) only the lines that
     // fit the view's room are laid out, wrapped at its width, with no scroll area.

@@ -3,6 +3,7 @@
 //! and a copy of them (counted as the bytes it reads plus the bytes it writes).
 
 use eframe::egui::{self, RichText, Ui};
+use crate::ui::text::Slant as _;
 use egui_plot::{Line, PlotPoints, Points};
 
 use crate::cache::kv_bytes_per_token;
@@ -322,7 +323,7 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
                         )
                     }
                 ))
-                .italics()
+                .slant()
                 .size(crate::style::fit(size)),
             )
             .wrap(),

@@ -6,6 +6,7 @@ mod serve;
 mod stats;
 
 use eframe::egui::{self, RichText, Ui};
+use crate::ui::text::Slant as _;
 
 use crate::lessons::paged_cache::{PagedCache, PagedFrame, PagedOut, View};
 use crate::lessons::{LessonKind, Output};
@@ -179,7 +180,7 @@ fn show(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, view: View) {
                 } else {
                     ui.label(
                         RichText::new(lang.t("← allocate() pops from this end", "← allocate() 从这一端弹出"))
-                            .italics()
+                            .slant()
                             .size(crate::style::fit(size * 0.85)),
                     );
                 }

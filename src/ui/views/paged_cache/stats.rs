@@ -3,6 +3,7 @@
 //! trade-off.
 
 use eframe::egui::{self, Color32, RichText, Ui};
+use crate::ui::text::Slant as _;
 
 use crate::cache::PagedShape;
 use crate::lessons::paged_cache::{PAGED_HEADS, PagedFrame, PagedOut};
@@ -233,7 +234,7 @@ pub(super) fn check(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame)
                 "Only kvscope's f64 checker gathers a contiguous copy (compute::reference::paged_decode); real engines never copy.",
                 "只有 kvscope 的 f64 核对会 gather 出连续副本（compute::reference::paged_decode）；真实引擎从不复制。",
             ))
-            .italics()
+            .slant()
             .size(crate::style::fit(size * 0.85)),
         );
     }

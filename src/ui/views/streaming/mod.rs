@@ -6,6 +6,7 @@ mod common;
 mod sinks;
 
 use eframe::egui::{self, RichText, Ui};
+use crate::ui::text::Slant as _;
 use egui_plot::{Line, PlotPoints};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
@@ -507,7 +508,7 @@ fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         if let Some(f) = crate::facts::get(id) {
             ui.label(
                 RichText::new(format!("{what} {}", f.shown_in(lang == crate::ui::text::Lang::Zh)))
-                    .italics()
+                    .slant()
                     .color(style::quote(ui.visuals()))
                     .size(crate::style::fit(size * 0.95)),
             );
