@@ -197,18 +197,30 @@ pub fn colorbar(
             colorbar: true,
         },
     ));
-    // Five ticks where they fit (labels at least 1.1 lines apart), else three, else the two ends.
+    // Five ticks where they fit, else three, else the two ends: the end labels sit half a line inside
+    // the bar, so neighbours need 1.7 lines between their ticks to stay 0.1 of a line apart.
     let steps = [4usize, 2]
         .into_iter()
-        .find(|&n| bar.height() / n as f32 >= 1.1 * font_size)
+        .find(|&n| bar.height() / n as f32 >= 1.7 * font_size)
         .unwrap_or(1);
     for k in 0..=steps {
         let t = k as f32 / steps as f32;
         let y = bar.max.y - t * bar.height();
         let v = range.0 + t * (range.1 - range.0);
+        // The end labels sit inside the bar's height (the top one level with its top edge, the bottom one
+        // with its bottom edge), never above it, where the heatmap's title runs.
+        // (A bar under 2.2 lines keeps them centred on its ends: inside, they would meet.)
+        let inside = bar.height() >= 2.2 * font_size;
+        let align = if k == 0 && inside {
+            egui::Align2::LEFT_BOTTOM
+        } else if k == steps && inside {
+            egui::Align2::LEFT_TOP
+        } else {
+            egui::Align2::LEFT_CENTER
+        };
         ui.painter().text(
             egui::pos2(bar.max.x + 4.0, y),
-            egui::Align2::LEFT_CENTER,
+            align,
             tick_label(v),
             egui::FontId::proportional(font_size),
             ui.visuals().text_color(),
