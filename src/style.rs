@@ -515,14 +515,16 @@ pub const LEGEND_MIN_DE: f64 = 20.0;
 /// The most entries a legend tells apart by colour alone.
 pub const LEGEND_MAX_COLOURS: usize = 8;
 
-/// How a legend breaks the colour grammar, if it does: more than [`LEGEND_MAX_COLOURS`] colours, or two
+/// How a legend breaks the colour grammar, if it does: more than [`LEGEND_MAX_COLOURS`] entries told
+/// apart by colour alone (an entry whose marks also carry its name, the `bool`, does not count), or two
 /// entries closer than [`LEGEND_MIN_DE`] (one colour for two meanings included).
-pub fn legend_breach(entries: &[(String, Rgba)]) -> Option<String> {
-    if entries.len() > LEGEND_MAX_COLOURS {
-        return Some(format!("{} colours in one legend", entries.len()));
+pub fn legend_breach(entries: &[(String, Rgba, bool)]) -> Option<String> {
+    let by_colour = entries.iter().filter(|e| !e.2).count();
+    if by_colour > LEGEND_MAX_COLOURS {
+        return Some(format!("{by_colour} colours in one legend, told apart by colour alone"));
     }
-    for (i, (ta, ca)) in entries.iter().enumerate() {
-        for (tb, cb) in &entries[i + 1..] {
+    for (i, (ta, ca, _)) in entries.iter().enumerate() {
+        for (tb, cb, _) in &entries[i + 1..] {
             let d = delta_e2000(*ca, *cb);
             if d < LEGEND_MIN_DE {
                 return Some(format!("{ta:?} and {tb:?}: ΔE2000 {d:.1}"));
@@ -535,6 +537,26 @@ pub fn legend_breach(entries: &[(String, Rgba)]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_legend_keeps_its_colours_apart_and_few() {
+        let e = |t: &str, c: Rgba, cued: bool| (t.to_string(), c, cued);
+        let reqs: Vec<_> = REQUESTS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| e(&format!("r{i}"), *c, false))
+            .collect();
+        assert_eq!(legend_breach(&reqs), None);
+        let mut more = reqs.clone();
+        more.push(e("free", FREE, false));
+        assert!(legend_breach(&more).is_some_and(|b| b.contains("9 colours")));
+        // Requests named on their blocks do not count against the eight.
+        let cued: Vec<_> = more.iter().map(|(t, c, _)| e(t, *c, t.starts_with('r'))).collect();
+        assert_eq!(legend_breach(&cued), None);
+        // One colour for two meanings.
+        let same = [e("kept: recent R", SINK, false), e("recent R starts", SINK, false)];
+        assert!(legend_breach(&same).is_some_and(|b| b.contains("ΔE2000 0.0")));
+    }
 
     #[test]
     fn ciede2000_matches_sharmas_test_pairs() {

@@ -111,7 +111,7 @@ pub struct Layout {
     pub charts: Vec<ChartRecord>,
     /// Every legend drawn ([`crate::ui::widgets::legend`]): its entries' texts and colours, for the
     /// colour grammar ([`crate::style::legend_breach`]).
-    pub legends: Vec<Vec<(String, [u8; 4])>>,
+    pub legends: Vec<Vec<(String, [u8; 4], bool)>>,
 }
 
 /// One axis of a chart as drawn.
@@ -201,19 +201,19 @@ pub fn record_chart(ctx: &egui::Context, c: ChartRecord) {
 
 /// The legends recorded this frame.
 #[derive(Debug, Clone, Default)]
-pub struct Legends(pub Vec<Vec<(String, [u8; 4])>>);
+pub struct Legends(pub Vec<Vec<(String, [u8; 4], bool)>>);
 
 fn legends_id() -> egui::Id {
     egui::Id::unique("kvscope-layout-legends")
 }
 
-/// Record a legend just drawn.
-pub fn record_legend(ctx: &egui::Context, entries: Vec<(String, [u8; 4])>) {
+/// Record a legend just drawn: each entry's text, colour and whether a second cue tells it apart.
+pub fn record_legend(ctx: &egui::Context, entries: Vec<(String, [u8; 4], bool)>) {
     ctx.data_mut(|d| d.get_temp_mut_or_default::<Legends>(legends_id()).0.push(entries));
 }
 
 /// The legends recorded this frame.
-pub fn legends(ctx: &egui::Context) -> Vec<Vec<(String, [u8; 4])>> {
+pub fn legends(ctx: &egui::Context) -> Vec<Vec<(String, [u8; 4], bool)>> {
     ctx.data(|d| d.get_temp::<Legends>(legends_id())).unwrap_or_default().0
 }
 

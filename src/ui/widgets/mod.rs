@@ -226,9 +226,20 @@ pub fn legend_chip(ui: &mut Ui, c: [u8; 4], text: &str, size: f32) {
 
 /// A wrapping row of legend entries (see [`legend_chip`]).
 pub fn legend<S: AsRef<str>>(ui: &mut Ui, entries: &[(crate::style::Rgba, S)], size: f32) {
+    legend_cued(ui, entries, size, 0);
+}
+
+/// [`legend`], where the first `cued` entries are also told apart by a second cue drawn with the marks
+/// (their name written on each one), so that the colour grammar's limit of eight colours told apart by
+/// colour alone counts only the others.
+pub fn legend_cued<S: AsRef<str>>(ui: &mut Ui, entries: &[(crate::style::Rgba, S)], size: f32, cued: usize) {
     crate::ui::layout::record_legend(
         ui.ctx(),
-        entries.iter().map(|(c, t)| (t.as_ref().to_string(), *c)).collect(),
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, (c, t))| (t.as_ref().to_string(), *c, i < cued))
+            .collect(),
     );
     ui.horizontal_wrapped(|ui| {
         for (c, t) in entries {

@@ -14,7 +14,7 @@ use crate::render::egui_glue;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel, legend as legend_row,
+    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel,
     legend_chip, legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
 };
 use chain::chain;
@@ -142,10 +142,32 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     let rect = resp.rect;
     let blocks = block_rects(ui, rect, s.num_blocks, s.block_size);
     let painter = ui.painter_at(rect);
+    // More requests than the colour grammar tells apart by colour alone beside the pool's two states:
+    // each block in use also carries its owner's name ("r9"), where it fits on every one of them.
+    let requests = f.tables.len();
+    let name_owners = requests + 2 > crate::style::LEGEND_MAX_COLOURS;
+    let mut owners_named = name_owners;
     for (b, &r) in blocks.iter().enumerate() {
+        let owner = f.grid.owners.get(b).copied().unwrap_or(-1);
         let Some(fs) = block_label_size(r, font) else {
+            owners_named &= owner < 0;
             continue;
         };
+        if name_owners && owner >= 0 {
+            let ink = style::ink_on(style::owner_fill(owner));
+            let mono = egui::FontId::monospace(crate::style::fit(fs));
+            // In the middle row, between the id and ref count above and the hash below.
+            let name = painter.layout_no_wrap(format!("r{owner}"), mono, ink);
+            if name.size().x + 4.0 <= r.width() && 3.0 * name.size().y <= r.height() {
+                painter.galley(
+                    egui::pos2(r.min.x + 2.0, r.center().y - name.size().y / 2.0),
+                    name,
+                    ink,
+                );
+            } else {
+                owners_named = false;
+            }
+        }
         // Every block that holds K/V carries its ref count: ×1 and more for blocks in use, ×0 for a
         // freed block that is still cached (it waits in the evictor, and a hit revives it).
         if f.refs[b] > 0 || f.cached[b].is_some() {
@@ -184,7 +206,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
         painter.rect_filled(bg, 3.0, style::CURRENT_32);
         painter.galley(bg.min + egui::vec2(4.0, 2.0), galley, ink);
     }
-    legend_row(ui, &entries, size);
+    crate::ui::widgets::legend_cued(ui, &entries, size, if owners_named { requests } else { 0 });
     ui.label(RichText::new(legend).font(legend_font));
     if cx.presentation {
         return;
