@@ -165,6 +165,23 @@ pub const POLICIES: [(&str, Rgba); 7] = [
     ("random", [170, 160, 110, 255]),
 ];
 
+/// The KV-cache formats of lesson 10, one colour each wherever they appear: the policies' palette (the
+/// two lessons never share a view), so no request colour either.
+pub const FORMATS: [(&str, Rgba); 7] = [
+    ("f16", POLICIES[0].1),
+    ("int8-token", POLICIES[1].1),
+    ("int8-channel", POLICIES[2].1),
+    ("fp8-e4m3", POLICIES[3].1),
+    ("fp8-e5m2", POLICIES[4].1),
+    ("kivi-4", POLICIES[5].1),
+    ("kivi-2", POLICIES[6].1),
+];
+
+/// The colour of KV-cache format `key` (one of [`FORMATS`]).
+pub fn kv_format(key: &str) -> Rgba {
+    FORMATS.iter().find(|(n, _)| *n == key).map_or(MASKED, |(_, c)| *c)
+}
+
 /// The colour of cache policy `name` (one of [`POLICIES`]; "full" is lesson 9's name for "dense").
 pub fn policy(name: &str) -> Rgba {
     let name = if name == "full" { "dense" } else { name };
@@ -642,6 +659,7 @@ mod tests {
         assert!(delta_e([242, 142, 43, 255], WRITTEN) < 25.0);
         assert!(delta_e2000([120, 160, 100, 255], [160, 160, 60, 255]) < LEGEND_MIN_DE);
         assert_eq!(policy("full"), policy("dense"));
+        assert!(FORMATS.iter().all(|(n, c)| kv_format(n) == *c && *c != MASKED));
     }
 
     /// The visuals of the dark or the light theme after [`install`].

@@ -246,6 +246,24 @@ impl QuantOut {
     }
 }
 
+/// A format's key in the colour grammar's [`crate::style::FORMATS`] (its colour in every view).
+pub fn format_key(f: &CacheFormat) -> String {
+    match *f {
+        CacheFormat::Pool { dtype, .. } => {
+            let n = dtype.name();
+            if n.contains("e4m3") {
+                "fp8-e4m3".into()
+            } else if n.contains("e5m2") {
+                "fp8-e5m2".into()
+            } else {
+                n.into()
+            }
+        }
+        CacheFormat::Int8Channel => "int8-channel".into(),
+        CacheFormat::Kivi { bits, .. } => format!("kivi-{bits}"),
+    }
+}
+
 /// A format's display name.
 pub fn format_label(f: &CacheFormat) -> String {
     match *f {

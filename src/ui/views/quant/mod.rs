@@ -90,9 +90,10 @@ fn bytes(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
             })
             .size(crate::style::fit(size * 0.95)),
         );
-        for (i, f) in formats.iter().enumerate() {
+        for f in &formats {
             let b = o.bytes_per_token(f, ctx);
-            bar(ui, &format_label(f), b.round() as usize, max, style::series(i), size);
+            let c = style::c32(style::kv_format(&crate::lessons::quant::format_key(f)));
+            bar(ui, &format_label(f), b.round() as usize, max, c, size);
         }
     }
     ui.add_space(size * 0.3);
