@@ -10,7 +10,7 @@ use crate::lessons::serving::{FACT_CONTEXTS, Serving, ServingOut, View, crossove
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Cell, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
+use crate::ui::widgets::{Cell, Chart, ChartAxis, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
 use common::*;
 use speculation::{real, spec_stats, speculative};
 
@@ -76,68 +76,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         return;
     }
     let tokens = o.step_tokens();
-    let max = tokens
-        .iter()
-        .map(|t| t.iter().map(|x| x.0 + x.1).sum::<usize>())
-        .max()
-        .unwrap_or(1)
-        .max(o.budget.min(4096))
-        .max(1);
-    let w = ui.available_width();
-    let h = (size * 16.0).min(ui.available_height().max(size * 6.0) * 0.6);
-    let (rect, _) = ui.allocate_exact_size(egui::vec2(w, h), egui::Sense::hover());
-    let p = ui.painter_at(rect);
-    p.rect_filled(rect, 2.0, style::track(ui.visuals()));
     let n = tokens.len().max(1);
-    let bw = rect.width() / n as f32;
-    let y_of = |t: f32| rect.bottom() - rect.height() * (t / max as f32);
-    for (s, t) in tokens.iter().enumerate() {
-        let mut y = rect.bottom();
-        let x0 = rect.left() + s as f32 * bw;
-        for (i, &(pf, dc)) in t.iter().enumerate() {
-            for (count, decode) in [(pf, false), (dc, true)] {
-                if count == 0 {
-                    continue;
-                }
-                let top = y - rect.height() * (count as f32 / max as f32);
-                let r = egui::Rect::from_min_max(egui::pos2(x0 + 0.5, top), egui::pos2(x0 + bw - 0.5, y));
-                p.rect_filled(r, 0.0, req_color(i, decode));
-                y = top;
-            }
-        }
-    }
-    // The budget.
-    let yb = y_of(o.budget as f32);
-    if yb >= rect.top() {
-        p.line_segment(
-            [egui::pos2(rect.left(), yb), egui::pos2(rect.right(), yb)],
-            egui::Stroke::new(2.0, style::c32(style::CURRENT)),
-        );
-        let (at, align) = if yb - rect.top() < size * 1.2 {
-            (egui::pos2(rect.right() - 4.0, yb + 2.0), egui::Align2::RIGHT_TOP)
-        } else {
-            (egui::pos2(rect.right() - 4.0, yb - 2.0), egui::Align2::RIGHT_BOTTOM)
-        };
-        p.text(
-            at,
-            align,
-            format!("{} {}", lang.t("budget", "预算"), o.budget),
-            egui::FontId::proportional(crate::style::fit(size * 0.85)),
-            style::c32(style::CURRENT),
-        );
-    }
-    p.text(
-        egui::pos2(rect.left() + 4.0, rect.top() + 2.0),
-        egui::Align2::LEFT_TOP,
-        format!("{max} {}", lang.t("tokens", "token")),
-        egui::FontId::proportional(crate::style::fit(size * 0.8)),
-        ui.visuals().text_color(),
-    );
-    note(
-        ui,
-        size,
-        format!("{} 0 … {} →", lang.t("scheduler step", "调度步"), n.saturating_sub(1)),
-    );
     let mut entries: Vec<(style::Rgba, String)> = Vec::new();
     for (i, r) in o.requests.iter().enumerate() {
         entries.push((
@@ -148,7 +87,48 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
             },
         ));
     }
-    legend(ui, &entries, size);
+    // Each step's tokens stacked by request, each request's prefill (solid) under its decode (faded):
+    // one bar chart per (request, kind), each stacked on those before it.
+    let mut charts: Vec<egui_plot::BarChart> = Vec::new();
+    for i in 0..o.requests.len() {
+        for decode in [false, true] {
+            let bars: Vec<egui_plot::Bar> = tokens
+                .iter()
+                .enumerate()
+                .map(|(s, t)| {
+                    let (pf, dc) = t.get(i).copied().unwrap_or((0, 0));
+                    egui_plot::Bar::new(s as f64, if decode { dc } else { pf } as f64)
+                        .width(0.9)
+                        .fill(req_color(i, decode))
+                        .stroke(egui::Stroke::NONE)
+                })
+                .collect();
+            let refs: Vec<&egui_plot::BarChart> = charts.iter().collect();
+            let chart = egui_plot::BarChart::new("", bars).color(req_color(i, decode)).stack_on(&refs);
+            charts.push(chart);
+        }
+    }
+    let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
+    // The chart takes the height left over the two lines of notes under it, at most 24 lines of text.
+    let h = (ui.available_height() - 3.5 * size).min(size * 24.0 + legend_h).max(size * 6.0);
+    Chart::new(
+        "serve-schedule",
+        ChartAxis::linear(match lang {
+            crate::ui::text::Lang::Zh => format!("调度步 0 … {}", n.saturating_sub(1)),
+            _ => format!("scheduler step 0 … {}", n.saturating_sub(1)),
+        })
+        .from_zero(),
+        ChartAxis::linear(lang.t("tokens in the step", "本步的 token 数")).from_zero(),
+    )
+    .height(h)
+    .legend(entries)
+    .no_hover()
+    .show(ui, size, |p| {
+        for c in charts {
+            p.bar_chart(c);
+        }
+        p.threshold_y(o.budget as f64, format!("{} {}", lang.t("budget", "预算"), o.budget));
+    });
     note(
         ui,
         size,
