@@ -470,12 +470,43 @@ impl Chart {
         } else {
             title.size().y + 2.0
         };
-        let plot_h = (self.height - title_h - legend_h).max(size * 4.0);
+        // Threshold labels go outside the plot, never over the data: a horizontal line's in a gutter
+        // right of the plot (wrapped to at most a quarter of the width), a vertical line's in a row
+        // above the plot, at the line.
+        let label_font = egui::FontId::proportional(crate::style::fit(size * 0.85));
+        let hlabels: Vec<(f64, String)> = thresholds
+            .iter()
+            .filter(|(a, v, _)| *a == 1 && v.is_finite())
+            .map(|(_, v, t)| (*v, t.clone()))
+            .collect();
+        let vlabels: Vec<(f64, String)> = thresholds
+            .iter()
+            .filter(|(a, v, _)| *a == 0 && v.is_finite())
+            .map(|(_, v, t)| (*v, t.clone()))
+            .collect();
+        let gutter = if hlabels.is_empty() {
+            0.0
+        } else {
+            let widest = hlabels
+                .iter()
+                .map(|(_, t)| ui.painter().layout_no_wrap(t.clone(), label_font.clone(), ink).size().x)
+                .fold(0.0, f32::max);
+            widest.min(width * 0.25) + 8.0
+        };
+        let vrow_h = if vlabels.is_empty() {
+            0.0
+        } else {
+            ui.fonts_mut(|f| f.row_height(&label_font)) + 2.0
+        };
+        let plot_h = (self.height - title_h - vrow_h - legend_h).max(size * 4.0);
         if title_h > 0.0 {
             let (r, resp) = ui.allocate_exact_size(egui::vec2(width, title_h), egui::Sense::hover());
             let text = self.y.title.clone();
             resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, &text));
             ui.painter().galley(r.min, title, ui.visuals().text_color());
+        }
+        if vrow_h > 0.0 {
+            ui.allocate_exact_size(egui::vec2(width, vrow_h), egui::Sense::hover());
         }
         // The plot frame's size: last frame's, measured, or a guess from the fonts.
         let tick_font = egui::TextStyle::Body.resolve(ui.style());
@@ -497,7 +528,7 @@ impl Chart {
         let y_step = min_gap(&yt);
         let ylabels: Vec<String> = yt.iter().map(|&v| self.y.label(v, y_step)).collect();
         let y_w = ylabels.iter().map(|t| measure(ui, t)).fold(0.0, f32::max) + 8.0;
-        let frame_w = guess.map_or(width - y_w - 4.0, |g| g.x);
+        let frame_w = guess.map_or(width - gutter - y_w - 4.0, |g| g.x);
         // x ticks: the most that leave a gap of half a label height between their labels.
         let mut xt = Vec::new();
         let mut xlabels = Vec::new();
@@ -561,6 +592,7 @@ impl Chart {
         let y_fmt = self.y.clone();
         let resp = Plot::new(&self.id)
             .height(plot_h)
+            .width(width - gutter)
             .allow_scroll(false)
             .allow_drag(false)
             .allow_zoom(false)
@@ -602,34 +634,32 @@ impl Chart {
             });
         let frame = *resp.transform.frame();
         ui.data_mut(|d| d.insert_temp(frame_key, frame.size()));
-        // Each threshold's label beside its line, inside the plot: right of a vertical line at the top
-        // (left of it in the plot's right half), above a horizontal line at the right end (under it in
-        // the upper half).
-        let painter = ui.painter().with_clip_rect(frame);
-        let font = egui::FontId::proportional(crate::style::fit(size * 0.85));
-        let backing = ui.visuals().extreme_bg_color.gamma_multiply(0.85);
-        for (a, v, t) in &thresholds {
-            if !v.is_finite() {
-                continue;
-            }
-            let g = painter.layout(t.clone(), font.clone(), ink, frame.width() * 0.6);
-            let pad = egui::vec2(4.0, 1.0);
-            let sz = g.size() + 2.0 * pad;
-            let min = if *a == 0 {
-                let x = resp.transform.position_from_point_x(*v);
-                let right_half = *v > (xr[0] + xr[1]) / 2.0;
-                egui::pos2(if right_half { x - 3.0 - sz.x } else { x + 3.0 }, frame.top() + 2.0)
-            } else {
-                let y = resp.transform.position_from_point_y(*v);
-                let upper_half = *v > (yr[0] + yr[1]) / 2.0;
-                egui::pos2(
-                    frame.right() - 2.0 - sz.x,
-                    if upper_half { y + 3.0 } else { y - 3.0 - sz.y },
-                )
-            };
-            let r = egui::Rect::from_min_size(min, sz);
-            painter.rect_filled(r, 3.0, backing);
-            painter.galley(r.min + pad, g, ink);
+        // The threshold labels, outside the plot: horizontal lines' in the right gutter, level with
+        // their line (pushed apart when two would meet), vertical lines' in the row above, at the line.
+        let painter = ui.painter();
+        let mut hl: Vec<(f32, std::sync::Arc<egui::Galley>)> = hlabels
+            .iter()
+            .map(|(v, t)| {
+                let g = painter.layout(t.clone(), label_font.clone(), ink, gutter - 8.0);
+                (resp.transform.position_from_point_y(*v) - g.size().y / 2.0, g)
+            })
+            .collect();
+        hl.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut next_free = f32::NEG_INFINITY;
+        for (y, g) in hl {
+            let y = y
+                .max(next_free)
+                .clamp(frame.top() - vrow_h, frame.bottom() - g.size().y);
+            next_free = y + g.size().y + 2.0;
+            painter.galley(egui::pos2(frame.right() + 8.0, y), g, ink);
+        }
+        for (v, t) in &vlabels {
+            let g = painter.layout_no_wrap(t.clone(), label_font.clone(), ink);
+            let x = resp.transform.position_from_point_x(*v);
+            let right_half = *v > (xr[0] + xr[1]) / 2.0;
+            let left = if right_half { x - 3.0 - g.size().x } else { x + 3.0 };
+            let left = left.clamp(frame.left(), (frame.right() - g.size().x).max(frame.left()));
+            painter.galley(egui::pos2(left, frame.top() - g.size().y - 1.0), g, ink);
         }
         if !entries.is_empty() {
             super::legend(ui, &entries, legend_size);

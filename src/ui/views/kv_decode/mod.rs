@@ -395,6 +395,21 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     job.append(new, 0.0, newest);
     job.wrap.max_width = ui.available_width();
     ui.label(job);
+    // In presentation mode a decode step takes two pages: the caches and the rows written, then the
+    // distribution the byte came from at the size of the rest of the slide (beside the heatmaps it was
+    // a column too narrow for its text at the floor).
+    let page = (!crate::style::views_may_scroll() && t > 0).then(|| crate::style::view_page(2));
+    if page == Some(1) {
+        let rect = ui.available_rect_before_wrap();
+        let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 2.6 * size));
+        view_in(ui, rect, |ui| next_byte_bars(cx, ui, g, t));
+        ui.allocate_rect(
+            egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)),
+            egui::Sense::hover(),
+        );
+        recompute_line(cx, ui, g);
+        return;
+    }
     let emitted = format!("{} (p = {:.2})", g.label(g.tokens[t]), g.p[t]);
     let unit = match g.model_name() {
         crate::model::ModelName::Tiny => lang.t("prompt bytes", "个提示字节"),
@@ -488,6 +503,14 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
         ],
         size,
     );
+    if page.is_some() {
+        crate::ui::widgets::more_on_next_page(
+            ui,
+            lang,
+            size,
+            lang.t("the next byte's distribution", "下一个字节的分布"),
+        );
+    }
     let (kvh, hd) = (g.kv_heads, g.head_dim);
     let rect = ui.available_rect_before_wrap();
     // Room for the check line below (two lines when it wraps).
@@ -496,12 +519,16 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     // The bars take a column on the right (at most a third); K and V share the rest side by side.
     let bars_w = if t == 0 {
         rect.width()
+    } else if page.is_some() {
+        0.0
     } else {
         (rect.width() / 3.0).min(size * 18.0)
     };
     let bars = egui::Rect::from_min_max(egui::pos2(rect.max.x - bars_w, rect.min.y), rect.max);
     let kv = egui::Rect::from_min_max(rect.min, egui::pos2(bars.min.x - 8.0, rect.max.y));
-    view_in(ui, bars, |ui| next_byte_bars(cx, ui, g, t));
+    if page.is_none() {
+        view_in(ui, bars, |ui| next_byte_bars(cx, ui, g, t));
+    }
     let cols = if t == 0 { Vec::new() } else { grid(kv, 2) };
     cx.widgets.heat.reserve_below = 0.0;
     for (k, r) in cols.into_iter().enumerate() {

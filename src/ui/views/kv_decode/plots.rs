@@ -86,7 +86,17 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                 let pts: PlotPoints = (1..=16)
                     .map(|b| [b as f64, flops(b, d.heads, ctx) / kv_bytes(b, kvh, ctx)])
                     .collect();
-                p.line(Line::new(name, pts).color(style::series(k)));
+                // The family's colour on the roofline (MHA, the lesson's GQA, MQA), another GQA's after them.
+                let c = if kvh == d.heads {
+                    3
+                } else if kvh == 1 {
+                    5
+                } else if kvh == d.kv_heads {
+                    4
+                } else {
+                    6 + k
+                };
+                p.line(Line::new(name, pts).color(style::series(c)));
             }
             if let Some((gflops, gbs)) = balance {
                 let name = format!(
@@ -171,12 +181,14 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
     }
     let (x0, x1) = (0.25f64, 2000.0f64);
     // The decode points: MHA, the lesson's GQA (when it is one) and MQA, at intensity H / KVH.
-    let mut marks = vec![("MHA".to_string(), 1.0)];
+    // (name, intensity, colour index): MHA, GQA and MQA keep one colour each on both charts of the
+    // step (the intensity-against-batch lines use the same), none of them a roof's.
+    let mut marks = vec![("MHA".to_string(), 1.0, 3)];
     if d.kv_heads > 1 && d.kv_heads < d.heads {
-        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64));
+        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64, 4));
     }
     if d.heads > 1 {
-        marks.push(("MQA".to_string(), d.heads as f64));
+        marks.push(("MQA".to_string(), d.heads as f64, 5));
     }
     let h100 = roofs[0].clone();
     Chart::new(
@@ -206,12 +218,12 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
             }
             // The decode points are named in the line under the plot, in their colours, so the legend
             // keeps to the three roofs and leaves the points uncovered.
-            for (k, (_, x)) in marks.iter().enumerate() {
+            for (_, x, c) in &marks {
                 let y = (h100.1 * x).min(h100.2);
                 p.points(
                     Points::new("", vec![[x.log10(), y.log10()]])
                         .radius(6.0)
-                        .color(style::series(3 + k)),
+                        .color(style::series(*c)),
                 );
             }
         });
@@ -226,7 +238,7 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
         0.0,
         egui::TextFormat::simple(font.clone(), text),
     );
-    for (k, (name, x)) in marks.iter().enumerate() {
+    for (k, (name, x, c)) in marks.iter().enumerate() {
         let y = (h100.1 * x).min(h100.2);
         job.append(
             &format!(
@@ -235,7 +247,7 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
                 100.0 * y / h100.2
             ),
             0.0,
-            egui::TextFormat::simple(font.clone(), style::request_text(ui.visuals(), 3 + k)),
+            egui::TextFormat::simple(font.clone(), style::request_text(ui.visuals(), *c)),
         );
     }
     job.append(
