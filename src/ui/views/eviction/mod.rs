@@ -454,7 +454,7 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
                 .enumerate()
                 .map(|(t, &a)| [t as f64, f64::from(a)])
                 .collect();
-            pl.line(Line::new(policy_name(lang, p), pts).color(policy_color(p)));
+            pl.line(Line::new(policy_name(lang, p), pts).color(policy_color(p)).width(2.5));
         }
         pl.threshold_x(o.prompt() as f64, lang.t("the prompt ends", "提示词结束"));
     });

@@ -95,7 +95,7 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
         .no_legend()
         .show(ui, size, |pl| {
             for p in EvictPolicy::ALL {
-                pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)));
+                pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)).width(2.5));
                 pl.points(
                     Points::new("", series(|c| c.bits_per_byte, p))
                         .radius(3.0)
@@ -113,7 +113,7 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
     .legend(entries)
     .show(ui, size, |pl| {
         for p in EvictPolicy::ALL {
-            pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)));
+            pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)).width(2.5));
             pl.points(
                 Points::new("", series(|c| c.recall, p))
                     .radius(3.0)
