@@ -402,7 +402,8 @@ impl Chart {
             thresholds: Vec::new(),
         };
         add(&mut c);
-        let (mut items, thresholds) = (c.items, c.thresholds);
+        let mut items = c.items;
+        let thresholds: Vec<(usize, f64, String)> = c.thresholds.into_iter().filter(|t| t.1.is_finite()).collect();
         // The data's bounds, per axis.
         let mut lo = [f64::INFINITY; 2];
         let mut hi = [f64::NEG_INFINITY; 2];
@@ -418,10 +419,8 @@ impl Chart {
             }
         }
         for (a, v, _) in &thresholds {
-            if v.is_finite() {
-                lo[*a] = lo[*a].min(*v);
-                hi[*a] = hi[*a].max(*v);
-            }
+            lo[*a] = lo[*a].min(*v);
+            hi[*a] = hi[*a].max(*v);
         }
         let (xr, xdata) = self.x.range(lo[0], hi[0]);
         let (yr, ydata) = self.y.range(lo[1], hi[1]);
@@ -439,13 +438,10 @@ impl Chart {
             }
             e
         });
-        // The thresholds: dashed lines in the muted text colour (their labels are painted over the plot
-        // once it is drawn, on a backing so that bars under them do not hide them).
+        // The thresholds: dashed lines in the muted text colour (their labels go outside the plot once it
+        // is drawn).
         let ink = crate::style::muted(ui.visuals());
         for (a, v, _) in &thresholds {
-            if !v.is_finite() {
-                continue;
-            }
             let dashed = egui_plot::LineStyle::dashed_loose();
             items.push(if *a == 0 {
                 Item::VLine(VLine::new("", *v).color(ink).width(1.5).style(dashed))
@@ -476,12 +472,12 @@ impl Chart {
         let label_font = egui::FontId::proportional(crate::style::fit(size * 0.85));
         let hlabels: Vec<(f64, String)> = thresholds
             .iter()
-            .filter(|(a, v, _)| *a == 1 && v.is_finite())
+            .filter(|(a, _, _)| *a == 1)
             .map(|(_, v, t)| (*v, t.clone()))
             .collect();
         let vlabels: Vec<(f64, String)> = thresholds
             .iter()
-            .filter(|(a, v, _)| *a == 0 && v.is_finite())
+            .filter(|(a, _, _)| *a == 0)
             .map(|(_, v, t)| (*v, t.clone()))
             .collect();
         let gutter = if hlabels.is_empty() {

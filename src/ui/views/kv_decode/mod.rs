@@ -400,13 +400,9 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
     // a column too narrow for its text at the floor).
     let page = (!crate::style::views_may_scroll() && t > 0).then(|| crate::style::view_page(2));
     if page == Some(1) {
-        let rect = ui.available_rect_before_wrap();
-        let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 2.6 * size));
+        let rect = above_check_line(ui, size);
         view_in(ui, rect, |ui| next_byte_bars(cx, ui, g, t));
-        ui.allocate_rect(
-            egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)),
-            egui::Sense::hover(),
-        );
+        move_under(ui, rect);
         recompute_line(cx, ui, g);
         return;
     }
@@ -512,9 +508,7 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
         );
     }
     let (kvh, hd) = (g.kv_heads, g.head_dim);
-    let rect = ui.available_rect_before_wrap();
-    // Room for the check line below (two lines when it wraps).
-    let rect = egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 2.6 * size));
+    let rect = above_check_line(ui, size);
     // The K and V rows this step wrote (none at prefill), and the distribution the byte came from.
     // The bars take a column on the right (at most a third); K and V share the rest side by side.
     let bars_w = if t == 0 {
@@ -562,14 +556,22 @@ fn model_decode(cx: &mut ViewCtx, ui: &mut Ui, t: usize, g: &crate::lessons::kv_
             );
         });
     }
+    move_under(ui, rect);
+    recompute_line(cx, ui, g);
+}
+
+/// The room left above the check line at the view's foot (two lines when it wraps).
+fn above_check_line(ui: &Ui, size: f32) -> egui::Rect {
+    let rect = ui.available_rect_before_wrap();
+    egui::Rect::from_min_max(rect.min, egui::pos2(rect.max.x, rect.max.y - 2.6 * size))
+}
+
+/// Move the cursor under `rect`, whose contents were drawn in child uis (`view_in`).
+fn move_under(ui: &mut Ui, rect: egui::Rect) {
     ui.allocate_rect(
-        egui::Rect::from_min_max(
-            egui::pos2(rect.min.x, rect.max.y),
-            egui::pos2(rect.max.x, rect.max.y + 0.2),
-        ),
+        egui::Rect::from_min_max(egui::pos2(rect.min.x, rect.max.y), egui::pos2(rect.max.x, rect.max.y + 0.2)),
         egui::Sense::hover(),
     );
-    recompute_line(cx, ui, g);
 }
 
 /// The next-byte distribution of step `t`: the top 8 of softmax(logits / T), with a temperature slider

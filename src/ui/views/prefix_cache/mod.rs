@@ -145,7 +145,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     // More requests than the colour grammar tells apart by colour alone beside the pool's two states:
     // each block in use also carries its owner's name ("r9"), where it fits on every one of them.
     let requests = f.tables.len();
-    let name_owners = requests + 2 > crate::style::LEGEND_MAX_COLOURS;
+    let name_owners = entries.len() > crate::style::LEGEND_MAX_COLOURS;
     let mut owners_named = name_owners;
     for (b, &r) in blocks.iter().enumerate() {
         let owner = f.grid.owners.get(b).copied().unwrap_or(-1);
