@@ -111,7 +111,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 15] = [
+    let cases: [(String, usize, usize, &str, &str); 17] = [
         (
             GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
             11,
@@ -177,6 +177,23 @@ fn each_mistake_names_its_line_and_column() {
             20,
             "has no view `histogram`",
             "views of `attention`",
+        ),
+        (
+            GOOD.replace(
+                r#"views = ["scores"]"#,
+                "views = [\"scores\"]\npresent_pages = [[\"scores\"], [\"histogram\"]]",
+            ),
+            19,
+            17,
+            "the presentation pages of step `a` name `histogram`, which the step does not show",
+            "the step's views: scores",
+        ),
+        (
+            GOOD.replace(r#"views = ["scores"]"#, "views = [\"scores\"]\npresent_pages = [[]]"),
+            19,
+            17,
+            "step `a` has an empty presentation page",
+            "give each page at least one view",
         ),
         (
             GOOD.replace(r#"kind = "attention""#, r#"kind = "sliding""#),

@@ -10,6 +10,10 @@
 //!   axis with fewer than three labelled ticks or more than 20% of its range empty at an end, or tick
 //!   labels closer than they are wide).
 //!
+//! In presentation mode every page of a step is checked (the narration's and the views', as the
+//! presenter's → turns them), under the step's key. The window's legends are checked on the light theme
+//! as well.
+//!
 //! Frames that still fail are listed in `tests/overflow-known.txt` and `tests/presentation-known.txt`, one
 //! `config lesson step` per line, while they wait for their fix: the test fails on a failure in any frame
 //! not listed, and on a listed frame that no longer fails (delete its line), so the lists only shrink.
@@ -102,6 +106,43 @@ fn config() -> AppConfig {
     }
 }
 
+/// One frame's overflows, and its breaches of the presentation rules at text floor `floor` (`present`:
+/// presentation mode, where nothing may need scrolling): the text runs, every legend against the colour
+/// grammar and every chart axis against the axis rules.
+fn findings(layout: &kvscope::ui::layout::Layout, floor: f32, present: bool) -> (Vec<String>, Vec<String>) {
+    let short = |t: &str| t.chars().take(60).collect::<String>();
+    let over = layout
+        .overflows()
+        .iter()
+        .map(|t| {
+            format!(
+                "{:?} at {:?} leaves its clip {:?}",
+                short(&t.text),
+                t.rect.map(|v| v.round()),
+                t.clip.map(|v| v.round())
+            )
+        })
+        .collect();
+    let mut rules = layout
+        .breaches(floor, !present)
+        .iter()
+        .map(|(t, b)| format!("{:?} at {:?}: {b}", short(&t.text), t.rect.map(|v| v.round())))
+        .collect::<Vec<_>>();
+    for l in &layout.legends {
+        if let Some(b) = kvscope::style::legend_breach(l) {
+            rules.push(format!("legend: {b}"));
+        }
+    }
+    for c in &layout.charts {
+        for a in [&c.x, &c.y] {
+            if let Some(b) = a.breach() {
+                rules.push(format!("chart {}: {b}", c.id));
+            }
+        }
+    }
+    (over, rules)
+}
+
 #[test]
 fn no_text_is_cut_off_shrunk_hidden_or_elided() {
     let Some(mut headless) = headless() else { return };
@@ -117,7 +158,7 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
     let known_over = known(include_str!("overflow-known.txt"));
     let known_rules = known(include_str!("presentation-known.txt"));
     let (mut over, mut rules, mut seen) = (Findings::default(), Findings::default(), BTreeSet::new());
-    let mut frames = 0;
+    let (mut frames, mut pages) = (0, 0);
     // KVSCOPE_BREACHES_OUT=FILE writes every breach of every frame there (the failure message shows four
     // per frame), for planning the fixes.
     let mut dump = std::env::var_os("KVSCOPE_BREACHES_OUT").map(|p| std::fs::File::create(p).expect("the dump file"));
@@ -129,71 +170,79 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
             let tag = format!("{name}-{}", if lang == Lang::Zh { "zh" } else { "en" });
             for (i, j, id) in &steps {
                 app.goto(*i, *j);
-                headless
-                    .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
-                    .unwrap();
-                frames += 1;
-                let layout = headless.layout().expect("a layout");
-                assert!(layout.texts.len() > 10, "{tag} {id} {}: the frame has text", j + 1);
                 let key = format!("{tag} {id} {}", j + 1);
                 seen.insert(key.clone());
-                let short = |t: &str| t.chars().take(60).collect::<String>();
-                let found = layout
-                    .overflows()
-                    .iter()
-                    .map(|t| {
-                        format!(
-                            "{:?} at {:?} leaves its clip {:?}",
-                            short(&t.text),
-                            t.rect.map(|v| v.round()),
-                            t.clip.map(|v| v.round())
-                        )
-                    })
-                    .collect();
-                over.frame(&key, &known_over, found);
-                let mut found = layout
-                    .breaches(floor, !present)
-                    .iter()
-                    .map(|(t, b)| format!("{:?} at {:?}: {b}", short(&t.text), t.rect.map(|v| v.round())))
-                    .collect::<Vec<_>>();
-                // The colour grammar, on every legend drawn.
-                for l in &layout.legends {
-                    if let Some(b) = kvscope::style::legend_breach(l) {
-                        found.push(format!("legend: {b}"));
+                // Every page the presenter's → shows before the next step (the narration's, then the
+                // views'), each checked under the step's key.
+                let (mut found_over, mut found_rules) = (Vec::new(), Vec::new());
+                loop {
+                    headless
+                        .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
+                        .unwrap();
+                    frames += 1;
+                    let layout = headless.layout().expect("a layout");
+                    assert!(layout.texts.len() > 10, "{key}: the frame has text");
+                    let (o, r) = findings(layout, floor, present);
+                    found_over.extend(o);
+                    found_rules.extend(r);
+                    let (np, nps) = app.narration_page();
+                    let (vp, vps) = app.view_page();
+                    if !present || (np + 1 >= nps && vp + 1 >= vps) {
+                        break;
                     }
-                }
-                // The axis rules, on every chart drawn.
-                for c in &layout.charts {
-                    for a in [&c.x, &c.y] {
-                        if let Some(b) = a.breach() {
-                            found.push(format!("chart {}: {b}", c.id));
-                        }
-                    }
+                    app.next_page_or_step();
+                    pages += 1;
                 }
                 if let Some(f) = dump.as_mut() {
                     use std::io::Write;
-                    for line in &found {
+                    for line in &found_rules {
                         writeln!(f, "{key}: {line}").expect("writing the dump");
                     }
                 }
-                rules.frame(&key, &known_rules, found);
+                over.frame(&key, &known_over, found_over);
+                rules.frame(&key, &known_rules, found_rules);
             }
         }
     }
     println!(
-        "{frames} frames drawn; {} listed as still overflowing, {} as breaking the presentation rules; failing now: {} and {}",
+        "{frames} frames drawn ({pages} of them pages after a step's first); {} listed as still overflowing, {} as breaking the presentation rules; failing now: {} and {}",
         known_over.len(),
         known_rules.len(),
         over.failing.len(),
         rules.failing.len()
     );
-    let reports: Vec<String> = [
+    // The colour grammar on the light theme too (the legends' colours are the theme's): every step in
+    // the window, whose legends are the presentation mode's.
+    let mut light = Vec::new();
+    let mut app = KvscopeApp::new(&config, None, None);
+    app.set_light(true);
+    for (i, j, id) in &steps {
+        app.goto(*i, *j);
+        headless
+            .render([1600, 900], 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| {
+                app.show(ui)
+            })
+            .unwrap();
+        let layout = headless.layout().expect("a layout");
+        for l in &layout.legends {
+            if let Some(b) = kvscope::style::legend_breach(l) {
+                light.push(format!("window-1600x900-en light {id} {}: legend: {b}", j + 1));
+            }
+        }
+    }
+    let mut reports: Vec<String> = [
         over.report("tests/overflow-known.txt", &known_over, &seen),
         rules.report("tests/presentation-known.txt", &known_rules, &seen),
     ]
     .into_iter()
     .flatten()
     .collect();
+    if !light.is_empty() {
+        reports.push(format!(
+            "legends breaking the colour grammar on the light theme:\n{}",
+            light.join("\n")
+        ));
+    }
     assert!(reports.is_empty(), "{}", reports.join("\n\n"));
 }
 

@@ -36,6 +36,10 @@ pub struct RenderArgs {
     /// the presenter's → turns the pages).
     #[arg(long, default_value_t = 1)]
     pub view_page: usize,
+    /// With --present: the presenter's page to draw, from 1, as the narration's foot counts them (the
+    /// narration's pages, then the views'): the frame after pressing → that many times less one.
+    #[arg(long, default_value_t = 1)]
+    pub page: usize,
     /// Light theme.
     #[arg(long)]
     pub light: bool,
@@ -74,6 +78,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         size,
         present,
         view_page,
+        page,
         light,
         backend,
         at,
@@ -174,6 +179,20 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
             app.set_cursor(a);
         }
         app.set_view_page(view_page.saturating_sub(1));
+        if page > 1 {
+            // The pages are counted by drawing the step once; → then turns them, never past the step.
+            headless
+                .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            for _ in 1..page {
+                let (n, ns) = app.narration_page();
+                let (v, vs) = app.view_page();
+                if n + 1 >= ns && v + 1 >= vs {
+                    break;
+                }
+                app.next_page_or_step();
+            }
+        }
         let img = headless
             .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
             .map_err(|e| anyhow::anyhow!(e))?;

@@ -323,8 +323,43 @@ fn check_steps<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kind: Optio
                 "list at least one view, e.g. views = [\"scores\"]",
             );
         }
+        if let Some(pages) = &s.present_pages {
+            check_present_pages(c, s, pages);
+        }
         if let Some(k) = kind {
             check_step_for_kind(c, s, k);
+        }
+    }
+}
+
+/// A step's presentation pages: none empty, each view one of the step's, and every view of the step on
+/// a page.
+fn check_present_pages(c: &mut Checker, s: &Step, pages: &Spanned<Vec<Vec<String>>>) {
+    let views: Vec<&str> = s.views.iter().map(|v| v.get_ref().as_str()).collect();
+    let id = s.id.get_ref();
+    if pages.get_ref().iter().any(Vec::is_empty) || pages.get_ref().is_empty() {
+        c.at(
+            pages.span(),
+            format!("step `{id}` has an empty presentation page"),
+            "give each page at least one view, e.g. present_pages = [[\"pool\"], [\"events\"]]",
+        );
+    }
+    for v in pages.get_ref().iter().flatten() {
+        if !views.contains(&v.as_str()) {
+            c.at(
+                pages.span(),
+                format!("the presentation pages of step `{id}` name `{v}`, which the step does not show"),
+                format!("the step's views: {}", views.join(", ")),
+            );
+        }
+    }
+    for v in &views {
+        if !pages.get_ref().iter().flatten().any(|p| p == v) {
+            c.at(
+                pages.span(),
+                format!("the presentation pages of step `{id}` leave out its view `{v}`"),
+                "put every view of the step on at least one page",
+            );
         }
     }
 }

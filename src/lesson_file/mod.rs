@@ -181,6 +181,12 @@ pub struct Step {
     pub narration: Spanned<Text>,
     /// Views shown, by id; each must be one the lesson kind knows.
     pub views: Vec<Spanned<String>>,
+    /// In presentation mode, the views on pages of their own (`present_pages = [["outputs"], ["pool",
+    /// "events"]]`): each list one page, laid out as `views` would be, the presenter's → stepping
+    /// through them. Every view of `views` is on at least one page and no page names another. For a step
+    /// whose views do not all fit one slide at the presentation floor; the window shows `views` at once.
+    #[serde(default)]
+    pub present_pages: Option<Spanned<Vec<Vec<String>>>>,
     /// What the views highlight.
     #[serde(default)]
     pub highlight: Option<Highlight>,

@@ -647,13 +647,21 @@ impl KvscopeApp {
             kind.timeline(&mut cx, &mut child, out.as_ref());
             rect.min.y += child.min_rect().height().max(bar_h) + 4.0;
         }
-        let names: Vec<&str> = step.views.iter().map(|v| v.get_ref().as_str()).collect();
+        // In presentation mode a step may put its views on pages of their own (`present_pages`).
+        let names: Vec<&str> = match step.present_pages.as_ref().filter(|_| self.presentation) {
+            Some(pages) => {
+                let pages = pages.get_ref();
+                let page = pages.get(crate::style::view_page(pages.len()));
+                page.into_iter().flatten().map(String::as_str).collect()
+            }
+            None => step.views.iter().map(|v| v.get_ref().as_str()).collect(),
+        };
         let rects = match kind.anchor_view() {
             Some(anchor) => crate::ui::widgets::anchored(rect, &names, anchor),
             None => grid(rect, names.len()),
         };
-        for (name, r) in step.views.iter().zip(rects) {
-            view_in(ui, r, |ui| kind.show(&mut cx, ui, out.as_ref(), name.get_ref()));
+        for (name, r) in names.iter().zip(rects) {
+            view_in(ui, r, |ui| kind.show(&mut cx, ui, out.as_ref(), name));
         }
         ui.allocate_rect(ui.available_rect_before_wrap(), egui::Sense::hover());
     }

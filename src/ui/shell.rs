@@ -356,7 +356,7 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
         ui.add_space(4.0);
         text::markdown(ui, &app.narration().unwrap_or_default(), size);
         let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
-        text::quoted_sources(ui, lang, &quoted, size, size * 0.72);
+        text::quoted_sources(ui, lang, &quoted, true, size, size * 0.72);
         ui.separator();
         ui.label(RichText::new(lang.t("Parameters", "参数")).strong());
         let params = app.params().cloned().unwrap_or_default();
@@ -631,29 +631,33 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
     let narration = app.narration().unwrap_or_default();
     let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
     // The narration's paragraphs (Markdown blocks end at blank lines), then the sources as one block.
-    let mut blocks: Vec<Option<String>> = narration_paragraphs(&narration).into_iter().map(Some).collect();
+    let mut blocks: Vec<Block> = narration_paragraphs(&narration).into_iter().map(Block::Md).collect();
     if !quoted.is_empty() {
-        blocks.push(None);
+        blocks.push(Block::Sources(0..quoted.len()));
     }
-    let draw = |ui: &mut Ui, b: &Option<String>| match b {
-        Some(md) => text::markdown(ui, md, size),
-        None => text::quoted_sources(ui, lang, &quoted, size, style::PRESENT_FLOOR),
+    let draw = |ui: &mut Ui, b: &Block| match b {
+        Block::Md(md) => text::markdown(ui, md, size),
+        Block::Sources(r) => {
+            text::quoted_sources(ui, lang, &quoted[r.clone()], r.start == 0, size, style::PRESENT_FLOOR)
+        }
     };
     let footer = size * 1.8;
     let room = ui.available_height() - footer;
-    let measure = |ui: &mut Ui, b: &Option<String>| {
+    let measure = |ui: &mut Ui, b: &Block| {
         let rect = ui.available_rect_before_wrap();
         let mut unseen = ui.new_child(egui::UiBuilder::new().max_rect(rect).invisible());
         draw(&mut unseen, b);
         unseen.min_rect().height() + ui.spacing().item_spacing.y
     };
     let heights: Vec<f32> = blocks.iter().map(|b| measure(ui, b)).collect();
-    // A block taller than a page is cut into its list items or sentences, each measured again.
+    // A block taller than a page is cut into its list items or sentences (the sources into one block
+    // per source), each measured again.
     let (blocks, heights) = if heights.iter().any(|h| *h > room) {
-        let mut cut: Vec<Option<String>> = Vec::new();
+        let mut cut: Vec<Block> = Vec::new();
         for (b, h) in blocks.into_iter().zip(&heights) {
             match b {
-                Some(md) if *h > room => cut.extend(narration_pieces(&md).into_iter().map(Some)),
+                Block::Md(md) if *h > room => cut.extend(narration_pieces(&md).into_iter().map(Block::Md)),
+                Block::Sources(r) if *h > room => cut.extend(r.map(|i| Block::Sources(i..i + 1))),
                 b => cut.push(b),
             }
         }
@@ -689,6 +693,13 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
             ),
         );
     }
+}
+
+/// One block of presentation mode's narration panel, as it is paged: a paragraph (or a piece of one), or
+/// the sources of some of the quoted facts (the heading with the first).
+enum Block {
+    Md(String),
+    Sources(std::ops::Range<usize>),
 }
 
 /// A narration's paragraphs: its Markdown blocks, split at blank lines (`text::markdown` lays each block

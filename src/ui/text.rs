@@ -141,21 +141,31 @@ fn push_inline(job: &mut LayoutJob, text: &str, size: f32, colors: Colors) {
 /// Under the narration, the sources of the published facts it quotes, in the quoted style: what each
 /// is and where it is published, so a quoted figure is never taken for a measured one.
 /// `small` is their text size (smaller than the narration's `size` in the window; presentation mode
-/// sets them at its floor).
-pub fn quoted_sources(ui: &mut egui::Ui, lang: Lang, facts: &[&crate::facts::Fact], size: f32, small: f32) {
+/// sets them at its floor); `heading`: the line that says they are quoted first (a page that continues
+/// the list leaves it out).
+pub fn quoted_sources(
+    ui: &mut egui::Ui,
+    lang: Lang,
+    facts: &[&crate::facts::Fact],
+    heading: bool,
+    size: f32,
+    small: f32,
+) {
     if facts.is_empty() {
         return;
     }
     let quote = quote_color(ui.visuals());
-    ui.label(
-        egui::RichText::new(lang.t(
-            "Quoted, not measured (in this colour):",
-            "引用的公开数据，非实测（以此颜色标出）：",
-        ))
-        .size(crate::style::fit(small))
-        .slant()
-        .color(quote),
-    );
+    if heading {
+        ui.label(
+            egui::RichText::new(lang.t(
+                "Quoted, not measured (in this colour):",
+                "引用的公开数据，非实测（以此颜色标出）：",
+            ))
+            .size(crate::style::fit(small))
+            .slant()
+            .color(quote),
+        );
+    }
     for f in facts {
         let what = match lang {
             Lang::En => &f.what.en,

@@ -28,11 +28,22 @@ impl LessonUi for Arch {
             View::Formula => fitted_height(ui, "arch-formula", key, cx.size, |ui, size| formula(cx, ui, o, size)),
             View::Scale => scale(cx, ui, o),
             View::Bars => fitted_height(ui, "arch-bars", key, cx.size, |ui, size| bars(cx, ui, o, size)),
-            View::Mla => fitted_height(ui, "arch-mla", key, cx.size, |ui, size| {
-                strip(cx, ui, o, size);
-                ui.add_space(size * 0.5);
-                cost(cx, ui, o, size);
-            }),
+            View::Mla => {
+                // In presentation mode the cached rows, then each case's decode costs, take a page each
+                // (a slide holds one of them at the floor); the window shows them all.
+                let pages = 1 + cost_cases(cx, o).len();
+                let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(pages));
+                let key = fit_key((view.name(), cx.params, page));
+                fitted_height(ui, "arch-mla", key, cx.size, |ui, size| match page {
+                    None => {
+                        strip(cx, ui, o, size);
+                        ui.add_space(size * 0.5);
+                        cost(cx, ui, o, size, None);
+                    }
+                    Some(0) => strip(cx, ui, o, size),
+                    Some(p) => cost(cx, ui, o, size, Some(p - 1)),
+                });
+            }
             View::LayerMap => fitted_height(ui, "arch-map", key, cx.size, |ui, size| layer_map(cx, ui, o, size)),
             View::Calculator => {
                 fitted_height(ui, "arch-calc", key, cx.size, |ui, size| calculator(cx, ui, o, size));
@@ -457,7 +468,9 @@ fn strip(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     );
 }
 
-fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+/// The cases whose decode costs lesson 11's MLA step compares: the layer that ran at its cached tokens,
+/// and DeepSeek-V3 at the context (when the facts name it): name, dimensions and tokens.
+fn cost_cases(cx: &ViewCtx, o: &ArchOut) -> Vec<(String, crate::math::mla::MlaDims, usize)> {
     let lang = cx.lang;
     let mut cases = vec![(
         match lang {
@@ -477,6 +490,13 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
             n,
         ));
     }
+    cases
+}
+
+/// The decode costs of each case of [`cost_cases`], or of case `only`.
+fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32, only: Option<usize>) {
+    let lang = cx.lang;
+    let cases = cost_cases(cx, o);
     title(
         ui,
         size,
@@ -494,6 +514,9 @@ fn cost(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ),
     ];
     for (ci, (name, d, t)) in cases.into_iter().enumerate() {
+        if only.is_some_and(|k| k != ci) {
+            continue;
+        }
         ui.add_space(size * 0.3);
         ui.label(RichText::new(name).strong().size(crate::style::fit(size * 0.95)));
         let c = mla_costs(d, t);
