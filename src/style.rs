@@ -551,9 +551,49 @@ pub fn legend_breach(entries: &[(String, Rgba, bool)]) -> Option<String> {
     None
 }
 
+/// The colour grammar's last rule, on one chart: every mark drawn is in the legend. A mark colour
+/// breaks it when it is not a grey (CIELAB chroma ≥ 12: greys are the chart's own ink, free blocks,
+/// what a title already names) and is further than ΔE2000 8 from every legend colour (a faded or
+/// outlined twin of an entry counts as the entry: alpha is not compared). A chart without a legend may
+/// draw one such colour, a single series its titles name.
+pub fn unlisted_mark(marks: &[Rgba], legend: &[Rgba]) -> Option<String> {
+    let chroma = |c: Rgba| {
+        let [_, a, b] = lab(c);
+        a.hypot(b)
+    };
+    let opaque = |c: Rgba| [c[0], c[1], c[2], 255];
+    let coloured: Vec<Rgba> = marks.iter().copied().filter(|&c| chroma(c) >= 12.0).collect();
+    if legend.is_empty() {
+        return (coloured.len() > 1).then(|| format!("{} mark colours and no legend", coloured.len()));
+    }
+    coloured
+        .iter()
+        .find(|&&m| legend.iter().all(|&l| delta_e2000(opaque(m), opaque(l)) > UNLISTED_DE))
+        .map(|m| format!("a mark in {:?} that the legend does not list", &m[..3]))
+}
+
+/// How close (CIEDE2000) a mark's colour must be to a legend entry's to count as it.
+pub const UNLISTED_DE: f64 = 8.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_mark_colour_is_in_the_legend() {
+        let legend = [REQUESTS[0], REQUESTS[1]];
+        // The entries themselves, a faded twin and a grey pass.
+        let faded = [REQUESTS[1][0], REQUESTS[1][1], REQUESTS[1][2], 90];
+        assert_eq!(
+            unlisted_mark(&[REQUESTS[0], faded, [128, 128, 128, 255]], &legend),
+            None
+        );
+        // A colour the legend does not list fails.
+        assert!(unlisted_mark(&[REQUESTS[0], REQUESTS[3]], &legend).is_some());
+        // Without a legend one coloured series may be drawn, not two.
+        assert_eq!(unlisted_mark(&[REQUESTS[2], [60, 60, 60, 255]], &[]), None);
+        assert!(unlisted_mark(&[REQUESTS[2], REQUESTS[4]], &[]).is_some());
+    }
 
     #[test]
     fn a_legend_keeps_its_colours_apart_and_few() {

@@ -139,6 +139,9 @@ fn findings(layout: &kvscope::ui::layout::Layout, floor: f32, present: bool) -> 
                 rules.push(format!("chart {}: {b}", c.id));
             }
         }
+        if let Some(b) = c.unlisted_mark() {
+            rules.push(format!("chart {}: {b}", c.id));
+        }
     }
     (over, rules)
 }

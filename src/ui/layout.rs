@@ -184,6 +184,17 @@ pub struct ChartRecord {
     pub y: ChartAxisRecord,
     /// Its legend: each entry's text and colour.
     pub legend: Vec<(String, [u8; 4])>,
+    /// The distinct colours its data marks are drawn in (unmultiplied sRGBA).
+    pub marks: Vec<[u8; 4]>,
+}
+
+impl ChartRecord {
+    /// How the chart breaks the rule that every mark drawn is in the legend, if it does: a mark whose
+    /// colour (not a grey) is none of the legend's (`style::unlisted_mark`).
+    pub fn unlisted_mark(&self) -> Option<String> {
+        let legend: Vec<[u8; 4]> = self.legend.iter().map(|l| l.1).collect();
+        crate::style::unlisted_mark(&self.marks, &legend)
+    }
 }
 
 /// The charts recorded this frame.

@@ -354,6 +354,8 @@ pub struct Chart {
     x: ChartAxis,
     y: ChartAxis,
     legend: Option<Vec<(Rgba, String)>>,
+    legend_drawn: bool,
+    gutter_for: Option<String>,
     hover: bool,
 }
 
@@ -366,6 +368,8 @@ impl Chart {
             x,
             y,
             legend: None,
+            legend_drawn: true,
+            gutter_for: None,
             hover: true,
         }
     }
@@ -380,6 +384,21 @@ impl Chart {
     /// it is) rather than by item; by default the legend lists the named items.
     pub fn legend(mut self, entries: Vec<(Rgba, String)>) -> Self {
         self.legend = Some(entries);
+        self
+    }
+
+    /// The legend of the chart drawn under this one, whose series this one shares (one legend for two
+    /// stacked charts): recorded for the rules as this chart's, not drawn here.
+    pub fn legend_below(mut self, entries: Vec<(Rgba, String)>) -> Self {
+        self.legend = Some(entries);
+        self.legend_drawn = false;
+        self
+    }
+
+    /// Keep a right gutter as wide as threshold label `label` needs, so that a chart stacked over one
+    /// with that threshold has the same plot width.
+    pub fn gutter_for(mut self, label: impl Into<String>) -> Self {
+        self.gutter_for = Some(label.into());
         self
     }
 
@@ -438,6 +457,9 @@ impl Chart {
             }
             e
         });
+        // The colours the data marks are drawn in (before the thresholds join them), for the rule that
+        // every mark's colour is in the legend.
+        let mark_rgba = mark_colours(ui, &items, [xr, yr]);
         // The thresholds: dashed lines in the muted text colour (their labels go outside the plot once it
         // is drawn).
         let ink = crate::style::muted(ui.visuals());
@@ -451,7 +473,7 @@ impl Chart {
         }
         let legend_size = size * 0.85;
         let width = ui.available_width();
-        let legend_h = if entries.is_empty() {
+        let legend_h = if entries.is_empty() || !self.legend_drawn {
             0.0
         } else {
             super::legend_height(ui, &entries, legend_size, width) + ui.spacing().item_spacing.y
@@ -480,12 +502,14 @@ impl Chart {
             .filter(|(a, _, _)| *a == 0)
             .map(|(_, v, t)| (*v, t.clone()))
             .collect();
-        let gutter = if hlabels.is_empty() {
+        let gutter = if hlabels.is_empty() && self.gutter_for.is_none() {
             0.0
         } else {
             let widest = hlabels
                 .iter()
-                .map(|(_, t)| ui.painter().layout_no_wrap(t.clone(), label_font.clone(), ink).size().x)
+                .map(|(_, t)| t)
+                .chain(&self.gutter_for)
+                .map(|t| ui.painter().layout_no_wrap(t.clone(), label_font.clone(), ink).size().x)
                 .fold(0.0, f32::max);
             widest.min(width * 0.25) + 8.0
         };
@@ -657,7 +681,7 @@ impl Chart {
             let left = left.clamp(frame.left(), (frame.right() - g.size().x).max(frame.left()));
             painter.galley(egui::pos2(left, frame.top() - g.size().y - 1.0), g, ink);
         }
-        if !entries.is_empty() {
+        if !entries.is_empty() && self.legend_drawn {
             super::legend(ui, &entries, legend_size);
         }
         // What the rules check: the ranges, the ticks inside the range and the room their labels had.
@@ -688,9 +712,62 @@ impl Chart {
             x: axis(&self.x, 0, &xt, &xlabels, xdata),
             y: axis(&self.y, 1, &yt, &ylabels, ydata),
             legend: entries.iter().map(|(c, n)| (n.clone(), *c)).collect(),
+            marks: mark_rgba,
         };
         crate::ui::layout::record_chart(ui.ctx(), record);
     }
+}
+
+/// The distinct colours (unmultiplied, nearly transparent ones left out) that `items`' data marks are
+/// drawn in: the shapes egui_plot makes of each line, point set, bar chart and polygon (texts, and the
+/// chart's own thresholds, are not data), laid out on a stand-in frame over `ranges`.
+fn mark_colours(ui: &Ui, items: &[Item<'_>], ranges: [[f64; 2]; 2]) -> Vec<Rgba> {
+    let bounds = PlotBounds::from_min_max([ranges[0][0], ranges[1][0]], [ranges[0][1], ranges[1][1]]);
+    let frame = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(200.0, 200.0));
+    let transform = egui_plot::PlotTransform::new(frame, bounds, false);
+    let mut shapes = Vec::new();
+    for it in items.iter().filter(|it| !matches!(it, Item::Text(_))) {
+        it.plot_item().shapes(ui, &transform, &mut shapes);
+    }
+    let mut out: Vec<Rgba> = Vec::new();
+    let mut add = |c: Color32| {
+        let c = c.to_srgba_unmultiplied();
+        if c[3] >= 16 && !out.iter().any(|o| o[..3] == c[..3]) {
+            out.push(c);
+        }
+    };
+    fn walk(s: &egui::Shape, add: &mut dyn FnMut(Color32)) {
+        match s {
+            egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, add)),
+            egui::Shape::Rect(r) => {
+                add(r.fill);
+                if r.stroke.width > 0.0 {
+                    add(r.stroke.color);
+                }
+            }
+            egui::Shape::Circle(c) => {
+                add(c.fill);
+                if c.stroke.width > 0.0 {
+                    add(c.stroke.color);
+                }
+            }
+            egui::Shape::LineSegment { stroke, .. } => add(stroke.color),
+            egui::Shape::Path(p) => {
+                add(p.fill);
+                if let egui::epaint::ColorMode::Solid(c) = p.stroke.color
+                    && p.stroke.width > 0.0
+                {
+                    add(c);
+                }
+            }
+            egui::Shape::Mesh(m) => m.vertices.iter().for_each(|v| add(v.color)),
+            _ => {}
+        }
+    }
+    for s in &shapes {
+        walk(s, &mut add);
+    }
+    out
 }
 
 /// The smallest gap between consecutive values (infinite for fewer than two).

@@ -90,9 +90,13 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
             "预算 K（每层每个 KV 头的 token 数）",
         ))
     };
+    let entries: Vec<(style::Rgba, String)> = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
+    let chance = lang.t("chance: 1 in 26", "随机猜测：1/26");
+    // The same plot width as the recall chart under it, whose chance line takes a gutter.
     Chart::new(format!("{id}-bpb"), budget(), ChartAxis::linear(lang.t("bits per byte", "每字节比特数")))
         .height(hp)
-        .no_legend()
+        .legend_below(entries.clone())
+        .gutter_for(chance)
         .show(ui, size, |pl| {
             for p in EvictPolicy::ALL {
                 pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)).width(2.5));
@@ -103,7 +107,6 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
                 );
             }
         });
-    let entries = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
     Chart::new(
         format!("{id}-recall"),
         budget(),
@@ -120,6 +123,6 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
                     .color(policy_color(p)),
             );
         }
-        pl.threshold_y(1.0 / 26.0, lang.t("chance: 1 in 26", "随机猜测：1/26"));
+        pl.threshold_y(1.0 / 26.0, chance);
     });
 }

@@ -216,12 +216,12 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
                 }
                 p.line(line);
             }
-            // The decode points are named in the line under the plot, in their colours, so the legend
-            // keeps to the three roofs and leaves the points uncovered.
-            for (_, x, c) in &marks {
+            // The decode points are in the legend with the roofs, and the line under the plot gives
+            // each one's intensity and share of the peak in its colour.
+            for (name, x, c) in &marks {
                 let y = (h100.1 * x).min(h100.2);
                 p.points(
-                    Points::new("", vec![[x.log10(), y.log10()]])
+                    Points::new(name.clone(), vec![[x.log10(), y.log10()]])
                         .radius(6.0)
                         .color(style::series(*c)),
                 );
