@@ -321,6 +321,20 @@ pub fn request_text(v: &Visuals, i: usize) -> Color32 {
     state_text(v, request(i))
 }
 
+/// The attention kinds, one colour each wherever they appear (lesson 4's roofline and intensity lines,
+/// lesson 11's bars, legend and cached rows): their index into [`REQUESTS`] (none of these lessons'
+/// views shows requests beside them).
+pub const ATTENTION_KINDS: [(&str, usize); 4] = [("MHA", 3), ("GQA", 4), ("MQA", 5), ("MLA", 2)];
+
+/// Kind `kind`'s (`MHA`, `GQA`, `MQA`, `MLA`) index into [`REQUESTS`] ([`ATTENTION_KINDS`]; MHA's for
+/// a name it does not know).
+pub fn attention_kind(kind: &str) -> usize {
+    ATTENTION_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(ATTENTION_KINDS[0].1, |(_, i)| *i)
+}
+
 /// Series `i` of a plot or a bar list (the request palette, so a series never reads as a state).
 pub fn series(i: usize) -> Color32 {
     c32(request(i))

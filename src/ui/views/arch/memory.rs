@@ -22,10 +22,11 @@ pub(super) fn layer_cells(ui: &mut Ui, size: f32, m: &ModelSpec, share: usize) {
     let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.1), egui::Sense::hover());
     let p = ui.painter();
     for l in 0..n {
+        // Lessons 8 and 9's colours for a windowed cache and a full one.
         let c = if m.windows.get(l).copied().flatten().is_some() {
-            style::request(2)
+            style::policy("window")
         } else {
-            style::request(0)
+            style::policy("dense")
         };
         let r = egui::Rect::from_min_size(
             egui::pos2(rect.min.x + l as f32 * cell, rect.min.y),
@@ -117,8 +118,8 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     legend(
         ui,
         &[
-            (style::request(0), lang.t("full attention", "全注意力")),
-            (style::request(2), lang.t("sliding window", "滑动窗口")),
+            (style::policy("dense"), lang.t("full attention", "全注意力")),
+            (style::policy("window"), lang.t("sliding window", "滑动窗口")),
             (
                 style::FREE,
                 lang.t(

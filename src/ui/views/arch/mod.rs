@@ -65,12 +65,7 @@ impl LessonUi for Arch {
 }
 
 fn kind_color(m: &ModelSpec) -> style::Rgba {
-    style::request(match attention_kind(m) {
-        "MHA" => 0,
-        "GQA" => 1,
-        "MQA" => 2,
-        _ => 3,
-    })
+    style::request(style::attention_kind(attention_kind(m)))
 }
 
 /// A term of the formula: its value large, its name under it.
@@ -334,15 +329,15 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ui,
         &[
             (
-                style::request(0),
+                kind("MHA"),
                 lang.t("MHA: a KV head per query head", "MHA：每个查询头一个 KV 头"),
             ),
             (
-                style::request(1),
+                kind("GQA"),
                 lang.t("GQA: groups share one (lesson 3)", "GQA：一组共享一个（第 3 课）"),
             ),
-            (style::request(2), lang.t("MQA: one KV head", "MQA：一个 KV 头")),
-            (style::request(3), lang.t("MLA: one latent row", "MLA：一行潜向量")),
+            (kind("MQA"), lang.t("MQA: one KV head", "MQA：一个 KV 头")),
+            (kind("MLA"), lang.t("MLA: one latent row", "MLA：一行潜向量")),
         ],
         size,
     );
@@ -356,7 +351,14 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     );
 }
 
-/// One token's cached values as a strip of `parts` (values, colour, label), `scale` points per value.
+/// Attention kind `k`'s colour (`style::ATTENTION_KINDS`).
+fn kind(k: &str) -> style::Rgba {
+    style::request(style::attention_kind(k))
+}
+
+/// One token's cached values as a strip of `parts` (values, colour, label), `scale` points per value;
+/// a part after the first is set off by a gap in the background colour (parts may share a colour: the
+/// rows are coloured by attention kind).
 fn strip_row(ui: &mut Ui, size: f32, label: &str, parts: &[(usize, style::Rgba, String)], per_value: f32) {
     ui.label(RichText::new(label).size(crate::style::fit(size * 0.9)));
     let total: usize = parts.iter().map(|p| p.0).sum();
@@ -368,6 +370,10 @@ fn strip_row(ui: &mut Ui, size: f32, label: &str, parts: &[(usize, style::Rgba, 
         let pw = *n as f32 * per_value;
         let r = egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(pw.max(1.0), rect.height()));
         p.rect_filled(r, 0.0, style::c32(*c));
+        if x > rect.min.x {
+            let gap = egui::Rect::from_min_size(r.min, egui::vec2(2.0, r.height()));
+            p.rect_filled(gap, 0.0, ui.visuals().panel_fill);
+        }
         let font = egui::FontId::proportional(crate::style::fit(size * 0.75));
         let ink = style::ink_on(*c);
         let g = p.layout_no_wrap(name.clone(), font, ink);
@@ -422,8 +428,8 @@ fn strip(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 ),
             },
             &[
-                (dd.heads * (dd.d_nope + dd.d_r), style::request(0), "K".into()),
-                (dd.heads * dd.d_v, style::request(1), "V".into()),
+                (dd.heads * (dd.d_nope + dd.d_r), kind("MHA"), "K".into()),
+                (dd.heads * dd.d_v, kind("MHA"), "V".into()),
             ],
             per_value,
         );
@@ -447,8 +453,8 @@ fn strip(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 ),
             },
             &[
-                (dd.d_c, style::request(3), "c_KV".into()),
-                (dd.d_r, style::request(4), "k_R".into()),
+                (dd.d_c, kind("MLA"), "c_KV".into()),
+                (dd.d_r, kind("MLA"), "k_R".into()),
             ],
             per_value,
         );

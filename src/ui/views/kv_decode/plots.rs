@@ -88,11 +88,11 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
                     .collect();
                 // The family's colour on the roofline (MHA, the lesson's GQA, MQA), another GQA's after them.
                 let c = if kvh == d.heads {
-                    3
+                    style::attention_kind("MHA")
                 } else if kvh == 1 {
-                    5
+                    style::attention_kind("MQA")
                 } else if kvh == d.kv_heads {
-                    4
+                    style::attention_kind("GQA")
                 } else {
                     6 + k
                 };
@@ -183,12 +183,13 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
     // The decode points: MHA, the lesson's GQA (when it is one) and MQA, at intensity H / KVH.
     // (name, intensity, colour index): MHA, GQA and MQA keep one colour each on both charts of the
     // step (the intensity-against-batch lines use the same), none of them a roof's.
-    let mut marks = vec![("MHA".to_string(), 1.0, 3)];
+    let kind = style::attention_kind;
+    let mut marks = vec![("MHA".to_string(), 1.0, kind("MHA"))];
     if d.kv_heads > 1 && d.kv_heads < d.heads {
-        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64, 4));
+        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64, kind("GQA")));
     }
     if d.heads > 1 {
-        marks.push(("MQA".to_string(), d.heads as f64, 5));
+        marks.push(("MQA".to_string(), d.heads as f64, kind("MQA")));
     }
     let h100 = roofs[0].clone();
     Chart::new(
