@@ -1370,3 +1370,83 @@ fn a_step_does_not_depend_on_how_it_was_reached() {
         }
     }
 }
+
+/// Predict, then reveal, through the UI: in class mode a step with a question shows the question in place
+/// of its views and narration; a guess typed into the answer box and checked is graded against the
+/// lesson's own answer (wrong, then right, on two steps), and the step's views appear once it is answered;
+/// a choice is answered with its button. Outside class mode the question sits under the narration and
+/// the views show at once.
+#[test]
+fn class_mode_veils_a_step_until_its_question_is_answered() {
+    use kvscope::lessons::questions::Answer;
+    let mut h = harness(false);
+    h.state_mut().set_class_mode(true);
+    let l = lesson_index(&h, "paged-cache");
+    let recompute = step_index(&h, l, "recompute");
+    go(&mut h, "paged-cache", recompute);
+    assert!(h.state().veiled(), "the step is veiled in class mode");
+    assert!(h.query_by_label_contains("Predict first").is_some());
+    assert!(
+        h.query_all_by_label_contains("block tables").next().is_none(),
+        "the views are veiled"
+    );
+    let number = |h: &Harness<'static, KvscopeApp>| match h.state().question_answers()[0].clone() {
+        Ok(Answer::Number { value, .. }) => value,
+        other => panic!("a number question: {other:?}"),
+    };
+    // A wrong guess: one more than the lesson's answer.
+    let blocks = number(&h);
+    h.get_by_role_and_label(Role::TextInput, "your guess").focus();
+    h.get_by_role_and_label(Role::TextInput, "your guess")
+        .type_text(&format!("{}", blocks + 1.0));
+    settle(&mut h);
+    h.get_by_label("Check").click();
+    settle(&mut h);
+    assert!(!h.state().veiled(), "an answered question reveals the step");
+    assert!(
+        h.query_by_label_contains(&format!("you said {}, the run gives {blocks}", blocks + 1.0))
+            .is_some(),
+        "the wrong guess is graded against the lesson's answer"
+    );
+    assert!(
+        h.query_all_by_label_contains("block tables").next().is_some(),
+        "the views are back"
+    );
+    // A right guess on another lesson's step.
+    let l = lesson_index(&h, "prefix-cache");
+    let s = step_index(&h, l, "fully-cached");
+    go(&mut h, "prefix-cache", s);
+    assert!(h.state().veiled());
+    let hits = number(&h);
+    h.get_by_role_and_label(Role::TextInput, "your guess").focus();
+    h.get_by_role_and_label(Role::TextInput, "your guess")
+        .type_text(&format!("{hits}"));
+    h.key_press(eframe::egui::Key::Enter);
+    settle(&mut h);
+    assert!(h.query_by_label_contains("Right: the run gives").is_some());
+    assert!(!h.state().veiled());
+    // A choice, answered with its button; R reveals a step without an answer.
+    let l = lesson_index(&h, "serving");
+    let s = step_index(&h, l, "speculative");
+    go(&mut h, "serving", s);
+    assert!(h.state().veiled());
+    h.get_by_label("the same, byte for byte").click();
+    settle(&mut h);
+    assert!(!h.state().veiled());
+    assert!(h.query_by_label_contains("Right: the run gives the same").is_some());
+    let l = lesson_index(&h, "flash-attention");
+    let s = step_index(&h, l, "causal");
+    go(&mut h, "flash-attention", s);
+    assert!(h.state().veiled());
+    h.key_press(eframe::egui::Key::R);
+    settle(&mut h);
+    assert!(!h.state().veiled(), "R reveals");
+    assert!(h.query_by_label_contains("Answer: the run gives").is_some());
+    // Out of class mode: no veil, the question under the narration.
+    h.state_mut().set_class_mode(false);
+    let l = lesson_index(&h, "quantization");
+    let s = step_index(&h, l, "formats");
+    go(&mut h, "quantization", s);
+    assert!(!h.state().veiled());
+    assert!(h.query_by_label_contains("Predict:").is_some());
+}

@@ -111,7 +111,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 17] = [
+    let cases: [(String, usize, usize, &str, &str); 19] = [
         (
             GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
             11,
@@ -138,7 +138,7 @@ fn each_mistake_names_its_line_and_column() {
             17,
             13,
             "uses `{oom_step}`, which lesson kind `attention` does not fill",
-            "placeholders of `attention`: model_layers",
+            "placeholders of `attention`: seq, cells, row_sum",
         ),
         (
             GOOD.replace(r#"views = ["scores"]"#, "views = [\"scores\"]\nat = \"preempt\""),
@@ -194,6 +194,26 @@ fn each_mistake_names_its_line_and_column() {
             17,
             "step `a` has an empty presentation page",
             "give each page at least one view",
+        ),
+        (
+            GOOD.replace(
+                r#"views = ["scores"]"#,
+                "views = [\"scores\"]\n[[steps.questions]]\nask = { en = \"How many?\", zh = \"多少？\" }\nanswer = \"oom_step\"\nwhy = { en = \"So.\", zh = \"如此。\" }",
+            ),
+            21,
+            10,
+            "a question of step `a` is answered by `oom_step`, which lesson kind `attention` does not fill",
+            "placeholders of `attention`: seq",
+        ),
+        (
+            GOOD.replace(
+                r#"views = ["scores"]"#,
+                "views = [\"scores\"]\n[[steps.questions]]\nask = { en = \"How many?\", zh = \"多少？\" }\nanswer = \"cells\"\ntolerance = 1.0\nwhy = { en = \"So.\", zh = \"如此。\" }",
+            ),
+            22,
+            13,
+            "the tolerance 1 of a question of step `a` makes (nearly) every answer right",
+            "from 0 (exact) up to below 0.5",
         ),
         (
             GOOD.replace(r#"kind = "attention""#, r#"kind = "sliding""#),
@@ -346,11 +366,13 @@ fn numbers(text: &str) -> Vec<String> {
 /// No narration types a number a slider could change: the only numbers left in the templates are 0, 1
 /// and 2 (as in "every row sums to 1"); everything else is a `{placeholder}` filled from the lesson's
 /// own computation. Filled with the default sliders and with every slider at its maximum and its
-/// minimum, no placeholder is left unfilled.
+/// minimum, no placeholder is left unfilled. Every step's questions are answered by the same results
+/// (`lessons::questions`), and every lesson asks at least two.
 #[test]
 fn narration_numbers_come_from_the_computation() {
     let backend = kvscope::compute::CpuBackend::new();
     let lessons = lesson::load_embedded().unwrap();
+    let mut questions = 0;
     for l in &lessons {
         for s in &l.file.steps {
             for t in [&s.narration.get_ref().en, &s.narration.get_ref().zh]
@@ -429,9 +451,42 @@ fn narration_numbers_come_from_the_computation() {
                         s.id.get_ref()
                     );
                 }
+                // Every question is answered by this run: at the file's settings always, at the sliders'
+                // extremes whenever the lesson filled the placeholder (an event may not happen there); and
+                // a wrong guess is marked wrong, so no question takes every answer.
+                for q in &s.questions {
+                    use kvscope::lessons::questions::{a_wrong_guess, answer, is_right};
+                    // ("—" or "-": the lesson says the event did not happen at these settings.)
+                    let filled = values
+                        .iter()
+                        .any(|(n, v)| n == q.answer.get_ref() && !["—", "-"].contains(&v.trim()));
+                    if out.is_none() || !(at_defaults || filled) {
+                        continue;
+                    }
+                    let a = answer(q, &values).unwrap_or_else(|e| {
+                        panic!(
+                            "{} step `{}` {params:?}: a question has no answer: {e}",
+                            l.id(),
+                            s.id.get_ref()
+                        )
+                    });
+                    assert!(
+                        !is_right(&a, &a_wrong_guess(&a)),
+                        "{} step `{}`: every guess is right for {a:?}",
+                        l.id(),
+                        s.id.get_ref()
+                    );
+                    questions += usize::from(at_defaults);
+                }
             }
         }
+        assert!(
+            l.file.steps.iter().map(|s| s.questions.len()).sum::<usize>() >= 2,
+            "{}: a lesson asks at least two questions",
+            l.id()
+        );
     }
+    assert!(questions >= 24, "{questions} questions answered at the files' settings");
     // The scanner itself: a typed number is caught, placeholders and code are not.
     assert_eq!(numbers(&untyped("the pool fills at step 5")), ["5"]);
     assert!(
@@ -529,6 +584,15 @@ fn every_placeholder_a_kind_declares_is_filled_and_used() {
                     .flatten()
                 {
                     used.extend(kvscope::lesson_file::placeholders(t).into_iter().map(String::from));
+                }
+                // A question uses the placeholder that answers it and those its texts quote.
+                for q in &s.questions {
+                    used.insert(q.answer.get_ref().clone());
+                    for t in [q.ask.get_ref(), q.why.get_ref()] {
+                        for t in [&t.en, &t.zh].into_iter().flatten() {
+                            used.extend(kvscope::lesson_file::placeholders(t).into_iter().map(String::from));
+                        }
+                    }
                 }
             }
             // At the file's defaults and at each step's own settings (`set`), as the app computes them.

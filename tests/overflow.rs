@@ -10,7 +10,8 @@
 //!   axis with fewer than three labelled ticks or more than 20% of its range empty at an end, or tick
 //!   labels closer than they are wide).
 //!
-//! In presentation mode every page of a step is checked (the narration's and the views', as the
+//! In presentation mode (where class mode is on) a step with questions is checked veiled, then revealed;
+//! every page of a step is checked (the narration's and the views', as the
 //! presenter's → turns them), under the step's key. The window's legends are checked on the light theme
 //! as well.
 //!
@@ -161,7 +162,7 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
     let known_over = known(include_str!("overflow-known.txt"));
     let known_rules = known(include_str!("presentation-known.txt"));
     let (mut over, mut rules, mut seen) = (Findings::default(), Findings::default(), BTreeSet::new());
-    let (mut frames, mut pages) = (0, 0);
+    let (mut frames, mut pages, mut veiled) = (0, 0, 0);
     // KVSCOPE_BREACHES_OUT=FILE writes every breach of every frame there (the failure message shows four
     // per frame), for planning the fixes.
     let mut dump = std::env::var_os("KVSCOPE_BREACHES_OUT").map(|p| std::fs::File::create(p).expect("the dump file"));
@@ -178,6 +179,19 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
                 // Every page the presenter's → shows before the next step (the narration's, then the
                 // views'), each checked under the step's key.
                 let (mut found_over, mut found_rules) = (Vec::new(), Vec::new());
+                // Class mode is on in presentation mode: a step with questions opens veiled, the
+                // questions in place of its views; checked so, then revealed (as the presenter's R does).
+                if app.veiled() {
+                    headless
+                        .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
+                        .unwrap();
+                    frames += 1;
+                    veiled += 1;
+                    let (o, r) = findings(headless.layout().expect("a layout"), floor, present);
+                    found_over.extend(o);
+                    found_rules.extend(r);
+                    app.reveal();
+                }
                 loop {
                     headless
                         .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
@@ -208,7 +222,7 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
         }
     }
     println!(
-        "{frames} frames drawn ({pages} of them pages after a step's first); {} listed as still overflowing, {} as breaking the presentation rules; failing now: {} and {}",
+        "{frames} frames drawn ({pages} of them pages after a step's first, {veiled} steps veiled by class mode); {} listed as still overflowing, {} as breaking the presentation rules; failing now: {} and {}",
         known_over.len(),
         known_rules.len(),
         over.failing.len(),
@@ -246,6 +260,10 @@ fn no_text_is_cut_off_shrunk_hidden_or_elided() {
             light.join("\n")
         ));
     }
+    assert!(
+        veiled >= 4 * 24,
+        "class mode veiled {veiled} steps: every question step, in both presentation sizes and languages"
+    );
     assert!(reports.is_empty(), "{}", reports.join("\n\n"));
 }
 

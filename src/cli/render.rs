@@ -43,6 +43,17 @@ pub struct RenderArgs {
     /// Light theme.
     #[arg(long)]
     pub light: bool,
+    /// Class mode on or off (by default it follows --present): a step with questions is veiled until
+    /// they are answered or revealed.
+    #[arg(long)]
+    pub class_mode: Option<bool>,
+    /// Reveal the step's questions and their answers (class mode's R).
+    #[arg(long)]
+    pub reveal: bool,
+    /// Answer the step's questions with these guesses, in order (a number, or a choice from 1), before
+    /// drawing: the frame shows each guess graded against the lesson's answer.
+    #[arg(long, value_delimiter = ',')]
+    pub answer: Vec<String>,
     /// Backend to compute on.
     #[arg(long, default_value = "cpu")]
     pub backend: BackendKind,
@@ -80,6 +91,9 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         view_page,
         page,
         light,
+        class_mode,
+        reveal,
+        answer,
         backend,
         at,
         set,
@@ -179,6 +193,26 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
             app.set_cursor(a);
         }
         app.set_view_page(view_page.saturating_sub(1));
+        if let Some(on) = class_mode {
+            app.set_class_mode(on);
+        }
+        if reveal {
+            app.reveal();
+        }
+        for (q, g) in answer.iter().enumerate() {
+            let choice = app.questions().get(q).is_some_and(|x| !x.choices.is_empty());
+            let guess = if choice {
+                g.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|k| *k >= 1)
+                    .map(|k| kvscope::lessons::questions::Guess::Choice(k - 1))
+            } else {
+                kvscope::lessons::questions::Guess::typed(g)
+            };
+            let guess = guess.with_context(|| format!("--answer {g}: not a guess for question {}", q + 1))?;
+            app.answer(q, guess);
+        }
         if page > 1 {
             // The pages are counted by drawing the step once; → then turns them, never past the step.
             headless

@@ -326,8 +326,54 @@ fn check_steps<K: ?Sized + Schema>(c: &mut Checker, lf: &LessonFile, kind: Optio
         if let Some(pages) = &s.present_pages {
             check_present_pages(c, s, pages);
         }
+        for q in &s.questions {
+            check_question(c, s, q);
+        }
         if let Some(k) = kind {
             check_step_for_kind(c, s, k);
+        }
+    }
+}
+
+/// A question of a step, apart from its kind: both languages, and a tolerance or choices that leave a
+/// wrong answer.
+fn check_question(c: &mut Checker, s: &Step, q: &crate::lesson_file::Question) {
+    let id = s.id.get_ref();
+    c.text(&q.ask, &format!("a question of step `{id}`"));
+    c.text(&q.why, &format!("the `why` of a question of step `{id}`"));
+    for ch in &q.choices {
+        c.text(&ch.label, &format!("a choice of a question of step `{id}`"));
+    }
+    if q.choices.len() == 1 {
+        c.at(
+            q.answer.span(),
+            format!("a question of step `{id}` has one choice, so every answer is right"),
+            "give it two choices or more, or none for a number",
+        );
+    }
+    let mut values: Vec<&str> = q.choices.iter().map(|ch| ch.value.as_str()).collect();
+    values.sort_unstable();
+    if values.windows(2).any(|w| w[0] == w[1]) {
+        c.at(
+            q.answer.span(),
+            format!("two choices of a question of step `{id}` have the same value"),
+            "give each choice its own value",
+        );
+    }
+    if let Some(t) = &q.tolerance {
+        let v = *t.get_ref();
+        if !q.choices.is_empty() {
+            c.at(
+                t.span(),
+                format!("a choice question of step `{id}` has a tolerance"),
+                "remove it: a choice is right or wrong",
+            );
+        } else if !(0.0..0.5).contains(&v) {
+            c.at(
+                t.span(),
+                format!("the tolerance {v} of a question of step `{id}` makes (nearly) every answer right"),
+                "give a fraction of the answer from 0 (exact) up to below 0.5, e.g. 0.1 for within 10%",
+            );
         }
     }
 }
@@ -415,6 +461,38 @@ fn check_step_for_kind<K: ?Sized + Schema>(c: &mut Checker, s: &Step, k: &K) {
                         )
                     },
                 );
+            }
+        }
+    }
+    for q in &s.questions {
+        let known = |name: &str| k.placeholders().contains(&name) || COMMON_PLACEHOLDERS.contains(&name);
+        let name = q.answer.get_ref();
+        if !known(name) || name == "ran_on" {
+            c.at(
+                q.answer.span(),
+                format!(
+                    "a question of step `{}` is answered by `{name}`, which lesson kind `{}` does not fill",
+                    s.id.get_ref(),
+                    k.name()
+                ),
+                format!("placeholders of `{}`: {}", k.name(), k.placeholders().join(", ")),
+            );
+        }
+        for t in [&q.ask, &q.why] {
+            for text in [&t.get_ref().en, &t.get_ref().zh].into_iter().flatten() {
+                for name in placeholders(text) {
+                    if crate::facts::of_placeholder(name).is_none() && !known(name) {
+                        c.at(
+                            t.span(),
+                            format!(
+                                "a question of step `{}` uses `{{{name}}}`, which lesson kind `{}` does not fill",
+                                s.id.get_ref(),
+                                k.name()
+                            ),
+                            format!("placeholders of `{}`: {}", k.name(), k.placeholders().join(", ")),
+                        );
+                    }
+                }
             }
         }
     }

@@ -187,6 +187,10 @@ pub struct Step {
     /// whose views do not all fit one slide at the presentation floor; the window shows `views` at once.
     #[serde(default)]
     pub present_pages: Option<Spanned<Vec<Vec<String>>>>,
+    /// Questions the student answers before the step's views reveal what the lesson computed
+    /// (`[[steps.questions]]`): predict, then see.
+    #[serde(default)]
+    pub questions: Vec<Question>,
     /// What the views highlight.
     #[serde(default)]
     pub highlight: Option<Highlight>,
@@ -210,6 +214,42 @@ impl Step {
             .map(|t| t.get_ref().iter().map(|(k, v)| (k.clone(), v.as_i64())).collect())
             .unwrap_or_default()
     }
+}
+
+/// A question on a step: the student predicts what the step's run will show, and the lesson's own result
+/// answers it. The answer is never typed into the file: it is a placeholder the lesson's kind fills from
+/// the run the step shows (the same values the narration uses).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    /// The question (Markdown), in both languages; it may use placeholders, filled as the narration's.
+    pub ask: Spanned<Text>,
+    /// The placeholder whose value answers it: a number (its first number is the answer), or for a
+    /// choice one of the choices' `value`s.
+    pub answer: Spanned<String>,
+    /// For a choice: the choices, in the order shown (none: the answer is a number).
+    #[serde(default)]
+    pub choices: Vec<Choice>,
+    /// For a number: how far from the answer a guess may be and still count, as a fraction of the answer
+    /// (0.1: within 10%); 0 (the default) asks for the answer as the lesson shows it. Below 0.5, or every
+    /// guess near zero would count.
+    #[serde(default)]
+    pub tolerance: Option<Spanned<f64>>,
+    /// For a number: its unit after the answer box (`{ en = "blocks", zh = "块" }`).
+    #[serde(default)]
+    pub unit: Option<Text>,
+    /// What the answer shows, said when it is revealed (both languages; placeholders allowed).
+    pub why: Spanned<Text>,
+}
+
+/// One choice of a [`Question`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Choice {
+    /// The value the answer placeholder takes when this choice is right.
+    pub value: String,
+    /// What the choice says, in both languages.
+    pub label: Spanned<Text>,
 }
 
 /// Where a step opens a lesson's timeline.

@@ -16,6 +16,7 @@
 
 pub mod attention_layer;
 pub mod export;
+pub mod questions;
 #[cfg(feature = "native")]
 pub mod set_args;
 

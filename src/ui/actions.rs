@@ -17,6 +17,10 @@ impl KvscopeApp {
                 i.consume_key(Modifiers::COMMAND, Key::E),
             )
         });
+        let (reveal, class) = ctx.input(|i| {
+            let plain = !i.modifiers.command && !i.modifiers.alt;
+            (plain && i.key_pressed(Key::R), plain && i.key_pressed(Key::Q))
+        });
         let (next, prev, home, end, pres, esc) = ctx.input(|i| {
             let plain = !i.modifiers.command && !i.modifiers.alt;
             (
@@ -29,6 +33,13 @@ impl KvscopeApp {
             )
         });
         if !focused {
+            // Class mode: R reveals the veiled step, Q switches the mode.
+            if reveal {
+                self.reveal();
+            }
+            if class {
+                self.set_class_mode(!self.class_mode());
+            }
             if next {
                 self.next_page_or_step();
             }

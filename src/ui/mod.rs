@@ -16,6 +16,7 @@ pub mod headless;
 mod jobs;
 pub mod layout;
 pub mod lesson_ui;
+pub mod questions;
 mod shell;
 pub mod text;
 pub mod views;
@@ -71,6 +72,9 @@ pub struct Saved {
     pub params: BTreeMap<String, Params>,
     /// The backend last chosen.
     pub backend: Option<BackendKind>,
+    /// Class mode, when switched (`None`: it follows presentation mode).
+    #[serde(default)]
+    pub class_mode: Option<bool>,
 }
 
 const STORAGE_KEY: &str = "kvscope-state";
@@ -103,6 +107,10 @@ pub struct KvscopeApp {
     /// presenter's keys step through its pages after the narration's.
     view_page: usize,
     view_pages: usize,
+    /// Class mode switched on or off (`Q`); `None` follows presentation mode (`questions`).
+    class_mode: Option<bool>,
+    /// What was answered on each (lesson id, step) with questions.
+    answers: HashMap<(String, usize), questions::StepAnswers>,
     params: BTreeMap<String, Params>,
     cursor: BTreeMap<String, usize>,
     backends: Vec<(BackendKind, BackendSlot)>,
@@ -194,6 +202,8 @@ impl KvscopeApp {
             narration_pages: 1,
             view_page: 0,
             view_pages: 1,
+            class_mode: None,
+            answers: HashMap::new(),
             params: BTreeMap::new(),
             cursor: BTreeMap::new(),
             backends: Vec::new(),
@@ -233,6 +243,7 @@ impl KvscopeApp {
         if let Some(s) = saved {
             app.lang = s.lang;
             app.light = s.light;
+            app.class_mode = s.class_mode;
             app.params = s.params;
             wanted = s.backend;
             if let Some(i) = app.lessons.iter().position(|l| l.id() == s.lesson) {
@@ -559,6 +570,7 @@ impl KvscopeApp {
             light: self.light,
             params: self.params.clone(),
             backend: Some(self.active),
+            class_mode: self.class_mode,
         }
     }
 
@@ -612,6 +624,14 @@ impl KvscopeApp {
 
     /// Draw the current step's views of `out` (and the lesson's timeline bar) into the central area.
     fn draw_views(&mut self, ui: &mut egui::Ui, l: &Arc<Lesson>, out: &Arc<dyn Output>) {
+        if self.veiled() {
+            // Class mode: the questions instead of the views until they are answered or revealed (the
+            // timeline bar too, which names the event the step is about).
+            let rect = ui.available_rect_before_wrap();
+            questions::veil(self, ui, rect);
+            ui.allocate_rect(rect, egui::Sense::hover());
+            return;
+        }
         let step = &l.file.steps[self.step];
         let kind = lesson_ui::ui_of(l.kind);
         let size = self.body_size();

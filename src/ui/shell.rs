@@ -101,6 +101,14 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                 app.presentation = !app.presentation;
             }
             if !app.presentation {
+                // Class mode: the questions veil their steps until answered or revealed.
+                let class = app.class_mode();
+                if ui
+                    .selectable_label(class, lang.t("Class mode (Q)", "课堂模式 (Q)"))
+                    .clicked()
+                {
+                    app.set_class_mode(!class);
+                }
                 let light = app.light();
                 if ui
                     .button(if light {
@@ -354,9 +362,18 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
                 .size(crate::style::fit(size * 1.25)),
         );
         ui.add_space(4.0);
-        text::markdown(ui, &app.narration().unwrap_or_default(), size);
-        let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
-        text::quoted_sources(ui, lang, &quoted, true, size, size * 0.72);
+        if app.veiled() {
+            ui.add(egui::Label::new(RichText::new(super::questions::veiled_note(lang)).size(size)).wrap());
+        } else {
+            text::markdown(ui, &app.narration().unwrap_or_default(), size);
+            let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
+            text::quoted_sources(ui, lang, &quoted, true, size, size * 0.72);
+            // The step's questions under the narration (in class mode they veiled the step first).
+            if !step.questions.is_empty() {
+                ui.separator();
+                super::questions::questions_ui(app, ui, size, app.class_mode());
+            }
+        }
         ui.separator();
         ui.label(RichText::new(lang.t("Parameters", "参数")).strong());
         let params = app.params().cloned().unwrap_or_default();
@@ -628,28 +645,43 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
             .size(crate::style::fit(size * 1.25)),
     );
     ui.add_space(4.0);
-    let narration = app.narration().unwrap_or_default();
-    let quoted = crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()));
-    // The narration's paragraphs (Markdown blocks end at blank lines), then the sources as one block.
+    let veiled = app.veiled();
+    let narration = if veiled {
+        // Class mode: the narration would give the answer away.
+        super::questions::veiled_note(lang).to_string()
+    } else {
+        app.narration().unwrap_or_default()
+    };
+    let quoted = if veiled {
+        Vec::new()
+    } else {
+        crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()))
+    };
+    // The narration's paragraphs (Markdown blocks end at blank lines), then the sources as one block,
+    // then the questions' answers once the step is revealed.
     let mut blocks: Vec<Block> = narration_paragraphs(&narration).into_iter().map(Block::Md).collect();
     if !quoted.is_empty() {
         blocks.push(Block::Sources(0..quoted.len()));
     }
-    let draw = |ui: &mut Ui, b: &Block| match b {
+    if !veiled && !step.questions.is_empty() {
+        blocks.push(Block::Questions);
+    }
+    let draw = |app: &mut KvscopeApp, ui: &mut Ui, b: &Block| match b {
         Block::Md(md) => text::markdown(ui, md, size),
         Block::Sources(r) => {
             text::quoted_sources(ui, lang, &quoted[r.clone()], r.start == 0, size, style::PRESENT_FLOOR)
         }
+        Block::Questions => super::questions::questions_ui(app, ui, size, true),
     };
     let footer = size * 1.8;
     let room = ui.available_height() - footer;
-    let measure = |ui: &mut Ui, b: &Block| {
+    let measure = |app: &mut KvscopeApp, ui: &mut Ui, b: &Block| {
         let rect = ui.available_rect_before_wrap();
         let mut unseen = ui.new_child(egui::UiBuilder::new().max_rect(rect).invisible());
-        draw(&mut unseen, b);
+        draw(app, &mut unseen, b);
         unseen.min_rect().height() + ui.spacing().item_spacing.y
     };
-    let heights: Vec<f32> = blocks.iter().map(|b| measure(ui, b)).collect();
+    let heights: Vec<f32> = blocks.iter().map(|b| measure(app, ui, b)).collect();
     // A block taller than a page is cut into its list items or sentences (the sources into one block
     // per source), each measured again.
     let (blocks, heights) = if heights.iter().any(|h| *h > room) {
@@ -661,7 +693,7 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
                 b => cut.push(b),
             }
         }
-        let heights = cut.iter().map(|b| measure(ui, b)).collect();
+        let heights = cut.iter().map(|b| measure(app, ui, b)).collect();
         (cut, heights)
     } else {
         (blocks, heights)
@@ -671,7 +703,7 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
     app.narration_page = app.narration_page.min(pages.len() - 1);
     let page = app.narration_page;
     for b in &blocks[pages[page].clone()] {
-        draw(ui, b);
+        draw(app, ui, b);
     }
     // One count for the presenter: the narration's pages, then the views' further pages (a long table,
     // a second table; `style::view_page`), as → turns them.
@@ -695,11 +727,13 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
     }
 }
 
-/// One block of presentation mode's narration panel, as it is paged: a paragraph (or a piece of one), or
-/// the sources of some of the quoted facts (the heading with the first).
+/// One block of presentation mode's narration panel, as it is paged: a paragraph (or a piece of one), the
+/// sources of some of the quoted facts (the heading with the first), or the questions.
 enum Block {
     Md(String),
     Sources(std::ops::Range<usize>),
+    /// The step's questions with their answers (after class mode's reveal).
+    Questions,
 }
 
 /// A narration's paragraphs: its Markdown blocks, split at blank lines (`text::markdown` lays each block

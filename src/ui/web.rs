@@ -4,7 +4,8 @@
 //! - WebGPU for the compute backend is opened first (awaited), so the backend list is complete when the
 //!   app starts; without WebGPU the lessons compute on the CPU backend and the backend list says why;
 //! - the URL's fragment is the app's state: `#lesson=paged-cache&step=5&block_size=4` opens that lesson,
-//!   step (counted from 1, as `kvscope render --step`) and slider values, and the fragment follows the
+//!   step (counted from 1, as `kvscope render --step`) and slider values (`&quiz=1` turns class mode on,
+//!   `&quiz=0` off: the questions veil their steps), and the fragment follows the
 //!   app as a student steps, so the address bar always holds a link to what is on screen;
 //! - exports become downloads: Ctrl+S captures the frame through eframe and downloads a PNG, Ctrl+E
 //!   downloads the step's `.npy` arrays and `manifest.json` as one zip;
@@ -146,6 +147,10 @@ pub fn state_fragment(app: &KvscopeApp) -> String {
     if app.active != BackendKind::Cpu {
         s += &format!("&backend={}", app.active.name());
     }
+    // Class mode, when it was switched (it otherwise follows presentation mode).
+    if let Some(on) = app.class_mode_setting() {
+        s += &format!("&quiz={}", u8::from(on));
+    }
     if let Some(p) = app.params() {
         for (k, v) in p {
             s += &format!("&{k}={v}");
@@ -189,12 +194,21 @@ pub fn apply_fragment(app: &mut KvscopeApp, f: &str) -> Vec<String> {
         },
         None => app.choose_backend(BackendKind::Cpu),
     }
+    match pairs.iter().find(|(k, _)| *k == "quiz") {
+        Some((_, "1")) => app.set_class_mode(true),
+        Some((_, "0")) => app.set_class_mode(false),
+        Some((_, v)) => problems.push(format!("quiz must be 0 or 1, not `{v}`")),
+        None => {}
+    }
     if let Some(l) = app.lesson().cloned() {
         let steps = l.file.steps.len();
         if step >= steps {
             problems.push(format!("lesson `{}` has {steps} steps", l.id()));
         }
-        for (k, v) in pairs.iter().filter(|(k, _)| !["lesson", "step", "backend"].contains(k)) {
+        for (k, v) in pairs
+            .iter()
+            .filter(|(k, _)| !["lesson", "step", "backend", "quiz"].contains(k))
+        {
             if !l.file.params.iter().any(|p| p.id.get_ref() == *k) {
                 problems.push(format!("lesson `{}` has no slider `{k}`", l.id()));
                 continue;

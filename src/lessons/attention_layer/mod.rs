@@ -251,6 +251,36 @@ impl AttnOut {
     }
 }
 
+/// The placeholders every attention layer's result fills (lessons 1 and 2 ask about them): the tokens
+/// `seq`, the score cells `cells` (T²), head 0's first row sum `row_sum`, its masked cells `masked`
+/// (scores of −∞), and token 0's weight on itself `first_self`.
+pub const LAYER_PLACEHOLDERS: &[&str] = &["seq", "cells", "row_sum", "masked", "first_self"];
+
+impl AttnOut {
+    /// The values of [`LAYER_PLACEHOLDERS`], from head 0 of this result, as far as `declared` (a kind's
+    /// placeholders) names them (the kinds share this result and each fills only its own).
+    pub fn layer_values(&self, declared: &[&str]) -> Vec<(&'static str, String)> {
+        let t = self.core.scores.shape()[1];
+        let scores = self.core.scores.index_axis(Axis(0), 0);
+        let probs = self.core.probs.index_axis(Axis(0), 0);
+        let masked = scores
+            .iter()
+            .filter(|v| v.is_infinite() && v.is_sign_negative())
+            .count();
+        let row_sum: f64 = probs.row(0).iter().map(|&p| f64::from(p)).sum();
+        vec![
+            ("seq", t.to_string()),
+            ("cells", (t * t).to_string()),
+            ("row_sum", format!("{row_sum:.3}")),
+            ("masked", masked.to_string()),
+            ("first_self", format!("{:.2}", probs[[0, 0]])),
+        ]
+        .into_iter()
+        .filter(|(n, _)| declared.contains(n))
+        .collect()
+    }
+}
+
 impl Output for AttnOut {
     /// Probabilities and output of the three kernels, and the fused kernel's output, against the f64
     /// reference.

@@ -105,6 +105,25 @@ pub const TRAINED_PLACEHOLDERS: &[&str] = &[
     "label_argmax_pct",
 ];
 
+/// Lesson 1's placeholders: those of the layer's ([`crate::lessons::attention_layer::LAYER_PLACEHOLDERS`])
+/// that its questions use, and the trained model's ([`TRAINED_PLACEHOLDERS`]).
+pub const PLACEHOLDERS: &[&str] = &[
+    "seq",
+    "cells",
+    "row_sum",
+    "model_layers",
+    "model_heads",
+    "model_kv_heads",
+    "model_all_heads",
+    "model_tokens",
+    "model_sinks",
+    "model_previous",
+    "model_offsets",
+    "model_unlabelled",
+    "label_share_pct",
+    "label_argmax_pct",
+];
+
 /// Lessons 1–2's numbers about the trained model that ran, when one did.
 pub fn trained_values(out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
     let mut v = out.map(|o| o.values()).unwrap_or_default();
@@ -144,7 +163,7 @@ impl Schema for AttentionMatrix {
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
-        TRAINED_PLACEHOLDERS
+        PLACEHOLDERS
     }
 }
 
@@ -158,7 +177,11 @@ impl LessonKind for AttentionMatrix {
     }
 
     fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
-        trained_values(out)
+        let mut v = trained_values(out);
+        if let Some(a) = out.and_then(|o| o.downcast_ref::<AttnOut>()) {
+            v.extend(a.layer_values(PLACEHOLDERS));
+        }
+        v
     }
 
     fn idle_params(&self, p: &Params, _views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {

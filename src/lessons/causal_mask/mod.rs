@@ -54,7 +54,18 @@ impl Schema for CausalMask {
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
-        super::MODEL_WORDS
+        // The layer's numbers its questions use, and the model's words.
+        &[
+            "seq",
+            "cells",
+            "masked",
+            "first_self",
+            "model_name",
+            "model_name_zh",
+            "unit",
+            "units",
+            "unit_zh",
+        ]
     }
 }
 
@@ -69,6 +80,9 @@ impl LessonKind for CausalMask {
 
     fn values(&self, _lesson: &Lesson, out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
         let mut v = out.map(|o| o.values()).unwrap_or_default();
+        if let Some(a) = out.and_then(|o| o.downcast_ref::<AttnOut>()) {
+            v.extend(a.layer_values(self.placeholders()));
+        }
         if let Some(t) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.trained.as_ref()) {
             v.extend(super::model_words(t.model));
         }

@@ -112,6 +112,7 @@ const PLACEHOLDERS: &[&str] = &[
     "recompute_step",
     "recomputed",
     "recompute_tokens",
+    "recompute_blocks",
     "recompute_prompt",
     "recompute_generated",
     "served_bytes",
@@ -387,6 +388,11 @@ impl PagedOut {
             ("recompute_step", step(self.locate("recompute"))),
             ("recomputed", ids(rec.map(|(r, _)| vec![r]).unwrap_or_default())),
             ("recompute_tokens", rec.map(|(_, n)| n.to_string())),
+            // The blocks that prefill takes again: whole blocks, the last one partly filled.
+            (
+                "recompute_blocks",
+                rec.map(|(_, n)| n.div_ceil(self.shape.block_size).to_string()),
+            ),
             ("recompute_prompt", rec_prompt.map(|p| p.to_string())),
             (
                 "recompute_generated",
