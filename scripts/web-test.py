@@ -417,6 +417,25 @@ def main():
               f"backend), no console error, "
               f"not blank ({time.time() - t1:.0f} s); the most WebGPU readbacks one computation took: "
               f"{state(d).get('mostReadbacks')}", flush=True)
+        # Class mode from a link: lesson 5's recompute step opens veiled; the lesson's own answer typed
+        # into the question's box (clicked where the app reports it) grades right and reveals the step.
+        t_q = time.time()
+        d.js("location.hash = arguments[0];", "lesson=paged-cache&step=8&quiz=1")
+        st = wait_for(d, "lesson 5 step 8 veiled by class mode",
+                      lambda s: s.get("lesson") == "paged-cache" and s.get("step") == 8 and s.get("hasOutput")
+                      and not s.get("computing") and s.get("veiled") and s.get("answerBox")
+                      and s.get("questionAnswer"))
+        x, y = (float(v) for v in st["answerBox"].split(","))
+        d.s("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+                                              "actions": [{"type": "pointerMove", "origin": "viewport",
+                                                           "x": int(x), "y": int(y)},
+                                                          {"type": "pointerDown", "button": 0},
+                                                          {"type": "pointerUp", "button": 0}]}]})
+        time.sleep(0.3)
+        d.keys(*[[c] for c in st["questionAnswer"]], ["\ue007"])
+        st = wait_for(d, "the typed answer graded right", lambda s: s.get("graded") == "right" and not s.get("veiled"), 60)
+        print(f"[{a.mode}] class mode: lesson 5 step 8 opened veiled by &quiz=1; typing the lesson's answer "
+              f"({st.get('questionAnswer')}) graded it right and revealed the step ({time.time() - t_q:.1f} s)", flush=True)
         if needs_real_model:
             print(f"[{a.mode}] {len(needs_real_model)} steps need SmolLM2-135M, which the page does not carry, and "
                   f"say so instead of computing: {', '.join(needs_real_model)}", flush=True)

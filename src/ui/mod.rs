@@ -111,6 +111,8 @@ pub struct KvscopeApp {
     class_mode: Option<bool>,
     /// What was answered on each (lesson id, step) with questions.
     answers: HashMap<(String, usize), questions::StepAnswers>,
+    /// Where the first question's answer box was drawn last (the browser test clicks it).
+    pub answer_box: Option<egui::Rect>,
     params: BTreeMap<String, Params>,
     cursor: BTreeMap<String, usize>,
     backends: Vec<(BackendKind, BackendSlot)>,
@@ -204,6 +206,7 @@ impl KvscopeApp {
             view_pages: 1,
             class_mode: None,
             answers: HashMap::new(),
+            answer_box: None,
             params: BTreeMap::new(),
             cursor: BTreeMap::new(),
             backends: Vec::new(),
@@ -350,6 +353,7 @@ impl KvscopeApp {
         self.narration_pages = 1;
         self.view_page = 0;
         self.view_pages = 1;
+        self.answer_box = None;
         self.ensure_params();
         let l = &self.lessons[self.cur];
         self.pending_point = None;

@@ -74,6 +74,14 @@ impl KvscopeApp {
         !(a.revealed || all)
     }
 
+    /// Whether question `q` of the current step was answered right (None: not answered, or no answer
+    /// computed yet).
+    pub fn graded(&self, q: usize) -> Option<bool> {
+        let guess = self.step_answers().answered.get(q)?.guess.clone()?;
+        let answer = self.question_answers().get(q)?.clone().ok()?;
+        Some(is_right(&answer, &guess))
+    }
+
     /// Reveal the current step (the presenter's `R`).
     pub fn reveal(&mut self) {
         let key = self.step_key();
@@ -171,6 +179,9 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
                                     .font(egui::FontId::proportional(style::fit(size))),
                             )
                             .labelled_by(label.id);
+                        if i == 0 {
+                            app.answer_box = Some(r.rect);
+                        }
                         if let Some(u) = &q.unit {
                             ui.label(RichText::new(lang.pick(u)).size(style::fit(size)));
                         }

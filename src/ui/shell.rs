@@ -657,14 +657,16 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
     } else {
         crate::lessons::quoted_facts(lang.pick(step.narration.get_ref()))
     };
-    // The narration's paragraphs (Markdown blocks end at blank lines), then the sources as one block,
-    // then the questions' answers once the step is revealed.
-    let mut blocks: Vec<Block> = narration_paragraphs(&narration).into_iter().map(Block::Md).collect();
-    if !quoted.is_empty() {
-        blocks.push(Block::Sources(0..quoted.len()));
-    }
+    // Once class mode's veil lifts, the questions first (the guess against the run's answer is what the
+    // hall waits for), then the narration's paragraphs (Markdown blocks end at blank lines), then the
+    // sources as one block.
+    let mut blocks: Vec<Block> = Vec::new();
     if !veiled && !step.questions.is_empty() {
         blocks.push(Block::Questions);
+    }
+    blocks.extend(narration_paragraphs(&narration).into_iter().map(Block::Md));
+    if !quoted.is_empty() {
+        blocks.push(Block::Sources(0..quoted.len()));
     }
     let draw = |app: &mut KvscopeApp, ui: &mut Ui, b: &Block| match b {
         Block::Md(md) => text::markdown(ui, md, size),

@@ -447,6 +447,25 @@ impl eframe::App for WebApp {
         report("status", self.app.status_message().unwrap_or("").into());
         report("lesson", self.app.lessons().get(l).map_or("", |x| x.id()).into());
         report("step", ((s + 1) as f64).into());
+        // Class mode: whether the step is veiled, where its first answer box is (CSS pixels), and how its
+        // first question was graded ("right", "wrong" or "").
+        report("veiled", self.app.veiled().into());
+        let answer_box = self.app.answer_box.map(|r| {
+            let c = r.center();
+            format!("{},{}", c.x, c.y)
+        });
+        report("answerBox", answer_box.unwrap_or_default().into());
+        let graded = match self.app.graded(0) {
+            Some(true) => "right",
+            Some(false) => "wrong",
+            None => "",
+        };
+        report("graded", graded.into());
+        let answer = match self.app.question_answers().first() {
+            Some(Ok(crate::lessons::questions::Answer::Number { value, .. })) => format!("{value}"),
+            _ => String::new(),
+        };
+        report("questionAnswer", answer.into());
         report("computing", self.app.computing().into());
         report("hasOutput", self.app.output().is_some().into());
         report("computeMs", self.app.compute_ms().into());
