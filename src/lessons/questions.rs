@@ -112,6 +112,24 @@ impl Guess {
     }
 }
 
+/// What the student did with one question of one step.
+#[derive(Debug, Clone, Default)]
+pub struct Answered {
+    /// The text in the number box.
+    pub typed: String,
+    /// The guess checked, if any.
+    pub guess: Option<Guess>,
+}
+
+/// One step's questions as answered, and whether the presenter revealed the step.
+#[derive(Debug, Clone, Default)]
+pub struct StepAnswers {
+    /// Per question.
+    pub answered: Vec<Answered>,
+    /// Revealed (class mode's `R`) before every question was answered.
+    pub revealed: bool,
+}
+
 /// Whether `guess` is right for `answer`.
 pub fn is_right(answer: &Answer, guess: &Guess) -> bool {
     match (answer, guess) {

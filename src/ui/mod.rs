@@ -110,7 +110,7 @@ pub struct KvscopeApp {
     /// Class mode switched on or off (`Q`); `None` follows presentation mode (`questions`).
     class_mode: Option<bool>,
     /// What was answered on each (lesson id, step) with questions.
-    answers: HashMap<(String, usize), questions::StepAnswers>,
+    answers: HashMap<(String, usize), crate::lessons::questions::StepAnswers>,
     /// Where the first question's answer box was drawn last (the browser test clicks it).
     pub answer_box: Option<egui::Rect>,
     params: BTreeMap<String, Params>,
@@ -632,7 +632,7 @@ impl KvscopeApp {
             // Class mode: the questions instead of the views until they are answered or revealed (the
             // timeline bar too, which names the event the step is about).
             let rect = ui.available_rect_before_wrap();
-            questions::veil(self, ui, rect);
+            self.draw_veil(ui, rect);
             ui.allocate_rect(rect, egui::Sense::hover());
             return;
         }

@@ -9,26 +9,8 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::KvscopeApp;
 use super::text::Lang;
-use crate::lessons::questions::{Answer, Guess, answer, is_right};
+use crate::lessons::questions::{Answer, Answered, Guess, StepAnswers, answer, is_right};
 use crate::style;
-
-/// What the student did with one question of one step.
-#[derive(Debug, Clone, Default)]
-pub struct Answered {
-    /// The text in the number box.
-    pub typed: String,
-    /// The guess checked, if any.
-    pub guess: Option<Guess>,
-}
-
-/// One step's questions as answered, and whether the presenter revealed the step.
-#[derive(Debug, Clone, Default)]
-pub struct StepAnswers {
-    /// Per question.
-    pub answered: Vec<Answered>,
-    /// Revealed with `R` (or the reveal button) before every question was answered.
-    pub revealed: bool,
-}
 
 impl KvscopeApp {
     /// Whether class mode is on: questions veil their step until answered or revealed. It follows
@@ -273,9 +255,16 @@ fn result_line(
     super::text::markdown(ui, &app.question_text(q.why.get_ref()), size);
 }
 
+impl KvscopeApp {
+    /// Class mode's veil over the canvas `rect` while the step is veiled (`draw_views`).
+    pub(super) fn draw_veil(&mut self, ui: &mut Ui, rect: egui::Rect) {
+        veil(self, ui, rect);
+    }
+}
+
 /// Class mode's veil over the canvas `rect` while the step is veiled: the questions with their answer
 /// boxes, and how to reveal the step without answering.
-pub fn veil(app: &mut KvscopeApp, ui: &mut Ui, rect: egui::Rect) {
+fn veil(app: &mut KvscopeApp, ui: &mut Ui, rect: egui::Rect) {
     let lang = app.lang;
     // Larger than the narration: the question is what the hall reads now.
     let size = app.body_size() * if app.presentation { 1.3 } else { 1.15 };
