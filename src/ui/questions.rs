@@ -267,7 +267,7 @@ impl KvscopeApp {
 fn veil(app: &mut KvscopeApp, ui: &mut Ui, rect: egui::Rect) {
     let lang = app.lang;
     // Larger than the narration: the question is what the hall reads now.
-    let size = app.body_size() * if app.presentation { 1.3 } else { 1.15 };
+    let size = app.body_size() * if app.presentation { 1.6 } else { 1.15 };
     super::widgets::view_in(ui, rect, |ui| {
         ui.label(
             RichText::new(lang.t(
