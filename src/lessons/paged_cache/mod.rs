@@ -241,15 +241,20 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
             }
         }
         let cache = sched.cache();
-        let write = ev
-            .decoded
-            .first()
-            .copied()
-            .or_else(|| ev.admitted.first().map(|&(r, n)| (r, n.saturating_sub(1))));
-        let written = write.and_then(|(r, pos)| {
+        // The slot this step wrote that the pool still shows: the first decoded token, else the last
+        // prompt token of the first admitted request, of a request that still holds its blocks (one that
+        // finished this step has returned them, and its slot is free again).
+        let slot = |(r, pos): (RequestId, usize)| {
             let b = *cache.table(r)?.get(pos / shape.block_size)?;
             Some((b as usize, pos % shape.block_size))
-        });
+        };
+        let write = ev
+            .decoded
+            .iter()
+            .copied()
+            .chain(ev.admitted.iter().map(|&(r, n)| (r, n.saturating_sub(1))))
+            .find(|&w| slot(w).is_some());
+        let written = write.and_then(slot);
         out.frames.push(PagedFrame {
             grid: BlockGridData::from_cache(cache, written),
             tables: cache.tables().clone(),
@@ -258,7 +263,7 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
             stats: cache.stats(max_seq_len),
             running: sched.running(),
             waiting: sched.waiting(),
-            write: write.filter(|&(r, _)| cache.table(r).is_some()),
+            write,
             check: check_report,
             decode_bytes,
             invariants: cache.check_invariants(),
