@@ -34,13 +34,14 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
     };
     ui.label(
         RichText::new(format!(
-            "{} (ctx = {ctx}, batch {}, H {}, KVH {}, hd {}): {:.3e} FLOP, {} K/V {} → {:.2} FLOP/byte",
+            "{} (ctx = {ctx}, batch {}, H {}, KVH {}, hd {}): {} FLOP, {} K/V {} → {:.2} FLOP/byte",
             lang.t("this decode step, one layer", "本解码步，单层"),
             d.batch,
             d.heads,
             d.kv_heads,
             d.head_dim,
-            fl,
+            // Whole numbers while they are short (640, not 6.400e2).
+            if fl < 1e6 { format!("{fl:.0}") } else { format!("{fl:.3e}") },
             bytes(by),
             lang.t("read", "读取"),
             fl / by.max(1.0)
