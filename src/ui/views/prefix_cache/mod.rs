@@ -340,9 +340,12 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
             .strong()
             .size(crate::style::fit(size)),
     );
+    // The next block allocate() hands out on the left, as the evictor's row below puts its next first
+    // (the free list pops from its end).
     let free: Vec<BlockBox> = f
         .free
         .iter()
+        .rev()
         .map(|&id| BlockBox {
             id,
             sub: None,
@@ -352,7 +355,7 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
         .collect();
     block_row(ui, &free, size);
     ui.label(
-        RichText::new(lang.t("allocate() takes from the right-hand end", "allocate() 从右端取块"))
+        RichText::new(lang.t("left: the next block allocate() takes", "左边：allocate() 下一个取的块"))
             .size(crate::style::fit(size * 0.85))
             .color(style::muted(ui.visuals())),
     );
