@@ -75,15 +75,21 @@ impl KvscopeApp {
         self.answers.clear();
     }
 
+    /// The lesson's placeholder values for the shown run (none while it computes or on a step without
+    /// questions): what the questions' answers and texts are read from, once per drawing.
+    fn question_values(&self) -> Vec<(&'static str, String)> {
+        match self.lesson() {
+            Some(l) if !self.questions().is_empty() && !self.computing() => {
+                l.kind.values(l, self.output().map(|o| o.as_ref()))
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The answers of the current step's questions, from the lesson's result for the shown run (an
     /// error while it is computing or when the lesson did not fill the placeholder).
     pub fn question_answers(&self) -> Vec<Result<Answer, String>> {
-        let Some(l) = self.lesson() else { return Vec::new() };
-        let values = if self.computing() {
-            Vec::new()
-        } else {
-            l.kind.values(l, self.output().map(|o| o.as_ref()))
-        };
+        let values = self.question_values();
         self.questions().iter().map(|q| answer(q, &values)).collect()
     }
 
@@ -108,16 +114,15 @@ impl KvscopeApp {
         }
     }
 
-    /// A question's text (or its `why`) in the current language, its placeholders filled.
-    fn question_text(&self, t: &crate::lesson_file::Text) -> String {
-        let Some(l) = self.lesson() else { return String::new() };
-        let values = l.kind.values(l, self.output().map(|o| o.as_ref()));
+    /// A question's text (or its `why`) in the current language, its placeholders filled from `values`
+    /// ([`Self::question_values`]).
+    fn question_text(&self, t: &crate::lesson_file::Text, values: &[(&'static str, String)]) -> String {
         let missing = if self.output().is_some() && !self.computing() {
             "—"
         } else {
             "…"
         };
-        crate::lessons::fill(self.lang.pick(t), &values, missing, self.lang == Lang::Zh)
+        crate::lessons::fill(self.lang.pick(t), values, missing, self.lang == Lang::Zh)
     }
 }
 
@@ -130,7 +135,8 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
     if qs.is_empty() {
         return;
     }
-    let answers = app.question_answers();
+    let values = app.question_values();
+    let answers: Vec<_> = qs.iter().map(|q| answer(q, &values)).collect();
     let state = app.step_answers();
     for (i, q) in qs.iter().enumerate() {
         let done = state.answered.get(i).and_then(|a| a.guess.clone());
@@ -141,7 +147,7 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
             (_, 1) => "Predict: ".to_string(),
             (_, _) => format!("Predict {}: ", i + 1),
         };
-        let ask = app.question_text(q.ask.get_ref());
+        let ask = app.question_text(q.ask.get_ref(), &values);
         super::text::markdown(ui, &format!("**{}** {ask}", head.trim()), size);
         let answer = answers.get(i).cloned().unwrap_or_else(|| Err(String::new()));
         match (&done, &answer) {
@@ -177,7 +183,7 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
                 } else {
                     ui.horizontal_wrapped(|ui| {
                         for (k, c) in q.choices.iter().enumerate() {
-                            let label = app.question_text(c.label.get_ref());
+                            let label = app.question_text(c.label.get_ref(), &values);
                             if ui.button(RichText::new(label).size(style::fit(size))).clicked() {
                                 picked = Some(Guess::Choice(k));
                             }
@@ -188,10 +194,10 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
                     app.answer(i, g);
                 }
                 if answers_shown && let Ok(a) = &answer {
-                    result_line(app, ui, q, a, None, size);
+                    result_line(app, ui, q, a, None, &values, size);
                 }
             }
-            (Some(g), Ok(a)) => result_line(app, ui, q, a, Some(g), size),
+            (Some(g), Ok(a)) => result_line(app, ui, q, a, Some(g), &values, size),
             (Some(_), Err(_)) => {
                 ui.label(RichText::new(lang.t("computing the answer…", "正在计算答案…")).size(style::fit(size)));
             }
@@ -199,13 +205,14 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
     }
 }
 
-/// The lesson's answer to `q`, the guess against it (right or not) and why.
+/// The lesson's answer to `q`, the guess against it (right or not) and why (filled from `values`).
 fn result_line(
     app: &KvscopeApp,
     ui: &mut Ui,
     q: &crate::lesson_file::Question,
     a: &Answer,
     guess: Option<&Guess>,
+    values: &[(&'static str, String)],
     size: f32,
 ) {
     let lang = app.lang;
@@ -217,7 +224,7 @@ fn result_line(
         Answer::Choice(k) => q
             .choices
             .get(*k)
-            .map(|c| app.question_text(c.label.get_ref()))
+            .map(|c| app.question_text(c.label.get_ref(), values))
             .unwrap_or_default(),
     };
     let guessed = |g: &Guess| match g {
@@ -225,7 +232,7 @@ fn result_line(
         Guess::Choice(k) => q
             .choices
             .get(*k)
-            .map(|c| app.question_text(c.label.get_ref()))
+            .map(|c| app.question_text(c.label.get_ref(), values))
             .unwrap_or_default(),
     };
     let (text, colour) = match guess {
@@ -252,7 +259,7 @@ fn result_line(
         ),
     };
     ui.add(egui::Label::new(RichText::new(text).strong().size(style::fit(size)).color(colour)).wrap());
-    super::text::markdown(ui, &app.question_text(q.why.get_ref()), size);
+    super::text::markdown(ui, &app.question_text(q.why.get_ref(), values), size);
 }
 
 impl KvscopeApp {

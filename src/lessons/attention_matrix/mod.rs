@@ -90,23 +90,8 @@ pub fn trained_layer(
     AttnOut::trained(m, text, layer, head, mask, unmasked, scaled, backend)
 }
 
-/// The placeholders lessons 1–2 fill from a trained model's head ([`trained_values`]).
-pub const TRAINED_PLACEHOLDERS: &[&str] = &[
-    "model_layers",
-    "model_heads",
-    "model_kv_heads",
-    "model_all_heads",
-    "model_tokens",
-    "model_sinks",
-    "model_previous",
-    "model_offsets",
-    "model_unlabelled",
-    "label_share_pct",
-    "label_argmax_pct",
-];
-
 /// Lesson 1's placeholders: those of the layer's ([`crate::lessons::attention_layer::LAYER_PLACEHOLDERS`])
-/// that its questions use, and the trained model's ([`TRAINED_PLACEHOLDERS`]).
+/// that its questions use, then those of a trained model's head ([`trained_values`]).
 pub const PLACEHOLDERS: &[&str] = &[
     "seq",
     "cells",
