@@ -1450,3 +1450,99 @@ fn class_mode_veils_a_step_until_its_question_is_answered() {
     assert!(!h.state().veiled());
     assert!(h.query_by_label_contains("Predict:").is_some());
 }
+
+/// Every question of every lesson, answered through the UI as a student would (typed into its box and
+/// checked, a choice's button, a pick's cell, row or block clicked), first right and then wrong: each is
+/// graded against the answer the lesson computed, and answering them all lifts class mode's veil.
+#[test]
+fn every_question_is_answered_right_and_wrong_through_the_ui() {
+    use kvscope::lessons::questions::{Answer, Guess, a_wrong_guess};
+    let mut h = harness(false);
+    h.state_mut().set_class_mode(true);
+    let mut answered = 0;
+    for l in 0..h.state().lessons().len() {
+        let id = h.state().lessons()[l].id().to_string();
+        let steps: Vec<usize> = h.state().lessons()[l]
+            .file
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.questions.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        for s in steps {
+            go(&mut h, &id, s);
+            let answers: Vec<Answer> = h
+                .state()
+                .question_answers()
+                .into_iter()
+                .map(|a| a.unwrap_or_else(|e| panic!("{id} step {}: no answer: {e}", s + 1)))
+                .collect();
+            for right in [true, false] {
+                h.state_mut().clear_answers();
+                settle(&mut h);
+                assert!(h.state().veiled(), "{id} step {}: veiled before its answers", s + 1);
+                for (q, a) in answers.iter().enumerate() {
+                    let guess = if right {
+                        match a {
+                            Answer::Number { value, .. } => Guess::Number(*value),
+                            Answer::Choice(k) => Guess::Choice(*k),
+                            Answer::Pick(p) => Guess::Pick(*p),
+                        }
+                    } else {
+                        a_wrong_guess(a)
+                    };
+                    match guess {
+                        Guess::Number(v) => {
+                            // The first box left is this question's (those answered are gone).
+                            let shown = match a {
+                                Answer::Number { shown, .. } if right => shown.clone(),
+                                _ => format!("{v}"),
+                            };
+                            let bx = h
+                                .get_all_by_role_and_label(Role::TextInput, "your guess")
+                                .next()
+                                .unwrap();
+                            bx.focus();
+                            bx.type_text(&shown);
+                            settle(&mut h);
+                            h.get_all_by_label("Check").next().unwrap().click();
+                        }
+                        Guess::Choice(k) => {
+                            let label = h.state().choice_label(q, k).unwrap();
+                            h.get_by_label(&label).click();
+                        }
+                        Guess::Pick(p) => {
+                            let qs = h.state().questions()[q].clone();
+                            let label = h.state().pick_surface(&qs).unwrap().describe(p, false);
+                            h.get_by_label(&label).click();
+                        }
+                    }
+                    settle(&mut h);
+                    assert_eq!(
+                        h.state().graded(q),
+                        Some(right),
+                        "{id} step {}: question {} answered {} through the UI",
+                        s + 1,
+                        q + 1,
+                        if right { "right" } else { "wrong" }
+                    );
+                    answered += 1;
+                }
+                assert!(
+                    !h.state().veiled(),
+                    "{id} step {}: every question answered lifts the veil",
+                    s + 1
+                );
+                let verdict = if right { "Right: the run gives" } else { "Not this time" };
+                assert_eq!(
+                    h.query_all_by_label_contains(verdict).count(),
+                    answers.len(),
+                    "{id} step {}: each answer graded on screen",
+                    s + 1
+                );
+            }
+        }
+    }
+    assert!(answered >= 2 * 26, "{answered} answers given");
+}

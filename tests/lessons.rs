@@ -111,7 +111,7 @@ fn shipped_lessons_validate_and_compute_the_model_table() {
 #[test]
 fn each_mistake_names_its_line_and_column() {
     // (edit of GOOD, expected line, expected column, words in the message, words in the hint)
-    let cases: [(String, usize, usize, &str, &str); 19] = [
+    let cases: [(String, usize, usize, &str, &str); 20] = [
         (
             GOOD.replace("default = 8\nmin = 1\nmax = 64", "kind = \"bool\"\ndefault = 1"),
             11,
@@ -214,6 +214,16 @@ fn each_mistake_names_its_line_and_column() {
             13,
             "the tolerance 1 of a question of step `a` makes (nearly) every answer right",
             "from 0 (exact) up to below 0.5",
+        ),
+        (
+            GOOD.replace(
+                r#"views = ["scores"]"#,
+                "views = [\"scores\"]\n[[steps.questions]]\nask = { en = \"Which?\", zh = \"哪个？\" }\nanswer = \"cells\"\npick = { view = \"probs\", on = \"cell\" }\nwhy = { en = \"So.\", zh = \"如此。\" }",
+            ),
+            22,
+            8,
+            "a question of step `a` picks on the view `probs`, which the step does not show",
+            "pick on one of the step's views: scores",
         ),
         (
             GOOD.replace(r#"kind = "attention""#, r#"kind = "sliding""#),
@@ -476,6 +486,27 @@ fn narration_numbers_come_from_the_computation() {
                         l.id(),
                         s.id.get_ref()
                     );
+                    // A pick's answer is an item of the view's surface, one the student can pick (not a
+                    // masked cell).
+                    if let (Some(p), kvscope::lessons::questions::Answer::Pick(k)) = (&q.pick, &a) {
+                        let view = &p.get_ref().view;
+                        let sf = out.as_deref().and_then(|o| o.pick_surface(view)).unwrap_or_else(|| {
+                            panic!(
+                                "{} step `{}` {params:?}: `{view}` takes no picks",
+                                l.id(),
+                                s.id.get_ref()
+                            )
+                        });
+                        let off =
+                            sf.on == kvscope::lesson_file::PickOn::Cell && sf.off.get(*k).copied().unwrap_or(true);
+                        assert!(
+                            *k < sf.choices() && !off,
+                            "{} step `{}` {params:?}: the pick {k} is no item of `{view}` ({} items)",
+                            l.id(),
+                            s.id.get_ref(),
+                            sf.choices()
+                        );
+                    }
                     questions += usize::from(at_defaults);
                 }
             }
@@ -486,7 +517,7 @@ fn narration_numbers_come_from_the_computation() {
             l.id()
         );
     }
-    assert!(questions >= 24, "{questions} questions answered at the files' settings");
+    assert!(questions >= 26, "{questions} questions answered at the files' settings");
     // The scanner itself: a typed number is caught, placeholders and code are not.
     assert_eq!(numbers(&untyped("the pool fills at step 5")), ["5"]);
     assert!(

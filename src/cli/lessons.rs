@@ -69,8 +69,8 @@ fn questions(lessons: &[kvscope::lessons::Lesson], zh: bool) -> bool {
     for l in lessons {
         for (i, s) in l.file.steps.iter().enumerate().filter(|(_, s)| !s.questions.is_empty()) {
             let params = s.set_params();
-            let values = match kvscope::lessons::compute(l, &params, &backend) {
-                Ok(out) => l.kind.values(l, Some(out.as_ref())),
+            let (values, out) = match kvscope::lessons::compute(l, &params, &backend) {
+                Ok(out) => (l.kind.values(l, Some(out.as_ref())), out),
                 Err(e) => {
                     outln!("{} step {}: the lesson does not compute: {e}", l.id(), i + 1);
                     ok = false;
@@ -83,6 +83,20 @@ fn questions(lessons: &[kvscope::lessons::Lesson], zh: bool) -> bool {
                 let a = match answer(q, &values) {
                     Ok(Answer::Number { shown, slack, .. }) => format!("{shown} (± {slack:.3})"),
                     Ok(Answer::Choice(k)) => pick(q.choices[k].label.get_ref()),
+                    Ok(Answer::Pick(p)) => {
+                        let view = q.pick.as_ref().map(|v| v.get_ref().view.as_str()).unwrap_or_default();
+                        match out.pick_surface(view) {
+                            Some(sf) if p < sf.choices() => format!("{} on `{view}`", sf.describe(p, zh)),
+                            Some(sf) => {
+                                ok = false;
+                                format!("NO ANSWER: item {p} of {} on `{view}`", sf.choices())
+                            }
+                            None => {
+                                ok = false;
+                                format!("NO ANSWER: `{view}` takes no picks")
+                            }
+                        }
+                    }
                     Err(e) => {
                         ok = false;
                         format!("NO ANSWER: {e}")

@@ -50,7 +50,8 @@ pub struct RenderArgs {
     /// Reveal the step's questions and their answers (class mode's R).
     #[arg(long)]
     pub reveal: bool,
-    /// Answer the step's questions with these guesses, in order (a number, or a choice from 1), before
+    /// Answer the step's questions with these guesses, in order (a number, a choice from 1, or for a pick
+    /// the item's index from 0: a heatmap cell's row × columns + column, a row, a block), before
     /// drawing: the frame shows each guess graded against the lesson's answer.
     #[arg(long, value_delimiter = ',')]
     pub answer: Vec<String>,
@@ -201,7 +202,14 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         for (q, g) in answer.iter().enumerate() {
             let choice = app.questions().get(q).is_some_and(|x| !x.choices.is_empty());
-            let guess = if choice {
+            let pick = app.questions().get(q).is_some_and(|x| x.pick.is_some());
+            let guess = if pick {
+                // A pick: the item's index (a heatmap cell's row × columns + column).
+                g.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .map(kvscope::lessons::questions::Guess::Pick)
+            } else if choice {
                 g.trim()
                     .parse::<usize>()
                     .ok()

@@ -360,6 +360,24 @@ fn check_question(c: &mut Checker, s: &Step, q: &crate::lesson_file::Question) {
             "give each choice its own value",
         );
     }
+    if let Some(pick) = &q.pick {
+        let views: Vec<&str> = s.views.iter().map(|v| v.get_ref().as_str()).collect();
+        let view = &pick.get_ref().view;
+        if !views.contains(&view.as_str()) {
+            c.at(
+                pick.span(),
+                format!("a question of step `{id}` picks on the view `{view}`, which the step does not show"),
+                format!("pick on one of the step's views: {}", views.join(", ")),
+            );
+        }
+        if !q.choices.is_empty() || q.tolerance.is_some() {
+            c.at(
+                pick.span(),
+                format!("a pick question of step `{id}` also has choices or a tolerance"),
+                "a pick is right or wrong: remove the choices and the tolerance",
+            );
+        }
+    }
     if let Some(t) = &q.tolerance {
         let v = *t.get_ref();
         if !q.choices.is_empty() {

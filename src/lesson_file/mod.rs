@@ -238,8 +238,36 @@ pub struct Question {
     /// For a number: its unit after the answer box (`{ en = "blocks", zh = "块" }`).
     #[serde(default)]
     pub unit: Option<Text>,
+    /// For a pick: the view whose cell, row or block the student clicks (`pick = { view = "probs", on =
+    /// "cell" }`). The answer placeholder is then the index of the item the run picks; the app draws the
+    /// view's shape without its values to pick on (the lesson's `pick_surface`), so the view cannot give
+    /// the answer away.
+    #[serde(default)]
+    pub pick: Option<Spanned<Pick>>,
     /// What the answer shows, said when it is revealed (both languages; placeholders allowed).
     pub why: Spanned<Text>,
+}
+
+/// What a pick question picks on: a view of the step, and what one click chooses there.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pick {
+    /// The view (one the step shows).
+    pub view: String,
+    /// What a click picks.
+    pub on: PickOn,
+}
+
+/// What one click of a pick question chooses.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PickOn {
+    /// One cell of a heatmap (its index is `row × cols + col`).
+    Cell,
+    /// One row of a heatmap (a query).
+    Row,
+    /// One block of a pool.
+    Block,
 }
 
 /// One choice of a [`Question`].

@@ -221,6 +221,11 @@ pub trait Output: Any + Send + Sync {
     fn source_focus(&self, _op: Kernel) -> Option<&'static str> {
         None
     }
+    /// The shape of view `view` for a pick question, without its values (None: the view takes no
+    /// picks in this result).
+    fn pick_surface(&self, _view: &str) -> Option<questions::PickSurface> {
+        None
+    }
 }
 
 /// `template` with every `{name}` replaced by its value, and a placeholder without one by `missing`:

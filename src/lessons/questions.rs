@@ -3,7 +3,7 @@
 //! shows, the same value the narration quotes; a guess is graded against it here (no egui: the app,
 //! `kvscope` tests and the autograder of later issues share it).
 
-use crate::lesson_file::Question;
+use crate::lesson_file::{PickOn, Question};
 
 /// A question's answer, as the lesson computed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +19,113 @@ pub enum Answer {
     },
     /// A choice: its index in `Question::choices`.
     Choice(usize),
+    /// A pick: the index of the item the run picks on the question's [`PickSurface`].
+    Pick(usize),
+}
+
+/// The shape of a view to pick on, without its values (what the lesson computed stays veiled): a grid of
+/// `rows × cols` items (cells of a heatmap, blocks of a pool), with labels for the rows and columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PickSurface {
+    /// What a click picks.
+    pub on: PickOn,
+    /// Rows of the grid.
+    pub rows: usize,
+    /// Columns of the grid.
+    pub cols: usize,
+    /// How many items there are (a pool's last row may be short); `rows × cols` for a heatmap.
+    pub len: usize,
+    /// A label per row (a heatmap's query tokens; empty for a pool).
+    pub row_labels: Vec<String>,
+    /// A label per column (a heatmap's key tokens; empty for a pool).
+    pub col_labels: Vec<String>,
+    /// Items drawn as not available (a masked cell): a pick there is allowed, and wrong.
+    pub off: Vec<bool>,
+}
+
+impl PickSurface {
+    /// A `labels.len()`-square heatmap whose cells above the diagonal are masked (`causal`).
+    pub fn heatmap(on: PickOn, labels: Vec<String>, causal: bool) -> Self {
+        let n = labels.len();
+        Self {
+            on,
+            rows: n,
+            cols: n,
+            len: n * n,
+            off: (0..n * n).map(|i| causal && i % n > i / n).collect(),
+            row_labels: labels.clone(),
+            col_labels: labels,
+        }
+    }
+
+    /// A pool of `n` blocks, in rows of at most `per_row`.
+    pub fn pool(n: usize, per_row: usize) -> Self {
+        let cols = n.clamp(1, per_row.max(1));
+        Self {
+            on: PickOn::Block,
+            rows: n.div_ceil(cols),
+            cols,
+            len: n,
+            row_labels: Vec::new(),
+            col_labels: Vec::new(),
+            off: vec![false; n],
+        }
+    }
+
+    /// How many answers a click can give (rows for a row pick, else items).
+    pub fn choices(&self) -> usize {
+        match self.on {
+            PickOn::Row => self.rows,
+            _ => self.len,
+        }
+    }
+
+    /// The answer a click on item `i` (row-major) gives.
+    pub fn pick_of_item(&self, i: usize) -> usize {
+        match self.on {
+            PickOn::Row => i / self.cols.max(1),
+            _ => i,
+        }
+    }
+
+    /// Whether item `i` belongs to pick `p` (the row's cells for a row pick).
+    pub fn item_in_pick(&self, i: usize, p: usize) -> bool {
+        self.pick_of_item(i) == p
+    }
+
+    /// Pick `p` in words ("row 3 ' the'", "key 0 '<s>' of row 11", "block 15").
+    pub fn describe(&self, p: usize, zh: bool) -> String {
+        // A label that only repeats the index (a position) is left out.
+        let tok = |labels: &[String], i: usize| {
+            labels
+                .get(i)
+                .filter(|l| l.trim() != i.to_string())
+                .map(|l| format!(" ({})", l.trim_end()))
+                .unwrap_or_default()
+        };
+        match (self.on, zh) {
+            (PickOn::Block, false) => format!("block {p}"),
+            (PickOn::Block, true) => format!("块 {p}"),
+            (PickOn::Row, false) => format!("row {p}{}", tok(&self.row_labels, p)),
+            (PickOn::Row, true) => format!("第 {p} 行{}", tok(&self.row_labels, p)),
+            (PickOn::Cell, _) => {
+                let (r, c) = (p / self.cols.max(1), p % self.cols.max(1));
+                if zh {
+                    format!(
+                        "第 {r} 行{}、第 {c} 列{}",
+                        tok(&self.row_labels, r),
+                        tok(&self.col_labels, c)
+                    )
+                } else {
+                    format!(
+                        "row {r}{}, key {c}{}",
+                        tok(&self.row_labels, r),
+                        tok(&self.col_labels, c)
+                    )
+                }
+            }
+        }
+    }
 }
 
 /// The first number in `s` ("1,234.5 KiB" → 1234.5, "2.5e-3" → 0.0025, "−3" → -3), and how many digits
@@ -77,6 +184,14 @@ pub fn answer(q: &Question, values: &[(&'static str, String)]) -> Result<Answer,
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.trim())
         .ok_or_else(|| format!("the lesson filled no `{name}`"))?;
+    if q.pick.is_some() {
+        let (i, _) = first_number(v).ok_or_else(|| format!("`{name}` is {v:?}, which holds no item"))?;
+        return if i >= 0.0 && i.fract() == 0.0 {
+            Ok(Answer::Pick(i as usize))
+        } else {
+            Err(format!("`{name}` is {v:?}, which is no item's index"))
+        };
+    }
     if !q.choices.is_empty() {
         return q
             .choices
@@ -103,6 +218,8 @@ pub enum Guess {
     Number(f64),
     /// A choice picked (its index).
     Choice(usize),
+    /// An item picked on the view's surface (its index, as [`PickSurface::pick_of_item`] gives it).
+    Pick(usize),
 }
 
 impl Guess {
@@ -134,7 +251,7 @@ pub struct StepAnswers {
 pub fn is_right(answer: &Answer, guess: &Guess) -> bool {
     match (answer, guess) {
         (Answer::Number { value, slack, .. }, Guess::Number(g)) => (g - value).abs() <= *slack + 1e-12 * value.abs(),
-        (Answer::Choice(a), Guess::Choice(g)) => a == g,
+        (Answer::Choice(a), Guess::Choice(g)) | (Answer::Pick(a), Guess::Pick(g)) => a == g,
         _ => false,
     }
 }
@@ -144,6 +261,7 @@ pub fn a_wrong_guess(answer: &Answer) -> Guess {
     match answer {
         Answer::Number { value, slack, .. } => Guess::Number(value + 2.0 * slack.max(value.abs()) + 1.0),
         Answer::Choice(a) => Guess::Choice(if *a == 0 { 1 } else { 0 }),
+        Answer::Pick(a) => Guess::Pick(if *a == 0 { 1 } else { 0 }),
     }
 }
 

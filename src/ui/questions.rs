@@ -9,7 +9,8 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::KvscopeApp;
 use super::text::Lang;
-use crate::lessons::questions::{Answer, Answered, Guess, StepAnswers, answer, is_right};
+use crate::lesson_file::{PickOn, Question};
+use crate::lessons::questions::{Answer, Answered, Guess, PickSurface, StepAnswers, answer, is_right};
 use crate::style;
 
 impl KvscopeApp {
@@ -86,11 +87,28 @@ impl KvscopeApp {
         }
     }
 
+    /// The shape of the view question `q` picks on, from the shown run (None: not a pick, or nothing
+    /// computed yet).
+    pub fn pick_surface(&self, q: &Question) -> Option<PickSurface> {
+        let view = &q.pick.as_ref()?.get_ref().view;
+        if self.computing() {
+            return None;
+        }
+        self.output()?.pick_surface(view)
+    }
+
     /// The answers of the current step's questions, from the lesson's result for the shown run (an
     /// error while it is computing or when the lesson did not fill the placeholder).
     pub fn question_answers(&self) -> Vec<Result<Answer, String>> {
         let values = self.question_values();
         self.questions().iter().map(|q| answer(q, &values)).collect()
+    }
+
+    /// What choice `k` of question `q` of the current step says, filled from the shown run (the label of
+    /// its button).
+    pub fn choice_label(&self, q: usize, k: usize) -> Option<String> {
+        let c = self.questions().get(q)?.choices.get(k)?;
+        Some(self.question_text(c.label.get_ref(), &self.question_values()))
     }
 
     /// Check `guess` for question `q` of the current step.
@@ -129,7 +147,9 @@ impl KvscopeApp {
 /// The current step's questions at text size `size`: each asked, with its answer box or choices until it
 /// is answered, then the guess against the lesson's answer and why (`answers_shown`: also the answers of
 /// questions not answered, once the step is revealed).
-pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown: bool) {
+///
+/// A pick question's grid is at most `grid_h` tall (None: what the rest of `ui` leaves).
+pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown: bool, grid_h: Option<f32>) {
     let lang = app.lang;
     let qs = app.questions().to_vec();
     if qs.is_empty() {
@@ -154,7 +174,24 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
             (None, _) => {
                 // The answer box (a number) or the choices.
                 let mut picked = None;
-                if q.choices.is_empty() {
+                let surface = app.pick_surface(q);
+                if q.pick.is_some() {
+                    match &surface {
+                        Some(sf) => {
+                            let shown = if answers_shown {
+                                answer.as_ref().ok().cloned()
+                            } else {
+                                None
+                            };
+                            picked = pick_grid(ui, sf, (size, grid_h), lang, i, shown.as_ref(), None).map(Guess::Pick);
+                        }
+                        None => {
+                            ui.label(
+                                RichText::new(lang.t("computing the view…", "正在计算视图…")).size(style::fit(size)),
+                            );
+                        }
+                    }
+                } else if q.choices.is_empty() {
                     let mut typed = state.answered.get(i).map(|a| a.typed.clone()).unwrap_or_default();
                     ui.horizontal_wrapped(|ui| {
                         let id = egui::Id::unique(("kvscope-question", i));
@@ -197,7 +234,13 @@ pub fn questions_ui(app: &mut KvscopeApp, ui: &mut Ui, size: f32, answers_shown:
                     result_line(app, ui, q, a, None, &values, size);
                 }
             }
-            (Some(g), Ok(a)) => result_line(app, ui, q, a, Some(g), &values, size),
+            (Some(g), Ok(a)) => {
+                let surface = app.pick_surface(q);
+                if let Some(sf) = &surface {
+                    pick_grid(ui, sf, (size, grid_h), lang, i, Some(a), Some(g));
+                }
+                result_line(app, ui, q, a, Some(g), &values, size)
+            }
             (Some(_), Err(_)) => {
                 ui.label(RichText::new(lang.t("computing the answer…", "正在计算答案…")).size(style::fit(size)));
             }
@@ -216,6 +259,10 @@ fn result_line(
     size: f32,
 ) {
     let lang = app.lang;
+    let zh = lang == Lang::Zh;
+    let surface = app.pick_surface(q);
+    let surface = surface.as_ref();
+    let picked = |p: usize| surface.map_or_else(|| p.to_string(), |s| s.describe(p, zh));
     let shown = match a {
         Answer::Number { shown, .. } => {
             let unit = q.unit.as_ref().map(|u| lang.pick(u).to_string()).unwrap_or_default();
@@ -226,6 +273,7 @@ fn result_line(
             .get(*k)
             .map(|c| app.question_text(c.label.get_ref(), values))
             .unwrap_or_default(),
+        Answer::Pick(p) => picked(*p),
     };
     let guessed = |g: &Guess| match g {
         Guess::Number(v) => format!("{v}"),
@@ -234,6 +282,7 @@ fn result_line(
             .get(*k)
             .map(|c| app.question_text(c.label.get_ref(), values))
             .unwrap_or_default(),
+        Guess::Pick(p) => picked(*p),
     };
     let (text, colour) = match guess {
         Some(g) if is_right(a, g) => (
@@ -262,6 +311,190 @@ fn result_line(
     super::text::markdown(ui, &app.question_text(q.why.get_ref(), values), size);
 }
 
+/// The view's shape to pick on (`s`, text size `size`): a heatmap's cells with its tokens down the side
+/// and positions across the top, or a pool's numbered blocks. Open (no `guess`): each row (a row pick)
+/// or item is a button named as [`PickSurface::describe`] names it, and the pick clicked is returned.
+/// With `guess`, or with the `answer` alone once the step is revealed, the run's pick is filled in
+/// "accepted" and a wrong guess in "rejected", with a caption saying which is which.
+fn pick_grid(
+    ui: &mut Ui,
+    s: &PickSurface,
+    (size, grid_h): (f32, Option<f32>),
+    lang: Lang,
+    q: usize,
+    answer: Option<&Answer>,
+    guess: Option<&Guess>,
+) -> Option<usize> {
+    let zh = lang == Lang::Zh;
+    let open = guess.is_none() && answer.is_none();
+    let font = egui::FontId::proportional(style::fit(size * 0.8));
+    let text = ui.visuals().text_color();
+    let muted = style::muted(ui.visuals());
+    let heat = s.on != PickOn::Block;
+    let width = |t: &str, ui: &Ui| ui.painter().layout_no_wrap(t.to_string(), font.clone(), text).size().x;
+    let avail_w = ui.available_width();
+    let avail_h = grid_h
+        .unwrap_or(ui.available_height() - size * 4.0)
+        .min(ui.available_height())
+        .max(size * 6.0);
+    // Row labels: the position and the token, cut to at most a third of the width.
+    let row_label = |r: usize| match s.row_labels.get(r) {
+        Some(l) if l.trim() != r.to_string() => format!("{r} {l}"),
+        _ => r.to_string(),
+    };
+    let cap = avail_w / 3.0;
+    let mut labels: Vec<String> = Vec::new();
+    if heat {
+        for r in 0..s.rows {
+            let mut l = row_label(r).trim_end().to_string();
+            while width(&l, ui) > cap && l.chars().count() > 2 {
+                l.pop();
+                l = l.trim_end_matches('…').to_string();
+                l.push('…');
+            }
+            labels.push(l);
+        }
+    }
+    let gutter = labels.iter().map(|l| width(l, ui)).fold(0.0, f32::max) + if heat { size * 0.4 } else { 0.0 };
+    let head = if heat { size * 1.1 } else { 0.0 };
+    let digits = width(&s.len.saturating_sub(1).to_string(), ui);
+    let (cell_w, cell_h) = if heat {
+        let c = ((avail_w - gutter) / s.cols.max(1) as f32)
+            .min(size * 2.2)
+            .min((avail_h - head) / s.rows.max(1) as f32);
+        (c, c)
+    } else {
+        let w = ((avail_w) / s.cols.max(1) as f32).min(size * 3.0);
+        (w, (size * 1.5).min(avail_h / s.rows.max(1) as f32))
+    };
+    let (rect, _) = ui.allocate_exact_size(
+        egui::vec2(gutter + cell_w * s.cols as f32, head + cell_h * s.rows as f32),
+        egui::Sense::hover(),
+    );
+    let painter = ui.painter_at(rect.expand(2.0));
+    let origin = rect.min + egui::vec2(gutter, head);
+    let item_rect = |i: usize| {
+        let (r, c) = (i / s.cols.max(1), i % s.cols.max(1));
+        egui::Rect::from_min_size(
+            origin + egui::vec2(c as f32 * cell_w, r as f32 * cell_h),
+            egui::vec2(cell_w, cell_h),
+        )
+        .shrink(1.0)
+    };
+    let right = match answer {
+        Some(Answer::Pick(p)) => Some(*p),
+        _ => None,
+    };
+    let wrong = match (guess, right) {
+        (Some(Guess::Pick(g)), Some(p)) if *g != p => Some(*g),
+        _ => None,
+    };
+    for i in 0..s.len {
+        let p = s.pick_of_item(i);
+        let fill = if Some(p) == right {
+            style::ACCEPTED
+        } else if Some(p) == wrong {
+            style::REJECTED
+        } else if s.off.get(i).copied().unwrap_or(false) {
+            style::MASKED_HATCH
+        } else {
+            style::FREE
+        };
+        let r = item_rect(i);
+        painter.rect_filled(r, 2.0, style::c32(fill));
+        if fill == style::MASKED_HATCH {
+            // Hatched, as the heatmaps draw a masked cell.
+            let clip = painter.with_clip_rect(r);
+            let h = r.height();
+            let mut k = -h;
+            while k < r.width() {
+                clip.line_segment(
+                    [
+                        r.left_bottom() + egui::vec2(k, 0.0),
+                        r.left_bottom() + egui::vec2(k + h, -h),
+                    ],
+                    egui::Stroke::new((h / 10.0).max(1.0), style::c32(style::MASKED)),
+                );
+                k += h / 2.5;
+            }
+        }
+        if !heat && digits + size * 0.2 <= cell_w {
+            painter.text(
+                r.center(),
+                egui::Align2::CENTER_CENTER,
+                i.to_string(),
+                font.clone(),
+                style::ink_on(fill),
+            );
+        }
+    }
+    if heat {
+        for (r, l) in labels.iter().enumerate() {
+            let y = origin.y + (r as f32 + 0.5) * cell_h;
+            if cell_h >= font.size * 0.9 || r % (font.size / cell_h).ceil().max(1.0) as usize == 0 {
+                painter.text(
+                    egui::pos2(rect.min.x, y),
+                    egui::Align2::LEFT_CENTER,
+                    l,
+                    font.clone(),
+                    text,
+                );
+            }
+        }
+        let every = (width(&s.cols.to_string(), ui) / cell_w).ceil().max(1.0) as usize;
+        for c in (0..s.cols).step_by(every) {
+            let x = origin.x + (c as f32 + 0.5) * cell_w;
+            painter.text(
+                egui::pos2(x, rect.min.y),
+                egui::Align2::CENTER_TOP,
+                c.to_string(),
+                font.clone(),
+                muted,
+            );
+        }
+    }
+    let mut picked = None;
+    if open {
+        let units: Vec<(usize, egui::Rect)> = match s.on {
+            PickOn::Row => (0..s.rows)
+                .map(|r| (r, item_rect(r * s.cols).union(item_rect(r * s.cols + s.cols - 1))))
+                .collect(),
+            _ => (0..s.len).map(|i| (i, item_rect(i))).collect(),
+        };
+        for (p, r) in units {
+            let id = egui::Id::unique(("kvscope-pick", q, p));
+            let resp = ui.interact(r, id, egui::Sense::click());
+            let label = s.describe(p, zh);
+            resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, true, &label));
+            if resp.hovered() {
+                painter.rect_stroke(r, 2.0, egui::Stroke::new(2.5, text), egui::StrokeKind::Outside);
+            }
+            if resp.clicked() {
+                picked = Some(p);
+            }
+        }
+    }
+    // What the colours mean: a masked cell, the run's pick and a wrong guess.
+    ui.horizontal_wrapped(|ui| {
+        let key = |ui: &mut Ui, c: style::Rgba, t: &str| {
+            let s = style::fit(size * 0.85);
+            let (r, _) = ui.allocate_exact_size(egui::vec2(s, s), egui::Sense::hover());
+            ui.painter().rect_filled(r, 2.0, style::c32(c));
+            ui.label(RichText::new(t).size(s));
+        };
+        if s.off.iter().any(|&o| o) {
+            key(ui, style::MASKED_HATCH, lang.t("masked (p = 0)", "被掩码（p = 0）"));
+        }
+        if !open {
+            key(ui, style::ACCEPTED, lang.t("the run's pick", "这次运行的答案"));
+        }
+        if wrong.is_some() {
+            key(ui, style::REJECTED, lang.t("your pick", "你的选择"));
+        }
+    });
+    picked
+}
+
 impl KvscopeApp {
     /// Class mode's veil over the canvas `rect` while the step is veiled (`draw_views`).
     pub(super) fn draw_veil(&mut self, ui: &mut Ui, rect: egui::Rect) {
@@ -284,7 +517,7 @@ fn veil(app: &mut KvscopeApp, ui: &mut Ui, rect: egui::Rect) {
             .strong()
             .size(style::fit(size * 1.15)),
         );
-        questions_ui(app, ui, size, false);
+        questions_ui(app, ui, size, false, None);
         ui.add_space(size);
         let reveal = ui.button(RichText::new(lang.t("Reveal the step (R)", "揭晓这一步 (R)")).size(style::fit(size)));
         if reveal.clicked() {

@@ -371,7 +371,13 @@ fn side_panel(app: &mut KvscopeApp, ui: &mut Ui) {
             // The step's questions under the narration (in class mode they veiled the step first).
             if !step.questions.is_empty() {
                 ui.separator();
-                super::questions::questions_ui(app, ui, size, app.class_mode());
+                super::questions::questions_ui(
+                    app,
+                    ui,
+                    size,
+                    app.class_mode(),
+                    Some(ui.ctx().content_rect().height() * 0.22),
+                );
             }
         }
         ui.separator();
@@ -673,7 +679,9 @@ fn presented_narration(app: &mut KvscopeApp, ui: &mut Ui) {
         Block::Sources(r) => {
             text::quoted_sources(ui, lang, &quoted[r.clone()], r.start == 0, size, style::PRESENT_FLOOR)
         }
-        Block::Questions => super::questions::questions_ui(app, ui, size, true),
+        Block::Questions => {
+            super::questions::questions_ui(app, ui, size, true, Some(ui.ctx().content_rect().height() * 0.22))
+        }
     };
     let footer = size * 1.8;
     let room = ui.available_height() - footer;

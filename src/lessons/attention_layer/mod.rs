@@ -268,7 +268,19 @@ impl AttnOut {
             .filter(|v| v.is_infinite() && v.is_sign_negative())
             .count();
         let row_sum: f64 = probs.row(0).iter().map(|&p| f64::from(p)).sum();
+        // The key the last query weighs most (the first on ties), as a cell of the heatmap.
+        let last = probs.row(t.saturating_sub(1));
+        let (top, top_p) = last.iter().enumerate().fold(
+            (0, f32::NEG_INFINITY),
+            |(bi, bp), (i, &p)| if p > bp { (i, p) } else { (bi, bp) },
+        );
         vec![
+            ("last_row_top", (t.saturating_sub(1) * t + top).to_string()),
+            (
+                "last_row_top_key",
+                self.token_labels().get(top).cloned().unwrap_or_default(),
+            ),
+            ("last_row_top_pct", format!("{:.0}%", 100.0 * top_p)),
             ("seq", t.to_string()),
             ("cells", (t * t).to_string()),
             ("row_sum", format!("{row_sum:.3}")),
@@ -278,6 +290,16 @@ impl AttnOut {
         .into_iter()
         .filter(|(n, _)| declared.contains(n))
         .collect()
+    }
+}
+
+impl AttnOut {
+    /// Each token's name (the trained model's tokens, else its position).
+    pub fn token_labels(&self) -> Vec<String> {
+        match &self.trained {
+            Some(t) => t.names.clone(),
+            None => (0..self.shape.seq).map(|i| i.to_string()).collect(),
+        }
     }
 }
 
@@ -311,6 +333,17 @@ impl Output for AttnOut {
 
     fn op_check(&self, op: Kernel) -> Option<&CheckReport> {
         (op == Kernel::AttentionFused).then_some(&self.fused_check)
+    }
+
+    /// The probabilities' heatmap, its cells for a pick (those the mask hides drawn as unavailable).
+    fn pick_surface(&self, view: &str) -> Option<crate::lessons::questions::PickSurface> {
+        (view == "probs").then(|| {
+            crate::lessons::questions::PickSurface::heatmap(
+                crate::lesson_file::PickOn::Cell,
+                self.token_labels(),
+                self.mask == Mask::Causal,
+            )
+        })
     }
 
     fn io(&self, op: Kernel) -> Option<OpIo> {

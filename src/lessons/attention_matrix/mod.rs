@@ -107,6 +107,9 @@ pub const PLACEHOLDERS: &[&str] = &[
     "model_unlabelled",
     "label_share_pct",
     "label_argmax_pct",
+    "last_row_top",
+    "last_row_top_key",
+    "last_row_top_pct",
 ];
 
 /// Lessons 1–2's numbers about the trained model that ran, when one did.

@@ -513,6 +513,17 @@ impl Output for DecodeOut {
         self.frames.len()
     }
 
+    /// The scores of the prompt and the first decoded token, causal, by row, for a pick.
+    fn pick_surface(&self, view: &str) -> Option<crate::lessons::questions::PickSurface> {
+        (view == "decode_row").then(|| {
+            crate::lessons::questions::PickSurface::heatmap(
+                crate::lesson_file::PickOn::Row,
+                (0..=self.prompt).map(|i| i.to_string()).collect(),
+                true,
+            )
+        })
+    }
+
     fn values(&self) -> Vec<(&'static str, String)> {
         // An H100 SXM's balance point, from two quoted facts: dense BF16 FLOP/s over HBM bytes/s.
         let flops = crate::facts::fact("h100_sxm_bf16_dense").number() * 1e12;

@@ -113,6 +113,7 @@ const PLACEHOLDERS: &[&str] = &[
     "recomputed",
     "recompute_tokens",
     "recompute_blocks",
+    "first_block",
     "recompute_prompt",
     "recompute_generated",
     "served_bytes",
@@ -332,6 +333,11 @@ impl Output for PagedOut {
     fn point(&self, name: &str) -> Option<usize> {
         self.locate(name)
     }
+
+    /// The pool's blocks, numbered as the pool view numbers them, for a pick.
+    fn pick_surface(&self, view: &str) -> Option<crate::lessons::questions::PickSurface> {
+        (view == "pool").then(|| crate::lessons::questions::PickSurface::pool(self.shape.num_blocks, 16))
+    }
 }
 
 
@@ -397,6 +403,14 @@ impl PagedOut {
             (
                 "recompute_blocks",
                 rec.map(|(_, n)| n.div_ceil(self.shape.block_size).to_string()),
+            ),
+            // The first block the allocator handed out in the run: the first request's first block.
+            (
+                "first_block",
+                self.frames
+                    .iter()
+                    .find_map(|f| f.tables.values().find_map(|t| t.first()))
+                    .map(u32::to_string),
             ),
             ("recompute_prompt", rec_prompt.map(|p| p.to_string())),
             (
