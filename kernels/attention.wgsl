@@ -52,7 +52,9 @@ fn visible(i: u32, j: u32) -> bool {
 }
 
 fn kv_head(h: u32) -> u32 {
+    // EXERCISE gqa-head BEGIN
     return h / (P.n_heads / P.n_kv_heads);
+    // EXERCISE gqa-head END
 }
 
 // ---- 1. scores ------------------------------------------------------------------------
@@ -69,11 +71,13 @@ fn attention_scores_f32(@builtin(global_invocation_id) g: vec3<u32>) {
     let kj = (kv_head(h) * P.seq + j) * hd;
     var s = neg_inf();
     if (visible(i, j)) {
+        // EXERCISE scaled-scores BEGIN
         var dot = 0.0;
         for (var d = 0u; d < hd; d++) {
             dot += q[qi + d] * k[kj + d];
         }
         s = dot * P.scale;
+        // EXERCISE scaled-scores END
     }
     out[(h * P.seq + i) * P.seq + j] = s;
 }
@@ -107,7 +111,9 @@ fn softmax_rows_f32(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocati
     sum = wg_sum(sum, t);
     var inv = 0.0;
     if (sum > 0.0) {
+        // EXERCISE softmax-normalise BEGIN
         inv = 1.0 / sum;
+        // EXERCISE softmax-normalise END
     }
     for (var c = t; c < cols; c += WG) {
         let x = s_in[base + c];

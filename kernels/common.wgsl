@@ -52,7 +52,9 @@ fn kvs_f16_ceil(s: f32) -> f32 {
 
 fn kvs_visible(i: u32, j: u32, mask_kind: u32, window: u32, sinks: u32) -> bool {
     if (mask_kind == 1u) {
+        // EXERCISE causal-mask BEGIN
         return j <= i;
+        // EXERCISE causal-mask END
     }
     if (mask_kind == 2u) {
         return j <= i && (j + window > i || j < sinks);

@@ -169,7 +169,9 @@ fn flash_attention_f32(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invoc
         for (var e = tid; e < nr * hd; e += WG) {
             let r = e / hd;
             let d = e % hd;
+            // EXERCISE flash-rescale BEGIN
             var a = smem[o_a + e] * s_corr[r];
+            // EXERCISE flash-rescale END
             for (var c = 0u; c < nc; c++) {
                 a += smem[o_s + r * bc + c] * smem[o_v + c * hd + d];
             }

@@ -196,8 +196,10 @@ fn group_quant(@builtin(global_invocation_id) g: vec3<u32>) {
             if (P.sym != 0u) {
                 sc = kvs_f16_ceil(amax / 127.0);
             } else {
+                // EXERCISE kivi-group-stats BEGIN
                 z = f16r(lo);
                 sc = f16r((hi - z) / f32((1u << P.bits) - 1u));
+                // EXERCISE kivi-group-stats END
             }
             params[P.vs_at + row * vg + gi] = sc;
             params[P.vz_at + row * vg + gi] = z;

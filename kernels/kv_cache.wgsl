@@ -101,7 +101,9 @@ fn static_cache_append_f16(
     let bh = e / hd;  // b * KVH + h
     let b = bh / P.kv_heads;
     let h = bh % P.kv_heads;
+    // EXERCISE static-append-slot BEGIN
     let dst = (((P.layer * P.batch + b) * P.kv_heads + h) * P.max_seq_len + P.pos) * hd + d;
+    // EXERCISE static-append-slot END
     store_k(dst, f16_bits(k_src[e]));
     store_v(dst, f16_bits(v_src[e]));
 }
@@ -126,8 +128,10 @@ fn paged_append_f16(
         return;  // padding: do not store this token
     }
     let s = u32(slot);
+    // EXERCISE paged-slot BEGIN
     let block = s / P.block_size;
     let off = s % P.block_size;
+    // EXERCISE paged-slot END
     let dst = ((block * P.kv_heads + h) * P.block_size + off) * hd + d;
     store_k(dst, f16_bits(k_src[e]));
     store_v(dst, f16_bits(v_src[e]));
@@ -146,8 +150,10 @@ fn copy_blocks_f16(
     let per = P.num_slots;
     let pair = e / per;
     let i = e % per;
+    // EXERCISE copy-on-write BEGIN
     let src = u32(slots[2u * pair]) * per + i;
     let dst = u32(slots[2u * pair + 1u]) * per + i;
+    // EXERCISE copy-on-write END
     store_k(dst, load_k(src));
     store_v(dst, load_v(src));
 }

@@ -42,9 +42,11 @@ fn latent_row(j: u32) -> u32 {
 fn score_at(j: u32) -> f32 {
     let row = latent_row(j);
     var dot = 0.0;
+    // EXERCISE mla-absorbed-score BEGIN
     for (var i = 0u; i < P.d_c + P.d_r; i += 1u) {
         dot += s_q[i] * k_at(row + i);
     }
+    // EXERCISE mla-absorbed-score END
     return dot;
 }
 

@@ -79,7 +79,9 @@ fn int8_encode(x: f32, scale: f32) -> u32 {
     if (!(scale > 0.0) || x != x) {
         return 0u;
     }
+    // EXERCISE int8-round BEGIN
     let r = clamp(round(x / scale), -127.0, 127.0);
+    // EXERCISE int8-round END
     return bitcast<u32>(i32(r)) & 0xffu;
 }
 

@@ -101,7 +101,9 @@ fn score_decode_f16(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocati
     for (var i = t; i < T; i += WG) {
         var acc = 0.0;
         for (var g = 0u; g < G; g += 1u) {
+            // EXERCISE group-mass BEGIN
             acc += result[P.probs_at + (r * H + kvh * G + g) * T + i];
+            // EXERCISE group-mass END
         }
         result[sb + i] = acc;
     }

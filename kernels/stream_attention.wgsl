@@ -68,8 +68,10 @@ fn score_at(i: u32) -> f32 {
         let k2 = k_at(row + d + half);
         let c = cos_sin[kc + d];
         let s = cos_sin[kc + half + d];
+        // EXERCISE rope-on-read BEGIN
         dot += s_q[d] * (k1 * c - k2 * s);
         dot += s_q[d + half] * (k2 * c + k1 * s);
+        // EXERCISE rope-on-read END
     }
     return dot;
 }

@@ -16,6 +16,8 @@
 //! - [`figure`]: the data the views draw (heatmaps, block grids) as plain values, for lessons to build;
 //! - [`lesson_file`]: the lesson-file format and loader (typed `lessons/*.toml`, checked against each
 //!   kind's schema), with no lesson code;
+//! - [`exercises`]: kernel exercises, regions of the WGSL kernels blanked for a student and graded
+//!   against the f64 reference by the ops' suites (no egui; native only for now);
 //! - [`lessons`]: one module per lesson kind, what it computes (no egui), and `lessons::export`, the
 //!   `.npy` arrays that lessons and `kvscope export` write;
 //! - [`style`]: the visual grammar (what each colour means; every view and renderer takes its colours
@@ -39,6 +41,8 @@ pub mod calc;
 pub mod command;
 pub mod compute;
 pub mod drivers;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod exercises;
 pub mod facts;
 pub mod figure;
 pub mod kv;

@@ -71,6 +71,10 @@ enum Command {
     /// The CUDA kernels: list them, or compile them with NVRTC to PTX files.
     #[command(subcommand)]
     Kernels(KernelsCmd),
+    /// Kernel exercises: list them, show one's blanked kernel, or grade an edited kernel against the f64
+    /// reference (for a course's autograder).
+    #[command(subcommand)]
+    Exercise(cli::exercise::ExerciseCmd),
     /// Render the full app frame of a lesson step to a PNG, without a window (for slides, docs, tests).
     Render(RenderArgs),
     /// Draw every wgpu renderer offscreen on real data and write PNGs into DIR.
@@ -126,6 +130,7 @@ fn run() -> Result<bool> {
         Some(Command::Export(cmd)) => cli::export::run(cmd).map(|_| true),
         Some(Command::Lessons(cmd)) => cli::lessons::run(cmd),
         Some(Command::Kernels(cmd)) => cli::kernels::run(cmd),
+        Some(Command::Exercise(cmd)) => cli::exercise::run(cmd),
         Some(Command::Check { backend, json, seed }) => cli::check::run(backend, json, seed),
         Some(Command::RenderViews { out }) => {
             for p in kvscope::render::demo::write_views(&out).map_err(|e| anyhow::anyhow!(e))? {

@@ -4,6 +4,7 @@ pub mod app;
 pub mod bench;
 pub mod calc;
 pub mod check;
+pub mod exercise;
 pub mod export;
 pub mod generate;
 pub mod kernels;

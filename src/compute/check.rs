@@ -105,6 +105,67 @@ pub struct CheckReport {
     pub against: Against,
     /// A structural problem (length mismatch) that made the comparison impossible.
     pub error: Option<String>,
+    /// Where the mismatches are, over the last two dimensions (None when every element matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrong_map: Option<WrongMap>,
+}
+
+/// Where a check's mismatches lie: the tensor's last two dimensions (rows × columns, the leading ones
+/// folded in), binned down to at most [`WrongMap::MAX_ROWS`] × [`WrongMap::MAX_COLS`] cells, each
+/// counting the mismatches that fall in it. What an exercise's grade draws as "where the output is
+/// wrong".
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WrongMap {
+    /// The tensor's rows (its second-last dimension; 1 for a vector).
+    pub rows: usize,
+    /// The tensor's columns (its last dimension).
+    pub cols: usize,
+    /// Rows of the map.
+    pub map_rows: usize,
+    /// Columns of the map.
+    pub map_cols: usize,
+    /// Mismatches per map cell, row-major.
+    pub counts: Vec<u32>,
+}
+
+impl WrongMap {
+    /// Most rows a map keeps.
+    pub const MAX_ROWS: usize = 32;
+    /// Most columns a map keeps.
+    pub const MAX_COLS: usize = 64;
+
+    fn new(shape: &[usize]) -> Self {
+        let cols = shape.last().copied().unwrap_or(1).max(1);
+        let rows = if shape.len() >= 2 {
+            shape[shape.len() - 2].max(1)
+        } else {
+            1
+        };
+        let (map_rows, map_cols) = (rows.min(Self::MAX_ROWS), cols.min(Self::MAX_COLS));
+        Self {
+            rows,
+            cols,
+            map_rows,
+            map_cols,
+            counts: vec![0; map_rows * map_cols],
+        }
+    }
+
+    fn add(&mut self, flat: usize) {
+        let c = flat % self.cols;
+        let r = (flat / self.cols) % self.rows;
+        let (mr, mc) = (r * self.map_rows / self.rows, c * self.map_cols / self.cols);
+        self.counts[mr * self.map_cols + mc] += 1;
+    }
+
+    /// The map as text: one line per map row, `X` where something is wrong and `.` where all is right.
+    pub fn text(&self) -> String {
+        self.counts
+            .chunks(self.map_cols.max(1))
+            .map(|row| row.iter().map(|&n| if n > 0 { 'X' } else { '.' }).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -163,6 +224,7 @@ where
         tolerance: tol,
         against: Against::F64Reference,
         error: None,
+        wrong_map: None,
     };
     let expected_len: usize = shape.iter().product();
     if got.len() != want.len() || want.len() != expected_len {
@@ -189,6 +251,7 @@ where
         };
         if !ok {
             r.mismatch_count += 1;
+            r.wrong_map.get_or_insert_with(|| WrongMap::new(shape)).add(i);
             if r.mismatches.len() < MAX_REPORTED {
                 r.mismatches.push(Mismatch {
                     index: unravel(i, shape),

@@ -25,7 +25,7 @@ pub mod timing;
 pub mod wgpu;
 
 pub use backends::{BACKENDS, BackendInfo, BackendStatus, kernel_source, probe, probe_all};
-pub use check::{Against, CheckReport, MAX_REPORTED, Mismatch, Tolerance, check};
+pub use check::{Against, CheckReport, MAX_REPORTED, Mismatch, Tolerance, WrongMap, check};
 pub use cpu::CpuBackend;
 pub use input::{BackendError, Limits, MAX_HEAD_DIM, OpInput, Valid};
 pub(crate) use input::{check_pools, f16_pool, f16_pool_mut, invalid};

@@ -28,7 +28,7 @@ pub(crate) use ops::{AppendParams, FlashParams};
 pub use pool::PoolStats;
 pub(crate) use pool::Pooled;
 use pool::{Kind, Pool};
-pub use sources::{F16Path, Pools, files, kernel_source};
+pub use sources::{COMMON, DECODE_ROW, F16Path, Pools, WgslFile, files, kernel_source};
 
 use crate::compute::timing::median_time;
 use crate::compute::{Backend, BackendError};
@@ -72,7 +72,7 @@ pub fn probe() -> Result<Arc<WgpuBackend>, String> {
 /// the event loop), and remember the result for [`probe`]. Returns it, for the page's status line.
 #[cfg(target_arch = "wasm32")]
 pub async fn open_web() -> Result<Arc<WgpuBackend>, String> {
-    let r = open_async(None).await.map(Arc::new);
+    let r = open_async(None, &[]).await.map(Arc::new);
     let _ = PROBE.set(r.clone());
     r
 }
@@ -87,7 +87,14 @@ impl WgpuBackend {
     /// adapter has shader-f16 and `KVSCOPE_WGPU_F16` is not `packed`, else the packed one).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
-        pollster::block_on(open_async(f16))
+        pollster::block_on(open_async(f16, &[]))
+    }
+
+    /// [`Self::open`] with some kernel files replaced (`(file name, text)`): an exercise's edit, graded
+    /// on a device of its own (`crate::exercises`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_edited(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<WgpuBackend, String> {
+        pollster::block_on(open_async(f16, edits))
     }
 
     /// Which f16 path runs.
@@ -102,7 +109,7 @@ impl WgpuBackend {
 }
 
 /// Open a device and compile every pipeline: the one path, awaited in the browser and blocked on natively.
-async fn open_async(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
+async fn open_async(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<WgpuBackend, String> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -163,7 +170,11 @@ async fn open_async(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(file.file),
-            source: wgpu::ShaderSource::Wgsl(file.module(f16).into()),
+            source: wgpu::ShaderSource::Wgsl(
+                file.module_with(f16, crate::cache::KvDtype::F16, edits)
+                    .expect("the f16 dtype has WGSL pool snippets")
+                    .into(),
+            ),
         });
         for &entry in &file.entries {
             let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

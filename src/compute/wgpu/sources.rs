@@ -64,6 +64,32 @@ impl WgslFile {
     /// or `store_k`/`store_v`; with `enable f16;` for the native f16 path) and [`COMMON`] in front of the
     /// file. `None` when the file touches pools and `dtype` has no WGSL snippets.
     pub fn module_for(&self, f16: F16Path, dtype: KvDtype) -> Option<String> {
+        self.module_with(f16, dtype, &[])
+    }
+
+    /// [`Self::module_for`] with some kernel files replaced (`(file name, text)`: an exercise's edit
+    /// of this file, of `common.wgsl` or of `decode_row.wgsl`).
+    pub fn module_with(&self, f16: F16Path, dtype: KvDtype, edits: &[(String, String)]) -> Option<String> {
+        let (prefix, source) = self.prefix_and_source(f16, dtype, edits)?;
+        Some(format!("{prefix}{source}"))
+    }
+
+    /// What the backend puts in front of this file for pools of `dtype` (the pool snippet, `enable
+    /// f16;` on the native path, [`COMMON`] and, for a file that calls it, [`DECODE_ROW`]), and the
+    /// file's own text, with `edits` applied (`(file name, text)`). The file's line n is the module's
+    /// line n + the prefix's line count.
+    pub fn prefix_and_source(
+        &self,
+        f16: F16Path,
+        dtype: KvDtype,
+        edits: &[(String, String)],
+    ) -> Option<(String, String)> {
+        let text = |name: &str, shipped: &'static str| -> String {
+            edits
+                .iter()
+                .find(|(f, _)| f == name)
+                .map_or(shipped.to_string(), |(_, t)| t.clone())
+        };
         let snippet = match self.pools {
             Pools::None => "",
             pools => {
@@ -81,8 +107,14 @@ impl WgslFile {
         } else {
             ""
         };
-        let decode = if uses_decode_row(self.source) { DECODE_ROW } else { "" };
-        Some(format!("{enable}{snippet}\n{COMMON}\n{decode}\n{}", self.source))
+        let source = text(self.file, self.source);
+        let decode = if uses_decode_row(&source) {
+            text("decode_row.wgsl", DECODE_ROW)
+        } else {
+            String::new()
+        };
+        let common = text("common.wgsl", COMMON);
+        Some((format!("{enable}{snippet}\n{common}\n{decode}\n"), source))
     }
 }
 
