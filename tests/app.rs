@@ -1546,3 +1546,46 @@ fn every_question_is_answered_right_and_wrong_through_the_ui() {
     }
     assert!(answered >= 2 * 26, "{answered} answers given");
 }
+
+/// The kernel panel's exercise tab: the blank fails with a map of where it is wrong, the solution passes,
+/// both graded in a child process against the f64 reference; a lesson without exercises has no tab.
+#[test]
+fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
+    let mut h = harness(false);
+    h.state_mut().widgets.kernel.exercise.grader = Some(env!("CARGO_BIN_EXE_kvscope").into());
+    let l = lesson_index(&h, "causal-mask");
+    let s = step_index(&h, l, "kernel");
+    go(&mut h, "causal-mask", s);
+    h.get_by_label("exercise: causal-mask").click();
+    settle(&mut h);
+    assert!(
+        h.query_by_label_contains("Exercise: The causal mask's predicate")
+            .is_some()
+    );
+    h.get_by_label("Run and grade").click();
+    for _ in 0..200 {
+        h.step();
+        if h.query_by_label_contains("FAIL:").is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(h.query_by_label_contains("FAIL:").is_some(), "the blank fails");
+    assert!(h.query_by_label_contains("where attention.").is_some(), "with a map");
+    h.get_by_label("Show solution").click();
+    settle(&mut h);
+    h.get_by_label("Run and grade").click();
+    for _ in 0..200 {
+        h.step();
+        if h.query_by_label_contains("PASS:").is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(h.query_by_label_contains("PASS:").is_some(), "the solution passes");
+    // Lesson 6's kernel step has its own exercise; the kernel tab puts the source back.
+    let l = lesson_index(&h, "flash-attention");
+    let s = step_index(&h, l, "kernel");
+    go(&mut h, "flash-attention", s);
+    assert!(h.query_by_label("exercise: flash-rescale").is_some());
+}

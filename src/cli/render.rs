@@ -55,6 +55,15 @@ pub struct RenderArgs {
     /// drawing: the frame shows each guess graded against the lesson's answer.
     #[arg(long, value_delimiter = ',')]
     pub answer: Vec<String>,
+    /// Open this kernel exercise in the step's kernel panel (`kvscope exercise list`).
+    #[arg(long)]
+    pub exercise: Option<String>,
+    /// With --exercise: this file in its editor instead of the blank.
+    #[arg(long)]
+    pub exercise_source: Option<PathBuf>,
+    /// With --exercise: grade the editor's text before drawing (in a child process, as Run does).
+    #[arg(long)]
+    pub grade: bool,
     /// Backend to compute on.
     #[arg(long, default_value = "cpu")]
     pub backend: BackendKind,
@@ -95,6 +104,9 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         class_mode,
         reveal,
         answer,
+        exercise,
+        exercise_source,
+        grade,
         backend,
         at,
         set,
@@ -199,6 +211,18 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         }
         if reveal {
             app.reveal();
+        }
+        if let Some(id) = &exercise {
+            let x = kvscope::exercises::find(id).map_err(|e| anyhow::anyhow!(e))?;
+            let state = &mut app.widgets.kernel.exercise;
+            state.open(id);
+            if let Some(f) = &exercise_source {
+                let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+                state.set_text(id, text);
+            }
+            if grade {
+                state.run(&x, lang == Lang::Zh, true);
+            }
         }
         for (q, g) in answer.iter().enumerate() {
             let choice = app.questions().get(q).is_some_and(|x| !x.choices.is_empty());

@@ -31,9 +31,25 @@ pub struct Mismatch {
     /// Multi-dimensional index.
     pub index: Vec<usize>,
     /// What the backend produced.
+    #[serde(serialize_with = "number_or_word")]
     pub got: f64,
     /// What the reference says.
+    #[serde(serialize_with = "number_or_word")]
     pub want: f64,
+}
+
+/// A value as a JSON number, or, where JSON has none, as `"inf"`, `"-inf"` or `"NaN"` (a masked score is
+/// −∞; plain serde would write null).
+fn number_or_word<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else if v.is_nan() {
+        s.serialize_str("NaN")
+    } else if *v > 0.0 {
+        s.serialize_str("inf")
+    } else {
+        s.serialize_str("-inf")
+    }
 }
 
 /// What a check compared the result with: the f64 oracle, or (where a lesson compares two of its own

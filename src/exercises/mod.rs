@@ -354,6 +354,15 @@ fn naga_check(module: &str) -> Result<(), (Option<(u32, u32)>, String)> {
     Ok(())
 }
 
+/// The kvscope executable that grades in a child: `KVSCOPE_GRADER` when set (tests, whose own executable
+/// is not kvscope), else this process's own.
+pub fn grader_exe() -> std::path::PathBuf {
+    std::env::var_os("KVSCOPE_GRADER")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| std::path::PathBuf::from("kvscope"))
+}
+
 /// Grade `source` for exercise `id` in a child process (`exe exercise grade --here`), killed after
 /// `timeout`: an edit that hangs the device is a failed grade that says so, and the caller goes on.
 #[cfg(not(target_arch = "wasm32"))]
@@ -482,7 +491,11 @@ fn check_from_json(v: &serde_json::Value) -> Option<CheckReport> {
     r.max_rel = v.get("max_rel").and_then(|x| x.as_f64()).unwrap_or(0.0);
     r.mismatch_count = v.get("mismatch_count")?.as_u64()? as usize;
     r.error = v.get("error").and_then(|e| e.as_str()).map(str::to_string);
-    let num = |x: Option<&serde_json::Value>| x.and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
+    // A number, or the word the checker writes for one JSON has not ("inf", "-inf", "NaN").
+    let num = |x: Option<&serde_json::Value>| {
+        x.and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|w| w.parse().ok())))
+            .unwrap_or(f64::NAN)
+    };
     r.mismatches = v
         .get("mismatches")
         .and_then(|m| m.as_array())

@@ -63,6 +63,10 @@ pub struct LessonFile {
     /// lengths. The `requests` parameter, when present, chooses how many of them take part.
     #[serde(default)]
     pub requests: Vec<Spanned<ScenarioRequest>>,
+    /// Whether the kernel exercises of this lesson offer "Show solution" (`show_solutions = false` for
+    /// an exam; default true).
+    #[serde(default)]
+    pub show_solutions: Option<bool>,
 }
 
 /// One request of a scripted scenario.

@@ -18,6 +18,9 @@ pub struct KernelPanelState {
     /// The highlighted source, for (op, presentation mode, light theme, the room it was fitted to in
     /// presentation mode): built once, not every frame.
     pub source: Option<((Kernel, bool, bool, egui::Vec2), LayoutJob)>,
+    /// The exercise tab: the open exercise, the texts as edited, the grades.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub exercise: super::ExerciseState,
 }
 
 /// The kernel panel for `ops` (the lesson's) and the computed `out`.
@@ -37,13 +40,56 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 .unwrap_or(0)
         })
         .min(ops.len() - 1);
+    // The lesson's kernel exercises sit beside its kernels (not on a slide: they are for a student at
+    // a desk), natively (the browser build does not grade yet).
+    #[cfg(not(target_arch = "wasm32"))]
+    let exercises = if cx.presentation {
+        Vec::new()
+    } else {
+        super::lesson_exercises(cx.lesson.id())
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    let open = cx
+        .widgets
+        .kernel
+        .exercise
+        .open
+        .as_ref()
+        .and_then(|id| exercises.iter().find(|x| &x.id == id))
+        .cloned();
+    #[cfg(target_arch = "wasm32")]
+    let open: Option<()> = None;
     ui.horizontal_wrapped(|ui| {
         for (i, op) in ops.iter().enumerate() {
-            if ui.selectable_label(i == sel, op.cuda_entries()[0]).clicked() {
+            if ui
+                .selectable_label(i == sel && open.is_none(), op.cuda_entries()[0])
+                .clicked()
+            {
                 cx.widgets.kernel.op = Some(i);
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    cx.widgets.kernel.exercise.open = None;
+                }
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        for x in &exercises {
+            let on = open.as_ref().is_some_and(|o| o.id == x.id);
+            let what = if x.bug.is_some() {
+                lang.t("find the bug", "找 bug")
+            } else {
+                lang.t("exercise", "练习")
+            };
+            if ui.selectable_label(on, format!("{what}: {}", x.id)).clicked() {
+                cx.widgets.kernel.exercise.open(&x.id);
             }
         }
     });
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(x) = &open {
+        super::exercise::exercise_panel(cx, ui, x);
+        return;
+    }
     let op = ops[sel];
     let Some(src) = kernel_source(cx.backend, op) else {
         return;
