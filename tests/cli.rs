@@ -349,7 +349,7 @@ fn render_and_app_errors_are_clear() {
         (vec!["render", "--lesson", "nope", "--out", out], "no lesson `nope`"),
         (
             vec!["render", "--lesson", "causal-mask", "--step", "99", "--out", out],
-            "has steps 1..=7",
+            "has steps 1..=8",
         ),
         (
             vec!["render", "--lesson", "causal-mask", "--set", "seq=many", "--out", out],
