@@ -1572,6 +1572,40 @@ fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
     }
     assert!(h.query_by_label_contains("FAIL:").is_some(), "the blank fails");
     assert!(h.query_by_label_contains("where attention.").is_some(), "with a map");
+    // The views run the student's kernel: the blank's mask hides nothing, so row 0 reads key 1.
+    let weight_01 = |h: &Harness<'static, KvscopeApp>| {
+        let out = h.state().output().expect("a result").clone();
+        let a = out
+            .downcast_ref::<kvscope::lessons::attention_layer::AttnOut>()
+            .expect("lesson 2 computes attention");
+        a.core.probs[[0, 0, 1]]
+    };
+    assert_eq!(weight_01(&h), 0.0, "the shipped kernel masks key 1 for query 0");
+    h.get_by_label("Run the lesson on my kernel").click();
+    for _ in 0..50 {
+        h.step();
+        if weight_01(&h) > 0.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        weight_01(&h) > 0.0,
+        "the views show the blank kernel's unmasked softmax"
+    );
+    assert!(
+        h.query_by_label_contains("The views show what your kernel computed")
+            .is_some()
+    );
+    h.get_by_label("Back to the shipped kernels").click();
+    for _ in 0..50 {
+        h.step();
+        if weight_01(&h) == 0.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(weight_01(&h), 0.0, "back on the shipped kernel");
     h.get_by_label("Show solution").click();
     settle(&mut h);
     h.get_by_label("Run and grade").click();

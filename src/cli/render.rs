@@ -64,6 +64,10 @@ pub struct RenderArgs {
     /// With --exercise: grade the editor's text before drawing (in a child process, as Run does).
     #[arg(long)]
     pub grade: bool,
+    /// With --exercise --grade: then run the lesson's views on the edited kernel ("Run the lesson on my
+    /// kernel").
+    #[arg(long)]
+    pub on_my_kernel: bool,
     /// Backend to compute on.
     #[arg(long, default_value = "cpu")]
     pub backend: BackendKind,
@@ -107,6 +111,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         exercise,
         exercise_source,
         grade,
+        on_my_kernel,
         backend,
         at,
         set,
@@ -222,6 +227,13 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
             }
             if grade {
                 state.run(&x, lang == Lang::Zh, true);
+                let ran = state
+                    .grade
+                    .get(id)
+                    .is_some_and(|g| g.compile_errors.is_empty() && g.error.is_none());
+                if on_my_kernel && ran {
+                    state.use_edited(&x).map_err(|e| anyhow::anyhow!(e))?;
+                }
             }
         }
         for (q, g) in answer.iter().enumerate() {

@@ -12,6 +12,17 @@ impl KvscopeApp {
         self.active
     }
 
+    /// The name of what computes the shown result: the active backend's, or, while the exercise tab runs
+    /// the views on a student's kernel, wgpu with that exercise named.
+    pub fn running_name(&self, lang: super::text::Lang) -> String {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(id) = self.widgets.kernel.exercise.edited_exercise() {
+            return format!("wgpu ({} {id})", lang.t("your kernel:", "你的 kernel："));
+        }
+        let _ = lang;
+        self.active.name().to_string()
+    }
+
     /// Every backend with its status (ready, or the reason it is not).
     pub fn backend_statuses(&self) -> Vec<(BackendKind, Result<String, String>)> {
         self.backends
@@ -49,8 +60,14 @@ impl KvscopeApp {
         }
     }
 
-    /// The active backend, ready to run (the CPU if the chosen one is not ready).
+    /// The active backend, ready to run (the CPU if the chosen one is not ready; a student's kernel from
+    /// the exercise tab while the views run on it).
     pub fn running_backend(&self) -> Arc<dyn Backend> {
+        // A student's kernel from the exercise tab, while its views run on it.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(b) = self.widgets.kernel.exercise.edited_backend() {
+            return b;
+        }
         for (k, s) in &self.backends {
             if *k == self.active
                 && let BackendSlot::Ready(st) = s

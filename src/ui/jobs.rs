@@ -91,6 +91,11 @@ impl KvscopeApp {
     /// Submit a job if what the view depends on changed; in sync mode compute it now.
     pub(super) fn refresh(&mut self) {
         let Some(l) = self.lesson().cloned() else { return };
+        // The student's kernel came or went: the same settings compute again.
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.widgets.kernel.exercise.take_changed() {
+            self.submitted = None;
+        }
         let params = self.params.get(l.id()).cloned().unwrap_or_default();
         let key = (l.id().to_string(), params.clone(), self.active);
         if self.submitted.as_ref() == Some(&key) {

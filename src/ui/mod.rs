@@ -346,7 +346,13 @@ impl KvscopeApp {
         if self.lessons.is_empty() {
             return;
         }
-        self.cur = lesson.min(self.lessons.len() - 1);
+        let lesson = lesson.min(self.lessons.len() - 1);
+        // A student's kernel runs its own lesson's views only.
+        #[cfg(not(target_arch = "wasm32"))]
+        if lesson != self.cur {
+            self.widgets.kernel.exercise.clear_edited();
+        }
+        self.cur = lesson;
         let steps = self.lessons[self.cur].file.steps.len();
         self.step = step.min(steps.saturating_sub(1));
         self.narration_page = 0;

@@ -186,7 +186,7 @@ fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
             match lang {
                 Lang::En => format!(
                     "OK  {}: {} checks pass; largest error vs {}: max abs {:.1e}, max rel {:.1e}",
-                    app.active_backend().name(),
+                    app.running_name(lang),
                     r.len(),
                     w.against.en(),
                     w.max_abs,
@@ -194,7 +194,7 @@ fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
                 ),
                 Lang::Zh => format!(
                     "OK  {}：{} 项核对通过；误差最大的是与{}的比较：max abs {:.1e}，max rel {:.1e}",
-                    app.active_backend().name(),
+                    app.running_name(lang),
                     r.len(),
                     w.against.zh(),
                     w.max_abs,
@@ -206,7 +206,7 @@ fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
         (Some(_), Some(w)) => (
             format!(
                 "MISMATCH  {} {}: {} ({} of {} values)",
-                app.active_backend().name(),
+                app.running_name(lang),
                 lang.t("disagrees with the reference", "与参考结果不一致"),
                 w.label,
                 w.mismatch_count,

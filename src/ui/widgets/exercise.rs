@@ -32,6 +32,11 @@ pub struct ExerciseState {
     /// The kvscope executable that grades (None: [`exercises::grader_exe`]; a test sets its own, as its
     /// executable is not kvscope).
     pub grader: Option<std::path::PathBuf>,
+    /// The student's kernel, on a wgpu device of its own, that the lesson's views run instead of the
+    /// shipped kernels ("Run the lesson on my kernel"), with the exercise it is for.
+    edited: Option<(String, std::sync::Arc<dyn crate::compute::Backend>)>,
+    /// The views must compute again (the student's kernel came or went).
+    changed: bool,
     /// The exercise whose editor is scrolled to its region when it opens, and for how many frames so
     /// far (the first frames still lay the editor out).
     scrolled: Option<(String, u8)>,
@@ -65,6 +70,39 @@ impl ExerciseState {
         }
         self.running = Some((x.id.clone(), rx));
         self.poll();
+    }
+
+    /// The backend the lesson's views run while the student's kernel is in use.
+    pub fn edited_backend(&self) -> Option<std::sync::Arc<dyn crate::compute::Backend>> {
+        self.edited.as_ref().map(|(_, b)| b.clone())
+    }
+
+    /// Which exercise's kernel the views run, if any.
+    pub fn edited_exercise(&self) -> Option<&str> {
+        self.edited.as_ref().map(|(id, _)| id.as_str())
+    }
+
+    /// Run the lesson's views on exercise `x`'s text as edited: a wgpu device with the edited file in
+    /// place of the shipped one (only after a grade showed it compiles and ends: the child ran it on
+    /// every shape the suites try).
+    pub fn use_edited(&mut self, x: &Exercise) -> Result<(), String> {
+        let text = self.text.get(&x.id).cloned().unwrap_or_else(|| x.blanked(false));
+        let b = crate::compute::wgpu::WgpuBackend::open_edited(None, &[(x.file.clone(), text)])?;
+        self.edited = Some((x.id.clone(), std::sync::Arc::new(b)));
+        self.changed = true;
+        Ok(())
+    }
+
+    /// Back to the shipped kernels.
+    pub fn clear_edited(&mut self) {
+        if self.edited.take().is_some() {
+            self.changed = true;
+        }
+    }
+
+    /// Whether the views must compute again, once.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     /// Whether a grade is on its way.
@@ -168,6 +206,42 @@ pub fn exercise_panel(cx: &mut ViewCtx, ui: &mut Ui, x: &Exercise) {
     if let Some(g) = &grade {
         grade_lines(ui, g, lang, size);
     }
+    // The views on the student's kernel: once a grade shows the text compiles and ends.
+    let ran = grade
+        .as_ref()
+        .is_some_and(|g| g.compile_errors.is_empty() && g.error.is_none());
+    let mine = state.edited_exercise() == Some(x.id.as_str());
+    ui.horizontal_wrapped(|ui| {
+        if mine {
+            ui.label(
+                RichText::new(lang.t(
+                    "The views show what your kernel computed (wgpu).",
+                    "视图显示的是你的 kernel 算出的结果（wgpu）。",
+                ))
+                .size(style::fit(size * 0.85))
+                .color(style::warn(ui.visuals())),
+            );
+            if ui
+                .button(
+                    RichText::new(lang.t("Back to the shipped kernels", "换回原有的 kernel"))
+                        .size(style::fit(size * 0.85)),
+                )
+                .clicked()
+            {
+                state.clear_edited();
+            }
+        } else if ran
+            && ui
+                .button(
+                    RichText::new(lang.t("Run the lesson on my kernel", "用我的 kernel 运行本课"))
+                        .size(style::fit(size * 0.85)),
+                )
+                .clicked()
+            && let Err(e) = state.use_edited(x)
+        {
+            state.grade.entry(x.id.clone()).and_modify(|g| g.error = Some(e));
+        }
+    });
     // The editor, its region in view, the lines with compile errors marked.
     let errors: Vec<usize> = grade
         .as_ref()
