@@ -6,7 +6,7 @@ mod common;
 mod quality;
 
 use eframe::egui::{self, Ui};
-use egui_plot::{Bar, BarChart, Line, PlotPoints, Points};
+use egui_plot::{Bar, BarChart, Line, PlotPoints, Points, Polygon};
 
 use crate::drivers::evict::{EvictPolicy, EvictRun};
 use crate::lessons::eviction::{EvictOut, Eviction, View};
@@ -401,9 +401,16 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
             Bar::new(i as f64, v).width(0.9).fill(style::c32(fill))
         })
         .collect();
-    let win: Vec<Bar> = (prefix..prompt)
-        .map(|i| Bar::new(i as f64, 0.0).width(0.9).fill(style::c32(style::SINK)))
-        .collect();
+    // The observation window: the last w prompt bytes, whose queries vote and which are kept, drawn as
+    // a band over their place on the axis (they cast the votes; they receive none).
+    let top = pooled.iter().chain(&votes).fold(0.0f64, |m, &v| m.max(v)).max(1e-9) * 1.05;
+    let (x0, x1) = (prefix as f64 - 0.5, prompt as f64 - 0.5);
+    let band = Polygon::new(
+        lang.t("the observation window", "观察窗口"),
+        PlotPoints::new(vec![[x0, 0.0], [x1, 0.0], [x1, top], [x0, top]]),
+    )
+    .fill_color(style::c32(style::SINK).gamma_multiply(0.35))
+    .stroke(egui::Stroke::new(1.5, style::c32(style::SINK)));
     let entries = [
         (style::READ, lang.t("kept: top by pooled vote", "保留：池化投票最高")),
         (
@@ -424,7 +431,8 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     .legend(entries)
     .show(ui, size, |pl| {
         pl.bar_chart(BarChart::new(lang.t("pooled vote", "池化后的投票"), bars).color(style::c32(style::READ)));
-        pl.bar_chart(BarChart::new(lang.t("window", "窗口"), win).color(style::c32(style::SINK)));
+        pl.polygon(band);
+        pl.threshold_x(x0, lang.t("the last w queries vote", "最后 w 个查询投票"));
         let raw: PlotPoints = votes.iter().enumerate().map(|(i, &v)| [i as f64, v]).collect();
         pl.points(
             Points::new(lang.t("raw vote", "原始投票"), raw)
