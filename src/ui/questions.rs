@@ -367,8 +367,14 @@ fn pick_grid(
         let w = ((avail_w) / s.cols.max(1) as f32).min(size * 3.0);
         (w, (size * 1.5).min(avail_h / s.rows.max(1) as f32))
     };
+    // Room under the last row for its label, where a label is taller than a row.
+    let tail = if heat {
+        ((font.size * 1.3 - cell_h) / 2.0).max(0.0)
+    } else {
+        0.0
+    };
     let (rect, _) = ui.allocate_exact_size(
-        egui::vec2(gutter + cell_w * s.cols as f32, head + cell_h * s.rows as f32),
+        egui::vec2(gutter + cell_w * s.cols as f32, head + cell_h * s.rows as f32 + tail),
         egui::Sense::hover(),
     );
     let painter = ui.painter_at(rect.expand(2.0));
@@ -429,9 +435,14 @@ fn pick_grid(
         }
     }
     if heat {
+        // Every row's label where the rows are tall enough, else every few; the last row (the newest
+        // query, what questions ask about) always, the one before it dropped where they would meet.
+        let every = (font.size / cell_h).ceil().max(1.0) as usize;
+        let last = labels.len().saturating_sub(1);
         for (r, l) in labels.iter().enumerate() {
             let y = origin.y + (r as f32 + 0.5) * cell_h;
-            if cell_h >= font.size * 0.9 || r % (font.size / cell_h).ceil().max(1.0) as usize == 0 {
+            let shown = r == last || (r % every == 0 && r + every <= last);
+            if cell_h >= font.size * 0.9 || shown {
                 painter.text(
                     egui::pos2(rect.min.x, y),
                     egui::Align2::LEFT_CENTER,
@@ -480,6 +491,21 @@ fn pick_grid(
             let s = style::fit(size * 0.85);
             let (r, _) = ui.allocate_exact_size(egui::vec2(s, s), egui::Sense::hover());
             ui.painter().rect_filled(r, 2.0, style::c32(c));
+            if c == style::MASKED_HATCH {
+                // Hatched, as the grid's masked cells are.
+                let p = ui.painter().with_clip_rect(r);
+                let mut k = -s;
+                while k < s {
+                    p.line_segment(
+                        [
+                            r.left_bottom() + egui::vec2(k, 0.0),
+                            r.left_bottom() + egui::vec2(k + s, -s),
+                        ],
+                        egui::Stroke::new((s / 10.0).max(1.0), style::c32(style::MASKED)),
+                    );
+                    k += s / 2.5;
+                }
+            }
             ui.label(RichText::new(t).size(s));
         };
         if s.off.iter().any(|&o| o) {

@@ -409,7 +409,7 @@ fn snapkv(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         lang.t("the observation window", "观察窗口"),
         PlotPoints::new(vec![[x0, 0.0], [x1, 0.0], [x1, top], [x0, top]]),
     )
-    .fill_color(style::c32(style::SINK).gamma_multiply(0.35))
+    .fill_color(style::c32(style::SINK).gamma_multiply(0.18))
     .stroke(egui::Stroke::new(1.5, style::c32(style::SINK)));
     let entries = [
         (style::READ, lang.t("kept: top by pooled vote", "保留：池化投票最高")),

@@ -153,7 +153,7 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    let entries = [
+    let all_entries = [
         (style::SINK, lang.t("sink (pinned)", "sink（固定）")),
         (style::READ, lang.t("in the window: read", "窗口内：被读取")),
         (style::CURRENT, lang.t("the byte read now", "当前读取的字节")),
@@ -163,6 +163,11 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         ),
         (style::FREE, lang.t("empty / free", "空 / 空闲")),
     ];
+    // The sinks' entry only where the policy keeps sinks.
+    let entries: Vec<(style::Rgba, &str)> = all_entries
+        .into_iter()
+        .filter(|(col, _)| *col != style::SINK || c.policy == StreamPolicy::Sinks)
+        .collect();
     let rect = ui.available_rect_before_wrap();
     let leg_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, rect.width() * 0.9) + size * 1.5;
     let area = egui::Rect::from_min_max(
