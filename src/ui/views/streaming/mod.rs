@@ -308,15 +308,29 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
                 style::state_text(ui.visuals(), style::CURRENT),
             );
         }
-        // The pinned sink blocks, in a row above the ring.
+        // The pinned sink blocks, in a row above the ring, centred over it.
+        let row_w = pinned.len() as f32 * box_w + pinned.len().saturating_sub(1) as f32 * size;
         for (i, &p) in pinned.iter().enumerate() {
-            let x = area.min.x + i as f32 * (box_w + size * 6.0);
+            let x = centre.x - row_w / 2.0 + i as f32 * (box_w + size);
             let b = egui::Rect::from_min_size(egui::pos2(x, area.min.y + font.size * 1.3), egui::vec2(box_w, box_h));
             draw_block(b, owner_of(p));
+            painter.rect_stroke(
+                b.expand(2.0),
+                2.0,
+                egui::Stroke::new(2.0, style::c32(style::SINK)),
+                egui::StrokeKind::Outside,
+            );
+        }
+        if !pinned.is_empty() {
+            let ids: Vec<String> = pinned.iter().map(|p| format!("#{p} ← 0")).collect();
             painter.text(
-                egui::pos2(x, area.min.y),
-                egui::Align2::LEFT_TOP,
-                format!("{} #{p} ← 0", lang.t("pinned:", "固定：")),
+                egui::pos2(centre.x, area.min.y),
+                egui::Align2::CENTER_TOP,
+                format!(
+                    "{} {}",
+                    lang.t("sinks, never evicted:", "sink，永不驱逐："),
+                    ids.join(", ")
+                ),
                 font.clone(),
                 style::state_text(ui.visuals(), style::SINK),
             );
