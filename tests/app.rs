@@ -52,6 +52,22 @@ fn step_index(h: &Harness<'static, KvscopeApp>, lesson: usize, id: &str) -> usiz
         .unwrap_or_else(|| panic!("lesson {lesson} has no step {id}"))
 }
 
+/// Step frames (20 ms apart) until `done` holds, at most `frames` of them (work off the UI thread: a
+/// grade in a child, a recompute).
+fn step_until(
+    h: &mut Harness<'static, KvscopeApp>,
+    frames: usize,
+    done: impl Fn(&Harness<'static, KvscopeApp>) -> bool,
+) {
+    for _ in 0..frames {
+        h.step();
+        if done(h) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn go(h: &mut Harness<'static, KvscopeApp>, id: &str, step: usize) {
     let i = lesson_index(h, id);
     h.state_mut().goto(i, step);
@@ -1563,13 +1579,7 @@ fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
             .is_some()
     );
     h.get_by_label("Run and grade").click();
-    for _ in 0..200 {
-        h.step();
-        if h.query_by_label_contains("FAIL:").is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    step_until(&mut h, 200, |h| h.query_by_label_contains("FAIL:").is_some());
     assert!(h.query_by_label_contains("FAIL:").is_some(), "the blank fails");
     assert!(h.query_by_label_contains("where attention.").is_some(), "with a map");
     // The views run the student's kernel: the blank's mask hides nothing, so row 0 reads key 1.
@@ -1582,13 +1592,7 @@ fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
     };
     assert_eq!(weight_01(&h), 0.0, "the shipped kernel masks key 1 for query 0");
     h.get_by_label("Run the lesson on my kernel").click();
-    for _ in 0..50 {
-        h.step();
-        if weight_01(&h) > 0.0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    step_until(&mut h, 50, |h| weight_01(h) > 0.0);
     assert!(
         weight_01(&h) > 0.0,
         "the views show the blank kernel's unmasked softmax"
@@ -1598,24 +1602,12 @@ fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
             .is_some()
     );
     h.get_by_label("Back to the shipped kernels").click();
-    for _ in 0..50 {
-        h.step();
-        if weight_01(&h) == 0.0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    step_until(&mut h, 50, |h| weight_01(h) == 0.0);
     assert_eq!(weight_01(&h), 0.0, "back on the shipped kernel");
     h.get_by_label("Show solution").click();
     settle(&mut h);
     h.get_by_label("Run and grade").click();
-    for _ in 0..200 {
-        h.step();
-        if h.query_by_label_contains("PASS:").is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    step_until(&mut h, 200, |h| h.query_by_label_contains("PASS:").is_some());
     assert!(h.query_by_label_contains("PASS:").is_some(), "the solution passes");
     // Lesson 6's kernel step has its own exercise; the kernel tab puts the source back.
     let l = lesson_index(&h, "flash-attention");

@@ -63,7 +63,7 @@ fn blanks_fail_solutions_pass_and_wrong_edits_fail_where_they_are_wrong() {
     assert!(blanks >= 12, "{blanks} exercises that blank a region");
     assert!(all.iter().any(|x| x.bug.is_some()), "a bug to find");
     let mut wrong = 0;
-    for x in &all {
+    for x in all {
         let solution = x.grade_here(&x.solution());
         assert!(
             solution.passed,
@@ -139,7 +139,7 @@ fn a_fuzz_of_edits_never_panics_or_hangs() {
         state
     };
     let mut rejected = 0;
-    for x in &all {
+    for x in all {
         let src = x.blanked(false);
         let lines: Vec<&str> = src.lines().collect();
         for k in (0..lines.len()).step_by(7) {

@@ -6,8 +6,10 @@
 
 use std::fmt;
 
+use serde::Deserialize;
+
 /// Absolute and relative tolerance.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tolerance {
     /// Absolute part.
     pub atol: f64,
@@ -26,16 +28,30 @@ impl Tolerance {
 }
 
 /// One element that did not match.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Mismatch {
     /// Multi-dimensional index.
     pub index: Vec<usize>,
     /// What the backend produced.
-    #[serde(serialize_with = "number_or_word")]
+    #[serde(serialize_with = "number_or_word", deserialize_with = "number_from_word")]
     pub got: f64,
     /// What the reference says.
-    #[serde(serialize_with = "number_or_word")]
+    #[serde(serialize_with = "number_or_word", deserialize_with = "number_from_word")]
     pub want: f64,
+}
+
+/// [`number_or_word`] read back: a number, or `"inf"`, `"-inf"` or `"NaN"`.
+fn number_from_word<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Number(f64),
+        Word(String),
+    }
+    match Value::deserialize(d)? {
+        Value::Number(v) => Ok(v),
+        Value::Word(w) => w.parse().map_err(serde::de::Error::custom),
+    }
 }
 
 /// A value as a JSON number, or, where JSON has none, as `"inf"`, `"-inf"` or `"NaN"` (a masked score is
@@ -55,7 +71,7 @@ fn number_or_word<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error
 /// What a check compared the result with: the f64 oracle, or (where a lesson compares two of its own
 /// paths) the other path. Every line that reports a check names it, so no line says "the f64 reference"
 /// for a comparison that was not with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Against {
     /// The CPU f64 reference of the op (`compute::reference`).
@@ -96,7 +112,7 @@ impl Against {
 }
 
 /// The result of comparing one tensor with its reference.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CheckReport {
     /// What was compared, e.g. `attention.probs`.
     pub label: String,
@@ -113,7 +129,7 @@ pub struct CheckReport {
     /// The first 10 of them.
     pub mismatches: Vec<Mismatch>,
     /// Computed values that are NaN (each is also a mismatch): what a lesson's `has_nan` reads.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub nan_count: usize,
     /// The tolerance used.
     pub tolerance: Tolerance,
@@ -122,7 +138,7 @@ pub struct CheckReport {
     /// A structural problem (length mismatch) that made the comparison impossible.
     pub error: Option<String>,
     /// Where the mismatches are, over the last two dimensions (None when every element matched).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrong_map: Option<WrongMap>,
 }
 

@@ -67,7 +67,7 @@ struct File {
 
 /// A compile error of an edited kernel file, at its line and column in that file (1-based; line 0
 /// when it lies in what the backend puts in front of the file).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileError {
     /// Line in the edited file.
     pub line: usize,
@@ -78,7 +78,7 @@ pub struct CompileError {
 }
 
 /// What grading an edit found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Grade {
     /// The exercise.
     pub exercise: String,
@@ -104,9 +104,15 @@ impl Grade {
     }
 }
 
-/// Every exercise, checked: its file is a WGSL kernel the backend compiles, its ops exist, its region is
+/// Every exercise, checked when first asked for (the kernel panel asks every frame): its file is a WGSL kernel the backend compiles, its ops exist, its region is
 /// marked once, and its wrong edits and bug apply to the solution.
-pub fn all() -> Result<Vec<Exercise>, String> {
+pub fn all() -> Result<&'static [Exercise], String> {
+    static ALL: std::sync::OnceLock<Result<Vec<Exercise>, String>> = std::sync::OnceLock::new();
+    ALL.get_or_init(load).as_ref().map(Vec::as_slice).map_err(Clone::clone)
+}
+
+/// `kernels/exercises.toml`, parsed and checked (once: [`all`] keeps it).
+fn load() -> Result<Vec<Exercise>, String> {
     let f: File = toml::from_str(EXERCISES_TOML).map_err(|e| format!("kernels/exercises.toml: {e}"))?;
     for x in &f.exercise {
         let src = x
@@ -146,10 +152,10 @@ pub fn all() -> Result<Vec<Exercise>, String> {
 /// The exercise `id`.
 pub fn find(id: &str) -> Result<Exercise, String> {
     let all = all()?;
-    let ids: Vec<String> = all.iter().map(|x| x.id.clone()).collect();
-    all.into_iter()
-        .find(|x| x.id == id)
-        .ok_or_else(|| format!("no exercise `{id}`; the exercises: {}", ids.join(", ")))
+    all.iter().find(|x| x.id == id).cloned().ok_or_else(|| {
+        let ids: Vec<&str> = all.iter().map(|x| x.id.as_str()).collect();
+        format!("no exercise `{id}`; the exercises: {}", ids.join(", "))
+    })
 }
 
 /// The shipped text of kernel file `file` (an op's file, `common.wgsl` or `decode_row.wgsl`).
@@ -428,93 +434,11 @@ pub fn grade_in_child(exe: &std::path::Path, id: &str, source: &str, timeout: st
     };
     let out = out_reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
-    match serde_json::from_str::<GradeJson>(&out) {
-        Ok(g) => g.into_grade(),
+    match serde_json::from_str::<Grade>(&out) {
+        Ok(g) => g,
         Err(_) => failed(format!(
             "the grading process ended ({status}) without a grade: {}",
             err.lines().last().unwrap_or("no message")
         )),
     }
-}
-
-/// A [`Grade`] as JSON, read back from a child (the checks' details stay in the child's output; the
-/// parent keeps what it shows).
-#[derive(Deserialize)]
-struct GradeJson {
-    exercise: String,
-    passed: bool,
-    compile_errors: Vec<CompileErrorJson>,
-    checks: Vec<serde_json::Value>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct CompileErrorJson {
-    line: usize,
-    column: usize,
-    message: String,
-}
-
-impl GradeJson {
-    fn into_grade(self) -> Grade {
-        Grade {
-            exercise: self.exercise,
-            passed: self.passed,
-            compile_errors: self
-                .compile_errors
-                .into_iter()
-                .map(|e| CompileError {
-                    line: e.line,
-                    column: e.column,
-                    message: e.message,
-                })
-                .collect(),
-            checks: self.checks.iter().filter_map(check_from_json).collect(),
-            error: self.error,
-        }
-    }
-}
-
-/// A check report read back from JSON (what the parent needs of it: label, shape, errors, where).
-fn check_from_json(v: &serde_json::Value) -> Option<CheckReport> {
-    let label = v.get("label")?.as_str()?;
-    let shape: Vec<usize> = v
-        .get("shape")?
-        .as_array()?
-        .iter()
-        .filter_map(|x| x.as_u64().map(|n| n as usize))
-        .collect();
-    let mut r = crate::compute::check::<f32, f64>(label, &[0], &[], &[], crate::compute::Tolerance::F32);
-    r.shape = shape;
-    r.count = v.get("count")?.as_u64()? as usize;
-    r.max_abs = v.get("max_abs")?.as_f64().unwrap_or(f64::INFINITY);
-    r.max_rel = v.get("max_rel").and_then(|x| x.as_f64()).unwrap_or(0.0);
-    r.mismatch_count = v.get("mismatch_count")?.as_u64()? as usize;
-    r.error = v.get("error").and_then(|e| e.as_str()).map(str::to_string);
-    // A number, or the word the checker writes for one JSON has not ("inf", "-inf", "NaN").
-    let num = |x: Option<&serde_json::Value>| {
-        x.and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|w| w.parse().ok())))
-            .unwrap_or(f64::NAN)
-    };
-    r.mismatches = v
-        .get("mismatches")
-        .and_then(|m| m.as_array())
-        .map(|a| {
-            a.iter()
-                .map(|m| crate::compute::Mismatch {
-                    index: m
-                        .get("index")
-                        .and_then(|i| i.as_array())
-                        .map(|i| i.iter().filter_map(|x| x.as_u64().map(|n| n as usize)).collect())
-                        .unwrap_or_default(),
-                    got: num(m.get("got")),
-                    want: num(m.get("want")),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(m) = v.get("wrong_map") {
-        r.wrong_map = serde_json::from_value(m.clone()).ok();
-    }
-    Some(r)
 }

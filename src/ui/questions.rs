@@ -409,20 +409,7 @@ fn pick_grid(
         let r = item_rect(i);
         painter.rect_filled(r, 2.0, style::c32(fill));
         if fill == style::MASKED_HATCH {
-            // Hatched, as the heatmaps draw a masked cell.
-            let clip = painter.with_clip_rect(r);
-            let h = r.height();
-            let mut k = -h;
-            while k < r.width() {
-                clip.line_segment(
-                    [
-                        r.left_bottom() + egui::vec2(k, 0.0),
-                        r.left_bottom() + egui::vec2(k + h, -h),
-                    ],
-                    egui::Stroke::new((h / 10.0).max(1.0), style::c32(style::MASKED)),
-                );
-                k += h / 2.5;
-            }
+            hatch(&painter, r);
         }
         if !heat && digits + size * 0.2 <= cell_w {
             painter.text(
@@ -493,18 +480,7 @@ fn pick_grid(
             ui.painter().rect_filled(r, 2.0, style::c32(c));
             if c == style::MASKED_HATCH {
                 // Hatched, as the grid's masked cells are.
-                let p = ui.painter().with_clip_rect(r);
-                let mut k = -s;
-                while k < s {
-                    p.line_segment(
-                        [
-                            r.left_bottom() + egui::vec2(k, 0.0),
-                            r.left_bottom() + egui::vec2(k + s, -s),
-                        ],
-                        egui::Stroke::new((s / 10.0).max(1.0), style::c32(style::MASKED)),
-                    );
-                    k += s / 2.5;
-                }
+                hatch(ui.painter(), r);
             }
             ui.label(RichText::new(t).size(s));
         };
@@ -519,6 +495,23 @@ fn pick_grid(
         }
     });
     picked
+}
+
+/// Diagonal hatching over `r`, as the heatmaps draw a masked cell.
+fn hatch(painter: &egui::Painter, r: egui::Rect) {
+    let clip = painter.with_clip_rect(r);
+    let h = r.height();
+    let mut k = -h;
+    while k < r.width() {
+        clip.line_segment(
+            [
+                r.left_bottom() + egui::vec2(k, 0.0),
+                r.left_bottom() + egui::vec2(k + h, -h),
+            ],
+            egui::Stroke::new((h / 10.0).max(1.0), style::c32(style::MASKED)),
+        );
+        k += h / 2.5;
+    }
 }
 
 impl KvscopeApp {

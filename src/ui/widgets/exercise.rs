@@ -122,10 +122,10 @@ impl ExerciseState {
 }
 
 /// The lesson's exercises (those whose `lesson` is its id).
-pub fn lesson_exercises(lesson: &str) -> Vec<Exercise> {
+pub fn lesson_exercises(lesson: &str) -> Vec<&'static Exercise> {
     exercises::all()
         .unwrap_or_default()
-        .into_iter()
+        .iter()
         .filter(|x| x.lesson == lesson)
         .collect()
 }

@@ -56,7 +56,7 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         .open
         .as_ref()
         .and_then(|id| exercises.iter().find(|x| &x.id == id))
-        .cloned();
+        .copied();
     #[cfg(target_arch = "wasm32")]
     let open: Option<()> = None;
     ui.horizontal_wrapped(|ui| {

@@ -337,16 +337,12 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         }
     } else {
         // One row per pool block (physical id order), its slots left to right.
-        let pool = r.pool_blocks.max(1);
         let row_h = (area.height() / pool as f32).min(size * 2.6);
         let label_w = size * 7.5;
         let slot_w = ((area.width() - label_w) / bs as f32).clamp(2.0, size * 2.5);
-        let painter = ui.painter_at(rect);
-        let text = ui.visuals().text_color();
-        let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
         for phys in 0..pool {
             let y = area.min.y + phys as f32 * row_h;
-            let owner = table.iter().find(|&&(_, p)| p as usize == phys).map(|&(l, _)| l);
+            let owner = owner_of(phys);
             let label = match owner {
                 Some(l) => format!("#{phys} ← {} {l}", lang.t("logical", "逻辑块")),
                 None => format!("#{phys} {}", lang.t("free", "空闲")),
@@ -358,41 +354,11 @@ fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
                 font.clone(),
                 text,
             );
-            for o_ in 0..bs {
-                let state = match owner {
-                    None => Slot::Empty,
-                    Some(l) => {
-                        let i = l * bs + o_;
-                        if i > t {
-                            Slot::Empty
-                        } else if i == t {
-                            Slot::Current
-                        } else if !c.keeps(i, t) {
-                            Slot::Masked
-                        } else if i < c.sinks && c.policy == StreamPolicy::Sinks {
-                            Slot::Sink
-                        } else {
-                            Slot::Window
-                        }
-                    }
-                };
-                let fill = match state {
-                    Slot::Sink => style::SINK,
-                    Slot::Window => style::READ,
-                    Slot::Current => style::CURRENT,
-                    Slot::Masked => style::MASKED,
-                    Slot::Empty => style::FREE,
-                };
-                let x = area.min.x + label_w + o_ as f32 * slot_w;
-                let cell = egui::Rect::from_min_size(egui::pos2(x, y), egui::vec2(slot_w - 1.0, row_h * 0.85));
-                painter.rect_filled(cell, 1.0, style::c32(fill));
-                if state == Slot::Masked {
-                    painter.line_segment(
-                        [cell.left_bottom(), cell.right_top()],
-                        egui::Stroke::new(1.0, style::c32(style::MASKED_HATCH)),
-                    );
-                }
-            }
+            let b = egui::Rect::from_min_size(
+                egui::pos2(area.min.x + label_w, y),
+                egui::vec2(slot_w * bs as f32, row_h * 0.85),
+            );
+            draw_block(b, owner);
         }
     }
     ui.allocate_rect(area, egui::Sense::hover());
