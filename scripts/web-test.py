@@ -50,6 +50,10 @@ WEBGPU = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader", "--enabl
           "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"]
 
 
+# The native kvscope (the browser test asks it for an exercise's solution).
+KVSCOPE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target")),
+                       "release", "kvscope")
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -303,6 +307,119 @@ def real_model(d, mode, path, shots):
         open(os.path.join(shots, f"{mode}-real-model.png"), "wb").write(png)
 
 
+def exercises_in_page(d):
+    """Kernel exercises graded in the page (WebGPU): every solution passes, every blank and wrong edit
+    fails for a wrong value with a map that marks where (the cases tests/exercises.rs grades natively on
+    lavapipe, here on the first hidden seed); an edit that does not compile is reported at its line and
+    column; reads far out of range run and fail."""
+    t0 = time.time()
+    out = d.js_async("const done = arguments[0]; window.kvscope_exercise_cases(1).then(done, e => done('ERR ' + e));")
+    if out.startswith("ERR"):
+        fail(f"grading the exercises in the page failed: {out}")
+    cases = json.loads(out)
+    bad = [c for c in cases if c.get("problems") or c.get("error")]
+    if bad:
+        fail(f"{len(bad)} of {len(cases)} exercise cases are wrong in the page: "
+             + "; ".join(f"{c.get('exercise')} {c.get('case')}: {c.get('problems') or c.get('error')}" for c in bad[:6]))
+    n = len({c["exercise"] for c in cases})
+    wrong = sum(1 for c in cases if not c["should_pass"] and c["case"] != "blank")
+    slowest = max(cases, key=lambda c: c["ms"])
+    print(f"[webgpu] exercises graded in the page: {n} solutions pass, {n} blanks and {wrong} wrong edits fail "
+          f"with maps that mark where ({len(cases)} grades, {time.time() - t0:.0f} s; slowest "
+          f"{slowest['exercise']} {slowest['case']} {slowest['ms'] / 1000:.1f} s)", flush=True)
+
+    def grade(xid, source, timeout_ms=60000):
+        g = d.js_async("const done = arguments[2]; window.kvscope_exercise_grade(arguments[0], arguments[1], "
+                       f"{timeout_ms}).then(done, e => done('ERR ' + e));", xid, source)
+        if g.startswith("ERR"):
+            fail(f"grading {xid} in the page threw: {g}")
+        return json.loads(g)
+
+    show = subprocess.run([KVSCOPE, "exercise", "show", "scaled-scores", "--solution"], capture_output=True, text=True)
+    if show.returncode != 0:
+        fail(f"kvscope exercise show failed: {show.stderr}")
+    sol = show.stdout
+    lines = sol.split("\n")
+    at = next(i for i, l in enumerate(lines) if "for (var d = 0u; d < hd; d++) {" in l)
+    broken = "\n".join(lines[:at] + [lines[at].replace("d < hd;", "d < hd")] + lines[at + 1:])
+    g = grade("scaled-scores", broken)
+    errs = g.get("compile_errors") or []
+    if not errs or errs[0]["line"] != at + 1:
+        fail(f"a missing ';' on line {at + 1} is reported at {[(e['line'], e['column']) for e in errs]}")
+    g = grade("scaled-scores", sol.replace("k[kj + d]", "k[kj + d + 100000000u]"))
+    if g.get("passed") or g.get("compile_errors") or not g.get("checks"):
+        fail(f"a read far out of range: passed {g.get('passed')}, errors {g.get('compile_errors')}, error {g.get('error')}")
+    print(f"[webgpu] a missing ';' is reported at line {errs[0]['line']}, column {errs[0]['column']} "
+          f"({errs[0]['message'][:60]}); reads far out of range run and fail "
+          f"({sum(1 for c in g['checks'] if c.get('mismatch_count'))} of {len(g['checks'])} checks wrong)", flush=True)
+    return sol
+
+
+def click(d, at):
+    """Click at `at`, the "x,y" centre the page reports (CSS pixels)."""
+    x, y = (float(v) for v in at.split(","))
+    d.s("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+                                          "actions": [{"type": "pointerMove", "origin": "viewport", "x": int(x), "y": int(y)},
+                                                      {"type": "pointerDown", "button": 0},
+                                                      {"type": "pointerUp", "button": 0}]}]})
+
+
+def exercise_tab_in_page(d, shots):
+    """The kernel panel's exercise tab, clicked as a student would: the blank graded fails, the solution
+    shown and graded passes, and "Run the lesson on my kernel" recomputes lesson 1 on that kernel."""
+    t0 = time.time()
+    d.js("location.hash = arguments[0];", "lesson=attention-matrix&step=6&backend=wgpu&exercise=scaled-scores")
+    st = wait_for(d, "lesson 1's exercise tab", lambda s: s.get("lesson") == "attention-matrix" and s.get("step") == 6
+                  and s.get("exerciseRun") and s.get("hasOutput") and not s.get("computing"), 120)
+    click(d, st["exerciseRun"])
+    st = wait_for(d, "the blank graded in the tab", lambda s: s.get("exerciseGrade") == "fail", 120)
+    if shots:
+        open(os.path.join(shots, "webgpu-exercise-fail.png"), "wb").write(shot(d)[0])
+    click(d, st["exerciseSolution"])
+    time.sleep(0.3)
+    click(d, state(d)["exerciseRun"])
+    st = wait_for(d, "the solution graded in the tab", lambda s: s.get("exerciseGrade") == "pass" and s.get("exerciseMine"), 120)
+    if shots:
+        open(os.path.join(shots, "webgpu-exercise-pass.png"), "wb").write(shot(d)[0])
+    click(d, st["exerciseMine"])
+    st = wait_for(d, "lesson 1 on the student's kernel", lambda s: "your kernel" in (s.get("running") or "")
+                  and s.get("hasOutput") and not s.get("computing"), 300)
+    if st.get("error"):
+        fail(f"lesson 1 on the student's kernel: {st['error']}")
+    print(f"[webgpu] the exercise tab in the page: the blank graded FAIL, the shown solution PASS, and lesson 1 "
+          f"recomputed on it ({st['running']}) ({time.time() - t0:.0f} s)", flush=True)
+
+
+def endless_in_page(d, sol):
+    """A loop that never ends, graded in the page: the grade stops waiting at its timer and says so, and
+    the page goes on drawing frames. Run last: the browser's GPU process may still be spinning on it."""
+    t0 = time.time()
+    endless = sol.replace("for (var d = 0u; d < hd; d++) {", "for (var d = 0u; d < hd; d += 0u) {")
+    d.js("window.__kvscope_endless = null; window.kvscope_exercise_grade('scaled-scores', arguments[0], 5000)"
+         ".then(g => window.__kvscope_endless = g, e => window.__kvscope_endless = 'ERR ' + e);", endless)
+    f0 = state(d).get("frames", 0)
+    while time.time() - t0 < 90:
+        g = d.js("return window.__kvscope_endless;")
+        if g:
+            break
+        time.sleep(1)
+    else:
+        fail("the endless kernel's grade never came back (the page's timer did not stop it)")
+    if g.startswith("ERR"):
+        fail(f"grading the endless kernel threw: {g}")
+    g = json.loads(g)
+    if g.get("passed") or "did not finish" not in (g.get("error") or ""):
+        fail(f"the endless kernel's grade: {g.get('passed')}, {g.get('error')}")
+    # Pointer moves repaint the page: frames keep coming while the GPU process may still be busy.
+    moves = [{"type": "pointerMove", "duration": 16, "origin": "viewport", "x": 200 + 31 * i, "y": 120 + 17 * i}
+             for i in range(10)]
+    d.s("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+                                          "actions": moves}]})
+    st = wait_for(d, "frames after the endless kernel", lambda s: s.get("frames", 0) > f0 + 2, 60)
+    print(f"[webgpu] a loop that never ends: the grade stopped waiting and says '{g['error'][:50]}…' "
+          f"({time.time() - t0:.0f} s); the page drew {st.get('frames', 0) - f0} frames since", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dist", default="web/dist")
@@ -471,12 +588,16 @@ def main():
                     fail(f"the page's checks differ from native: missing {missing[:10]}, extra {extra[:10]}")
                 print(f"[webgpu] the same {len(nl)} cases as native `kvscope check --backend wgpu --json` "
                       f"({native['device']})", flush=True)
+            solution = exercises_in_page(d)
+            exercise_tab_in_page(d, a.shots)
         if a.model_file:
             real_model(d, a.mode, a.model_file, a.shots)
         exports_and_drops(d, downloads, a.mode)
         errs = errors(d)
         if errs:
             fail(f"console errors: {errs}")
+        if a.mode == "webgpu":
+            endless_in_page(d, solution)
         print(f"[{a.mode}] PASS", flush=True)
     finally:
         d.quit()

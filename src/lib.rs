@@ -41,7 +41,6 @@ pub mod calc;
 pub mod command;
 pub mod compute;
 pub mod drivers;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod exercises;
 pub mod facts;
 pub mod figure;

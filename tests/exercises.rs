@@ -13,47 +13,11 @@ fn kvscope() -> Command {
     c
 }
 
-/// The map marks every element the check found wrong, and nothing else: its counts add up to the
-/// mismatches and each recorded mismatch lies in a marked cell.
-fn map_points_at_the_mismatches(g: &Grade, what: &str) {
-    let failed: Vec<_> = g.failed().collect();
-    assert!(!failed.is_empty(), "{what}: nothing failed");
-    let mut mapped = 0;
-    for c in failed.iter().filter(|c| c.error.is_none()) {
-        let m = c
-            .wrong_map
-            .as_ref()
-            .unwrap_or_else(|| panic!("{what}: {} has no map", c.label));
-        assert_eq!(
-            m.counts.iter().map(|&n| n as usize).sum::<usize>(),
-            c.mismatch_count,
-            "{what}: {}",
-            c.label
-        );
-        for x in &c.mismatches {
-            let n = x.index.len();
-            let (r, col) = if n >= 2 {
-                (x.index[n - 2], x.index[n - 1])
-            } else {
-                (0, x.index[0])
-            };
-            let cell = (r * m.map_rows / m.rows) * m.map_cols + col * m.map_cols / m.cols;
-            assert!(m.counts[cell] > 0, "{what}: {} misses {:?}", c.label, x.index);
-        }
-        mapped += 1;
-    }
-    assert!(mapped > 0, "{what}: every failure was an error, not a wrong value");
-}
-
+/// A wrong value, not a compile error or a stopped grade, with a map that marks exactly where
+/// (`Grade::wrong_value_problems`, which the browser test asks too).
 fn fails_for_a_wrong_value(g: &Grade, what: &str) {
-    assert!(
-        g.compile_errors.is_empty(),
-        "{what} does not compile: {:?}",
-        g.compile_errors
-    );
-    assert!(!g.passed, "{what} passes");
-    assert!(g.error.is_none(), "{what}: {:?}", g.error);
-    map_points_at_the_mismatches(g, what);
+    let problems = g.wrong_value_problems();
+    assert!(problems.is_empty(), "{what}: {problems:?}");
 }
 
 #[test]

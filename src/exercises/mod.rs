@@ -102,6 +102,76 @@ impl Grade {
     pub fn failed(&self) -> impl Iterator<Item = &CheckReport> {
         self.checks.iter().filter(|c| !c.passed())
     }
+
+    /// Whether every check passed, and why a dispatch was rejected where WebGPU dropped a binding.
+    fn finish(&mut self) {
+        self.passed = !self.checks.is_empty() && self.checks.iter().all(CheckReport::passed);
+        // WebGPU's automatic layout drops a binding the kernel no longer reads, and then the dispatch's
+        // bind group no longer fits it: say so in words.
+        if self
+            .checks
+            .iter()
+            .any(|c| c.error.as_deref().is_some_and(|e| e.contains("create_bind_group")))
+        {
+            self.error = Some(
+                "the edited kernel no longer reads one of the buffers it declares, so WebGPU dropped that \
+                 binding and the dispatch was rejected: read every buffer the kernel declares"
+                    .to_string(),
+            );
+        }
+    }
+
+    /// What is amiss if this grade is to be a failure for a wrong value (what a blank, a wrong edit or
+    /// a planted bug must give): it compiled, ran, failed, and each failed check's map marks exactly the
+    /// elements the check found wrong (its counts add up to the mismatches, and each recorded mismatch
+    /// lies in a marked cell). Empty when all of that holds. The tests, native and in the browser, ask it.
+    pub fn wrong_value_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.compile_errors.is_empty() {
+            out.push(format!("it does not compile: {:?}", self.compile_errors));
+        }
+        if self.passed {
+            out.push("it passes".to_string());
+        }
+        if let Some(e) = &self.error {
+            out.push(format!("grading stopped: {e}"));
+        }
+        let failed: Vec<_> = self.failed().collect();
+        if failed.is_empty() {
+            out.push("no check failed".to_string());
+        }
+        let mut mapped = 0;
+        for c in failed.iter().filter(|c| c.error.is_none()) {
+            let Some(m) = c.wrong_map.as_ref() else {
+                out.push(format!("{} has no map", c.label));
+                continue;
+            };
+            let sum = m.counts.iter().map(|&n| n as usize).sum::<usize>();
+            if sum != c.mismatch_count {
+                out.push(format!(
+                    "{}: the map counts {sum}, the check {}",
+                    c.label, c.mismatch_count
+                ));
+            }
+            for x in &c.mismatches {
+                let n = x.index.len();
+                let (r, col) = if n >= 2 {
+                    (x.index[n - 2], x.index[n - 1])
+                } else {
+                    (0, x.index.first().copied().unwrap_or(0))
+                };
+                let cell = (r * m.map_rows / m.rows.max(1)) * m.map_cols + col * m.map_cols / m.cols.max(1);
+                if m.counts.get(cell).is_none_or(|&k| k == 0) {
+                    out.push(format!("{}: the map misses {:?}", c.label, x.index));
+                }
+            }
+            mapped += 1;
+        }
+        if !failed.is_empty() && mapped == 0 {
+            out.push("every failure was an error, not a wrong value".to_string());
+        }
+        out
+    }
 }
 
 /// Every exercise, checked when first asked for (the kernel panel asks every frame): its file is a WGSL kernel the backend compiles, its ops exist, its region is
@@ -189,6 +259,14 @@ impl Exercise {
             .iter()
             .filter_map(|name| Op::ALL.iter().copied().find(|o| o.folder() == name))
             .collect()
+    }
+
+    /// The kernel files the grading ops run (their pipelines are all a grade compiles).
+    pub fn grading_files(&self) -> Vec<&'static str> {
+        let mut f: Vec<&'static str> = self.grading_ops().iter().map(|op| op.wgsl_source().0).collect();
+        f.sort_unstable();
+        f.dedup();
+        f
     }
 
     /// The region's lines in `src` (0-based, the marker lines excluded): `BEGIN + 1 .. END`.
@@ -296,23 +374,29 @@ impl Exercise {
         out
     }
 
-    /// Grade `source` in this process: compile it, then run the grading ops' suites on the hidden
-    /// seeds on a wgpu device with the edited file in place. A kernel that never ends hangs this call:
-    /// grade in a child process with a timeout ([`grade_in_child`]) where that matters.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn grade_here(&self, source: &str) -> Grade {
-        let mut g = Grade {
+    /// The grade's start: `source`'s compile errors (grading stops there when there are any).
+    fn grade_start(&self, source: &str) -> Grade {
+        Grade {
             exercise: self.id.clone(),
             passed: false,
             compile_errors: self.compile_errors(source),
             checks: Vec::new(),
             error: None,
-        };
+        }
+    }
+
+    /// Grade `source` in this process: compile it, then run the grading ops' suites on the hidden
+    /// seeds on a wgpu device with the edited file in place. A kernel that never ends hangs this call:
+    /// grade in a child process with a timeout ([`grade_in_child`]) where that matters.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn grade_here(&self, source: &str) -> Grade {
+        let mut g = self.grade_start(source);
         if !g.compile_errors.is_empty() {
             return g;
         }
         let edits = [(self.file.clone(), source.to_string())];
-        let backend = match crate::compute::wgpu::WgpuBackend::open_edited(None, &edits) {
+        let files = self.grading_files();
+        let backend = match crate::compute::wgpu::WgpuBackend::open_edited(None, &edits, Some(&files)) {
             Ok(b) => b,
             Err(e) => {
                 g.error = Some(e);
@@ -324,20 +408,89 @@ impl Exercise {
                 crate::compute::ops::suite(op, &backend, seed, &mut g.checks);
             }
         }
-        g.passed = !g.checks.is_empty() && g.checks.iter().all(CheckReport::passed);
-        // WebGPU's automatic layout drops a binding the kernel no longer reads, and then the dispatch's
-        // bind group no longer fits it: say so in words.
-        if g.checks
-            .iter()
-            .any(|c| c.error.as_deref().is_some_and(|e| e.contains("create_bind_group")))
-        {
-            g.error = Some(
-                "the edited kernel no longer reads one of the buffers it declares, so WebGPU dropped that \
-                 binding and the dispatch was rejected: read every buffer the kernel declares"
-                    .to_string(),
-            );
-        }
+        g.finish();
         g
+    }
+
+    /// Grade `source` in the browser, as [`Self::grade_here`] does natively, on `seeds`: the edited
+    /// kernel on a WebGPU device of its own, each suite a replayed computation
+    /// (`compute::wgpu::replay`: the page can only await a readback). The page has no child process to
+    /// stop, so `timeout` (a timer the caller makes) races the grading: an edit that never ends is a
+    /// failed grade that says so, and the page goes on drawing (the GPU process may still be running it:
+    /// the browser's own watchdog stops that). The device is returned too, for "Run the lesson on my
+    /// kernel" (it compiles the other kernels when the lesson first dispatches them).
+    #[cfg(target_arch = "wasm32")]
+    pub async fn grade_web(
+        &self,
+        source: &str,
+        seeds: &[u64],
+        timeout: impl std::future::Future<Output = ()>,
+    ) -> (Grade, Option<std::sync::Arc<crate::compute::wgpu::WgpuBackend>>) {
+        use crate::compute::wgpu::replay;
+        let mut g = self.grade_start(source);
+        if !g.compile_errors.is_empty() {
+            return (g, None);
+        }
+        let edits = [(self.file.clone(), source.to_string())];
+        let files = self.grading_files();
+        let backend = match crate::compute::wgpu::open_web_edited(&edits, Some(&files)).await {
+            Ok(b) => std::sync::Arc::new(b),
+            Err(e) => {
+                g.error = Some(e);
+                return (g, None);
+            }
+        };
+        // Sessions of their own, above the page's check's (one per seed and op).
+        thread_local! {
+            static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        }
+        let cases: Vec<(u64, Op)> = seeds
+            .iter()
+            .flat_map(|&s| self.grading_ops().into_iter().map(move |op| (s, op)))
+            .collect();
+        let first = NEXT.get();
+        NEXT.set(first + cases.len() as u64);
+        let session = |i: usize| replay::CHECK_SESSIONS + (1 << 40) + first + i as u64;
+        let b = backend.clone();
+        let work = async move {
+            let mut checks = Vec::new();
+            for (i, &(seed, op)) in cases.iter().enumerate() {
+                let r = replay::resolve(session(i), || {
+                    let mut out = Vec::new();
+                    crate::compute::ops::suite(op, b.as_ref(), seed, &mut out);
+                    out
+                })
+                .await;
+                checks.extend(r);
+            }
+            checks
+        };
+        let mut work = std::pin::pin!(work);
+        let mut timeout = std::pin::pin!(timeout);
+        let done = std::future::poll_fn(|cx| {
+            use std::task::Poll;
+            if let Poll::Ready(c) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(c));
+            }
+            timeout.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match done {
+            Some(checks) => {
+                g.checks = checks;
+                g.finish();
+                (g, Some(backend))
+            }
+            None => {
+                for i in 0..seeds.len() * self.grading_ops().len() {
+                    replay::forget(session(i));
+                }
+                g.error = Some(
+                    "the kernel did not finish in time (a loop that never ends?): stopped waiting for it".to_string(),
+                );
+                (g, None)
+            }
+        }
     }
 }
 

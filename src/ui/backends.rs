@@ -15,11 +15,9 @@ impl KvscopeApp {
     /// The name of what computes the shown result: the active backend's, or, while the exercise tab runs
     /// the views on a student's kernel, wgpu with that exercise named.
     pub fn running_name(&self, lang: super::text::Lang) -> String {
-        #[cfg(not(target_arch = "wasm32"))]
         if let Some(id) = self.widgets.kernel.exercise.edited_exercise() {
             return format!("wgpu ({} {id})", lang.t("your kernel:", "你的 kernel："));
         }
-        let _ = lang;
         self.active.name().to_string()
     }
 
@@ -64,7 +62,6 @@ impl KvscopeApp {
     /// the exercise tab while the views run on it).
     pub fn running_backend(&self) -> Arc<dyn Backend> {
         // A student's kernel from the exercise tab, while its views run on it.
-        #[cfg(not(target_arch = "wasm32"))]
         if let Some(b) = self.widgets.kernel.exercise.edited_backend() {
             return b;
         }

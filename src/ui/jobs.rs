@@ -92,7 +92,6 @@ impl KvscopeApp {
     pub(super) fn refresh(&mut self) {
         let Some(l) = self.lesson().cloned() else { return };
         // The student's kernel came or went: the same settings compute again.
-        #[cfg(not(target_arch = "wasm32"))]
         if self.widgets.kernel.exercise.take_changed() {
             self.submitted = None;
         }

@@ -348,7 +348,6 @@ impl KvscopeApp {
         }
         let lesson = lesson.min(self.lessons.len() - 1);
         // A student's kernel runs its own lesson's views only.
-        #[cfg(not(target_arch = "wasm32"))]
         if lesson != self.cur {
             self.widgets.kernel.exercise.clear_edited();
         }

@@ -29,6 +29,17 @@ fn now_ms() -> f64 {
     web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
 }
 
+/// A future that is ready after `ms` milliseconds (`setTimeout`): the timer an exercise's grade is
+/// raced against.
+pub(crate) async fn sleep_ms(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
 /// Set `window.__kvscope[key] = value`.
 fn report(key: &str, value: JsValue) {
     let Some(w) = web_sys::window() else { return };
@@ -151,6 +162,10 @@ pub fn state_fragment(app: &KvscopeApp) -> String {
     if let Some(on) = app.class_mode_setting() {
         s += &format!("&quiz={}", u8::from(on));
     }
+    // The kernel panel's open exercise.
+    if let Some(id) = &app.widgets.kernel.exercise.open {
+        s += &format!("&exercise={id}");
+    }
     if let Some(p) = app.params() {
         for (k, v) in p {
             s += &format!("&{k}={v}");
@@ -194,6 +209,14 @@ pub fn apply_fragment(app: &mut KvscopeApp, f: &str) -> Vec<String> {
         },
         None => app.choose_backend(BackendKind::Cpu),
     }
+    match pairs.iter().find(|(k, _)| *k == "exercise") {
+        Some((_, id)) => match crate::exercises::all().unwrap_or_default().iter().find(|x| x.id == *id) {
+            Some(x) if app.lesson().is_some_and(|l| l.id() == x.lesson) => app.widgets.kernel.exercise.open(id),
+            Some(x) => problems.push(format!("exercise `{id}` belongs to lesson `{}`", x.lesson)),
+            None => problems.push(format!("no exercise `{id}`")),
+        },
+        None => app.widgets.kernel.exercise.open = None,
+    }
     match pairs.iter().find(|(k, _)| *k == "quiz") {
         Some((_, "1")) => app.set_class_mode(true),
         Some((_, "0")) => app.set_class_mode(false),
@@ -207,7 +230,7 @@ pub fn apply_fragment(app: &mut KvscopeApp, f: &str) -> Vec<String> {
         }
         for (k, v) in pairs
             .iter()
-            .filter(|(k, _)| !["lesson", "step", "backend", "quiz"].contains(k))
+            .filter(|(k, _)| !["lesson", "step", "backend", "quiz", "exercise"].contains(k))
         {
             if !l.file.params.iter().any(|p| p.id.get_ref() == *k) {
                 problems.push(format!("lesson `{}` has no slider `{k}`", l.id()));
@@ -455,6 +478,27 @@ impl eframe::App for WebApp {
             format!("{},{}", c.x, c.y)
         });
         report("answerBox", answer_box.unwrap_or_default().into());
+        // The exercise tab: its buttons' centres (CSS pixels) and its grade ("grading", "pass", "fail").
+        let x = &self.app.widgets.kernel.exercise;
+        for (name, key) in [
+            ("run", "exerciseRun"),
+            ("solution", "exerciseSolution"),
+            ("mine", "exerciseMine"),
+        ] {
+            let at = x
+                .buttons
+                .get(name)
+                .map(|r| format!("{},{}", r.center().x, r.center().y));
+            report(key, at.unwrap_or_default().into());
+        }
+        let grade = match x.open.as_ref().and_then(|id| x.grade.get(id)) {
+            _ if x.grading() => "grading",
+            Some(g) if g.passed => "pass",
+            Some(_) => "fail",
+            None => "",
+        };
+        report("exerciseGrade", grade.into());
+        report("running", self.app.running_name(crate::ui::text::Lang::En).into());
         let graded = match self.app.graded(0) {
             Some(true) => "right",
             Some(false) => "wrong",
@@ -513,4 +557,67 @@ pub async fn check(seed: u64) -> String {
     ));
     serde_json::json!([{"backend": kind.name(), "available": true, "device": backend.device(), "failed": failed, "reports": reports}])
         .to_string()
+}
+
+/// Grade `source` for kernel exercise `id` in the page (`Exercise::grade_web`: its own WebGPU device,
+/// the hidden seeds, raced by a timer of `timeout_ms`), as `kvscope exercise grade ID --json` does
+/// natively: the same JSON.
+#[wasm_bindgen]
+pub async fn exercise_grade(id: String, source: String, timeout_ms: i32) -> String {
+    let x = match crate::exercises::find(&id) {
+        Ok(x) => x,
+        Err(e) => return serde_json::json!({ "error": e }).to_string(),
+    };
+    let (g, _) = x
+        .grade_web(&source, &crate::exercises::HIDDEN_SEEDS, sleep_ms(timeout_ms))
+        .await;
+    serde_json::to_string(&g).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string())
+}
+
+/// Every exercise's cases graded in the page on the first `seeds` hidden seeds: the solution (it must
+/// pass), the blank and each wrong edit (each must fail for a wrong value, with a map that marks where:
+/// `Grade::wrong_value_problems`). One line of JSON per case: what the browser test asserts.
+#[wasm_bindgen]
+pub async fn exercise_cases(seeds: usize) -> String {
+    let all = match crate::exercises::all() {
+        Ok(a) => a,
+        Err(e) => return serde_json::json!([{ "error": e }]).to_string(),
+    };
+    let seeds = &crate::exercises::HIDDEN_SEEDS[..seeds.clamp(1, crate::exercises::HIDDEN_SEEDS.len())];
+    let mut out = Vec::new();
+    for x in all {
+        let mut cases = vec![
+            ("solution".to_string(), x.solution(), true),
+            ("blank".to_string(), x.blanked(false), false),
+        ];
+        for e in &x.wrong {
+            cases.push((format!("{:?} → {:?}", e.from, e.to), x.with_edit(e), false));
+        }
+        for (case, source, should_pass) in cases {
+            let t0 = now_ms();
+            let (g, _) = x.grade_web(&source, seeds, sleep_ms(120_000)).await;
+            let problems = if should_pass {
+                let mut p: Vec<String> = g.failed().map(|c| format!("{} fails", c.label)).collect();
+                p.extend(g.error.clone());
+                p.extend(
+                    g.compile_errors
+                        .iter()
+                        .map(|e| format!("{}:{} {}", e.line, e.column, e.message)),
+                );
+                if !g.passed {
+                    p.push("it does not pass".to_string());
+                }
+                p
+            } else {
+                g.wrong_value_problems()
+            };
+            out.push(serde_json::json!({
+                "exercise": x.id, "case": case, "should_pass": should_pass, "passed": g.passed,
+                "checks": g.checks.len(), "failed": g.failed().count(), "max_abs": g.max_abs(),
+                "problems": problems, "ms": now_ms() - t0,
+            }));
+        }
+    }
+    log(&format!("kvscope: {} exercise cases graded on WebGPU", out.len()));
+    serde_json::Value::Array(out).to_string()
 }

@@ -20,7 +20,7 @@ pub mod replay;
 mod sources;
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use half::f16;
 
@@ -38,7 +38,11 @@ pub struct WgpuBackend {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
-    pipelines: HashMap<&'static str, wgpu::ComputePipeline>,
+    /// The compiled pipelines by entry point: every kernel's, or (a device that grades an exercise) the
+    /// grading ops' files' first and any other file's when a dispatch first asks for it.
+    pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
+    /// The kernel files replaced on this device (`(file name, text)`), for the files compiled later.
+    edits: Vec<(String, String)>,
     /// The adapter's most workgroup memory (the device is opened with WebGPU's default 16 KiB).
     workgroup_storage: u32,
     f16: F16Path,
@@ -72,9 +76,17 @@ pub fn probe() -> Result<Arc<WgpuBackend>, String> {
 /// the event loop), and remember the result for [`probe`]. Returns it, for the page's status line.
 #[cfg(target_arch = "wasm32")]
 pub async fn open_web() -> Result<Arc<WgpuBackend>, String> {
-    let r = open_async(None, &[]).await.map(Arc::new);
+    let r = open_async(None, &[], None).await.map(Arc::new);
     let _ = PROBE.set(r.clone());
     r
+}
+
+/// Open WebGPU in the browser with some kernel files replaced (`(file name, text)`): an exercise's
+/// edit, graded on a device of its own (`crate::exercises`), with the pipelines of the files `only`
+/// names compiled now (all for `None`) and the others when first asked for.
+#[cfg(target_arch = "wasm32")]
+pub async fn open_web_edited(edits: &[(String, String)], only: Option<&[&str]>) -> Result<WgpuBackend, String> {
+    open_async(None, edits, only).await
 }
 
 /// The backend table's probe.
@@ -87,14 +99,34 @@ impl WgpuBackend {
     /// adapter has shader-f16 and `KVSCOPE_WGPU_F16` is not `packed`, else the packed one).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(f16: Option<F16Path>) -> Result<WgpuBackend, String> {
-        pollster::block_on(open_async(f16, &[]))
+        pollster::block_on(open_async(f16, &[], None))
     }
 
     /// [`Self::open`] with some kernel files replaced (`(file name, text)`): an exercise's edit, graded
-    /// on a device of its own (`crate::exercises`).
+    /// on a device of its own (`crate::exercises`). Only the pipelines of the files `only` names are
+    /// compiled now (all for `None`), the others when a dispatch first asks for one: grading runs one
+    /// op's suites, and compiling every kernel was most of a grade's time.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn open_edited(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<WgpuBackend, String> {
-        pollster::block_on(open_async(f16, edits))
+    pub fn open_edited(
+        f16: Option<F16Path>,
+        edits: &[(String, String)],
+        only: Option<&[&str]>,
+    ) -> Result<WgpuBackend, String> {
+        pollster::block_on(open_async(f16, edits, only))
+    }
+
+    /// The pipeline of `entry`, compiled now if its file was left for later (a device that grades an
+    /// exercise compiles the grading ops' files first; a suite may call another op's kernel).
+    fn pipeline(&self, entry: &str) -> Result<wgpu::ComputePipeline, BackendError> {
+        let mut p = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        if !p.contains_key(entry)
+            && let Some(file) = files().into_iter().find(|f| f.entries.contains(&entry))
+        {
+            compile(&self.device, &file, self.f16, &self.edits, &mut p);
+        }
+        p.get(entry)
+            .cloned()
+            .ok_or_else(|| dev(format!("pipeline {entry} is missing")))
     }
 
     /// Which f16 path runs.
@@ -108,8 +140,13 @@ impl WgpuBackend {
     }
 }
 
-/// Open a device and compile every pipeline: the one path, awaited in the browser and blocked on natively.
-async fn open_async(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<WgpuBackend, String> {
+/// Open a device and compile every pipeline (of the files `only` names, when it names some): the one
+/// path, awaited in the browser and blocked on natively.
+async fn open_async(
+    f16: Option<F16Path>,
+    edits: &[(String, String)],
+    only: Option<&[&str]>,
+) -> Result<WgpuBackend, String> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -167,26 +204,11 @@ async fn open_async(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<
         })?;
     let mut pipelines = HashMap::new();
     for file in files() {
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(file.file),
-            source: wgpu::ShaderSource::Wgsl(
-                file.module_with(f16, crate::cache::KvDtype::F16, edits)
-                    .expect("the f16 dtype has WGSL pool snippets")
-                    .into(),
-            ),
-        });
-        for &entry in &file.entries {
-            let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: None,
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-            pipelines.insert(entry, p);
+        if only.is_some_and(|o| !o.contains(&file.file)) {
+            continue;
         }
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        compile(&device, &file, f16, edits, &mut pipelines);
         if let Some(e) = scope.pop().await {
             return Err(format!(
                 "kernels/{} does not compile on {}: {}",
@@ -209,10 +231,40 @@ async fn open_async(f16: Option<F16Path>, edits: &[(String, String)]) -> Result<
         device,
         queue,
         info,
-        pipelines,
+        pipelines: Mutex::new(pipelines),
+        edits: edits.to_vec(),
         f16,
         pool: Arc::default(),
     })
+}
+
+/// Compile `file` (with `edits` applied) into a module and a pipeline per entry point, into `out`.
+fn compile(
+    device: &wgpu::Device,
+    file: &WgslFile,
+    f16: F16Path,
+    edits: &[(String, String)],
+    out: &mut HashMap<&'static str, wgpu::ComputePipeline>,
+) {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(file.file),
+        source: wgpu::ShaderSource::Wgsl(
+            file.module_with(f16, crate::cache::KvDtype::F16, edits)
+                .expect("the f16 dtype has WGSL pool snippets")
+                .into(),
+        ),
+    });
+    for &entry in &file.entries {
+        let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: None,
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        out.insert(entry, p);
+    }
 }
 
 /// A wgpu error with its details (a validation error's description names the line and column).
@@ -418,10 +470,8 @@ impl WgpuBackend {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         let last = dispatches.len().saturating_sub(1);
         for (i, d) in dispatches.iter().enumerate() {
-            let pipeline = self
-                .pipelines
-                .get(d.dims.entry)
-                .ok_or_else(|| dev(format!("pipeline {} is missing", d.dims.entry)))?;
+            let pipeline = self.pipeline(d.dims.entry)?;
+            let pipeline = &pipeline;
             let layout = pipeline.get_bind_group_layout(0);
             let entries: Vec<wgpu::BindGroupEntry> = d
                 .bindings

@@ -1,21 +1,28 @@
 //! The kernel panel's exercise tab (issue #59): one of the lesson's kernel exercises
 //! (`crate::exercises`), its hint, an editor holding the WGSL kernel with the exercise's region blanked,
-//! and Run, which grades the edit in a child process (an edit may never end) against the f64 reference:
+//! and Run, which grades the edit against the f64 reference (natively in a child process, as an edit may
+//! never end; in the browser on a WebGPU device of its own, raced by a timer):
 //! pass or fail, the largest error, compile errors at their line and column (the line is marked in the
 //! editor), and a map of where the output is wrong. "Show solution" puts the shipped kernel in the
 //! editor, unless the lesson file turns it off (`show_solutions = false`, for an exam).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 
 use eframe::egui::{self, Color32, RichText, Ui, text::LayoutJob};
 
 use super::ViewCtx;
+use crate::compute::Backend;
 use crate::exercises::{self, Exercise, Grade};
 use crate::style;
 use crate::ui::text::Lang;
 
-/// How long a grade may take before its child is stopped.
+/// What a grade brings back: the grade, and (in the browser) the text it graded and the device it
+/// graded it on.
+type Graded = (Grade, Option<(String, Arc<dyn Backend>)>);
+
+/// How long a grade may take before its child is stopped (in the browser: before it stops waiting).
 const GRADE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The exercise tab's state: which exercise is open, each one's text as edited, and its last grade.
@@ -27,16 +34,22 @@ pub struct ExerciseState {
     pub text: HashMap<String, String>,
     /// Each exercise's last grade.
     pub grade: HashMap<String, Grade>,
-    /// A grade on its way from the child, for this exercise.
-    running: Option<(String, Receiver<Grade>)>,
+    /// A grade on its way, for this exercise (with, in the browser, the device that graded it).
+    running: Option<(String, Receiver<Graded>)>,
+    /// The device the last grade ran the student's kernel on, with the exercise and the text it graded
+    /// (the browser's, for "Run the lesson on my kernel": it cannot open one without awaiting).
+    graded: Option<(String, String, Arc<dyn Backend>)>,
     /// The kvscope executable that grades (None: [`exercises::grader_exe`]; a test sets its own, as its
     /// executable is not kvscope).
     pub grader: Option<std::path::PathBuf>,
     /// The student's kernel, on a wgpu device of its own, that the lesson's views run instead of the
     /// shipped kernels ("Run the lesson on my kernel"), with the exercise it is for.
-    edited: Option<(String, std::sync::Arc<dyn crate::compute::Backend>)>,
+    edited: Option<(String, Arc<dyn Backend>)>,
     /// The views must compute again (the student's kernel came or went).
     changed: bool,
+    /// Where this frame drew the panel's buttons ("run", "solution", "mine": running the lesson on the
+    /// student's kernel), for the browser test to click.
+    pub buttons: HashMap<&'static str, egui::Rect>,
     /// The exercise whose editor is scrolled to its region when it opens, and for how many frames so
     /// far (the first frames still lay the editor out).
     scrolled: Option<(String, u8)>,
@@ -54,26 +67,39 @@ impl ExerciseState {
     }
 
     /// Grade exercise `id`'s text: in a thread that waits for the child (`wait`: here, before returning,
-    /// as a headless render does).
+    /// as a headless render does); in the browser, in a task beside the frames.
     pub fn run(&mut self, x: &Exercise, zh: bool, wait: bool) {
         let text = self.text.entry(x.id.clone()).or_insert_with(|| x.blanked(zh)).clone();
         let (tx, rx) = channel();
-        let id = x.id.clone();
-        let exe = self.grader.clone().unwrap_or_else(exercises::grader_exe);
-        let job = move || {
-            let _ = tx.send(exercises::grade_in_child(&exe, &id, &text, GRADE_TIMEOUT));
-        };
-        if wait {
-            job();
-        } else {
-            std::thread::spawn(job);
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let id = x.id.clone();
+            let exe = self.grader.clone().unwrap_or_else(exercises::grader_exe);
+            let job = move || {
+                let _ = tx.send((exercises::grade_in_child(&exe, &id, &text, GRADE_TIMEOUT), None));
+            };
+            if wait {
+                job();
+            } else {
+                std::thread::spawn(job);
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = wait;
+            let x = x.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                let timer = crate::ui::web::sleep_ms(GRADE_TIMEOUT.as_millis() as i32);
+                let (g, b) = x.grade_web(&text, &exercises::HIDDEN_SEEDS, timer).await;
+                let _ = tx.send((g, b.map(|b| (text, b as Arc<dyn Backend>))));
+            });
         }
         self.running = Some((x.id.clone(), rx));
         self.poll();
     }
 
     /// The backend the lesson's views run while the student's kernel is in use.
-    pub fn edited_backend(&self) -> Option<std::sync::Arc<dyn crate::compute::Backend>> {
+    pub fn edited_backend(&self) -> Option<Arc<dyn Backend>> {
         self.edited.as_ref().map(|(_, b)| b.clone())
     }
 
@@ -83,12 +109,22 @@ impl ExerciseState {
     }
 
     /// Run the lesson's views on exercise `x`'s text as edited: a wgpu device with the edited file in
-    /// place of the shipped one (only after a grade showed it compiles and ends: the child ran it on
-    /// every shape the suites try).
+    /// place of the shipped one (only after a grade showed it compiles and ends: it ran on every shape
+    /// the suites try). Natively a device opens here; the browser keeps the one that graded this text.
     pub fn use_edited(&mut self, x: &Exercise) -> Result<(), String> {
         let text = self.text.get(&x.id).cloned().unwrap_or_else(|| x.blanked(false));
-        let b = crate::compute::wgpu::WgpuBackend::open_edited(None, &[(x.file.clone(), text)])?;
-        self.edited = Some((x.id.clone(), std::sync::Arc::new(b)));
+        #[cfg(not(target_arch = "wasm32"))]
+        let b: Arc<dyn Backend> = Arc::new(crate::compute::wgpu::WgpuBackend::open_edited(
+            None,
+            &[(x.file.clone(), text)],
+            None,
+        )?);
+        #[cfg(target_arch = "wasm32")]
+        let b = match &self.graded {
+            Some((id, graded, b)) if *id == x.id && *graded == text => b.clone(),
+            _ => return Err("the text changed since it was graded: run and grade it again".to_string()),
+        };
+        self.edited = Some((x.id.clone(), b));
         self.changed = true;
         Ok(())
     }
@@ -113,8 +149,9 @@ impl ExerciseState {
     /// Take a grade that has arrived.
     pub fn poll(&mut self) {
         if let Some((id, rx)) = &self.running
-            && let Ok(g) = rx.try_recv()
+            && let Ok((g, device)) = rx.try_recv()
         {
+            self.graded = device.map(|(text, b)| (id.clone(), text, b));
             self.grade.insert(id.clone(), g);
             self.running = None;
         }
@@ -137,6 +174,7 @@ pub fn exercise_panel(cx: &mut ViewCtx, ui: &mut Ui, x: &Exercise) {
     let size = cx.size;
     let state = &mut cx.widgets.kernel.exercise;
     state.poll();
+    state.buttons.clear();
     if state.grading() {
         ui.ctx().request_repaint_after(std::time::Duration::from_millis(100));
     }
@@ -178,10 +216,9 @@ pub fn exercise_panel(cx: &mut ViewCtx, ui: &mut Ui, x: &Exercise) {
         } else {
             lang.t("Run and grade", "运行并评分")
         };
-        if ui
-            .add_enabled(!busy, egui::Button::new(RichText::new(label).size(style::fit(size))))
-            .clicked()
-        {
+        let b = ui.add_enabled(!busy, egui::Button::new(RichText::new(label).size(style::fit(size))));
+        state.buttons.insert("run", b.rect);
+        if b.clicked() {
             run = true;
         }
         if ui
@@ -191,12 +228,12 @@ pub fn exercise_panel(cx: &mut ViewCtx, ui: &mut Ui, x: &Exercise) {
             state.set_text(&x.id, x.blanked(zh));
             state.grade.remove(&x.id);
         }
-        if show_solutions
-            && ui
-                .button(RichText::new(lang.t("Show solution", "显示答案")).size(style::fit(size * 0.9)))
-                .clicked()
-        {
-            state.set_text(&x.id, x.solution());
+        if show_solutions {
+            let b = ui.button(RichText::new(lang.t("Show solution", "显示答案")).size(style::fit(size * 0.9)));
+            state.buttons.insert("solution", b.rect);
+            if b.clicked() {
+                state.set_text(&x.id, x.solution());
+            }
         }
     });
     if run {
@@ -230,18 +267,38 @@ pub fn exercise_panel(cx: &mut ViewCtx, ui: &mut Ui, x: &Exercise) {
             {
                 state.clear_edited();
             }
-        } else if ran
-            && ui
-                .button(
-                    RichText::new(lang.t("Run the lesson on my kernel", "用我的 kernel 运行本课"))
-                        .size(style::fit(size * 0.85)),
-                )
-                .clicked()
-            && let Err(e) = state.use_edited(x)
-        {
-            state.grade.entry(x.id.clone()).and_modify(|g| g.error = Some(e));
+        } else if ran {
+            let b = ui.button(
+                RichText::new(lang.t("Run the lesson on my kernel", "用我的 kernel 运行本课"))
+                    .size(style::fit(size * 0.85)),
+            );
+            state.buttons.insert("mine", b.rect);
+            if b.clicked()
+                && let Err(e) = state.use_edited(x)
+            {
+                state.grade.entry(x.id.clone()).and_modify(|g| g.error = Some(e));
+            }
         }
     });
+    // The browser replays each GPU readback (`compute::wgpu::replay`) and gives up past a few hundred:
+    // say before the click what the streaming lessons then show.
+    #[cfg(target_arch = "wasm32")]
+    if ran && !mine {
+        ui.add(
+            egui::Label::new(
+                RichText::new(lang.t(
+                    "In the browser, a lesson that streams its model through thousands of kernel calls \
+                     (lessons 8–12) stops after 400 GPU round trips and says so: there the grade above is \
+                     what checks your kernel; the desktop app runs those lessons on it.",
+                    "在网页版中，需要上千次 kernel 调用来流式运行模型的课程（第 8–12 课）在 400 次 GPU 往返后会停下并说明原因：\
+                     那里由上面的评分检查你的 kernel；桌面版可以在你的 kernel 上运行这些课程。",
+                ))
+                .size(style::fit(size * 0.75))
+                .color(style::muted(ui.visuals())),
+            )
+            .wrap(),
+        );
+    }
     // The editor, its region in view, the lines with compile errors marked.
     let errors: Vec<usize> = grade
         .as_ref()

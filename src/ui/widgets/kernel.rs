@@ -19,7 +19,6 @@ pub struct KernelPanelState {
     /// presentation mode): built once, not every frame.
     pub source: Option<((Kernel, bool, bool, egui::Vec2), LayoutJob)>,
     /// The exercise tab: the open exercise, the texts as edited, the grades.
-    #[cfg(not(target_arch = "wasm32"))]
     pub exercise: super::ExerciseState,
 }
 
@@ -41,14 +40,12 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         })
         .min(ops.len() - 1);
     // The lesson's kernel exercises sit beside its kernels (not on a slide: they are for a student at
-    // a desk), natively (the browser build does not grade yet).
-    #[cfg(not(target_arch = "wasm32"))]
+    // a desk).
     let exercises = if cx.presentation {
         Vec::new()
     } else {
         super::lesson_exercises(cx.lesson.id())
     };
-    #[cfg(not(target_arch = "wasm32"))]
     let open = cx
         .widgets
         .kernel
@@ -57,8 +54,6 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
         .as_ref()
         .and_then(|id| exercises.iter().find(|x| &x.id == id))
         .copied();
-    #[cfg(target_arch = "wasm32")]
-    let open: Option<()> = None;
     ui.horizontal_wrapped(|ui| {
         for (i, op) in ops.iter().enumerate() {
             if ui
@@ -66,13 +61,9 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                 .clicked()
             {
                 cx.widgets.kernel.op = Some(i);
-                #[cfg(not(target_arch = "wasm32"))]
-                {
-                    cx.widgets.kernel.exercise.open = None;
-                }
+                cx.widgets.kernel.exercise.open = None;
             }
         }
-        #[cfg(not(target_arch = "wasm32"))]
         for x in &exercises {
             let on = open.as_ref().is_some_and(|o| o.id == x.id);
             let what = if x.bug.is_some() {
@@ -85,7 +76,6 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             }
         }
     });
-    #[cfg(not(target_arch = "wasm32"))]
     if let Some(x) = &open {
         super::exercise::exercise_panel(cx, ui, x);
         return;

@@ -6,7 +6,6 @@
 
 mod axes;
 mod chart;
-#[cfg(not(target_arch = "wasm32"))]
 mod exercise;
 mod heat;
 mod kernel;
@@ -22,7 +21,6 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 pub use axes::Axes;
 pub use chart::{Chart, ChartAxis, ChartUi, Scale};
-#[cfg(not(target_arch = "wasm32"))]
 pub use exercise::{ExerciseState, lesson_exercises};
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
