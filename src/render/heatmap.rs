@@ -86,6 +86,14 @@ impl HeatmapView {
         }
     }
 
+    /// The whole matrix filling `w` × `h` pixels, its cells stretched to do so (not square).
+    pub fn fill(rows: usize, cols: usize, w: f32, h: f32) -> Self {
+        Self {
+            origin: Vec2::ZERO,
+            cells_per_px: Vec2::new(cols as f32 / w.max(1.0), rows as f32 / h.max(1.0)),
+        }
+    }
+
     /// The cell coordinate under pixel `p` (relative to the rectangle's top-left).
     pub fn cell_at(&self, p: Vec2) -> Vec2 {
         self.origin + p * self.cells_per_px

@@ -179,13 +179,21 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
 fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
     let lang = app.lang;
     let worst = app.reports().and_then(|r| crate::lessons::worst(r.iter()));
+    // With an exercise open and the views on the shipped kernels, say that this line is about those,
+    // not about the student's kernel (the exercise tab grades that).
+    let x = &app.widgets.kernel.exercise;
+    let shipped = if x.open.is_some() && x.edited_exercise().is_none() {
+        lang.t(" (the views' shipped kernels)", "（视图所用的原有 kernel）")
+    } else {
+        ""
+    };
     match (app.reports(), worst) {
         (None, _) => (lang.t("verifying…", "正在核对…").into(), style::muted(v)),
         (Some(_), None) => (lang.t("nothing to verify", "无需核对").into(), style::muted(v)),
         (Some(r), Some(w)) if w.passed() => (
             match lang {
                 Lang::En => format!(
-                    "OK  {}: {} checks pass; largest error vs {}: max abs {:.1e}, max rel {:.1e}",
+                    "OK  {}{shipped}: {} checks pass; largest error vs {}: max abs {:.1e}, max rel {:.1e}",
                     app.running_name(lang),
                     r.len(),
                     w.against.en(),
@@ -193,7 +201,7 @@ fn verified_text(app: &KvscopeApp, v: &egui::Visuals) -> (String, Color32) {
                     w.max_rel
                 ),
                 Lang::Zh => format!(
-                    "OK  {}：{} 项核对通过；误差最大的是与{}的比较：max abs {:.1e}，max rel {:.1e}",
+                    "OK  {}{shipped}：{} 项核对通过；误差最大的是与{}的比较：max abs {:.1e}，max rel {:.1e}",
                     app.running_name(lang),
                     r.len(),
                     w.against.zh(),

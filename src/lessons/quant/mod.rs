@@ -217,6 +217,14 @@ pub struct QuantOut {
     pub k_channel_max: Arc<HeatmapData>,
     /// The same for V.
     pub v_channel_max: Arc<HeatmapData>,
+    /// |K| as written (f16 run), chosen layer and KV head, `[hd, T]`: the outlier channels are rows.
+    pub k_abs: Arc<HeatmapData>,
+    /// The same for V.
+    pub v_abs: Arc<HeatmapData>,
+    /// |K − dequant(K)| in INT8 with one scale per token, chosen layer and KV head, `[hd, T]`.
+    pub k_err_token: Arc<HeatmapData>,
+    /// The same with one scale per channel.
+    pub k_err_channel: Arc<HeatmapData>,
     /// |K − dequant(K)| of the chosen format, layer and KV head, `[hd, T]`.
     pub k_err: Arc<HeatmapData>,
     /// The same for V.
@@ -480,6 +488,11 @@ impl LessonKind for Quant {
         let s = int8_scale(krow);
         let code = int8_encode(value, s);
         let sel = &runs[selected].1;
+        let abs_map = |rows: &[f32]| err_map(rows, &vec![0.0; rows.len()], n, kvh, hd, kv_head);
+        let int8_err = |f: &CacheFormat| {
+            let r = &runs.iter().find(|(g, _)| g == f).unwrap_or(&runs[0]).1;
+            heat(hd, n, err_map(&r.k[layer], &r.k_deq[layer], n, kvh, hd, kv_head))
+        };
         let mut out = QuantOut {
             selected,
             text_index,
@@ -499,6 +512,10 @@ impl LessonKind for Quant {
             e5m2: encode(E5M2, value),
             k_channel_max: heat(l_n * kvh, hd, channel_max(&f16.k, kvh, hd)),
             v_channel_max: heat(l_n * kvh, hd, channel_max(&f16.v, kvh, hd)),
+            k_abs: heat(hd, n, abs_map(&f16.k[layer])),
+            v_abs: heat(hd, n, abs_map(&f16.v[layer])),
+            k_err_token: int8_err(&slider_format(1, scale, group, residual)),
+            k_err_channel: int8_err(&CacheFormat::Int8Channel),
             k_err: heat(hd, n, err_map(&sel.k[layer], &sel.k_deq[layer], n, kvh, hd, kv_head)),
             v_err: heat(hd, n, err_map(&sel.v[layer], &sel.v_deq[layer], n, kvh, hd, kv_head)),
             dims: (l_n, kvh, hd),

@@ -38,6 +38,9 @@ pub struct HeatState {
     pub reserve_below: f32,
     /// The next heatmap shows each row's sum next to its colorbar (probability matrices), taken once.
     pub row_sums: bool,
+    /// The next heatmap fills its room, its cells as wide and tall as that takes (a long, flat matrix
+    /// such as channels × bytes would otherwise be a thin strip), taken once.
+    pub stretch: bool,
     /// The next heatmap labels its token axes with these (a trained model's text), taken once.
     pub tokens: Option<Arc<Vec<String>>>,
     /// Cells that may still be uploaded this frame.
@@ -172,6 +175,9 @@ pub fn heat_panel(
         *entry = (key, None);
     }
     let mut view = entry.1;
+    if std::mem::take(&mut st.stretch) && view.is_none() {
+        view = Some(crate::render::heatmap::HeatmapView::fill(data.rows, data.cols, w, h));
+    }
     let sums = row_sums.then(|| {
         st.sums
             .entry(data.generation)

@@ -267,19 +267,79 @@ fn range_table(cx: &mut ViewCtx, ui: &mut Ui) {
     crate::ui::widgets::table(ui, lang, size, &t);
 }
 
+/// KIVI's figure on this model: |K| and |V| over every channel and byte of the text for one layer and
+/// KV head (K's outlier channels are bright rows; V's rows are even), and under them K's INT8 error
+/// with one scale per token against one scale per channel, on one colour scale (a per-token scale is set
+/// by the token's outlier channel, so every other channel of that token is rounded coarsely).
 fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     let lang = cx.lang;
-    let (_, kvh, _) = o.dims;
-    let rects = stacked(ui.available_rect_before_wrap());
-    for (i, (name, data)) in [("K", &o.k_channel_max), ("V", &o.v_channel_max)]
-        .into_iter()
-        .enumerate()
-    {
-        view_in(ui, rects[i], |ui| {
-            let t = match lang {
-                Lang::En => format!("{name}: largest |value| per channel over the text (rows: layer·KV head)"),
-                Lang::Zh => format!("{name}：每个通道在整段文本上的最大绝对值（行：层·KV 头）"),
-            };
+    let full = ui.available_rect_before_wrap();
+    let gap = 10.0;
+    let half = (full.width() - gap) / 2.0;
+    let cols = [
+        egui::Rect::from_min_size(full.min, egui::vec2(half, full.height())),
+        egui::Rect::from_min_size(full.min + egui::vec2(half + gap, 0.0), egui::vec2(half, full.height())),
+    ];
+    let at = match lang {
+        Lang::En => format!("layer {}, KV head {}", o.layer, o.kv_head),
+        Lang::Zh => format!("第 {} 层 KV 头 {}", o.layer, o.kv_head),
+    };
+    let err_max = o
+        .k_err_token
+        .values
+        .iter()
+        .chain(&o.k_err_channel.values)
+        .copied()
+        .fold(0f32, f32::max)
+        .max(1e-9);
+    let panels = [
+        (
+            0,
+            0,
+            &o.k_abs,
+            None,
+            match lang {
+                Lang::En => format!("|K|, {at}: outlier channels are bright rows"),
+                Lang::Zh => format!("|K|，{at}：离群通道是亮的行"),
+            },
+        ),
+        (
+            1,
+            0,
+            &o.v_abs,
+            None,
+            match lang {
+                Lang::En => format!("|V|, {at}: no row stands out as far"),
+                Lang::Zh => format!("|V|，{at}：没有哪一行那么突出"),
+            },
+        ),
+        (
+            0,
+            1,
+            &o.k_err_token,
+            Some((0.0, err_max)),
+            lang.t(
+                "K's INT8 error, one scale per token",
+                "K 的 INT8 误差，每个 token 一个缩放因子",
+            )
+            .to_string(),
+        ),
+        (
+            1,
+            1,
+            &o.k_err_channel,
+            Some((0.0, err_max)),
+            lang.t(
+                "K's INT8 error, one scale per channel (same colours)",
+                "K 的 INT8 误差，每个通道一个缩放因子（同一色标）",
+            )
+            .to_string(),
+        ),
+    ];
+    for (i, (col, row, data, range, t)) in panels.into_iter().enumerate() {
+        let r = stacked(cols[col])[row];
+        view_in(ui, r, |ui| {
+            cx.widgets.heat.stretch = true;
             heat_panel(
                 cx,
                 ui,
@@ -287,10 +347,10 @@ fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 &t,
                 data,
                 Colormap::Sequential,
-                None,
-                Highlight::Row(o.layer * kvh + o.kv_head),
-                Axes::LayerHeadDim,
-                &|(r, c)| format!("L{} KV{} ch {c}", r / kvh, r % kvh),
+                range,
+                Highlight::None,
+                Axes::DimToken,
+                &|(d, t)| format!("byte {t} ch {d}"),
             );
         });
     }
@@ -328,6 +388,7 @@ fn error(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                     o.kv_head
                 ),
             };
+            cx.widgets.heat.stretch = true;
             heat_panel(
                 cx,
                 ui,
