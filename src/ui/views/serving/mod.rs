@@ -6,7 +6,7 @@ mod speculation;
 
 use eframe::egui::{self, RichText, Ui};
 
-use crate::lessons::serving::{FACT_CONTEXTS, Serving, ServingOut, View, crossover, device_rates, fact_costs};
+use crate::lessons::serving::{Serving, ServingOut, View, crossover, device_rates, fact_costs};
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
@@ -451,37 +451,52 @@ fn offload_from_facts(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &S
             flops / 1e12
         ),
     );
-    let mut head = vec![Cell::new(lang.t("context", "上下文"))];
-    for m in &o.fact_models {
-        for what in [lang.t("swap", "换出换入"), lang.t("recompute", "重算")] {
-            head.push(Cell::new(format!("{} · {what}", m.name)));
-        }
-    }
-    let mut t = Table::new(head).below(6.0);
-    let win = style::pass(ui.visuals());
-    let muted = style::muted(ui.visuals());
-    let served = |n: usize| {
-        o.fact_models
-            .iter()
-            .any(|m| crate::calc::context_limit(m).is_none_or(|l| n <= l))
+    // The crossover as a chart: recompute ÷ swap over the context, a line per model (solid where the
+    // model serves that context, dashed past it); above 1× swapping is cheaper.
+    let limit = |m: &crate::calc::ModelSpec| crate::calc::context_limit(m);
+    let x_max = o
+        .fact_models
+        .iter()
+        .flat_map(|m| [crossover(m, pcie, flops), limit(m)])
+        .flatten()
+        .max()
+        .map_or(16_384, |n| (n * 5 / 4).max(8192));
+    let ratio = |m: &crate::calc::ModelSpec, n: usize| {
+        let (s, r) = fact_costs(m, n, pcie, flops);
+        (r / s).log10()
     };
-    for n in FACT_CONTEXTS.into_iter().filter(|&n| served(n)) {
-        let mut row = vec![Cell::new(format!("{}k", n / 1024)).mono()];
-        for m in &o.fact_models {
-            // A context the model cannot serve gets a dash, not a figure (calc::context_limit).
-            if crate::calc::context_limit(m).is_some_and(|l| n > l) {
-                row.push(Cell::new("—").mono().color(muted));
-                row.push(Cell::new("—").mono().color(muted));
-                continue;
-            }
-            let (s, r) = fact_costs(m, n, pcie, flops);
-            for (v, best) in [(s, s <= r), (r, r < s)] {
-                row.push(Cell::new(format!("{:.1} ms", v * 1e3)).mono().color_if(best, win));
+    let h = (ui.available_height() - 7.0 * size).max(8.0 * size);
+    Chart::new(
+        "serving-offload-crossover",
+        ChartAxis::linear(lang.t("context (tokens)", "上下文（token）")).from_zero(),
+        ChartAxis::log10(lang.t(
+            "recompute ÷ swap (log axis; above 1×: swap is cheaper)",
+            "重算 ÷ 换出换入（对数坐标；高于 1×：换出更便宜）",
+        ))
+        .suffix("×")
+        .include(0.0),
+    )
+    .height(h)
+    .show(ui, size, |p| {
+        for (i, m) in o.fact_models.iter().enumerate() {
+            let served = limit(m).unwrap_or(x_max).min(x_max);
+            let pts = |lo: usize, hi: usize| -> egui_plot::PlotPoints {
+                (lo / 64..=hi / 64)
+                    .map(|k| (k * 64).max(16))
+                    .map(|n| [n as f64, ratio(m, n)])
+                    .collect()
+            };
+            p.line(egui_plot::Line::new(m.name.clone(), pts(0, served)).color(style::series(i)).width(2.5));
+            if served < x_max {
+                p.line(
+                    egui_plot::Line::new("", pts(served, x_max))
+                        .color(style::series(i))
+                        .style(egui_plot::LineStyle::dashed_loose()),
+                );
             }
         }
-        t.row(row);
-    }
-    table(ui, lang, size, &t);
+        p.threshold_y(0.0, lang.t("1×: the same cost", "1×：代价相同"));
+    });
     let cross: Vec<String> = o
         .fact_models
         .iter()
@@ -497,8 +512,8 @@ fn offload_from_facts(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &S
                 },
             );
             let past = match (crate::calc::context_limit(m), lang) {
-                (Some(l), crate::ui::text::Lang::Zh) => format!("（它最多服务 {l} 个 token，— 为超出部分）"),
-                (Some(l), _) => format!(" (it serves at most {l} tokens; — past that)"),
+                (Some(l), crate::ui::text::Lang::Zh) => format!("（它最多服务 {l} 个 token，超出部分为虚线）"),
+                (Some(l), _) => format!(" (it serves at most {l} tokens: dashed past that)"),
                 (None, _) => String::new(),
             };
             format!("{}: {c}{past}", m.name)
@@ -513,8 +528,8 @@ fn offload_from_facts(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &S
         ui,
         size,
         lang.t(
-            "swap/recompute: both ways over PCIe against 2 FLOPs per parameter per token plus causal attention, at peak rates (the best case for each). vLLM V1 recomputes on preemption; CPU offload comes through KV connectors.",
-            "换出/重算：经 PCIe 往返一次，对比每 token 每参数 2 FLOP 加因果注意力，按峰值计算（对两者都是最好情况）。vLLM V1 在抢占时重算；CPU 卸载通过 KV connector 实现。",
+            "Swap: both ways over PCIe; recompute: 2 FLOPs per parameter per token plus causal attention; both at peak rates (the best case for each). vLLM V1 recomputes on preemption; CPU offload comes through KV connectors.",
+            "换出换入：经 PCIe 往返一次；重算：每 token 每参数 2 FLOP 加因果注意力；两者都按峰值计算（对两者都是最好情况）。vLLM V1 在抢占时重算；CPU 卸载通过 KV connector 实现。",
         ),
     );
 }
