@@ -213,52 +213,106 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
         ui,
         size,
         lang.t(
-            "Across budgets: stored wall-clock measurement",
-            "不同预算：存储的实测时间",
+            "Across budgets (stored wall-clock measurement): down and left is better",
+            "不同预算（存储的实测时间）：越靠左下越好",
         ),
     );
-    let mut t = Table::new([
-        lang.t("policy", "策略"),
-        lang.t("budget", "预算"),
-        lang.t("long request TTFT", "长请求 TTFT"),
-        lang.t("worst ITL, others", "其他请求最差 ITL"),
-        lang.t("bytes/s", "字节/秒"),
-    ])
-    .below(4.0);
-    let hl = style::c32(style::CURRENT);
-    for r in &o.stored.latency {
-        let here = r.budget == o.budget && (r.policy == "chunked") == o.chunked;
-        let c = |s: String| Cell::new(s).mono().color_if(here, hl);
-        let pol = if r.policy == "chunked" {
-            lang.t("chunked", "分块")
-        } else {
-            lang.t("whole", "整段")
-        };
+    // TTFT against ITL: each stored run a point, the chunked budgets joined in order, the whole-prompt
+    // schedule apart, the current setting ringed. Down and left is better; chunking trades one for the other.
+    let point = |r: &crate::lessons::serving::measure::LatencyRow| {
         let stall = r.max_itl[..long.min(r.max_itl.len())]
             .iter()
             .copied()
             .fold(0.0, f64::max);
-        t.row([
-            c(pol.to_string()),
-            c(r.budget.to_string()),
-            c(format!("{:.1} ms", r.ttft.get(long).copied().unwrap_or(0.0) * 1e3)),
-            c(format!("{:.1} ms", stall * 1e3)),
-            c(format!("{:.0}", r.bytes_per_second)),
-        ]);
-    }
-    table(ui, lang, size, &t);
+        [r.ttft.get(long).copied().unwrap_or(0.0) * 1e3, stall * 1e3]
+    };
+    let chunked: Vec<_> = o.stored.latency.iter().filter(|r| r.policy == "chunked").collect();
+    let whole: Vec<_> = o.stored.latency.iter().filter(|r| r.policy != "chunked").collect();
+    let chunked_name = lang.t("chunked prefill, by budget", "分块预填充（按预算）");
+    let whole_name = lang.t("whole prompts", "整段预填充");
+    let here_name = lang.t("this step's setting", "本步的设置");
+    let h = (ui.available_height() - 7.0 * size).max(8.0 * size);
+    // Room beyond the farthest points for their labels.
+    let far = o.stored.latency.iter().map(point).fold([0.0f64; 2], |m, p| [m[0].max(p[0]), m[1].max(p[1])]);
+    Chart::new(
+        "serving-ttft-itl",
+        ChartAxis::linear(lang.t("long request's TTFT (ms)", "长请求的 TTFT（ms）"))
+            .from_zero()
+            .include(far[0] * 1.2),
+        ChartAxis::linear(lang.t("worst ITL of the others (ms)", "其他请求的最差 ITL（ms）"))
+            .from_zero()
+            .include(far[1] * 1.15),
+    )
+    .height(h)
+    .legend(vec![
+        (style::REQUESTS[0], chunked_name.to_string()),
+        (style::WHOLE, whole_name.to_string()),
+        (style::CURRENT, here_name.to_string()),
+    ])
+    .show(ui, size, |p| {
+        let pts: Vec<[f64; 2]> = chunked.iter().map(|r| point(r)).collect();
+        p.line(egui_plot::Line::new(chunked_name, pts.clone()).color(style::series(0)).width(2.0));
+        p.points(egui_plot::Points::new(chunked_name, pts).color(style::series(0)).radius(size * 0.3));
+        for r in &chunked {
+            let [x, y] = point(r);
+            p.text(
+                egui_plot::Text::new("", egui_plot::PlotPoint::new(x, y), format!("  {}", r.budget))
+                    .anchor(egui::Align2::LEFT_BOTTOM)
+                    .color(style::series(0)),
+            );
+        }
+        for r in &whole {
+            let [x, y] = point(r);
+            p.points(
+                egui_plot::Points::new(whole_name, vec![[x, y]])
+                    .color(style::c32(style::WHOLE))
+                    .radius(size * 0.4)
+                    .shape(egui_plot::MarkerShape::Square),
+            );
+            p.text(
+                egui_plot::Text::new("", egui_plot::PlotPoint::new(x, y), format!("  {} {}", whole_name, r.budget))
+                    .anchor(egui::Align2::LEFT_BOTTOM)
+                    .color(style::c32(style::WHOLE)),
+            );
+        }
+        for r in o
+            .stored
+            .latency
+            .iter()
+            .filter(|r| r.budget == o.budget && (r.policy == "chunked") == o.chunked)
+        {
+            p.points(
+                egui_plot::Points::new(here_name, vec![point(r)])
+                    .color(style::c32(style::CURRENT))
+                    .radius(size * 0.6)
+                    .filled(false),
+            );
+        }
+    });
+    let rates: Vec<String> = o
+        .stored
+        .latency
+        .iter()
+        .map(|r| format!("{} {} {:.0}", if r.policy == "chunked" { lang.t("chunked", "分块") } else { lang.t("whole", "整段") }, r.budget, r.bytes_per_second))
+        .collect();
+    // A slide has room for the chart and where it was measured; the window lists the rates too.
+    let rates = if crate::style::views_may_scroll() {
+        format!("{} {}. ", lang.t("Bytes/s:", "字节/秒："), rates.join(" · "))
+    } else {
+        String::new()
+    };
     note(
         ui,
         size,
         format!(
-            "{} {} · {} · {}. {}",
+            "{rates}{} {} · {} · {}. {}",
             lang.t("Measured on", "测量于"),
             o.stored.machine,
             o.stored.backend,
             o.stored.date,
             lang.t(
-                "kvscope bench serving --store writes it; each row is the median of three runs.",
-                "由 kvscope bench serving --store 写入；每行取三次运行的中位数。",
+                "kvscope bench serving --store writes it; each point is the median of three runs.",
+                "由 kvscope bench serving --store 写入；每个点取三次运行的中位数。",
             )
         ),
     );
