@@ -328,6 +328,17 @@ pub fn prev_next<'a>(prev: &'a str, next: &'a str) -> impl FnOnce(&mut Ui, &mut 
     }
 }
 
+/// Whether one of this step's views follows the timeline's position (`uses`: the lesson's views that
+/// do). When none does, a line saying what the views show (`whole`) stands where the timeline would:
+/// a position such as "reading byte 0" above views of the whole stream would only mislead.
+pub fn timeline_used(cx: &ViewCtx, ui: &mut Ui, uses: &[&str], whole: &str) -> bool {
+    if cx.step_views.iter().any(|v| uses.contains(&v.get_ref().as_str())) {
+        return true;
+    }
+    ui.label(RichText::new(whole).strong().size(crate::style::fit(cx.size)));
+    false
+}
+
 /// The timeline bar of lessons whose output has frames: start, the lesson's own step buttons, end, a
 /// slider and a label. `buttons` moves the position (it gets the clamped position and the frame count);
 /// `label` describes a position.

@@ -14,7 +14,9 @@ use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, kernel_panel, legend, sim_capped, timeline};
+use crate::ui::widgets::{
+    Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, kernel_panel, legend, sim_capped, timeline, timeline_used,
+};
 use common::*;
 use quality::{quality, quality_real};
 
@@ -49,6 +51,13 @@ impl LessonUi for Eviction {
         };
         let lang = cx.lang;
         let (n, prompt) = (o.len(), o.prompt());
+        let whole = match lang {
+            Lang::Zh => format!("这一步的视图展示整段文本：字节 0…{}", n - 1),
+            _ => format!("This step's views show the whole text: bytes 0…{}", n - 1),
+        };
+        if !timeline_used(cx, ui, &["attention", "scores", "keep", "holes"], &whole) {
+            return;
+        }
         timeline(
             cx,
             ui,

@@ -14,7 +14,8 @@ use crate::lessons::streaming::{RUNS, StreamOut, Streaming, View, stored};
 use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, check_line, kernel_panel, legend, timeline};
+use crate::ui::text::Lang;
+use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, check_line, kernel_panel, legend, timeline, timeline_used};
 use common::*;
 use sinks::{sinks, sinks_real};
 
@@ -45,6 +46,13 @@ impl LessonUi for Streaming {
         };
         let lang = cx.lang;
         let n = o.stream();
+        let whole = match lang {
+            Lang::Zh => format!("这一步的视图展示整个数据流：字节 0…{}", n - 1),
+            _ => format!("This step's views show the whole stream: bytes 0…{}", n - 1),
+        };
+        if !timeline_used(cx, ui, &["ring", "positions"], &whole) {
+            return;
+        }
         timeline(
             cx,
             ui,
