@@ -266,7 +266,12 @@ fn result_line(
     let shown = match a {
         Answer::Number { shown, .. } => {
             let unit = q.unit.as_ref().map(|u| lang.pick(u).to_string()).unwrap_or_default();
-            format!("{shown} {unit}").trim().to_string()
+            // A placeholder that carries its unit already ("2.87×") is not given it twice.
+            if shown.ends_with(unit.as_str()) {
+                shown.to_string()
+            } else {
+                format!("{shown} {unit}").trim().to_string()
+            }
         }
         Answer::Choice(k) => q
             .choices

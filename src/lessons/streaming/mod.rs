@@ -144,6 +144,10 @@ pub struct StreamOut {
     numbers: Vec<(&'static str, String)>,
 }
 
+/// The first decode step the sink measurements count: before it a query has only a few bytes to
+/// attend, so all of its mass is on the first ones whether the model has a sink or not.
+pub const SINK_FROM: usize = 16;
+
 impl StreamOut {
     /// The run of `policy` with `positions`.
     pub fn run(&self, policy: StreamPolicy, positions: Positions) -> &StreamRun {
@@ -169,7 +173,7 @@ impl StreamOut {
     /// Mean sink mass of `layer`, `head` in the dense run's steps 16…255 (the definition of a
     /// sink; fewer steps when the stream is shorter).
     pub fn dense_sink_mass(&self, layer: usize, head: usize) -> f64 {
-        self.runs[0].mean_sink_mass(layer, head, 16..self.trained_context.min(self.stream()))
+        self.runs[0].mean_sink_mass(layer, head, SINK_FROM..self.trained_context.min(self.stream()))
     }
 
     /// The head with the most mean sink mass in dense steps 16…255: (layer, head, mass).

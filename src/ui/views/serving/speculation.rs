@@ -394,7 +394,7 @@ fn compare_bars(ui: &mut Ui, size: f32, title_text: &str, rows: &[(&str, Vec<(f6
                 .layout_no_wrap(
                     name.to_string(),
                     egui::FontId::proportional(crate::style::fit(size * 0.9)),
-                    Color32::WHITE,
+                    ui.visuals().text_color(),
                 )
                 .size()
                 .x

@@ -6,7 +6,7 @@ use egui_plot::{Line, PlotPoints};
 
 use super::common::*;
 use crate::drivers::stream::{Positions, StreamPolicy};
-use crate::lessons::streaming::{StreamOut, stored};
+use crate::lessons::streaming::{SINK_FROM, StreamOut, stored};
 use crate::style;
 use crate::ui::text::Lang;
 use crate::ui::widgets::{Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, head_grid_by_layer};
@@ -28,7 +28,9 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         ),
     };
     ui.add(egui::Label::new(RichText::new(title).strong().size(crate::style::fit(size))).wrap());
-    let grid_h = (ui.available_rect_before_wrap().height() * 0.45).max(size * 6.0);
+    // On a slide the chart under the grid needs the room for its ticks.
+    let share = if crate::style::views_may_scroll() { 0.45 } else { 0.36 };
+    let grid_h = (ui.available_rect_before_wrap().height() * share).max(size * 6.0);
     let value = |l: usize, h: usize| o.dense_sink_mass(l, h);
     let grid = HeadGrid {
         layers: r.layers,
@@ -53,12 +55,18 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     Chart::new(
         "streaming-sinks",
         ChartAxis::linear(lang.t("byte read", "读取的字节")),
-        ChartAxis::linear(lang.t("mass on the first S bytes", "前 S 个字节上的质量")).from_zero(),
+        ChartAxis::linear(match lang {
+            Lang::Zh => format!("前 S 个字节上的注意力质量（与上表一样从第 {SINK_FROM} 步起）"),
+            _ => format!("attention mass on the first S bytes (from step {SINK_FROM}, as the grid)"),
+        })
+        .from_zero(),
     )
     .height(h_plot)
     .show(ui, size, |p| {
             for run in o.runs.iter().take(3) {
-                let pts: PlotPoints = (0..o.stream())
+                // From SINK_FROM on, as the grid: at the first steps a query has only a few bytes to
+                // attend, and a mass of 1 there would read as a sink.
+                let pts: PlotPoints = (SINK_FROM.min(o.stream())..o.stream())
                     .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
                     .collect();
                 p.line(
