@@ -299,8 +299,8 @@ fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
             &o.k_abs,
             None,
             match lang {
-                Lang::En => format!("|K|, {at}: outlier channels are bright rows"),
-                Lang::Zh => format!("|K|，{at}：离群通道是亮的行"),
+                Lang::En => format!("|K|, {at}: outlier channels are bright rows (own colours)"),
+                Lang::Zh => format!("|K|，{at}：离群通道是亮的行（独立色标）"),
             },
         ),
         (
@@ -309,8 +309,8 @@ fn outliers(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
             &o.v_abs,
             None,
             match lang {
-                Lang::En => format!("|V|, {at}: no row stands out as far"),
-                Lang::Zh => format!("|V|，{at}：没有哪一行那么突出"),
+                Lang::En => format!("|V|, {at}: no row stands out as far (own colours)"),
+                Lang::Zh => format!("|V|，{at}：没有哪一行那么突出（独立色标）"),
             },
         ),
         (

@@ -497,8 +497,8 @@ fn offload_from_facts(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &S
         format!(
             "{} {:.0} GB/s, {} {:.0} TFLOP/s",
             lang.t(
-                "From device facts (quoted): PCIe Gen5 x16",
-                "由设备参数（引用）：PCIe Gen5 x16"
+                "Estimated for a GPU server (not the CPU above) from quoted facts: PCIe Gen5 x16",
+                "估算 GPU 服务器（不是上面的 CPU），由引用的参数：PCIe Gen5 x16"
             ),
             pcie / 1e9,
             lang.t("H100 SXM BF16 dense", "H100 SXM BF16 稠密"),
