@@ -296,16 +296,20 @@ pub fn format_label(f: &CacheFormat) -> String {
     }
 }
 
-/// |a − b| per value of KV head `h`, from `[T, KVH, hd]` to `[hd, T]`.
-fn err_map(a: &[f32], b: &[f32], t: usize, kvh: usize, hd: usize, h: usize) -> Vec<f32> {
+/// `f(i)` of each value of KV head `h`, from `[T, KVH, hd]` (index `i`) to `[hd, T]`.
+fn head_map(t: usize, kvh: usize, hd: usize, h: usize, f: impl Fn(usize) -> f32) -> Vec<f32> {
     let mut m = vec![0f32; hd * t];
     for i in 0..t {
         for d in 0..hd {
-            let at = (i * kvh + h) * hd + d;
-            m[d * t + i] = (a[at] - b[at]).abs();
+            m[d * t + i] = f((i * kvh + h) * hd + d);
         }
     }
     m
+}
+
+/// |a − b| per value of KV head `h`, from `[T, KVH, hd]` to `[hd, T]`.
+fn err_map(a: &[f32], b: &[f32], t: usize, kvh: usize, hd: usize, h: usize) -> Vec<f32> {
+    head_map(t, kvh, hd, h, |at| (a[at] - b[at]).abs())
 }
 
 use crate::drivers::quant::channel_max;
@@ -488,7 +492,7 @@ impl LessonKind for Quant {
         let s = int8_scale(krow);
         let code = int8_encode(value, s);
         let sel = &runs[selected].1;
-        let abs_map = |rows: &[f32]| err_map(rows, &vec![0.0; rows.len()], n, kvh, hd, kv_head);
+        let abs_map = |rows: &[f32]| head_map(n, kvh, hd, kv_head, |at| rows[at].abs());
         let int8_err = |f: &CacheFormat| {
             let r = &runs.iter().find(|(g, _)| g == f).unwrap_or(&runs[0]).1;
             heat(hd, n, err_map(&r.k[layer], &r.k_deq[layer], n, kvh, hd, kv_head))

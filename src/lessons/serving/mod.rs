@@ -113,8 +113,6 @@ pub const PLACEHOLDERS: &[&str] = &[
 /// The two models of the device-fact comparison: MHA (no KV sharing) and GQA.
 pub const FACT_MODELS: [&str; 2] = ["Llama-2-7B", "Llama-3-8B"];
 
-/// Contexts of the device-fact table (a row is drawn while some model serves it: `calc::context_limit`).
-pub const FACT_CONTEXTS: [usize; 6] = [1024, 4096, 8192, 16384, 65536, 131072];
 
 /// Swap (out and back in over PCIe) and recompute (a prefill at peak FLOP/s) seconds for a request of
 /// `n` tokens of `m`, from device facts: `pcie` bytes/s one way, `flops` FLOP/s. Recompute counts
