@@ -19,6 +19,7 @@ mod kind;
 pub mod kv_snippets;
 pub mod launch;
 pub mod ops;
+pub mod profile;
 pub mod reference;
 pub mod suite;
 pub mod timing;

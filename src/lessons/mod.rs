@@ -506,7 +506,12 @@ pub fn heat_matrix(a: &Array2<f32>) -> Arc<HeatmapData> {
 
 /// Heatmap data of head `h` of a `[H, rows, cols]` tensor.
 pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
-    heat_matrix(&a.index_axis(Axis(0), h).to_owned())
+    let m = a.index_axis(Axis(0), h);
+    let values = match m.as_slice() {
+        Some(s) => s.to_vec(),
+        None => m.iter().copied().collect(),
+    };
+    heat(m.nrows(), m.ncols(), values)
 }
 
 /// Heatmap data of head `h` of probabilities computed under `mask`: an entry the mask hides and the
@@ -514,17 +519,19 @@ pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
 /// small probability. A masked entry that is not 0 (a kernel bug) keeps its value and its colour.
 pub fn heat_probs(a: &Array3<f32>, h: usize, mask: Mask) -> Arc<HeatmapData> {
     let p = a.index_axis(Axis(0), h);
-    let values = p
-        .indexed_iter()
-        .map(|((i, j), &v)| {
-            if v == 0.0 && !mask.visible(i, j) {
-                f32::NEG_INFINITY
-            } else {
-                v
+    let cols = p.ncols();
+    let mut values: Vec<f32> = match p.as_slice() {
+        Some(s) => s.to_vec(),
+        None => p.iter().copied().collect(),
+    };
+    for (i, row) in values.chunks_mut(cols.max(1)).enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            if *v == 0.0 && !mask.visible(i, j) {
+                *v = f32::NEG_INFINITY;
             }
-        })
-        .collect();
-    heat(p.nrows(), p.ncols(), values)
+        }
+    }
+    heat(p.nrows(), cols, values)
 }
 
 /// Whether any value is NaN.

@@ -9,6 +9,7 @@ use std::iter::once;
 use eframe::egui;
 use eframe::egui_wgpu::{self, RendererOptions, ScreenDescriptor};
 
+use crate::compute::profile::span;
 use crate::render::egui_glue::Renderers;
 use crate::render::offscreen::{FORMAT, Image, read_texture, target};
 use crate::render::{Gpu, wgpu};
@@ -80,24 +81,28 @@ impl Headless {
             if let Some(vp) = input.viewports.get_mut(&egui::ViewportId::ROOT) {
                 vp.native_pixels_per_point = Some(ppp);
             }
-            let out = self.ctx.run_ui(input, &mut ui_fn);
-            for (id, deltas) in &out.textures_delta.set {
-                for delta in deltas {
-                    self.renderer
-                        .update_texture(&self.gpu.device, &self.gpu.queue, *id, delta);
+            let out = span("UI code", || self.ctx.run_ui(input, &mut ui_fn));
+            span("egui textures", || {
+                for (id, deltas) in &out.textures_delta.set {
+                    for delta in deltas {
+                        self.renderer
+                            .update_texture(&self.gpu.device, &self.gpu.queue, *id, delta);
+                    }
                 }
-            }
+            });
             if i + 1 == frames.max(1) {
                 last = Some(self.paint(&out, [w, h], ppp));
                 let scroll = super::layout::scroll_areas(&self.ctx);
-                self.layout = Some(super::layout::Layout {
-                    width: w,
-                    height: h,
-                    pixels_per_point: ppp,
-                    texts: super::layout::text_runs(&out.shapes, &scroll, ppp),
-                    arrows: super::layout::arrows(&self.ctx, ppp),
-                    charts: super::layout::charts(&self.ctx),
-                    legends: super::layout::legends(&self.ctx),
+                self.layout = span("layout record", || {
+                    Some(super::layout::Layout {
+                        width: w,
+                        height: h,
+                        pixels_per_point: ppp,
+                        texts: super::layout::text_runs(&out.shapes, &scroll, ppp),
+                        arrows: super::layout::arrows(&self.ctx, ppp),
+                        charts: super::layout::charts(&self.ctx),
+                        legends: super::layout::legends(&self.ctx),
+                    })
                 });
             }
             for id in &out.textures_delta.free {
@@ -113,13 +118,14 @@ impl Headless {
             size_in_pixels: [w, h],
             pixels_per_point: ppp,
         };
-        let prims = self.ctx.tessellate(out.shapes.clone(), ppp);
+        let prims = span("tessellate", || self.ctx.tessellate(out.shapes.clone(), ppp));
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("kvscope headless frame"),
         });
-        let user = self
-            .renderer
-            .update_buffers(device, queue, &mut encoder, &prims, &screen);
+        let user = span("update buffers and callbacks", || {
+            self.renderer
+                .update_buffers(device, queue, &mut encoder, &prims, &screen)
+        });
         let target = target(&self.gpu, w, h);
         let view = target.create_view(&Default::default());
         {
@@ -147,7 +153,17 @@ impl Headless {
                 .forget_lifetime();
             self.renderer.render(&mut pass, &prims, &screen);
         }
-        queue.submit(user.into_iter().chain(once(encoder.finish())));
-        read_texture(&self.gpu, &target, w, h)
+        let frame = span("submit", || {
+            queue.submit(user.into_iter().chain(once(encoder.finish())))
+        });
+        // The frame's own GPU work, then the copy to the CPU (`kvscope bench app` tells them apart).
+        span("GPU work", || {
+            device.poll(wgpu::PollType::Wait {
+                submission_index: Some(frame),
+                timeout: Some(std::time::Duration::from_secs(60)),
+            })
+        })
+        .map_err(|e| format!("GPU wait failed: {e}"))?;
+        span("read back", || read_texture(&self.gpu, &target, w, h))
     }
 }

@@ -5,6 +5,11 @@ use super::worker::{Job, Msg};
 
 use super::*;
 
+/// How long a frame that submitted a job waits for its result before it is painted (an extra UI pass
+/// then draws the result; a job that takes longer is drawn by a later frame, as before).
+#[cfg(not(target_arch = "wasm32"))]
+const SAME_FRAME_MS: u64 = 40;
+
 impl KvscopeApp {
     /// Whether a newer result is being computed.
     pub fn computing(&self) -> bool {
@@ -89,8 +94,9 @@ impl KvscopeApp {
     }
 
     /// Submit a job if what the view depends on changed; in sync mode compute it now.
-    pub(super) fn refresh(&mut self) {
-        let Some(l) = self.lesson().cloned() else { return };
+    /// Submit a job if the lesson, its settings or the backend changed since the last one; whether it did.
+    pub(super) fn refresh(&mut self) -> bool {
+        let Some(l) = self.lesson().cloned() else { return false };
         // The student's kernel came or went: the same settings compute again.
         if self.widgets.kernel.exercise.take_changed() {
             self.submitted = None;
@@ -98,7 +104,7 @@ impl KvscopeApp {
         let params = self.params.get(l.id()).cloned().unwrap_or_default();
         let key = (l.id().to_string(), params.clone(), self.active);
         if self.submitted.as_ref() == Some(&key) {
-            return;
+            return false;
         }
         self.generation += 1;
         self.jobs.submitted += 1;
@@ -120,12 +126,45 @@ impl KvscopeApp {
                 }
             }
         }
+        true
+    }
+
+    /// What a frame does after its UI code: a slider moved in it sends its job now, not when the next
+    /// frame starts, so the worker computes while this frame is painted; and a result that arrives within
+    /// [`SAME_FRAME_MS`] is drawn by this frame itself (`kvscope bench app` measures both). Synchronous
+    /// apps (tests, `kvscope render`) keep computing at the start of the frame that draws the result.
+    pub fn after_ui(&mut self, ctx: &egui::Context) {
+        if self.sync || !self.refresh() {
+            return;
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.wait_for_result() {
+            ctx.request_discard("a slider's result arrived within its frame");
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = ctx;
+    }
+
+    /// Wait up to [`SAME_FRAME_MS`] for the result of the job just submitted, taking every message that
+    /// arrives meanwhile; whether the newest job's result (or error) is in. The frame that moved a slider
+    /// then draws its result again (`Context::request_discard`) instead of waiting for the next frame:
+    /// a result that takes a few milliseconds to compute is shown one frame sooner.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn wait_for_result(&mut self) -> bool {
+        let deadline = web_time::Instant::now() + std::time::Duration::from_millis(SAME_FRAME_MS);
+        while self.computing() {
+            let Some(m) = self.worker.as_ref().and_then(|w| w.wait_until(deadline)) else {
+                return false;
+            };
+            self.take(m);
+        }
+        true
     }
 
     /// Bring everything up to date without drawing (tests call this before asserting).
     pub fn update_now(&mut self) {
         self.poll();
-        self.refresh();
+        let _ = self.refresh();
         self.resolve_point();
     }
 

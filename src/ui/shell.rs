@@ -23,13 +23,14 @@ impl KvscopeApp {
         });
         self.poll();
         self.keys(&ctx);
-        self.refresh();
+        let _ = self.refresh();
         self.resolve_point();
         self.widgets.heat.begin_frame(self.sync);
         if self.computing() {
             ctx.request_repaint_after(std::time::Duration::from_millis(COMPUTING_REPAINT_MS));
         }
         shell(self, ui);
+        self.after_ui(&ctx);
     }
 }
 

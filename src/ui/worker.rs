@@ -224,6 +224,12 @@ impl Worker {
     pub fn poll(&self) -> Vec<Msg> {
         self.msgs.try_iter().collect()
     }
+
+    /// The next message, waiting for it until `deadline` at the latest.
+    pub fn wait_until(&self, deadline: Instant) -> Option<Msg> {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        self.msgs.recv_timeout(left).ok()
+    }
 }
 
 /// The browser's worker: the page has one thread, so work is split into pieces the event loop runs

@@ -16,6 +16,7 @@ use ndarray::{Array2, Array3, Axis, s};
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 
 use crate::compute::Against;
+use crate::compute::profile::span;
 use crate::compute::{AttnInput, Backend, CheckReport, Kernel, Tolerance, check, reference};
 use crate::figure::HeatmapData;
 use crate::lessons::export::{ArrayData, NamedArray};
@@ -115,8 +116,8 @@ impl AttnOut {
         backend: &dyn Backend,
     ) -> Result<AttnOut, String> {
         let shape = shape.validated().map_err(|e| e.to_string())?;
-        let w = AttnWeights::random(shape, seed);
-        let qkv = project(&w);
+        let w = span("random weights", || AttnWeights::random(shape, seed));
+        let qkv = span("Q, K, V projections", || project(&w));
         Self::run(shape, mask, w, qkv, unmasked, scaled, backend)
     }
 
@@ -143,8 +144,8 @@ impl AttnOut {
             v: &qkv.v,
             mask,
         };
-        let core = backend.attention(&inp).map_err(|e| e.to_string())?;
-        let fused = backend.attention_fused(&inp).map_err(|e| e.to_string())?;
+        let core = span("attention kernels", || backend.attention(&inp)).map_err(|e| e.to_string())?;
+        let fused = span("fused kernel", || backend.attention_fused(&inp)).map_err(|e| e.to_string())?;
         let fused_check = check(
             "fused == three kernels",
             fused.shape(),
@@ -167,11 +168,11 @@ impl AttnOut {
         };
         let (h, t, _) = core.out.dim();
         let concat = concat_heads(&core.out);
-        let y = output_projection(&core.out, &w.wo);
+        let y = span("W_O", || output_projection(&core.out, &w.wo));
         let mask_values: Vec<f32> = (0..t)
             .flat_map(|i| (0..t).map(move |j| if mask.visible(i, j) { 1.0 } else { 0.0 }))
             .collect();
-        let maps = AttnMaps {
+        let maps = span("heatmaps", || AttnMaps {
             x: heat_matrix(&w.x),
             wq: heat_matrix(&w.wq),
             wk: heat_matrix(&w.wk),
@@ -192,7 +193,7 @@ impl AttnOut {
                 let d = &core.probs.index_axis(Axis(0), 0) - &u.probs.index_axis(Axis(0), 0);
                 heat_matrix(&d)
             }),
-        };
+        });
         Ok(AttnOut {
             shape,
             mask,

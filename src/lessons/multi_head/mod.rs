@@ -199,7 +199,9 @@ impl LessonKind for MultiHead {
         let (prompt, layer) = (get(p, "prompt", 0), get(p, "layer", 0).max(0) as usize);
         // The file offers the tiny model and SmolLM2 (`min = 1`); random weights would have no heads.
         let choice = crate::model::choice::Choice::from_value(get(p, "model", 1));
-        let mut heads = ModelHeads::compute(choice.trained_model()?, prompt, layer, backend)?;
+        let mut heads = crate::compute::profile::span("trained model's heads", || {
+            ModelHeads::compute(choice.trained_model()?, prompt, layer, backend)
+        })?;
         if choice == crate::model::choice::Choice::Smollm2 {
             let tiny = crate::model::shared().map_err(|e| e.to_string())?;
             let ids = tiny.tokenizer.encode(&heads.prompt)?;
