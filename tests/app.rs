@@ -1615,3 +1615,112 @@ fn an_exercise_fails_blank_and_passes_solved_in_the_kernel_panel() {
     go(&mut h, "flash-attention", s);
     assert!(h.query_by_label("exercise: flash-rescale").is_some());
 }
+
+/// Whether a label containing `text` is on screen.
+fn shows(h: &Harness<'static, KvscopeApp>, text: &str) -> bool {
+    h.query_all_by_label_contains(text).next().is_some()
+}
+
+/// #57: the processes of lessons 10 and 12 step with the presenter's keys (down and up), their bars
+/// naming what each position does: lesson 12's schedule scheduler step by scheduler step (each step's
+/// prefill chunks, within the token budget), its speculative passes one by one, and lesson 10's KIVI
+/// cache byte by byte, against KIVI's rule worked out here (K quantised in whole R once R have gathered,
+/// V all but the last R).
+#[test]
+fn timelines_of_lessons_10_and_12_step_with_the_keys() {
+    use eframe::egui::Key;
+    use kvscope::lessons::serving::ServingOut;
+    let mut h = harness(false);
+    let li = lesson_index(&h, "serving");
+    let batch = step_index(&h, li, "batch");
+    go(&mut h, "serving", batch);
+    let out = h.state().output().unwrap().clone();
+    let o = out.downcast_ref::<ServingOut>().unwrap();
+    let run = o.run.as_ref().expect("the default scenario runs");
+    let n = run.steps.len();
+    assert_eq!(
+        h.state().cursor(),
+        o.busiest_step().unwrap(),
+        "step 1 opens at its busiest step"
+    );
+    h.state_mut().set_cursor(0);
+    settle(&mut h);
+    for (t, e) in run.steps.iter().enumerate() {
+        assert_eq!(h.state().cursor(), t);
+        assert!(
+            shows(&h, &format!("step {t} / {}", n - 1)),
+            "scheduler step {t} named on the bar"
+        );
+        for &(r, first, len) in &e.chunks {
+            let text = format!(
+                "request {r} prefills {first}…{} of {}",
+                first + len - 1,
+                o.requests[r as usize].1
+            );
+            assert!(shows(&h, &text), "step {t}: {text}");
+        }
+        let tokens: usize = e.chunks.iter().map(|c| c.2).sum::<usize>() + e.decoded.len();
+        assert!(
+            tokens <= o.budget,
+            "step {t}: {tokens} tokens over the budget {}",
+            o.budget
+        );
+        h.key_press(Key::ArrowDown);
+        settle(&mut h);
+    }
+    assert_eq!(h.state().cursor(), n - 1, "the timeline stops at its last step");
+
+    let spec = step_index(&h, li, "speculative");
+    go(&mut h, "serving", spec);
+    let passes = &o.spec.steps;
+    let last = h.state().cursor();
+    assert!(!passes[last].proposed.is_empty() && passes[last + 1..].iter().all(|p| p.proposed.is_empty()));
+    for c in (0..=last).rev() {
+        let p = &passes[c];
+        let text = format!(
+            "target pass {} / {} (the 1st was the prompt's prefill), at position {}: keeps {} of {} drafts",
+            c + 2,
+            passes.len() + 1,
+            p.pos,
+            p.accepted,
+            p.proposed.len()
+        );
+        assert!(shows(&h, &text), "pass {c}: {text}");
+        assert!(p.accepted <= p.proposed.len() && p.proposed.len() <= o.spec.k);
+        h.key_press(Key::ArrowUp);
+        settle(&mut h);
+    }
+    assert_eq!(h.state().cursor(), 0);
+
+    // Lesson 10's KIVI step, at the lesson's default G = R = 32 over its 256-byte window.
+    let lq = lesson_index(&h, "quantization");
+    let kivi = step_index(&h, lq, "kivi");
+    go(&mut h, "quantization", kivi);
+    let (g, r) = {
+        let p = h.state().params().unwrap();
+        (p["group"] as usize, p["residual"] as usize)
+    };
+    assert_eq!(h.state().cursor(), 255, "the KIVI step opens at the window's last byte");
+    h.state_mut().set_cursor(0);
+    settle(&mut h);
+    for t in 0..256usize {
+        let len = t + 1;
+        let (k, v) = (len / r * r, len.saturating_sub(r));
+        // What the step's group_quant jobs quantise: K's R tokens when they complete, V's byte t − R.
+        let k_job = (len % r == 0).then(|| format!(" · this step quantises K of bytes {}…{t}", len - r));
+        let v_job = (t >= r).then(|| match &k_job {
+            Some(_) => format!(" and V of byte {}", t - r),
+            None => format!(" · this step quantises V of byte {}", t - r),
+        });
+        let text = format!(
+            "byte {t} / 255: K {k} quantised, {} f16 · V {v} quantised, {} f16{}{}",
+            len - k,
+            len - v,
+            k_job.unwrap_or_default(),
+            v_job.unwrap_or_default()
+        );
+        assert!(h.query_by_label(&text).is_some(), "byte {t} (G = {g}): {text}");
+        h.key_press(Key::ArrowDown);
+        h.step();
+    }
+}

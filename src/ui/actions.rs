@@ -21,6 +21,14 @@ impl KvscopeApp {
             let plain = !i.modifiers.command && !i.modifiers.alt;
             (plain && i.key_pressed(Key::R), plain && i.key_pressed(Key::Q))
         });
+        // The timeline of a step that has one: down or '.' one position on, up or ',' one back.
+        let (later, earlier) = ctx.input(|i| {
+            let plain = !i.modifiers.command && !i.modifiers.alt;
+            (
+                plain && (i.key_pressed(Key::ArrowDown) || i.key_pressed(Key::Period)),
+                plain && (i.key_pressed(Key::ArrowUp) || i.key_pressed(Key::Comma)),
+            )
+        });
         let (next, prev, home, end, pres, esc) = ctx.input(|i| {
             let plain = !i.modifiers.command && !i.modifiers.alt;
             (
@@ -45,6 +53,12 @@ impl KvscopeApp {
             }
             if prev {
                 self.prev_page_or_step();
+            }
+            if later {
+                self.set_cursor(self.cursor() + 1);
+            }
+            if earlier {
+                self.set_cursor(self.cursor().saturating_sub(1));
             }
             if home {
                 self.goto(self.cur, 0);

@@ -22,7 +22,13 @@ pub trait LessonUi: LessonKind {
         false
     }
 
-    /// Draw the timeline bar (only called when [`LessonUi::has_timeline`]).
+    /// Whether this step (`cx.step_views`) has the timeline bar: by default every step of a lesson that
+    /// [`LessonUi::has_timeline`]; a lesson whose process is shown by some steps only says which.
+    fn timeline_on(&self, _cx: &ViewCtx) -> bool {
+        self.has_timeline()
+    }
+
+    /// Draw the timeline bar (only called when [`LessonUi::timeline_on`]).
     fn timeline(&self, _cx: &mut ViewCtx, _ui: &mut Ui, _out: &dyn Output) {}
 
     /// The lesson's hero view, when it has one that many steps share (lessons 5 and 7: the pool): it keeps

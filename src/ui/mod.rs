@@ -665,7 +665,7 @@ impl KvscopeApp {
         };
         // Children never grow the central panel: each view gets a fixed rectangle and is clipped to it.
         let mut rect = ui.available_rect_before_wrap();
-        if kind.has_timeline() {
+        if kind.timeline_on(&cx) {
             // One row high, or more when a narrow view wraps the bar (up to three rows).
             let bar_h = size + 14.0;
             let bar = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), 3.0 * bar_h));

@@ -371,7 +371,7 @@ impl Schema for Quant {
     }
 
     fn timeline_points(&self) -> &'static [&'static str] {
-        &[]
+        &["last"]
     }
 }
 
@@ -563,6 +563,11 @@ impl Output for QuantOut {
 
     fn values(&self) -> Vec<(&'static str, String)> {
         self.numbers.clone()
+    }
+
+    /// `last`: the window's last byte (KIVI's cache as the narration describes it, full).
+    fn point(&self, name: &str) -> Option<usize> {
+        (name == "last").then(|| self.bytes.checked_sub(1)).flatten()
     }
 
     fn main_op(&self) -> Option<Kernel> {

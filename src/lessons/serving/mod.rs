@@ -216,7 +216,7 @@ impl Schema for Serving {
     }
 
     fn timeline_points(&self) -> &'static [&'static str] {
-        &[]
+        &["busiest", "last_pass"]
     }
 }
 
@@ -393,6 +393,20 @@ impl ServingOut {
             .find(|r| r.drafter == self.drafter && r.k == self.spec.k)
     }
 
+    /// The step the first step's narration calls the busiest (`{busy_step}`), none when the policy refused.
+    pub fn busiest_step(&self) -> Option<usize> {
+        // The busiest step that mixes prefill and decode (or the busiest step when none does).
+        self.step_tokens()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let (pf, dc) = t.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
+                (i, (pf > 0 && dc > 0, pf + dc))
+            })
+            .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))
+            .map(|(i, _)| i)
+    }
+
     /// Prefill tokens and decode tokens of each step, by request: `[step][request] = (prefill, decode)`.
     pub fn step_tokens(&self) -> Vec<Vec<(usize, usize)>> {
         let Ok(run) = &self.run else { return Vec::new() };
@@ -481,16 +495,7 @@ fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
         Ok(run) => {
             v.push(("steps", run.steps.len().to_string()));
             let tokens = o.step_tokens();
-            // The busiest step that mixes prefill and decode (or the busiest step when none does).
-            let (busy, _) = tokens
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let (pf, dc) = t.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
-                    (i, (pf > 0 && dc > 0, pf + dc))
-                })
-                .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))
-                .unwrap_or((0, (false, 0)));
+            let busy = o.busiest_step().unwrap_or(0);
             let (pf, dc): (usize, usize) = tokens
                 .get(busy)
                 .map(|t| t.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1)))
@@ -658,6 +663,16 @@ impl Output for ServingOut {
 
     fn values(&self) -> Vec<(&'static str, String)> {
         self.numbers.clone()
+    }
+
+    /// `busiest`: the scheduler step of `{busy_step}`; `last_pass`: the speculative run's last pass that
+    /// had drafts to verify (a pass at the end of the budget may have none).
+    fn point(&self, name: &str) -> Option<usize> {
+        match name {
+            "busiest" => self.busiest_step(),
+            "last_pass" => self.spec.steps.iter().rposition(|s| !s.proposed.is_empty()),
+            _ => None,
+        }
     }
 }
 

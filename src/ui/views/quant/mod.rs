@@ -10,6 +10,7 @@ use egui_plot::{Bar, BarChart};
 
 use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
+use crate::cache::group::{GroupFormat, job};
 use crate::cache::dtype::quant::{E4M3, E5M2, Fp8};
 use crate::lessons::quant::{CONTEXTS, Quant, QuantOut, View, format_label, show_value, stored, tokens_per_pool};
 use crate::lessons::{LessonKind, Output};
@@ -41,6 +42,63 @@ impl LessonUi for Quant {
             }
         }
     }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    /// KIVI's cache filling byte by byte is the lesson's process; its other steps show the whole window.
+    fn timeline_on(&self, cx: &ViewCtx) -> bool {
+        cx.step_shows(View::Kivi.name())
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(o) = out.downcast_ref::<QuantOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        let fmt = GroupFormat::kivi(2, o.group, o.residual);
+        crate::ui::widgets::timeline(
+            cx,
+            ui,
+            o.bytes,
+            |ui, c, n| {
+                if ui.button(lang.t("< byte", "< 上一字节")).clicked() {
+                    *c = c.saturating_sub(1);
+                }
+                if ui.button(lang.t("byte >", "下一字节 >")).clicked() {
+                    *c = (*c + 1).min(n - 1);
+                }
+            },
+            |c| kivi_label(lang, &fmt, o.bytes, c),
+        );
+    }
+}
+
+/// What the cache holds after byte `at` of `n`, and what that byte's step quantised.
+fn kivi_label(lang: Lang, fmt: &GroupFormat, n: usize, at: usize) -> String {
+    let len = at + 1;
+    let (k, v) = fmt.quantised(len);
+    let (k_now, v_now) = kivi_jobs(fmt, at);
+    let mut s = match lang {
+        Lang::Zh => format!("字节 {at} / {}：K {k} 个已量化、{} 个 f16；V {v} 个已量化、{} 个 f16", n - 1, len - k, len - v),
+        Lang::En => format!("byte {at} / {}: K {k} quantised, {} f16 · V {v} quantised, {} f16", n - 1, len - k, len - v),
+    };
+    if let Some((a, b)) = k_now {
+        s += &match lang {
+            Lang::Zh => format!(" · 本步量化 K 的字节 {a}…{}", b - 1),
+            Lang::En => format!(" · this step quantises K of bytes {a}…{}", b - 1),
+        };
+    }
+    if let Some((a, _)) = v_now {
+        s += &match (lang, k_now.is_some()) {
+            (Lang::Zh, true) => format!("，以及 V 的字节 {a}"),
+            (Lang::Zh, false) => format!(" · 本步量化 V 的字节 {a}"),
+            (Lang::En, true) => format!(" and V of byte {a}"),
+            (Lang::En, false) => format!(" · this step quantises V of byte {a}"),
+        };
+    }
+    s
 }
 
 /// The formats the memory views compare, at KIVI's G and R.
@@ -439,28 +497,41 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     let lang = cx.lang;
     let (g, r) = (o.group, o.residual);
     let n = o.bytes;
+    // The cache after the timeline's byte: which tokens are quantised is the engine's own rule
+    // (`GroupFormat::quantised`), and the tokens this step quantises are the jobs its `group_append`
+    // gives the `group_quant` kernel (`GroupFormat::step_jobs`).
+    let at = (*cx.cursor).min(n.saturating_sub(1));
+    let len = at + 1;
+    let fmt = GroupFormat::kivi(2, g, r);
+    let (k_done, v_done) = fmt.quantised(len);
+    let (k_now, v_now) = kivi_jobs(&fmt, at);
     title(
         ui,
         size,
-        match lang {
-            Lang::En => format!("KIVI after {n} bytes: G = {g}, R = {r}"),
-            Lang::Zh => format!("读完 {n} 字节后的 KIVI：G = {g}，R = {r}"),
+        match (lang, len == n) {
+            (Lang::En, true) => format!("KIVI after {n} bytes: G = {g}, R = {r}"),
+            (Lang::En, false) => format!("KIVI after {len} of {n} bytes: G = {g}, R = {r}"),
+            (Lang::Zh, true) => format!("读完 {n} 字节后的 KIVI：G = {g}，R = {r}"),
+            (Lang::Zh, false) => format!("读完 {n} 字节中的 {len} 个后的 KIVI：G = {g}，R = {r}"),
         },
     );
-    // Which tokens are quantised now: K, the first floor(n / R)·R (whole groups of G); V, all but the last R.
-    let k_done = n / r * r;
-    let v_done = n.saturating_sub(r);
     let quant_c = style::request(0);
     let f16_c = style::RESIDUAL;
     let w = ui.available_width() - size * 3.0;
     let cell = (w / n as f32).max(0.5);
-    for (name, done, groups) in [("K", k_done, true), ("V", v_done, false)] {
+    for (name, done, groups, now) in [("K", k_done, true, k_now), ("V", v_done, false, v_now)] {
         ui.horizontal(|ui| {
             ui.label(RichText::new(name).strong().size(crate::style::fit(size)));
             let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.4), egui::Sense::hover());
             let p = ui.painter();
             for t in 0..n {
-                let c = if t < done { quant_c } else { f16_c };
+                let c = if t >= len {
+                    style::FREE
+                } else if t < done {
+                    quant_c
+                } else {
+                    f16_c
+                };
                 let x = rect.min.x + t as f32 * cell;
                 p.rect_filled(
                     egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(cell, rect.height())),
@@ -473,6 +544,19 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                         egui::Stroke::new(2.0, style::c32(style::CANVAS)),
                     );
                 }
+            }
+            if let Some((a, b)) = now {
+                let x0 = rect.min.x + a as f32 * cell;
+                let span = egui::Rect::from_min_max(
+                    egui::pos2(x0, rect.min.y),
+                    egui::pos2(rect.min.x + b as f32 * cell, rect.max.y),
+                );
+                p.rect_stroke(
+                    span.expand(1.5),
+                    1.0,
+                    egui::Stroke::new(2.5, style::CURRENT_32),
+                    egui::StrokeKind::Outside,
+                );
             }
         });
     }
@@ -487,6 +571,14 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
                 ),
             ),
             (f16_c, lang.t("f16 residual", "f16 残差")),
+            (style::FREE, lang.t("not written yet", "尚未写入")),
+            (
+                style::CURRENT,
+                lang.t(
+                    "quantised by this byte's group_quant jobs (outlined)",
+                    "本字节的 group_quant 作业量化的部分（描边）",
+                ),
+            ),
         ],
         size,
     );
@@ -529,6 +621,20 @@ fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
         t.row(row);
     }
     crate::ui::widgets::table(ui, lang, size, &t);
+}
+
+/// Tokens `[a, b)`.
+type Span = (usize, usize);
+
+/// The tokens the step that appends byte `at` quantises, as spans `[a, b)`: K's (the R tokens whose groups
+/// complete) and V's (the token leaving the residual), from the jobs the engine gives the kernel.
+fn kivi_jobs(fmt: &GroupFormat, at: usize) -> (Option<Span>, Option<Span>) {
+    let jobs = fmt.step_jobs(0, at, |i| i);
+    let span = |kind: i32, width: usize| {
+        let starts: Vec<usize> = jobs.iter().filter(|j| j[0] == kind).map(|j| j[2] as usize).collect();
+        Some((*starts.iter().min()?, starts.iter().max()? + width))
+    };
+    (span(job::K_CHANNEL, fmt.group), span(job::V_TOKEN, 1))
 }
 
 fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {

@@ -10,7 +10,9 @@ use crate::lessons::serving::{Serving, ServingOut, View, crossover, device_rates
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Cell, Chart, ChartAxis, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
+use crate::ui::widgets::{
+    Cell, Chart, ChartAxis, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table, timeline,
+};
 use common::*;
 use speculation::{real, spec_stats, speculative};
 
@@ -43,6 +45,117 @@ impl LessonUi for Serving {
                 kernel_panel(cx, ui, self.ops(), out);
             }
         }
+    }
+
+    fn has_timeline(&self) -> bool {
+        true
+    }
+
+    /// The two processes of the lesson: the schedule, step by step, and the speculative passes, one by
+    /// one. The other steps show whole runs or stored measurements and have no bar (the step that puts the
+    /// schedule beside the latencies compares whole runs).
+    fn timeline_on(&self, cx: &ViewCtx) -> bool {
+        schedule_steps(cx) || cx.step_shows(View::Speculative.name())
+    }
+
+    fn timeline(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output) {
+        let Some(o) = out.downcast_ref::<ServingOut>() else {
+            return;
+        };
+        let lang = cx.lang;
+        if schedule_steps(cx) {
+            let Ok(run) = &o.run else { return };
+            timeline(
+                cx,
+                ui,
+                run.steps.len(),
+                |ui, c, n| step_buttons(ui, c, n, lang.t("< step", "< 上一步"), lang.t("step >", "下一步 >")),
+                |c| schedule_label(lang, o, run, c),
+            );
+        } else {
+            let passes = &o.spec.steps;
+            timeline(
+                cx,
+                ui,
+                passes.len(),
+                |ui, c, n| step_buttons(ui, c, n, lang.t("< pass", "< 上一次"), lang.t("pass >", "下一次 >")),
+                |c| pass_label(lang, passes, c),
+            );
+        }
+    }
+}
+
+/// Whether the step walks the schedule step by step (it shows the schedule without the latencies).
+fn schedule_steps(cx: &ViewCtx) -> bool {
+    cx.step_shows(View::Schedule.name()) && !cx.step_shows(View::Latency.name())
+}
+
+/// A timeline's "one back" and "one on" buttons.
+fn step_buttons(ui: &mut Ui, c: &mut usize, n: usize, back: &str, on: &str) {
+    if ui.button(back).clicked() {
+        *c = c.saturating_sub(1);
+    }
+    if ui.button(on).clicked() {
+        *c = (*c + 1).min(n - 1);
+    }
+}
+
+/// What scheduler step `c` of `run` does, in words: each request's prefill (a chunk, with where it sits
+/// in the prompt, or a whole prompt), who decodes, who arrives and who finishes.
+fn schedule_label(lang: crate::ui::text::Lang, o: &ServingOut, run: &crate::drivers::serve::ServeRun, c: usize) -> String {
+    use crate::ui::text::Lang;
+    let Some(e) = run.steps.get(c) else { return String::new() };
+    let zh = lang == Lang::Zh;
+    let mut parts = vec![if zh {
+        format!("第 {c} / {} 步", run.steps.len() - 1)
+    } else {
+        format!("step {c} / {}", run.steps.len() - 1)
+    }];
+    for &(r, first, n) in &e.chunks {
+        let prompt = o.requests.get(r as usize).map_or(0, |q| q.1);
+        parts.push(if zh {
+            format!("请求 {r} 预填充位置 {first}…{}（共 {prompt}）", first + n - 1)
+        } else {
+            format!("request {r} prefills {first}…{} of {prompt}", first + n - 1)
+        });
+    }
+    // (A chunked policy also lists the request whose first chunk this is as admitted.)
+    for &(r, n) in e.admitted.iter().filter(|a| !e.chunks.iter().any(|c| c.0 == a.0)) {
+        parts.push(if zh {
+            format!("请求 {r} 预填充整段 {n} 字节 prompt")
+        } else {
+            format!("request {r} prefills its whole {n}-byte prompt")
+        });
+    }
+    if !e.decoded.is_empty() {
+        let ids: Vec<String> = e.decoded.iter().map(|d| d.0.to_string()).collect();
+        parts.push(if zh {
+            format!("解码：请求 {}", ids.join("、"))
+        } else {
+            format!("decode: request {}", ids.join(", "))
+        });
+    }
+    for &(r, _) in &e.finished {
+        parts.push(if zh { format!("请求 {r} 完成") } else { format!("request {r} finishes") });
+    }
+    parts.join(" · ")
+}
+
+/// What speculative pass `c` did: how many drafts the target kept, and the blocks the rejected ones
+/// freed. Counted as the narration's `{passes}` counts, the prompt's prefill being the target's first.
+fn pass_label(lang: crate::ui::text::Lang, passes: &[crate::drivers::spec::SpecStep], c: usize) -> String {
+    let Some(s) = passes.get(c) else { return String::new() };
+    let zh = lang == crate::ui::text::Lang::Zh;
+    let freed = match (s.freed.is_empty(), zh) {
+        (true, _) => String::new(),
+        (false, true) => format!("，释放块 {:?}", s.freed),
+        (false, false) => format!(", frees blocks {:?}", s.freed),
+    };
+    let (pass, all, pos, kept, drafts) = (c + 2, passes.len() + 1, s.pos, s.accepted, s.proposed.len());
+    if zh {
+        format!("目标前向 {pass} / {all}（第 1 次是 prompt 的预填充），位置 {pos}：{drafts} 个草稿保留 {kept} 个{freed}")
+    } else {
+        format!("target pass {pass} / {all} (the 1st was the prompt's prefill), at position {pos}: keeps {kept} of {drafts} drafts{freed}")
     }
 }
 
@@ -108,6 +221,24 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
             charts.push(chart);
         }
     }
+    // The timeline's step, outlined over its bar (on the step that walks the schedule).
+    let now = schedule_steps(cx).then(|| {
+        let cur = (*cx.cursor).min(n - 1) as f64;
+        let top = o.budget as f64 * 1.04;
+        entries.push((
+            style::CURRENT,
+            match lang {
+                crate::ui::text::Lang::Zh => format!("时间线所在的第 {cur} 步"),
+                _ => format!("step {cur}, where the timeline is"),
+            },
+        ));
+        egui_plot::Polygon::new(
+            "",
+            egui_plot::PlotPoints::new(vec![[cur - 0.5, 0.0], [cur + 0.5, 0.0], [cur + 0.5, top], [cur - 0.5, top]]),
+        )
+        .fill_color(egui::Color32::TRANSPARENT)
+        .stroke(egui::Stroke::new(2.0, style::CURRENT_32))
+    });
     let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
     // The chart takes the height left over the two lines of notes under it, at most 24 lines of text.
     let h = (ui.available_height() - 3.5 * size).min(size * 24.0 + legend_h).max(size * 6.0);
@@ -126,6 +257,9 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     .show(ui, size, |p| {
         for c in charts {
             p.bar_chart(c);
+        }
+        if let Some(now) = now {
+            p.polygon(now);
         }
         p.threshold_y(o.budget as f64, format!("{} {}", lang.t("budget", "预算"), o.budget));
     });

@@ -26,9 +26,23 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
         ),
     );
     let font = egui::FontId::monospace(crate::style::fit(size * 0.95));
+    // The passes up to the timeline's, the latest rows that fit, the timeline's pass outlined.
+    let n = sp.steps.len();
+    let cur = (*cx.cursor).min(n.saturating_sub(1));
     let max_rows = ((ui.available_height() / (size * 1.5)).floor() as usize).clamp(4, 14);
-    for s in sp.steps.iter().take(max_rows) {
-        ui.horizontal(|ui| {
+    let first = (cur + 1).saturating_sub(max_rows);
+    if first > 0 {
+        note(
+            ui,
+            size,
+            match lang {
+                crate::ui::text::Lang::Zh => format!("… 之前的 {first} 次前向"),
+                _ => format!("… {first} earlier passes"),
+            },
+        );
+    }
+    for (i, s) in sp.steps.iter().enumerate().take(cur + 1).skip(first) {
+        let row = ui.horizontal(|ui| {
             ui.label(
                 RichText::new(format!("@{:<4}", s.pos))
                     .monospace()
@@ -72,16 +86,24 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
                 .size(crate::style::fit(size * 0.85)),
             );
         });
+        if i == cur {
+            ui.painter().rect_stroke(
+                row.response.rect.expand(2.0),
+                3.0,
+                egui::Stroke::new(2.0, style::CURRENT_32),
+                egui::StrokeKind::Outside,
+            );
+        }
     }
-    if sp.steps.len() > max_rows {
+    if cur + 1 < n {
         note(
             ui,
             size,
-            format!(
-                "… {} {}",
-                sp.steps.len() - max_rows,
-                lang.t("more passes", "次更多的前向")
-            ),
+            match lang {
+                crate::ui::text::Lang::Zh => format!("… 还有 {} 次前向（沿时间线向后）", n - 1 - cur),
+                _ if n - 1 - cur == 1 => "… 1 pass to come (move the timeline on)".to_string(),
+                _ => format!("… {} passes to come (move the timeline on)", n - 1 - cur),
+            },
         );
     }
     legend(
@@ -95,6 +117,11 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
                     "草稿被拒绝：其槽位从缓存中截掉",
                 )
                 .to_string(),
+            ),
+            (
+                style::CURRENT,
+                lang.t("the timeline's pass (outlined)", "时间线所在的这次前向（描边）")
+                    .to_string(),
             ),
             (
                 style::GENERATED,
