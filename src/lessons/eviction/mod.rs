@@ -50,6 +50,11 @@ pub struct Eviction;
 
 /// The placeholders the narration may use.
 pub const PLACEHOLDERS: &[&str] = &[
+    "evict_steps",
+    "evict_leaving_share",
+    "diverge_step",
+    "diverge_bytes",
+    "rows",
     "budget",
     "recent",
     "heavy",
@@ -185,6 +190,61 @@ impl EvictOut {
         before[row].iter().find(|i| !now[row].contains(i)).map(|&i| i as usize)
     }
 
+    /// The policy of the keep and holes views: the `policy` slider's, H2O in place of full attention
+    /// (which evicts nothing).
+    pub fn keep_policy(&self) -> EvictPolicy {
+        if self.policy == EvictPolicy::Full {
+            EvictPolicy::H2o
+        } else {
+            self.policy
+        }
+    }
+
+    /// The byte each (layer, KV head) row of the keep view's policy evicted at step `t` (none where the
+    /// row evicted nothing).
+    pub fn row_evictions(&self, t: usize) -> Vec<Option<usize>> {
+        let r = self.run(self.keep_policy());
+        let (Some(before), Some(now)) = (t.checked_sub(1).and_then(|p| r.kept.get(p)), r.kept.get(t)) else {
+            return Vec::new();
+        };
+        before
+            .iter()
+            .zip(now)
+            .map(|(a, b)| a.iter().find(|i| !b.contains(i)).map(|&i| i as usize))
+            .collect()
+    }
+
+    /// How the rows' evictions agree: the steps at which some row evicted a byte, and those at which
+    /// every row evicted the same one, the byte leaving the recent window (step − R).
+    pub fn eviction_agreement(&self) -> (usize, usize) {
+        let recent = self.config.recent_tokens();
+        let (mut steps, mut leaving) = (0, 0);
+        for t in 1..self.len() {
+            let ev = self.row_evictions(t);
+            if ev.iter().all(Option::is_none) {
+                continue;
+            }
+            steps += 1;
+            if ev.iter().all(|e| *e == ev[0] && *e == t.checked_sub(recent)) {
+                leaving += 1;
+            }
+        }
+        (steps, leaving)
+    }
+
+    /// The step at which the rows evicted the most different bytes (the latest of equals), and how many.
+    pub fn most_divergent(&self) -> Option<(usize, usize)> {
+        (1..self.len())
+            .map(|t| {
+                let mut ev: Vec<usize> = self.row_evictions(t).into_iter().flatten().collect();
+                ev.sort_unstable();
+                ev.dedup();
+                (t, ev.len())
+            })
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(t, n)| (n, t))
+    }
+
     /// The last step at or before `t` where H2O evicted a token outside the recent set for the shown
     /// (layer, KV head).
     pub fn last_eviction(&self, t: usize) -> Option<usize> {
@@ -229,7 +289,7 @@ impl Schema for Eviction {
     }
 
     fn timeline_points(&self) -> &'static [&'static str] {
-        &["last", "prompt_end", "eviction"]
+        &["last", "prompt_end", "eviction", "diverge"]
     }
 }
 
@@ -445,6 +505,7 @@ impl Output for EvictOut {
             "last" => Some(self.len() - 1),
             "prompt_end" => Some(self.prompt().min(self.len() - 1)),
             "eviction" => self.last_eviction(self.len() - 1).or(Some(self.len() - 1)),
+            "diverge" => self.most_divergent().map(|d| d.0).or(Some(self.len() - 1)),
             _ => None,
         }
     }

@@ -31,7 +31,15 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
     let head_name = |i: usize| format!("L{} H{}", i / heads, i % heads);
     let bpb = |p: EvictPolicy| fmt_bpb(o.run(p).bits_per_byte_in(prompt.saturating_sub(1)..n));
     let last_ev = o.last_eviction(n - 1);
+    let (ev_steps, ev_leaving) = o.eviction_agreement();
+    let share = |a: usize| if ev_steps == 0 { "0%".to_string() } else { pct(a as f64 / ev_steps as f64) };
+    let (div_step, div_n) = o.most_divergent().unwrap_or((0, 0));
     let mut v = vec![
+        ("evict_steps", ev_steps.to_string()),
+        ("evict_leaving_share", share(ev_leaving)),
+        ("diverge_step", div_step.to_string()),
+        ("diverge_bytes", div_n.to_string()),
+        ("rows", (h2o.layers * h2o.kv_heads).to_string()),
         ("budget", k.to_string()),
         ("recent", o.config.recent_tokens().min(k).to_string()),
         ("heavy", (k - o.config.recent_tokens().min(k)).to_string()),

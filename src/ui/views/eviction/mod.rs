@@ -499,11 +499,7 @@ fn has(set: &[u32], i: usize) -> bool {
 
 /// The policy the keep and holes views show (full has nothing to show there: H2O instead).
 fn shown_policy(o: &EvictOut) -> EvictPolicy {
-    if o.policy == EvictPolicy::Full {
-        EvictPolicy::H2o
-    } else {
-        o.policy
-    }
+    o.keep_policy()
 }
 
 fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
