@@ -13,9 +13,11 @@ use crate::ui::text::Lang;
 use crate::ui::widgets::{Cell, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table};
 
 mod memory;
+mod mla_flow;
 mod parts;
 use memory::{calculator, layer_map};
-use parts::{note, title};
+use mla_flow::mla_flow;
+use parts::{kind, note, title};
 
 impl LessonUi for Arch {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -29,19 +31,23 @@ impl LessonUi for Arch {
             View::Scale => scale(cx, ui, o),
             View::Bars => fitted_height(ui, "arch-bars", key, cx.size, |ui, size| bars(cx, ui, o, size)),
             View::Mla => {
-                // In presentation mode the cached rows, then each case's decode costs, take a page each
-                // (a slide holds one of them at the floor); the window shows them all.
-                let pages = 1 + cost_cases(cx, o).len();
+                // In presentation mode the projection diagram, the cached rows, then each case's decode
+                // costs take a page each (a slide holds one of them at the floor); the window shows them
+                // all.
+                let pages = 2 + cost_cases(cx, o).len();
                 let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(pages));
                 let key = fit_key((view.name(), cx.params, page));
                 fitted_height(ui, "arch-mla", key, cx.size, |ui, size| match page {
                     None => {
+                        mla_flow(cx, ui, o, size);
+                        ui.add_space(size * 0.5);
                         strip(cx, ui, o, size);
                         ui.add_space(size * 0.5);
                         cost(cx, ui, o, size, None);
                     }
-                    Some(0) => strip(cx, ui, o, size),
-                    Some(p) => cost(cx, ui, o, size, Some(p - 1)),
+                    Some(0) => mla_flow(cx, ui, o, size),
+                    Some(1) => strip(cx, ui, o, size),
+                    Some(p) => cost(cx, ui, o, size, Some(p - 2)),
                 });
             }
             View::LayerMap => fitted_height(ui, "arch-map", key, cx.size, |ui, size| layer_map(cx, ui, o, size)),
@@ -349,11 +355,6 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
             "标签：名称、类型、查询头 / KV 头",
         ),
     );
-}
-
-/// Attention kind `k`'s colour (`style::ATTENTION_KINDS`).
-fn kind(k: &str) -> style::Rgba {
-    style::request(style::attention_kind(k))
 }
 
 /// One token's cached values as a strip of `parts` (values, colour, label), `scale` points per value;
