@@ -12,7 +12,9 @@ use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
 use crate::cache::group::{GroupFormat, job};
 use crate::cache::dtype::quant::{E4M3, E5M2, Fp8};
-use crate::lessons::quant::{CONTEXTS, Quant, QuantOut, View, format_label, show_value, stored, tokens_per_pool};
+use crate::lessons::quant::{
+    CONTEXTS, Quant, QuantOut, View, format_key, format_label, show_value, stored, tokens_per_pool,
+};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
@@ -637,9 +639,117 @@ fn kivi_jobs(fmt: &GroupFormat, at: usize) -> (Option<Span>, Option<Span>) {
     (span(job::K_CHANNEL, fmt.group), span(job::V_TOKEN, 1))
 }
 
+/// Quality against memory: each format a point at (KV bytes per token, bits per byte above f16), down
+/// and left better, the chosen format ringed. Bits per byte from the stored table (many windows) when it
+/// is there, else from this text; bytes per token computed here.
+fn quality_chart(cx: &ViewCtx, ui: &mut Ui, o: &QuantOut, h: f32) {
+    let size = cx.size;
+    let lang = cx.lang;
+    let long = CONTEXTS[1];
+    let s = stored::embedded();
+    // A format's bits per byte: stored when the table has it, else measured on this text.
+    let bpb = |r: &crate::drivers::quant::QuantRun| {
+        s.and_then(|s| s.cell(&r.format)).map_or(r.bits_per_byte(), |c| c.bits_per_byte)
+    };
+    let base = o
+        .runs
+        .iter()
+        .find(|(f, _)| format_key(f) == "f16")
+        .map_or(0.0, |(_, r)| bpb(r));
+    let pts: Vec<(String, style::Rgba, [f64; 2])> = o
+        .runs
+        .iter()
+        .map(|(f, r)| {
+            (
+                format_label(f),
+                style::kv_format(&format_key(f)),
+                [o.bytes_per_token(f, long), bpb(r) - base],
+            )
+        })
+        .collect();
+    title(
+        ui,
+        size,
+        match (lang, s) {
+            (Lang::En, Some(s)) => format!(
+                "Quality against memory: down and left is better (bits per byte stored, {} windows on {}; bytes at context {long})",
+                s.windows, s.backend
+            ),
+            (Lang::Zh, Some(s)) => format!(
+                "质量与显存：越靠左下越好（每字节比特数为存储的结果，{} 个窗口，在 {} 上；字节按上下文 {long} 计）",
+                s.windows, s.backend
+            ),
+            (Lang::En, None) => format!("Quality against memory: down and left is better (this text; bytes at context {long})"),
+            (Lang::Zh, None) => format!("质量与显存：越靠左下越好（这段文本；字节按上下文 {long} 计）"),
+        },
+    );
+    let far = pts.iter().fold([0.0f64; 2], |m, p| [m[0].max(p.2[0]), m[1].max(p.2[1])]);
+    let here = lang.t("the chosen format", "所选格式");
+    let mut legend_entries: Vec<(style::Rgba, String)> = Vec::new();
+    for (name, c, _) in &pts {
+        if !legend_entries.iter().any(|e| e.0 == *c) {
+            legend_entries.push((*c, name.clone()));
+        }
+    }
+    legend_entries.push((style::CURRENT, here.to_string()));
+    Chart::new(
+        "quant-quality",
+        ChartAxis::linear(lang.t("KV bytes per token (all layers)", "每个 token 的 KV 字节（所有层）"))
+            .from_zero()
+            .include(far[0] * 1.3),
+        ChartAxis::linear(lang.t("bits per byte above f16", "比 f16 多出的每字节比特数"))
+            .include(-0.15 * far[1].max(1e-9))
+            .include(far[1] * 1.12),
+    )
+    .height(h)
+    .legend(legend_entries)
+    .show(ui, size, |p| {
+        // A label goes right of its point, and below it when an earlier point (left of it) is close
+        // enough for their labels to collide.
+        let span = [far[0].max(1e-9), pts.iter().fold(0.0f64, |m, p| m.max(p.2[1].abs())).max(1e-9)];
+        let near = |a: [f64; 2], b: [f64; 2]| (a[0] - b[0]).abs() < 0.15 * span[0] && (a[1] - b[1]).abs() < 0.1 * span[1];
+        for (i, (name, c, xy)) in pts.iter().enumerate() {
+            p.points(
+                egui_plot::Points::new(name.as_str(), vec![*xy])
+                    .color(style::c32(*c))
+                    .radius(size * 0.35),
+            );
+            let crowded = pts.iter().enumerate().any(|(j, q)| j != i && q.2[0] < xy[0] && near(q.2, *xy));
+            p.text(
+                egui_plot::Text::new("", egui_plot::PlotPoint::new(xy[0], xy[1]), format!("  {name}"))
+                    .anchor(if crowded { egui::Align2::LEFT_TOP } else { egui::Align2::LEFT_BOTTOM })
+                    .color(style::c32(*c)),
+            );
+        }
+        if let Some((_, _, xy)) = pts.get(o.selected) {
+            p.points(
+                egui_plot::Points::new(here, vec![*xy])
+                    .color(style::CURRENT_32)
+                    .radius(size * 0.6)
+                    .filled(false),
+            );
+        }
+    });
+}
+
 fn table(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     let size = cx.size;
     let lang = cx.lang;
+    // In presentation mode the chart is the first page and the measured table the second; the window
+    // shows both.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
+    if page != Some(1) {
+        let h = if page == Some(0) {
+            ui.available_height() - size * 5.5
+        } else {
+            (ui.available_height() * 0.45).max(size * 10.0)
+        };
+        quality_chart(cx, ui, o, h.max(size * 8.0));
+    }
+    if page == Some(0) {
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
+        return;
+    }
     let s = stored::embedded();
     title(
         ui,
