@@ -540,9 +540,78 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     });
 }
 
+/// Cost against quality: each policy a point at (query–key pairs per byte read, log axis; bits per byte on
+/// this stream), labelled with the KV memory it held at most. Down and left is better.
+fn cost_chart(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut, h: f32) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let pts: Vec<(String, style::Rgba, [f64; 2])> = RUNS
+        .iter()
+        .enumerate()
+        .take(4)
+        .map(|(i, (p, pos))| {
+            let r = &o.runs[i];
+            let most = r.blocks_in_use.iter().max().copied().unwrap_or(0) as usize;
+            let mem = crate::ui::widgets::bytes((most * o.block_size * o.kv_per_byte) as f64);
+            (
+                format!("{} · {mem}", policy_name(lang, *p, *pos)),
+                style::policy(p.name()),
+                [o.pairs_per_byte(r).max(1.0).log10(), r.bits_per_byte()],
+            )
+        })
+        .collect();
+    ui.label(
+        RichText::new(match lang {
+            Lang::Zh => format!("代价与质量，这段 {} 字节的流：越靠左下越好（标签：最多占用的 KV 内存）", o.stream()),
+            _ => format!(
+                "Cost against quality on this {}-byte stream: down and left is better (labels: the most KV memory held)",
+                o.stream()
+            ),
+        })
+        .strong()
+        .size(crate::style::fit(size)),
+    );
+    let (lo, hi) = pts.iter().fold((f64::MAX, f64::MIN), |m, p| (m.0.min(p.2[1]), m.1.max(p.2[1])));
+    let pad = (hi - lo).max(0.01) * 0.15;
+    let far = pts.iter().fold(0.0f64, |m, p| m.max(p.2[0]));
+    Chart::new(
+        "streaming-costs-chart",
+        ChartAxis::log10(lang.t("query–key pairs per byte read (log axis)", "每读一个字节的查询–键对数（对数坐标）"))
+            .include(far + 0.6),
+        ChartAxis::linear(lang.t("bits per byte", "每字节比特数"))
+            .include(lo - pad)
+            .include(hi + pad),
+    )
+    .height(h)
+    .legend(pts.iter().map(|(n, c, _)| (*c, n.clone())).collect())
+    .show(ui, size, |p| {
+        for (name, c, xy) in &pts {
+            p.points(
+                egui_plot::Points::new(name.as_str(), vec![*xy])
+                    .color(style::c32(*c))
+                    .radius(size * 0.4),
+            );
+        }
+    });
+}
+
 fn costs(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let lang = cx.lang;
     let size = cx.size;
+    // In presentation mode the chart is the first page and the table the second; the window shows both.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
+    if page != Some(1) {
+        let h = if page == Some(0) {
+            ui.available_height() - size * 6.0
+        } else {
+            (ui.available_height() * 0.42).max(size * 9.0)
+        };
+        cost_chart(cx, ui, o, h.max(size * 8.0));
+    }
+    if page == Some(0) {
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("the table and the real models", "表与真实模型"));
+        return;
+    }
     let st = stored::embedded();
     egui::Grid::new("streaming-costs").striped(true).show(ui, |ui| {
         let head = |ui: &mut Ui, s: String| {
