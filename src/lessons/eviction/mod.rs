@@ -232,9 +232,10 @@ impl EvictOut {
         (steps, leaving)
     }
 
-    /// The step at which the rows evicted the most different bytes (the latest of equals), and how many.
+    /// The step after the prompt at which the rows evicted the most different bytes (the latest of
+    /// equals), and how many: the keep view then shows most of the text read.
     pub fn most_divergent(&self) -> Option<(usize, usize)> {
-        (1..self.len())
+        (self.prompt().max(1)..self.len())
             .map(|t| {
                 let mut ev: Vec<usize> = self.row_evictions(t).into_iter().flatten().collect();
                 ev.sort_unstable();

@@ -98,6 +98,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "draft_weights",
     "spec_speed",
     "equal",
+    "equal_zh",
     "check_err",
     "real_stored_on",
     "real_k",
@@ -630,6 +631,10 @@ fn numbers(o: &ServingOut) -> Vec<(&'static str, String)> {
     v.push((
         "equal",
         if sp.output == o.plain.output { "equal" } else { "NOT equal" }.to_string(),
+    ));
+    v.push((
+        "equal_zh",
+        if sp.output == o.plain.output { "相同" } else { "不相同" }.to_string(),
     ));
     v.push(("check_err", format!("{:.1e}", o.check.max_abs)));
     v

@@ -101,7 +101,7 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ui.add(
             egui::Label::new(RichText::new(if zh {
                 format!(
-                    "{t} 行，每行 c_KV {} + k_R {} = {} 个值，{} 个头共用。吸收后的解码每步把每一行读一遍，供所有头使用（黄框；这里的 mla_decode 每个头读一遍：见下一页的表）",
+                    "{t} 行，每行 c_KV {} + k_R {} = {} 个值，{} 个头共用。每个解码步都要读每一行（黄框）：引擎的吸收解码为所有头只读一遍；这里的 mla_decode 为每个头各读一遍（后面一页的表）",
                     d.d_c,
                     d.d_r,
                     d.row(),
@@ -109,7 +109,7 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 )
             } else {
                 format!(
-                    "{t} rows of c_KV {} + k_R {} = {} values, shared by the {} heads. Absorbed decode reads every row once per step for all heads (yellow outline; mla_decode here reads it once per head: the table on the next page)",
+                    "{t} rows of c_KV {} + k_R {} = {} values, shared by the {} heads. Every decode step reads every row (yellow outline): an engine's absorbed decode once for all heads, mla_decode here once per head (the table a page on)",
                     d.d_c,
                     d.d_r,
                     d.row(),

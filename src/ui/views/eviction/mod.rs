@@ -276,7 +276,13 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     }
     let entries = [
         (style::READ, lang.t("kept", "保留")),
-        (style::CURRENT, lang.t("the byte read now", "当前读取的字节")),
+        (
+            style::CURRENT,
+            lang.t(
+                "the byte read now; outlined: each row's byte evicted this step",
+                "当前读取的字节；加框：各行本步驱逐的字节",
+            ),
+        ),
         (style::EVICTED, lang.t("evicted", "已驱逐")),
         (style::FREE, lang.t("not read yet", "尚未读取")),
     ];

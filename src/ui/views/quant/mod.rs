@@ -697,7 +697,10 @@ fn quality_chart(cx: &ViewCtx, ui: &mut Ui, o: &QuantOut, h: f32) {
         ChartAxis::linear(lang.t("KV bytes per token (all layers)", "每个 token 的 KV 字节（所有层）"))
             .from_zero()
             .include(far[0] * 1.3),
-        ChartAxis::linear(lang.t("bits per byte above f16", "比 f16 多出的每字节比特数"))
+        ChartAxis::linear(match lang {
+            Lang::En => format!("bits per byte above f16's {base:.3}"),
+            Lang::Zh => format!("比 f16（{base:.3}）多出的每字节比特数"),
+        })
             .include(-0.15 * far[1].max(1e-9))
             .include(far[1] * 1.12),
     )
