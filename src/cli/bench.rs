@@ -415,7 +415,7 @@ fn app(kind: BackendKind) -> Result<bool> {
             });
             let get = |k: &str| p.get(k).copied().unwrap_or_default();
             outln!(
-                "T={} d={} H={} KVH={} seed={}{}: change → end of the first frame with the result {latency:.0} ms ({} frames: {})",
+                "T={} d={} H={} KVH={} seed={}{}: change → end of the first frame with the result {latency:.0} ms ({} frame{}: {})",
                 get("seq"),
                 get("d_model"),
                 get("heads"),
@@ -427,6 +427,7 @@ fn app(kind: BackendKind) -> Result<bool> {
                     ""
                 },
                 frames.len(),
+                if frames.len() == 1 { "" } else { "s" },
                 frames.join(" + "),
             );
             let total: f64 = spans.iter().map(|s| s.1).sum();
