@@ -562,12 +562,20 @@ fn chunk(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
 fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     let size = cx.size;
     let lang = cx.lang;
-    // In presentation mode the estimate from quoted device facts is the view's second page.
-    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(2));
-    if page != Some(1) {
-        offload_measured(ui, lang, size, o);
+    // In presentation mode the measurement as a chart, then as a table, then the estimate from quoted
+    // device facts take a page each; the window shows all three.
+    let page = (!crate::style::views_may_scroll()).then(|| crate::style::view_page(3));
+    if page.is_none_or(|p| p == 0) {
+        offload_chart(cx, ui, o);
     }
     if page == Some(0) {
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
+        return;
+    }
+    if page.is_none_or(|p| p == 1) {
+        offload_measured(ui, lang, size, o);
+    }
+    if page == Some(1) {
         crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("on real GPUs, from quoted facts", "真实 GPU 上，由引用的参数估算"));
         return;
     }
@@ -575,6 +583,70 @@ fn offload(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         ui.add_space(size * 0.4);
     }
     offload_from_facts(ui, lang, size, o);
+}
+
+/// The stored offload measurement as two lines over the request's length: swap out and back, and
+/// recompute, on a log axis of milliseconds (the gap between them is the ratio the table lists).
+fn offload_chart(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
+    let (size, lang) = (cx.size, cx.lang);
+    title(
+        ui,
+        size,
+        lang.t(
+            "Measured here: swap a request out and back against recomputing its KV (log axis)",
+            "本机实测：换出再换回一个请求，对比重算它的 KV（对数坐标）",
+        ),
+    );
+    let rows = &o.stored.offload;
+    let swap: Vec<[f64; 2]> = rows.iter().map(|r| [r.tokens as f64, (r.swap_seconds * 1e3).log10()]).collect();
+    let recompute: Vec<[f64; 2]> = rows.iter().map(|r| [r.tokens as f64, (r.recompute_seconds * 1e3).log10()]).collect();
+    let (swap_name, recompute_name) = (
+        lang.t("swap out + in (a copy)", "换出 + 换入（一次拷贝）"),
+        lang.t("recompute (prefill)", "重算（预填充）"),
+    );
+    // A slide gives the chart its page; the window shares its height with the table and the estimate.
+    let h = if crate::style::views_may_scroll() {
+        ui.available_height() * 0.28
+    } else {
+        ui.available_height() - 6.0 * size
+    }
+    .max(8.0 * size);
+    Chart::new(
+        "serving-offload-measured",
+        ChartAxis::linear(lang.t("request length (tokens)", "请求长度（token）")).from_zero(),
+        ChartAxis::log10(lang.t("milliseconds (log axis)", "毫秒（对数坐标）")),
+    )
+    .height(h)
+    .legend(vec![
+        (style::SWAPPED, swap_name.to_string()),
+        (style::REQUESTS[0], recompute_name.to_string()),
+    ])
+    .show(ui, size, |p| {
+        p.line(egui_plot::Line::new(swap_name, swap.clone()).color(style::c32(style::SWAPPED)).width(2.5));
+        p.points(egui_plot::Points::new(swap_name, swap).color(style::c32(style::SWAPPED)).radius(size * 0.25));
+        p.line(egui_plot::Line::new(recompute_name, recompute.clone()).color(style::series(0)).width(2.5));
+        p.points(egui_plot::Points::new(recompute_name, recompute).color(style::series(0)).radius(size * 0.25));
+    });
+    let ratios: Vec<f64> = rows.iter().map(|r| r.recompute_seconds / r.swap_seconds).collect();
+    let (lo, hi) = ratios.iter().fold((f64::MAX, 0.0f64), |m, &r| (m.0.min(r), m.1.max(r)));
+    let span = match lang {
+        _ if ratios.is_empty() => String::new(),
+        crate::ui::text::Lang::Zh => format!("重算是拷贝的 {lo:.0}–{hi:.0} 倍。"),
+        _ => format!("Recompute takes {lo:.0}–{hi:.0}× the copy. "),
+    };
+    // (The window shows the table under it, which says where it was measured.)
+    let source = if crate::style::views_may_scroll() {
+        String::new()
+    } else {
+        format!(
+            "{} {} · {} · {}",
+            lang.t("Stored measurement:", "存储的实测："),
+            o.stored.machine,
+            o.stored.backend,
+            o.stored.date
+        )
+    };
+    note(ui, size, format!("{span}{source}"));
 }
 
 /// Lesson 12's offload measurement on this machine: swap out and back against recompute.
