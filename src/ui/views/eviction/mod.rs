@@ -252,7 +252,7 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     let t = step(cx, o);
-    let policy = shown_policy(o);
+    let policy = o.keep_policy();
     let r = o.run(policy);
     let n = o.len();
     title(
@@ -503,16 +503,11 @@ fn has(set: &[u32], i: usize) -> bool {
     set.binary_search(&(i as u32)).is_ok()
 }
 
-/// The policy the keep and holes views show (full has nothing to show there: H2O instead).
-fn shown_policy(o: &EvictOut) -> EvictPolicy {
-    o.keep_policy()
-}
-
 fn holes(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let lang = cx.lang;
     let size = cx.size;
     let t = step(cx, o);
-    let policy = shown_policy(o);
+    let policy = o.keep_policy();
     let r = o.run(policy);
     let bs = r.config.block_size;
     let rows = r.layers * r.kv_heads;

@@ -638,13 +638,7 @@ fn offload_chart(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     let source = if crate::style::views_may_scroll() {
         String::new()
     } else {
-        format!(
-            "{} {} · {} · {}",
-            lang.t("Stored measurement:", "存储的实测："),
-            o.stored.machine,
-            o.stored.backend,
-            o.stored.date
-        )
+        stored_source(lang, o)
     };
     note(ui, size, format!("{span}{source}"));
 }
@@ -681,17 +675,18 @@ fn offload_measured(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Ser
         );
     }
     table(ui, lang, size, &t);
-    note(
-        ui,
-        size,
-        format!(
-            "{} {} · {} · {}",
-            lang.t("Stored measurement:", "存储的实测："),
-            o.stored.machine,
-            o.stored.backend,
-            o.stored.date
-        ),
-    );
+    note(ui, size, stored_source(lang, o));
+}
+
+/// Where the stored offload measurement was made.
+fn stored_source(lang: crate::ui::text::Lang, o: &ServingOut) -> String {
+    format!(
+        "{} {} · {} · {}",
+        lang.t("Stored measurement:", "存储的实测："),
+        o.stored.machine,
+        o.stored.backend,
+        o.stored.date
+    )
 }
 
 /// The same question on real GPUs, from quoted device facts: swap over PCIe against recompute at peak.
