@@ -398,6 +398,14 @@ fn app(kind: BackendKind) -> Result<bool> {
                 frames.push(frame(&mut app, &[])?);
             }
             let latency = t.elapsed().as_secs_f64() * 1e3;
+            // Let the app settle before anything else runs: its worker checks the result against the
+            // reference once a frame has shown it, as after any change a user makes.
+            while app.reports().is_none() {
+                rx.recv_timeout(Duration::from_secs(120))
+                    .context("the worker sent no reference check in 120 s")?;
+                while rx.try_recv().is_ok() {}
+                frame(&mut app, &[])?;
+            }
             if which == 0 && n == 0 {
                 continue;
             }

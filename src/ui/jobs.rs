@@ -187,6 +187,10 @@ impl KvscopeApp {
                 }
             }
         }
+        // The output held now was drawn by the frame before this one.
+        if let (Some(w), Some((generation, ..))) = (&self.worker, &self.output) {
+            w.shown(*generation);
+        }
         let msgs = self.worker.as_ref().map(|w| w.poll()).unwrap_or_default();
         for m in msgs {
             self.take(m);

@@ -3,9 +3,10 @@
 //! How it works: the UI sends a [`Job`] (generation number, lesson, parameters, backend) whenever a
 //! slider or the backend changes. One worker thread takes the newest job (older queued jobs are
 //! skipped, so dragging a slider never builds a backlog), computes it, sends the [`Output`] back and
-//! wakes the UI. It then runs the output's reference verification ([`Output::verify`]: lessons 1–3
-//! check against the f64 reference here; lessons 4–5 checked while computing), unless a newer job is
-//! already waiting. A panic inside a computation becomes an error message; the worker keeps running. Tests and
+//! wakes the UI. Once the UI has drawn that result ([`Worker::shown`], so the check does not compete
+//! with the frame that shows it for the cores), it runs the output's reference verification
+//! ([`Output::verify`]: lessons 1–3 check against the f64 reference here; lessons 4–5 checked while
+//! computing), unless a newer job is already waiting. A panic inside a computation becomes an error message; the worker keeps running. Tests and
 //! `kvscope render` use [`run_now`] instead, on the calling thread, so every frame is deterministic.
 
 use std::sync::Arc;
@@ -170,7 +171,17 @@ pub struct Worker {
     jobs: Sender<Job>,
     msgs: Receiver<Msg>,
     latest: Arc<AtomicU64>,
+    /// The newest generation the UI has drawn.
+    shown: Arc<AtomicU64>,
 }
+
+/// How long a result's reference check waits at most for the UI to draw the result and settle.
+#[cfg(not(target_arch = "wasm32"))]
+const CHECK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long after the result is drawn the check waits for a newer job that would make it moot.
+#[cfg(not(target_arch = "wasm32"))]
+const CHECK_SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Worker {
@@ -179,11 +190,14 @@ impl Worker {
         let (jobs, job_rx) = channel::<Job>();
         let (msg_tx, msgs) = channel();
         let latest = Arc::new(AtomicU64::new(0));
-        let latest2 = latest.clone();
+        let shown = Arc::new(AtomicU64::new(0));
+        let (latest2, shown2) = (latest.clone(), shown.clone());
         std::thread::Builder::new()
             .name("kvscope-compute".into())
             .spawn(move || {
-                while let Ok(mut job) = job_rx.recv() {
+                use std::sync::mpsc::TryRecvError;
+                let mut waiting: Option<Job> = None;
+                while let Some(mut job) = waiting.take().or_else(|| job_rx.recv().ok()) {
                     while let Ok(newer) = job_rx.try_recv() {
                         job = newer;
                     }
@@ -193,9 +207,32 @@ impl Worker {
                         break;
                     }
                     wake();
-                    if let Some(out) = out
-                        && latest2.load(Ordering::Relaxed) == job.generation
-                    {
+                    let Some(out) = out else { continue };
+                    // The check waits until the UI has drawn the result and no newer job came for
+                    // CHECK_SETTLE (or CHECK_WAIT passed): the frame that shows the result does not
+                    // share the cores with it, and a slider still moving is not held up by the check
+                    // of a value it has already left. A newer job skips it.
+                    let deadline = Instant::now() + CHECK_WAIT;
+                    let mut shown_at = None;
+                    while latest2.load(Ordering::Relaxed) == job.generation && Instant::now() < deadline {
+                        match job_rx.try_recv() {
+                            Ok(newer) => {
+                                waiting = Some(newer);
+                                break;
+                            }
+                            // The app is gone: no one would read the check.
+                            Err(TryRecvError::Disconnected) => return,
+                            Err(TryRecvError::Empty) => {}
+                        }
+                        if shown2.load(Ordering::Relaxed) >= job.generation {
+                            let at = *shown_at.get_or_insert_with(Instant::now);
+                            if at.elapsed() >= CHECK_SETTLE {
+                                break;
+                            }
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    if waiting.is_none() && latest2.load(Ordering::Relaxed) == job.generation {
                         let reports = verify_output(out.as_ref());
                         if msg_tx
                             .send(Msg::Verified {
@@ -211,7 +248,17 @@ impl Worker {
                 }
             })
             .expect("spawning the compute thread");
-        Self { jobs, msgs, latest }
+        Self {
+            jobs,
+            msgs,
+            latest,
+            shown,
+        }
+    }
+
+    /// The UI drew the result of job `generation` (its reference check may start).
+    pub fn shown(&self, generation: u64) {
+        self.shown.fetch_max(generation, Ordering::Relaxed);
     }
 
     /// Queue a job.
@@ -337,6 +384,9 @@ impl Worker {
             }),
         }
     }
+
+    /// The UI drew the result of a job: nothing to do, the page's check already runs in a later frame.
+    pub fn shown(&self, _generation: u64) {}
 
     /// Queue a job for the next frame.
     pub fn submit(&self, job: Job) {
