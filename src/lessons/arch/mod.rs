@@ -7,7 +7,6 @@
 
 mod numbers;
 
-
 use crate::calc::{self, Attention, Format, ModelSpec, Query, Report, context_limit};
 use crate::compute::ops::mla_decode::suite::layer_check;
 use crate::compute::{Backend, CheckReport, Kernel, Tolerance, check};
@@ -73,7 +72,13 @@ pub struct SeedRow {
 }
 
 impl SeedRow {
-    const fn new(class: &'static str, layers: (usize, usize), heads: (usize, usize), d_model: usize, model: &'static str) -> Self {
+    const fn new(
+        class: &'static str,
+        layers: (usize, usize),
+        heads: (usize, usize),
+        d_model: usize,
+        model: &'static str,
+    ) -> Self {
         Self {
             class,
             layers,
@@ -85,7 +90,11 @@ impl SeedRow {
     /// Which of layers, heads and d_model the model's config puts outside the notes' figures.
     pub fn outside(&self, m: &ModelSpec) -> [bool; 3] {
         let out = |v: usize, (lo, hi): (usize, usize)| v < lo || v > hi;
-        [out(m.layers, self.layers), out(m.heads, self.heads), m.hidden != self.d_model]
+        [
+            out(m.layers, self.layers),
+            out(m.heads, self.heads),
+            m.hidden != self.d_model,
+        ]
     }
 }
 
@@ -379,7 +388,6 @@ pub fn flops(x: f64) -> String {
     }
 }
 
-
 /// A parameter count as text.
 pub fn params_text(x: u64) -> String {
     format!("{:.2}B", x as f64 / 1e9)
@@ -410,8 +418,19 @@ impl Schema for Arch {
 
     fn params(&self) -> &'static [&'static str] {
         &[
-            "model", "dtype", "gpu", "context", "wrong", "vllm_claim", "reserve", "cla", "mla_heads", "latent", "rope",
-            "tokens", "seed",
+            "model",
+            "dtype",
+            "gpu",
+            "context",
+            "wrong",
+            "vllm_claim",
+            "reserve",
+            "cla",
+            "mla_heads",
+            "latent",
+            "rope",
+            "tokens",
+            "seed",
         ]
     }
 
@@ -434,7 +453,13 @@ impl LessonKind for Arch {
         let mla = views.iter().any(|x| ["mla", "kernel"].contains(x));
         if !mla {
             for id in ["mla_heads", "latent", "rope", "tokens", "seed"] {
-                v.push((id, ["The MLA layer's sizes: steps 3 and 6.", "MLA 层的尺寸：第 3 步和第 6 步。"]));
+                v.push((
+                    id,
+                    [
+                        "The MLA layer's sizes: steps 3 and 6.",
+                        "MLA 层的尺寸：第 3 步和第 6 步。",
+                    ],
+                ));
             }
         }
         if !views.contains(&"layer_map") {
@@ -442,9 +467,24 @@ impl LessonKind for Arch {
         }
         if !views.contains(&"calculator") {
             v.push(("gpu", ["The GPU: the calculator (step 5).", "GPU：计算器（第 5 步）。"]));
-            v.push(("vllm_claim", ["vLLM's claim: the calculator (step 5).", "vLLM 的显存占比：计算器（第 5 步）。"]));
-            v.push(("reserve", ["The reserve: the calculator (step 5).", "预留：计算器（第 5 步）。"]));
-            v.push(("wrong", ["The wrong formulas: the calculator (step 5).", "错误公式：计算器（第 5 步）。"]));
+            v.push((
+                "vllm_claim",
+                [
+                    "vLLM's claim: the calculator (step 5).",
+                    "vLLM 的显存占比：计算器（第 5 步）。",
+                ],
+            ));
+            v.push((
+                "reserve",
+                ["The reserve: the calculator (step 5).", "预留：计算器（第 5 步）。"],
+            ));
+            v.push((
+                "wrong",
+                [
+                    "The wrong formulas: the calculator (step 5).",
+                    "错误公式：计算器（第 5 步）。",
+                ],
+            ));
         }
         v
     }
@@ -544,7 +584,11 @@ impl Output for ArchOut {
                 &[n],
                 ArrayData::F32(self.bf16_bpt.iter().map(|&x| x as f32).collect()),
             ),
-            NamedArray::new("kv_bytes_per_token_at_contexts", &[n, CONTEXTS.len()], ArrayData::F32(per_ctx)),
+            NamedArray::new(
+                "kv_bytes_per_token_at_contexts",
+                &[n, CONTEXTS.len()],
+                ArrayData::F32(per_ctx),
+            ),
         ];
         (v, vec![self.mla.check.clone()])
     }
@@ -564,7 +608,10 @@ mod tests {
         let f = Format::parse("bf16").unwrap();
         let two = with_cla(&m, 2);
         assert_eq!(two.layers, 16);
-        assert_eq!(calc::request_bytes(&two, &f, 100) * 2.0, calc::request_bytes(&m, &f, 100));
+        assert_eq!(
+            calc::request_bytes(&two, &f, 100) * 2.0,
+            calc::request_bytes(&m, &f, 100)
+        );
         // Gemma 2's layers alternate: CLA-2's owners are the even layers, all of them windowed.
         let g = calc::configs::bundled("Gemma-2-9B").unwrap();
         assert!(with_cla(&g, 2).windows.iter().all(|w| w.is_some()));
@@ -588,12 +635,20 @@ mod tests {
         let run = |p: &Params| {
             let out = l.kind.compute(l, p, &crate::compute::CpuBackend).unwrap();
             let vals = out.values();
-            let get = move |k: &str| vals.iter().find(|(n, _)| *n == k).map(|v| v.1.clone()).unwrap_or_default();
+            let get = move |k: &str| {
+                vals.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|v| v.1.clone())
+                    .unwrap_or_default()
+            };
             (out, get)
         };
         let (out, get) = run(&p);
         assert_eq!(["ds_row", "ds_layers", "ds_row_all"].map(&get), ["576", "61", "35136"]);
-        assert_eq!(["mistral_ctx", "mistral_max", "gemma2_ctx"].map(&get), ["8k", "32k", "8k"]);
+        assert_eq!(
+            ["mistral_ctx", "mistral_max", "gemma2_ctx"].map(&get),
+            ["8k", "32k", "8k"]
+        );
         assert_eq!(get("reserve_line"), "all of the GPU, no other reserve");
         let o = out.as_ref().downcast_ref::<ArchOut>().unwrap();
         let heads = get("mla_heads").parse::<usize>().unwrap();
@@ -606,7 +661,11 @@ mod tests {
         p.insert("reserve".into(), 3);
         let (out, get) = run(&p);
         let r = out.as_ref().downcast_ref::<ArchOut>().unwrap().report().clone();
-        assert!((budget - r.kv_budget_bytes - (0.1 * total + 3e9)).abs() < 1.0, "{budget} {}", r.kv_budget_bytes);
+        assert!(
+            (budget - r.kv_budget_bytes - (0.1 * total + 3e9)).abs() < 1.0,
+            "{budget} {}",
+            r.kv_budget_bytes
+        );
         assert!(
             get("reserve_line").starts_with("claiming 0.9 of the GPU's memory and keeping back 3.0 GB"),
             "{}",
@@ -616,6 +675,10 @@ mod tests {
         assert_eq!(get("context_line"), "");
         p.insert("context".into(), 16);
         let (_, get) = run(&p);
-        assert!(get("context_line").contains("serves at most 8192 tokens"), "{}", get("context_line"));
+        assert!(
+            get("context_line").contains("serves at most 8192 tokens"),
+            "{}",
+            get("context_line")
+        );
     }
 }

@@ -22,10 +22,13 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         ("dtype", o.format.name.to_string()),
         (
             "dtype_bytes",
-            format!("{:.3}", r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64)
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-                .to_string(),
+            format!(
+                "{:.3}",
+                r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64
+            )
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string(),
         ),
         ("bpt_layer", fb(r.kv_bytes_per_token_per_layer)),
         ("bpt", fb(r.kv_bytes_per_token)),
@@ -33,8 +36,14 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
     let quotient = m.hidden / m.heads.max(1);
     let (note, note_zh) = match m.attention {
         Attention::Mla { .. } => (
-            format!("{} uses MLA: it caches a latent row, not K and V per head (step 3).", m.name),
-            format!("{} 使用 MLA：它缓存的是一行潜向量，而不是每个头的 K 和 V（第 3 步）。", m.name),
+            format!(
+                "{} uses MLA: it caches a latent row, not K and V per head (step 3).",
+                m.name
+            ),
+            format!(
+                "{} 使用 MLA：它缓存的是一行潜向量，而不是每个头的 K 和 V（第 3 步）。",
+                m.name
+            ),
         ),
         _ if m.head_dim != quotient => (
             format!(
@@ -113,7 +122,10 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         ("d_r", d.d_r.to_string()),
         ("mla_row", d.row().to_string()),
         ("mha_row", small[0].cached_values.to_string()),
-        ("row_ratio", format!("{:.1}", small[0].cached_values as f64 / d.row() as f64)),
+        (
+            "row_ratio",
+            format!("{:.1}", small[0].cached_values as f64 / d.row() as f64),
+        ),
         ("mla_tokens", o.mla.tokens.to_string()),
         ("mla_err", format!("{:.1e}", o.mla.check.max_abs)),
         // Latent bytes (f16) one decode step read: mla_decode runs a block per (request, head) and each
@@ -129,7 +141,10 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         v.extend([
             ("ds_row", dd.row().to_string()),
             ("ds_mha_row", c[0].cached_values.to_string()),
-            ("ds_ratio", format!("{:.0}", c[0].cached_values as f64 / dd.row() as f64)),
+            (
+                "ds_ratio",
+                format!("{:.0}", c[0].cached_values as f64 / dd.row() as f64),
+            ),
             ("ds_heads", dd.heads.to_string()),
             ("ds_ctx", n.to_string()),
             ("ds_absorbed_flops", flops(c[2].flops)),
@@ -141,7 +156,11 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
             ("ds_layers", dm.layers.to_string()),
             ("ds_row_all", (dd.row() * dm.layers).to_string()),
         ]);
-        if let Some(w) = o.reports[ds].wrong.iter().find(|w| w.formula.starts_with("MLA counted")) {
+        if let Some(w) = o.reports[ds]
+            .wrong
+            .iter()
+            .find(|w| w.formula.starts_with("MLA counted"))
+        {
             v.push(("ds_wrong_ratio", format!("{:.0}", w.ratio)));
         }
     }
@@ -159,8 +178,16 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
         ("ctx_c", ktokens(c)),
     ]);
     let window = |mm: &ModelSpec| mm.windows.iter().flatten().next().copied().unwrap_or(0);
-    let full_at =
-        |mm: &ModelSpec, n: usize| avg_bpt(&ModelSpec { windows: vec![None; mm.layers], ..mm.clone() }, &o.format, n);
+    let full_at = |mm: &ModelSpec, n: usize| {
+        avg_bpt(
+            &ModelSpec {
+                windows: vec![None; mm.layers],
+                ..mm.clone()
+            },
+            &o.format,
+            n,
+        )
+    };
     let full = |mm: &ModelSpec| full_at(mm, c);
     // Mistral and Gemma 2 are counted at the longest context each serves, not at 128k (context_limit).
     if let Some((_, mm)) = o.named(HYBRID[0]) {
@@ -259,7 +286,11 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
                 m.name,
                 r.wrong.len()
             ),
-            format!("对 {}，有 {} 个常见捷径公式给出不同的答案：打开“错误公式”开关即可看到。", m.name, r.wrong.len()),
+            format!(
+                "对 {}，有 {} 个常见捷径公式给出不同的答案：打开“错误公式”开关即可看到。",
+                m.name,
+                r.wrong.len()
+            ),
         ),
         (true, Some(w)) => (
             format!(

@@ -1,7 +1,6 @@
 //! Lesson 1, the attention matrix (kind `attention`): X → Q, K, V; QKᵀ/√d_k; softmax; P·V. One head,
 //! no mask, computed by the backend's three attention kernels.
 
-
 use super::attention_layer::AttnOut;
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, Kernel};
@@ -42,7 +41,12 @@ crate::views! {
 }
 
 /// The ops behind lessons 1–3, in the order a student meets them.
-pub const ATTENTION_OPS: &[Kernel] = &[Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv, Kernel::AttentionFused];
+pub const ATTENTION_OPS: &[Kernel] = &[
+    Kernel::AttentionScores,
+    Kernel::Softmax,
+    Kernel::AttentionPv,
+    Kernel::AttentionFused,
+];
 
 /// The shape of lessons 1–3's layer from their sliders (`heads`/`kv_heads` only in lesson 3).
 pub fn layer_shape(p: &Params, heads: i64, kv_heads: i64) -> AttnShape {
@@ -115,7 +119,10 @@ pub const PLACEHOLDERS: &[&str] = &[
 /// Lessons 1–2's numbers about the trained model that ran, when one did.
 pub fn trained_values(out: Option<&dyn Output>) -> Vec<(&'static str, String)> {
     let mut v = out.map(|o| o.values()).unwrap_or_default();
-    let Some(t) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.trained.as_ref()) else {
+    let Some(t) = out
+        .and_then(|o| o.downcast_ref::<AttnOut>())
+        .and_then(|a| a.trained.as_ref())
+    else {
         return v;
     };
     v.extend([
@@ -188,6 +195,13 @@ impl LessonKind for AttentionMatrix {
             return Ok(Box::new(trained_layer(choice, Mask::Causal, false, scaled, backend)?));
         }
         let shape = layer_shape(p, 1, 1);
-        Ok(Box::new(AttnOut::compute_scaled(shape, Mask::None, seed, false, scaled, backend)?))
+        Ok(Box::new(AttnOut::compute_scaled(
+            shape,
+            Mask::None,
+            seed,
+            false,
+            scaled,
+            backend,
+        )?))
     }
 }

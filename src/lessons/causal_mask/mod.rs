@@ -1,7 +1,6 @@
 //! Lesson 2, the causal mask (kind `causal`): one head with the causal mask, and the same layer
 //! computed once more without it, for the mask toggle and the difference view.
 
-
 use super::attention_layer::AttnOut;
 use super::attention_matrix::{ATTENTION_OPS, model_slider_values, trained_choice, trained_layer};
 use super::{LessonKind, Output, Params, get};
@@ -83,7 +82,10 @@ impl LessonKind for CausalMask {
         if let Some(a) = out.and_then(|o| o.downcast_ref::<AttnOut>()) {
             v.extend(a.layer_values(self.placeholders()));
         }
-        if let Some(t) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.trained.as_ref()) {
+        if let Some(t) = out
+            .and_then(|o| o.downcast_ref::<AttnOut>())
+            .and_then(|a| a.trained.as_ref())
+        {
             v.extend(super::model_words(t.model));
         }
         v
@@ -109,12 +111,6 @@ impl LessonKind for CausalMask {
             n_heads: 1,
             n_kv_heads: 1,
         };
-        Ok(Box::new(AttnOut::compute(
-            shape,
-            Mask::Causal,
-            seed,
-            true,
-            backend,
-        )?))
+        Ok(Box::new(AttnOut::compute(shape, Mask::Causal, seed, true, backend)?))
     }
 }

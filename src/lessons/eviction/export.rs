@@ -37,11 +37,7 @@ pub fn eviction(
     }
     let scores: Vec<f32> = run.scores.iter().flatten().copied().collect();
     let arrays = vec![
-        NamedArray::new(
-            "tokens",
-            &[n],
-            ArrayData::I32(text.iter().map(|&b| b as i32).collect()),
-        ),
+        NamedArray::new("tokens", &[n], ArrayData::I32(text.iter().map(|&b| b as i32).collect())),
         NamedArray::new("kept", &[n, run.layers, run.kv_heads, width], ArrayData::I32(kept)),
         NamedArray::new("scores", &[n, run.layers, run.kv_heads, n], ArrayData::F32(scores)),
         NamedArray::new("nll", &[n - 1], ArrayData::F32(run.nll.clone())),

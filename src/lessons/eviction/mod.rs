@@ -12,12 +12,11 @@ pub mod export;
 mod numbers;
 pub mod stored;
 
-
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, CheckReport, Kernel};
+use crate::drivers::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::drivers::evict::{EvictConfig, EvictOptions, EvictPolicy, EvictRun, SINKS};
 use crate::model::{HELDOUT, shared};
 
 crate::views! {
@@ -249,7 +248,9 @@ impl EvictOut {
     /// The last step at or before `t` where H2O evicted a token outside the recent set for the shown
     /// (layer, KV head).
     pub fn last_eviction(&self, t: usize) -> Option<usize> {
-        (1..=t.min(self.len() - 1)).rev().find(|&s| self.evicted_at(s).is_some())
+        (1..=t.min(self.len() - 1))
+            .rev()
+            .find(|&s| self.evicted_at(s).is_some())
     }
 }
 
@@ -356,10 +357,11 @@ impl LessonKind for Eviction {
                 c.budget = SINKS + 1;
             }
             let key = (relevant(c), text_index, n, device.clone());
-            let cached = MEMO
-                .lock()
-                .ok()
-                .and_then(|m| m.iter().find(|(k, ..)| *k == key).map(|(_, r, l)| (r.clone(), l.clone())));
+            let cached = MEMO.lock().ok().and_then(|m| {
+                m.iter()
+                    .find(|(k, ..)| *k == key)
+                    .map(|(_, r, l)| (r.clone(), l.clone()))
+            });
             let run = match cached {
                 Some((r, l)) => {
                     crate::compute::launch::report(l);
@@ -418,7 +420,10 @@ fn relevant(c: EvictConfig) -> EvictConfig {
     };
     match c.policy {
         EvictPolicy::Full => base,
-        EvictPolicy::Window | EvictPolicy::Sinks => EvictConfig { budget: c.budget, ..base },
+        EvictPolicy::Window | EvictPolicy::Sinks => EvictConfig {
+            budget: c.budget,
+            ..base
+        },
         EvictPolicy::H2o => EvictConfig {
             budget: c.budget,
             recent: Some(c.recent_tokens()),
@@ -472,7 +477,11 @@ impl Output for EvictOut {
         for r in &self.runs {
             let tag = r.config.policy.name();
             let rows = r.layers * r.kv_heads;
-            v.push(NamedArray::new(&format!("nll_{tag}"), &[n - 1], ArrayData::F32(r.nll.clone())));
+            v.push(NamedArray::new(
+                &format!("nll_{tag}"),
+                &[n - 1],
+                ArrayData::F32(r.nll.clone()),
+            ));
             let mut kept = vec![0i32; rows * n];
             for (row, set) in r.kept[t].iter().enumerate() {
                 for &i in set {

@@ -32,7 +32,13 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
     let bpb = |p: EvictPolicy| fmt_bpb(o.run(p).bits_per_byte_in(prompt.saturating_sub(1)..n));
     let last_ev = o.last_eviction(n - 1);
     let (ev_steps, ev_leaving) = o.eviction_agreement();
-    let share = |a: usize| if ev_steps == 0 { "0%".to_string() } else { pct(a as f64 / ev_steps as f64) };
+    let share = |a: usize| {
+        if ev_steps == 0 {
+            "0%".to_string()
+        } else {
+            pct(a as f64 / ev_steps as f64)
+        }
+    };
     let (div_step, div_n) = o.most_divergent().unwrap_or((0, 0));
     let mut v = vec![
         ("evict_steps", ev_steps.to_string()),
@@ -65,22 +71,39 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
         {
             let (w, kept) = (o.config.window_tokens(), k - o.config.window_tokens());
             if prompt > k {
-                ("snap_selection", format!("the top {kept} are kept together with the window"))
+                (
+                    "snap_selection",
+                    format!("the top {kept} are kept together with the window"),
+                )
             } else {
                 (
                     "snap_selection",
-                    format!("nothing is selected here: the prompt of {prompt} bytes fits in the budget (the window is {w})"),
+                    format!(
+                        "nothing is selected here: the prompt of {prompt} bytes fits in the budget (the window is {w})"
+                    ),
                 )
             }
         },
         if prompt > k {
-            ("snap_selection_zh", format!("保留得票最高的 {} 个，再加上窗口本身", k - o.config.window_tokens()))
+            (
+                "snap_selection_zh",
+                format!("保留得票最高的 {} 个，再加上窗口本身", k - o.config.window_tokens()),
+            )
         } else {
-            ("snap_selection_zh", format!("这里什么也不选：{prompt} 字节的提示词放得进预算"))
+            (
+                "snap_selection_zh",
+                format!("这里什么也不选：{prompt} 字节的提示词放得进预算"),
+            )
         },
         ("snap_grown", snap.attended.last().copied().unwrap_or(0).to_string()),
-        ("score_bytes", crate::lessons::format_bytes(h2o.score_bytes as f64 / n as f64)),
-        ("read_bytes", crate::lessons::format_bytes(h2o.read_bytes as f64 / n as f64)),
+        (
+            "score_bytes",
+            crate::lessons::format_bytes(h2o.score_bytes as f64 / n as f64),
+        ),
+        (
+            "read_bytes",
+            crate::lessons::format_bytes(h2o.read_bytes as f64 / n as f64),
+        ),
         (
             "score_share",
             format!("{:.1}%", 100.0 * h2o.score_bytes as f64 / h2o.read_bytes.max(1) as f64),
@@ -93,14 +116,20 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
                 "last_eviction",
                 format!("At step {step} byte {e} left with a score of {s:.3}."),
             ));
-            v.push(("last_eviction_zh", format!("第 {step} 步，字节 {e} 以 {s:.3} 的分数被驱逐。")));
+            v.push((
+                "last_eviction_zh",
+                format!("第 {step} 步，字节 {e} 以 {s:.3} 的分数被驱逐。"),
+            ));
         }
         None => {
             v.push((
                 "last_eviction",
                 "At this budget the text never outgrows the cache: nothing is evicted.".into(),
             ));
-            v.push(("last_eviction_zh", "在这个预算下文本从未超出缓存：没有任何驱逐。".into()));
+            v.push((
+                "last_eviction_zh",
+                "在这个预算下文本从未超出缓存：没有任何驱逐。".into(),
+            ));
         }
     }
     if let Some(s) = stored::embedded() {
@@ -111,11 +140,21 @@ fn numbers(o: &EvictOut) -> Vec<(&'static str, String)> {
             let copies = c.recall >= 2.0 / 26.0;
             v.push((
                 "copy_verdict",
-                if copies { "copies" } else { "does not copy at this distance" }.into(),
+                if copies {
+                    "copies"
+                } else {
+                    "does not copy at this distance"
+                }
+                .into(),
             ));
             v.push((
                 "copy_verdict_zh",
-                if copies { "会复制" } else { "在这个距离上不会复制" }.into(),
+                if copies {
+                    "会复制"
+                } else {
+                    "在这个距离上不会复制"
+                }
+                .into(),
             ));
             v.push((
                 "copy_consequence",
@@ -244,7 +283,10 @@ fn real_numbers() -> Vec<(&'static str, String)> {
     ] {
         v.push((name, fmt_bpb(bpb_at(p, k))));
     }
-    let beats = BUDGETS.iter().filter(|&&b| bpb_at("h2o", b) < bpb_at("window", b)).count();
+    let beats = BUDGETS
+        .iter()
+        .filter(|&&b| bpb_at("h2o", b) < bpb_at("window", b))
+        .count();
     let (en, zh) = if beats == BUDGETS.len() {
         (
             "H2O beats the plain window at every budget measured, as the H2O paper found on large models",

@@ -6,7 +6,6 @@
 //! are the walker's counts; the split-K merge is `math::flash::merge` on two halves of the last row's
 //! keys, checked against the full attention of that row.
 
-
 use std::collections::BTreeMap;
 
 use ndarray::{Array3, Axis};
@@ -15,11 +14,11 @@ use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat, heat_probs};
 use crate::compute::Against;
-use crate::figure::HeatmapData;
 use crate::compute::launch::LaunchDims;
 use crate::compute::ops::flash::launch;
 use crate::compute::ops::flash::{MAX_BLOCK_Q, smem_floats};
 use crate::compute::{AttnInput, Backend, CheckReport, FlashInput, Kernel, Tolerance, check, reference};
+use crate::figure::HeatmapData;
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
 use crate::math::flash::{FlashWalk, Io, Partial, forward_io, merge, naive_io, partial, walk};
@@ -79,7 +78,12 @@ impl Schema for FlashAttention {
 
 impl LessonKind for FlashAttention {
     fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::FlashAttention, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
+        &[
+            Kernel::FlashAttention,
+            Kernel::AttentionScores,
+            Kernel::Softmax,
+            Kernel::AttentionPv,
+        ]
     }
 
     /// Br and Bc are limited by the shared-memory slider: `(2·Br + 2·Bc)·hd + Br·Bc` floats must fit.
@@ -219,7 +223,11 @@ impl FlashOut {
         let bc = get(p, "block_k", 8).max(1) as usize;
         let seed = get(p, "seed", 0).max(0) as u64;
         let smem_kib = get(p, "smem_kib", 16).max(1) as usize;
-        let mask = if get(p, "causal", 1) != 0 { Mask::Causal } else { Mask::None };
+        let mask = if get(p, "causal", 1) != 0 {
+            Mask::Causal
+        } else {
+            Mask::None
+        };
         let shape = AttnShape {
             seq: t,
             d_model: hd,
@@ -299,8 +307,16 @@ impl FlashOut {
         points.insert("mid", w.steps.len() / 2);
         points.insert("end", w.steps.len().saturating_sub(1));
         // The middle key tile of the last row's row block (the online-softmax step opens there).
-        let row_tiles: Vec<usize> = (0..w.steps.len()).filter(|&i| w.steps[i].rows.contains(&last)).collect();
-        points.insert("row-mid", row_tiles.get(row_tiles.len().saturating_sub(1) / 2).copied().unwrap_or(0));
+        let row_tiles: Vec<usize> = (0..w.steps.len())
+            .filter(|&i| w.steps[i].rows.contains(&last))
+            .collect();
+        points.insert(
+            "row-mid",
+            row_tiles
+                .get(row_tiles.len().saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(0),
+        );
         let p_map = heat_probs(&full.probs, 0, mask);
         let acc_maps = w.steps.iter().map(|s| heat(s.rows.len(), hd, s.acc.clone())).collect();
         let mut split_values = a.out();
@@ -342,10 +358,7 @@ impl FlashOut {
     /// The row the online-softmax view follows at timeline position `c`: the last row of the current
     /// row block (under the causal mask it sees the most keys).
     pub fn row_at(&self, c: usize) -> usize {
-        self.walk
-            .steps
-            .get(c)
-            .map_or(self.t - 1, |s| s.rows.end - 1)
+        self.walk.steps.get(c).map_or(self.t - 1, |s| s.rows.end - 1)
     }
 
     /// Tiles of the grid.
@@ -414,7 +427,9 @@ impl FlashOut {
             (
                 "chip_smem",
                 super::format_bytes(
-                    crate::facts::fact("h100_sxm_sms").number() * crate::facts::fact("hopper_smem_per_sm").number() * 1024.0,
+                    crate::facts::fact("h100_sxm_sms").number()
+                        * crate::facts::fact("hopper_smem_per_sm").number()
+                        * 1024.0,
                 ),
             ),
             ("lse_final", fmt4(m_final + l_final.ln())),

@@ -27,7 +27,11 @@ pub struct SweepArgs {
 
 /// Exactly what lesson 4's live bandwidth plot measures, printed.
 fn run_sweep(a: SweepArgs, _lessons: Option<&Path>) -> Result<()> {
-    let SweepArgs { backend: kind, json, store } = a;
+    let SweepArgs {
+        backend: kind,
+        json,
+        store,
+    } = a;
     let b = backend(kind)?;
     let mut rows = Vec::new();
     let mut stored = Vec::new();

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::compute::Against;
 use crate::compute::{Backend, CheckReport, Tolerance, check};
+use crate::figure::HeatmapData;
 use crate::lessons::heat;
 use crate::model::{Model, ModelName, memo, texts};
-use crate::figure::HeatmapData;
 
 /// Decode steps on a simulated backend (`cuda-sim`).
 pub const SIM_STEPS: usize = 4;
@@ -55,7 +55,12 @@ pub fn next_token_dist(logits: &[f32], temperature: f32, k: usize) -> Vec<(u32, 
     let mut idx: Vec<usize> = (0..logits.len()).collect();
     idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
     if temperature <= 0.0 {
-        return idx.iter().take(k).enumerate().map(|(r, &i)| (i as u32, if r == 0 { 1.0 } else { 0.0 })).collect();
+        return idx
+            .iter()
+            .take(k)
+            .enumerate()
+            .map(|(r, &i)| (i as u32, if r == 0 { 1.0 } else { 0.0 }))
+            .collect();
     }
     let m = f64::from(logits[idx[0]]);
     let t = f64::from(temperature);
@@ -66,7 +71,10 @@ pub fn next_token_dist(logits: &[f32], temperature: f32, k: usize) -> Vec<(u32, 
 
 /// [`next_token_dist`] over a byte vocabulary (the tiny model's 256 logits).
 pub fn next_byte_dist(logits: &[f32], temperature: f32, k: usize) -> Vec<(u8, f64)> {
-    next_token_dist(logits, temperature, k).into_iter().map(|(i, p)| (i as u8, p)).collect()
+    next_token_dist(logits, temperature, k)
+        .into_iter()
+        .map(|(i, p)| (i as u8, p))
+        .collect()
 }
 
 impl ModelDecode {
@@ -78,7 +86,11 @@ impl ModelDecode {
         let c = m.config;
         // A simulated backend runs the GPU threads one after another on the CPU: a few steps only, always the same
         // number, so that moving the tokens slider does not rerun the model there.
-        let steps = if backend.kind().info().simulated { SIM_STEPS } else { steps };
+        let steps = if backend.kind().info().simulated {
+            SIM_STEPS
+        } else {
+            steps
+        };
         let n = (steps + 1).min(c.context.saturating_sub(ids.len()).max(1));
         let g = memo::generate_static_ids(m, &ids, n, backend)?;
         let p = g

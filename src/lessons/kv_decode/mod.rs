@@ -21,10 +21,10 @@ use crate::compute::ops::paged_decode::decode_and_check;
 use crate::compute::{
     AttnInput, Backend, CheckReport, Kernel, PagedDecodeInput, StaticAppendInput, Tolerance, check, reference,
 };
+use crate::figure::HeatmapData;
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
 use crate::math::{Mask, Rng, matmul, output_projection, softmax_row};
-use crate::figure::HeatmapData;
 
 crate::views! {
     /// The views of lesson 4.
@@ -59,7 +59,19 @@ impl Schema for KvDecode {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["layers", "heads", "kv_heads", "head_dim", "prompt", "generate", "max_seq_len", "batch", "model", "text", "seed"]
+        &[
+            "layers",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "prompt",
+            "generate",
+            "max_seq_len",
+            "batch",
+            "model",
+            "text",
+            "seed",
+        ]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -87,9 +99,18 @@ impl LessonKind for KvDecode {
                 "The trained model fixes this: its layers, heads and head size are the model's, the prompt is the text, and the static cache holds exactly the text.",
                 "训练好的模型固定了它：层数、头数与头维度由模型决定，提示就是所选文本，静态缓存正好容纳这段文本。",
             ];
-            ["layers", "heads", "kv_heads", "head_dim", "prompt", "max_seq_len", "batch", "seed"]
-                .map(|id| (id, WHY))
-                .to_vec()
+            [
+                "layers",
+                "heads",
+                "kv_heads",
+                "head_dim",
+                "prompt",
+                "max_seq_len",
+                "batch",
+                "seed",
+            ]
+            .map(|id| (id, WHY))
+            .to_vec()
         } else {
             Vec::new()
         }
@@ -563,9 +584,15 @@ impl Output for DecodeOut {
             v.extend([
                 ("gen_weight_bytes", super::format_bytes(weights)),
                 ("gen_kv_bytes_last", super::format_bytes(kv_last)),
-                ("gen_weight_share", format!("{:.2}%", 100.0 * weights / (weights + kv_last))),
+                (
+                    "gen_weight_share",
+                    format!("{:.2}%", 100.0 * weights / (weights + kv_last)),
+                ),
                 // In 16 bits, as weights are usually served: where the K/V read per step passes them.
-                ("gen_weight_bytes_16", super::format_bytes((g.model.parameters * 2) as f64)),
+                (
+                    "gen_weight_bytes_16",
+                    super::format_bytes((g.model.parameters * 2) as f64),
+                ),
                 (
                     "gen_crossover_tokens",
                     (g.model.parameters * 2).div_ceil(g.bytes_per_token()).to_string(),

@@ -2,7 +2,6 @@
 //! heads (KVH divides H), every head's probabilities, the concatenation and W_O, and the KV-cache
 //! bytes the choice of KVH saves, for this setting and for real models' configurations.
 
-
 use super::attention_layer::AttnOut;
 use super::attention_layer::heads::ModelHeads;
 use super::attention_matrix::{ATTENTION_OPS, layer_shape};
@@ -50,7 +49,9 @@ impl Schema for MultiHead {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["seq", "d_model", "heads", "kv_heads", "model", "prompt", "layer", "seed"]
+        &[
+            "seq", "d_model", "heads", "kv_heads", "model", "prompt", "layer", "seed",
+        ]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -115,7 +116,10 @@ impl LessonKind for MultiHead {
                 ("gqa_kv_heads", g.kv_heads.to_string()),
             ]);
         }
-        if let Some(m) = out.and_then(|o| o.downcast_ref::<AttnOut>()).and_then(|a| a.model.as_ref()) {
+        if let Some(m) = out
+            .and_then(|o| o.downcast_ref::<AttnOut>())
+            .and_then(|a| a.model.as_ref())
+        {
             v.extend(super::model_words(m.model));
             v.extend([
                 ("model_layer", m.layer.to_string()),
@@ -185,7 +189,9 @@ impl LessonKind for MultiHead {
 
     fn idle_params(&self, _p: &Params, views: &[&str]) -> Vec<(&'static str, [&'static str; 2])> {
         if views.contains(&"model_heads") || views.contains(&"lines") {
-            ["seq", "d_model", "heads", "kv_heads", "seed"].map(|id| (id, super::TRAINED_FIXES)).to_vec()
+            ["seq", "d_model", "heads", "kv_heads", "seed"]
+                .map(|id| (id, super::TRAINED_FIXES))
+                .to_vec()
         } else {
             Vec::new()
         }

@@ -12,16 +12,15 @@ pub mod serve;
 
 pub use out::{PagedFrame, PagedOut};
 
-
 use super::{LessonKind, Output, Params, get};
 use crate::cache::{PagedShape, RequestId};
 use crate::kv::{KvEngine, Request, Scheduler, StepEvents, WholePrompt};
 
 use crate::compute::{Backend, CheckReport, Kernel};
+use crate::figure::BlockGridData;
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
 use crate::math::Rng;
-use crate::figure::BlockGridData;
 
 crate::views! {
     /// The views of lesson 5.
@@ -86,7 +85,6 @@ impl LessonKind for PagedCache {
         Ok(Box::new(paged(lesson, p, backend)?))
     }
 }
-
 
 /// The K/V values of token `pos` of `req` (the same every time, so a preempted request's recompute
 /// writes what it wrote before).
@@ -186,7 +184,13 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
     // the model's, one pair per layer, addressed through the same allocator and block tables. With random
     // weights every token gets seeded random K/V in one layer of the lesson's shape.
     let mut server = match crate::model::choice::Choice::from_value(get(p, "model", 0)).model() {
-        Some(m) => Some(serve::Server::new(m?, shape.num_blocks, shape.block_size, &out.specs, seed)),
+        Some(m) => Some(serve::Server::new(
+            m?,
+            shape.num_blocks,
+            shape.block_size,
+            &out.specs,
+            seed,
+        )),
         None => None,
     };
     let engine = match &server {
@@ -237,7 +241,12 @@ fn paged(lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<PagedOut,
                 let tables = engine.tables(&running);
                 let q = Rng::stream(seed, 77 + ev.step as u64)
                     .normal_vec(running.len() * PAGED_HEADS * shape.head_dim, 1.0);
-                check_report = Some(engine.decode_checked(backend, 0, &tables, &q, PAGED_HEADS).map_err(err)?.1);
+                check_report = Some(
+                    engine
+                        .decode_checked(backend, 0, &tables, &q, PAGED_HEADS)
+                        .map_err(err)?
+                        .1,
+                );
                 decode_bytes = engine.decode_bytes(&tables);
             }
         }
@@ -340,7 +349,6 @@ impl Output for PagedOut {
     }
 }
 
-
 impl PagedOut {
     /// The first step whose events satisfy `f`.
     fn first(&self, f: impl Fn(&StepEvents) -> bool) -> Option<usize> {
@@ -377,7 +385,10 @@ impl PagedOut {
         let values: Vec<(&'static str, Option<String>)> = vec![
             ("block_size", Some(self.shape.block_size.to_string())),
             ("num_blocks", Some(self.shape.num_blocks.to_string())),
-            ("token_slots", Some((self.shape.num_blocks * self.shape.block_size).to_string())),
+            (
+                "token_slots",
+                Some((self.shape.num_blocks * self.shape.block_size).to_string()),
+            ),
             ("requested_slots", Some(self.token_slots.to_string())),
             ("busiest_step", step(self.busiest())),
             (
@@ -385,16 +396,25 @@ impl PagedOut {
                 self.busiest().map(|s| self.frames[s].running.len().to_string()),
             ),
             ("first_wait_step", step(self.locate("first_wait"))),
-            ("first_wait", ids(at(self.locate("first_wait")).map(|e| e.waiting.clone()).unwrap_or_default())),
+            (
+                "first_wait",
+                ids(at(self.locate("first_wait"))
+                    .map(|e| e.waiting.clone())
+                    .unwrap_or_default()),
+            ),
             ("preempt_step", step(self.locate("preempt"))),
             (
                 "preempted",
-                ids(at(self.locate("preempt")).map(|e| e.preempted.iter().map(|p| p.0).collect()).unwrap_or_default()),
+                ids(at(self.locate("preempt"))
+                    .map(|e| e.preempted.iter().map(|p| p.0).collect())
+                    .unwrap_or_default()),
             ),
             ("first_finish_step", step(self.locate("first_finish"))),
             (
                 "first_finished",
-                ids(at(self.locate("first_finish")).map(|e| e.finished.iter().map(|p| p.0).collect()).unwrap_or_default()),
+                ids(at(self.locate("first_finish"))
+                    .map(|e| e.finished.iter().map(|p| p.0).collect())
+                    .unwrap_or_default()),
             ),
             ("recompute_step", step(self.locate("recompute"))),
             ("recomputed", ids(rec.map(|(r, _)| vec![r]).unwrap_or_default())),
@@ -473,7 +493,11 @@ mod tests {
             crate::lessons::normalize(l, &mut p);
             let out = paged(l, &p, &CpuBackend::new()).unwrap();
             let v = out.values();
-            let (asked, blocks, slots) = (value(&v, "requested_slots"), value(&v, "num_blocks"), value(&v, "token_slots"));
+            let (asked, blocks, slots) = (
+                value(&v, "requested_slots"),
+                value(&v, "num_blocks"),
+                value(&v, "token_slots"),
+            );
             let bs = bs as usize;
             assert_eq!(blocks, (asked / bs).max(1), "block size {bs}");
             assert_eq!(slots, blocks * bs, "block size {bs}");

@@ -19,10 +19,10 @@ use std::collections::BTreeMap;
 
 use ndarray::Array3;
 
-use crate::compute::Against;
 use crate::cache::{PagedShape, RequestId};
-use crate::kv::{KvEngine, Request, StepEvents};
+use crate::compute::Against;
 use crate::compute::{Backend, CheckReport, DecodeTables, Tolerance, check};
+use crate::kv::{KvEngine, Request, StepEvents};
 use crate::model::{Model, heldout_documents};
 
 /// The model's side of one scheduler step.
@@ -75,14 +75,25 @@ pub fn prompts(specs: &[Request], seed: u64) -> Vec<Vec<u8>> {
                 }
             }
             // No document fits (a prompt longer than every document): repeat the first one's bytes.
-            docs.first().map_or(b" ".as_slice(), |d| d.as_bytes()).iter().copied().cycle().take(s.prompt).collect()
+            docs.first()
+                .map_or(b" ".as_slice(), |d| d.as_bytes())
+                .iter()
+                .copied()
+                .cycle()
+                .take(s.prompt)
+                .collect()
         })
         .collect()
 }
 
 /// `[KVH, n, hd]` → `[n, KVH, hd]`: one token's heads together, as the append kernels take them.
 fn by_token(a: &Array3<f32>) -> Vec<f32> {
-    a.view().permuted_axes([1, 0, 2]).as_standard_layout().iter().copied().collect()
+    a.view()
+        .permuted_axes([1, 0, 2])
+        .as_standard_layout()
+        .iter()
+        .copied()
+        .collect()
 }
 
 /// The model serving a scenario, one scheduler step at a time.
@@ -202,18 +213,21 @@ impl<'m> Server<'m> {
                 let full = m.prefill(&self.seqs[r as usize][..=pos], &crate::compute::CpuBackend, false)?;
                 want.extend(full.logits.row(pos).iter().map(|&v| f64::from(v)));
                 let next = argmax(&logits);
-                st.next.push((r, crate::lessons::kv_decode::generate::next_byte_dist(&logits, 1.0, 3)));
+                st.next
+                    .push((r, crate::lessons::kv_decode::generate::next_byte_dist(&logits, 1.0, 3)));
                 got.extend(logits);
                 self.emit(r, next, &mut st);
             }
-            st.check = Some(check(
-                "batched paged decode == recompute without a cache on the CPU (logits, f16 cache)",
-                &[dec.len(), c.vocab],
-                &got,
-                &want,
-                Tolerance { atol: 2e-2, rtol: 0.0 },
-            )
-            .against(Against::RecomputeWithoutCache));
+            st.check = Some(
+                check(
+                    "batched paged decode == recompute without a cache on the CPU (logits, f16 cache)",
+                    &[dec.len(), c.vocab],
+                    &got,
+                    &want,
+                    Tolerance { atol: 2e-2, rtol: 0.0 },
+                )
+                .against(Against::RecomputeWithoutCache),
+            );
         }
         // Admission: prefill the prompt (or, after a preemption, the prompt plus the stored bytes).
         for &(r, n) in &ev.admitted {
@@ -221,7 +235,9 @@ impl<'m> Server<'m> {
             let pre = m.prefill(&toks, backend, false)?;
             let slots: Vec<i32> = (0..n).map(|pos| slot(r, pos)).collect::<Result<_, _>>()?;
             for (l, (k, v)) in pre.kv.iter().enumerate() {
-                engine.write(backend, l, &slots, &by_token(k), &by_token(v)).map_err(err)?;
+                engine
+                    .write(backend, l, &slots, &by_token(k), &by_token(v))
+                    .map_err(err)?;
             }
             let last = pre.logits.row(n - 1).to_vec();
             let next = argmax(&last);
@@ -229,7 +245,8 @@ impl<'m> Server<'m> {
                 // A recompute: the byte after the stored ones was emitted before the preemption.
                 Some(before) => self.out.recompute_agrees.push((r, next, next == before)),
                 None => {
-                    st.next.push((r, crate::lessons::kv_decode::generate::next_byte_dist(&last, 1.0, 3)));
+                    st.next
+                        .push((r, crate::lessons::kv_decode::generate::next_byte_dist(&last, 1.0, 3)));
                     self.emit(r, next, &mut st)
                 }
             }

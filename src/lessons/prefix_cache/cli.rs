@@ -28,11 +28,19 @@ pub struct PrefixScheduleArgs {
 }
 
 fn run_prefix_schedule(a: PrefixScheduleArgs, lessons: Option<&Path>) -> Result<()> {
-    write_replay(&a.lesson, a.set, a.backend, &a.out, lessons, "prefix-schedule.json", |o| {
-        o.downcast_ref::<PrefixOut>()
-            .map(|r| (r.schedule(), format!("{} events", r.frames.len())))
-            .ok_or("a prefix-caching lesson")
-    })
+    write_replay(
+        &a.lesson,
+        a.set,
+        a.backend,
+        &a.out,
+        lessons,
+        "prefix-schedule.json",
+        |o| {
+            o.downcast_ref::<PrefixOut>()
+                .map(|r| (r.schedule(), format!("{} events", r.frames.len())))
+                .ok_or("a prefix-caching lesson")
+        },
+    )
 }
 
 /// `kvscope export prefix-schedule`.

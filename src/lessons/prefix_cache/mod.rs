@@ -7,12 +7,10 @@
 //! (shared) block tables, is checked against contiguous attention on each request's own tokens. The
 //! timeline has one frame per event.
 
-
 #[cfg(feature = "native")]
 pub mod cli;
 mod out;
 mod replay;
-
 
 use super::{LessonKind, Output, Params};
 
@@ -86,7 +84,17 @@ impl LessonKind for PrefixCache {
 }
 
 /// The named points of the replay a step's `at` may open at.
-const POINTS: &[&str] = &["shared", "repeat", "finished", "turn2", "fork", "cow", "probe_before", "evict", "probe_after"];
+const POINTS: &[&str] = &[
+    "shared",
+    "repeat",
+    "finished",
+    "turn2",
+    "fork",
+    "cow",
+    "probe_before",
+    "evict",
+    "probe_after",
+];
 
 #[cfg(test)]
 mod tests {
@@ -100,7 +108,13 @@ mod tests {
         let mut out = replay(&Params::new(), &CpuBackend::new()).unwrap();
         assert!(!out.has_nan());
         let f = out.frames.iter_mut().find(|f| f.check.is_some()).unwrap();
-        f.check = Some(check("decode", &[2], &[0.5f32, f32::NAN], &[0.5f64, 0.25], Tolerance::F32));
+        f.check = Some(check(
+            "decode",
+            &[2],
+            &[0.5f32, f32::NAN],
+            &[0.5f64, 0.25],
+            Tolerance::F32,
+        ));
         assert!(out.has_nan());
     }
 }

@@ -1,12 +1,12 @@
 //! Lesson 7's output: one frame per event of the replay, and what the views, export and verification
 //! read from it.
 
-use std::collections::BTreeMap;
-use crate::lessons::Output;
 use crate::cache::{PagedShape, RequestId};
 use crate::compute::CheckReport;
-use crate::lessons::export::{ArrayData, NamedArray};
 use crate::figure::BlockGridData;
+use crate::lessons::Output;
+use crate::lessons::export::{ArrayData, NamedArray};
+use std::collections::BTreeMap;
 
 /// One event of the replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,4 +233,3 @@ impl PrefixOut {
         })
     }
 }
-

@@ -1,15 +1,15 @@
 //! Lesson 7's scripted session, replayed on a one-layer KV engine: the script's operations (admit,
 //! finish, fork, append, probe), a frame after each, and the narration's numbers.
 
-use std::collections::BTreeMap;
-use crate::lessons::{Params, get};
+use super::out::{Event, PrefixFrame, PrefixOut};
 use crate::cache::prefix::prefix_kv;
 use crate::cache::{PagedError, PagedKvCache, PagedShape, RequestId};
-use crate::kv::{EngineError, KvEngine, KvEvent};
 use crate::compute::{Backend, CheckReport, Tolerance, check};
-use crate::math::Rng;
 use crate::figure::BlockGridData;
-use super::out::{Event, PrefixFrame, PrefixOut};
+use crate::kv::{EngineError, KvEngine, KvEvent};
+use crate::lessons::{Params, get};
+use crate::math::Rng;
+use std::collections::BTreeMap;
 
 /// KV heads and head_dim of the lesson's pool (small: the lesson is about blocks, not arithmetic).
 const KV_HEADS: usize = 2;
@@ -133,10 +133,20 @@ impl Replay<'_> {
 
     fn finish(&mut self, req: RequestId) -> Result<(), String> {
         self.engine.free(req).map_err(|e| e.to_string())?;
-        let Some(KvEvent::Freed { to_evictor, to_free, .. }) = self.engine.events().last().cloned() else {
+        let Some(KvEvent::Freed {
+            to_evictor, to_free, ..
+        }) = self.engine.events().last().cloned()
+        else {
             return Err("the engine recorded no free".into());
         };
-        self.frame(Event::Finish { req, to_evictor, to_free }, None);
+        self.frame(
+            Event::Finish {
+                req,
+                to_evictor,
+                to_free,
+            },
+            None,
+        );
         Ok(())
     }
 
@@ -188,7 +198,8 @@ impl Replay<'_> {
         let reqs: Vec<RequestId> = c.tables().keys().copied().filter(|&r| c.len(r) > 0).collect();
         let check = (!reqs.is_empty()).then(|| {
             let tables = self.engine.tables(&reqs);
-            let q = Rng::stream(self.seed, 700 + self.frames.len() as u64).normal_vec(reqs.len() * HEADS * HEAD_DIM, 1.0);
+            let q =
+                Rng::stream(self.seed, 700 + self.frames.len() as u64).normal_vec(reqs.len() * HEADS * HEAD_DIM, 1.0);
             match self.engine.decode(self.backend, 0, &tables, &q, HEADS) {
                 Ok(got) => check_against_own_tokens(c, &reqs, &q, &got),
                 Err(e) => CheckReport::failed("paged decode through the shared tables", e),
@@ -255,7 +266,17 @@ pub(super) fn replay(p: &Params, backend: &dyn Backend) -> Result<PrefixOut, Str
     };
     let mut points = BTreeMap::new();
     let mut numbers: BTreeMap<&'static str, String> = BTreeMap::new();
-    let error = script(&mut rp, sharing, samples, &system, &prompt_of, &mut points, &mut numbers, &mut rng).err();
+    let error = script(
+        &mut rp,
+        sharing,
+        samples,
+        &system,
+        &prompt_of,
+        &mut points,
+        &mut numbers,
+        &mut rng,
+    )
+    .err();
     if let Some(e) = rp.backend_error {
         return Err(e);
     }
@@ -360,7 +381,10 @@ fn script(
     rp.finish(first)?;
     live.retain(|&r| r != first);
     points.insert("finished", last(rp));
-    if let Some(Event::Finish { to_evictor, to_free, .. }) = rp.frames.last().map(|f| &f.event) {
+    if let Some(Event::Finish {
+        to_evictor, to_free, ..
+    }) = rp.frames.last().map(|f| &f.event)
+    {
         n.insert("to_evictor", to_evictor.len().to_string());
         n.insert("to_free", to_free.len().to_string());
     }
@@ -407,7 +431,10 @@ fn script(
             rp.fork(parent, next)?;
             if children.is_empty() {
                 points.insert("fork", last(rp));
-                n.insert("fork_blocks", rp.cache().table(parent).map_or(0, <[u32]>::len).to_string());
+                n.insert(
+                    "fork_blocks",
+                    rp.cache().table(parent).map_or(0, <[u32]>::len).to_string(),
+                );
             }
             children.push(next);
             live.push(next);
@@ -417,7 +444,11 @@ fn script(
         let (mut copies, mut slots) = (0, 0);
         for (i, &c) in children.iter().chain(std::iter::once(&parent)).enumerate() {
             rp.append(c, 4000 + i as u32)?;
-            if let Some(Event::Append { cow: Some((_, _, filled)), .. }) = rp.frames.last().map(|f| &f.event) {
+            if let Some(Event::Append {
+                cow: Some((_, _, filled)),
+                ..
+            }) = rp.frames.last().map(|f| &f.event)
+            {
                 if copies == 0 {
                     points.insert("cow", last(rp));
                     slots = *filled;
@@ -428,7 +459,10 @@ fn script(
         n.insert("cow_copies", copies.to_string());
         n.insert("cow_slots", slots.to_string());
         let s = rp.cache().shape();
-        n.insert("cow_bytes", (2 * s.kv_heads * s.block_size * s.head_dim * 2).to_string());
+        n.insert(
+            "cow_bytes",
+            (2 * s.kv_heads * s.block_size * s.head_dim * 2).to_string(),
+        );
     }
     // 5. Everyone finishes; a probe with the system prompt hits; pressure evicts; the probe again.
     for r in std::mem::take(&mut live) {
@@ -506,7 +540,10 @@ pub(super) fn check_against_own_tokens(c: &PagedKvCache, reqs: &[RequestId], q: 
             .collect();
         for h in 0..HEADS {
             let kvh = h / group;
-            let qh: Vec<f64> = q[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM].iter().map(|&x| f64::from(x)).collect();
+            let qh: Vec<f64> = q[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM]
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect();
             let scores: Vec<f64> = kv
                 .iter()
                 .map(|(k, _)| (0..HEAD_DIM).map(|d| qh[d] * k[kvh * HEAD_DIM + d]).sum::<f64>() * scale)
@@ -515,7 +552,13 @@ pub(super) fn check_against_own_tokens(c: &PagedKvCache, reqs: &[RequestId], q: 
             let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let sum: f64 = e.iter().sum();
             for d in 0..HEAD_DIM {
-                want.push(kv.iter().zip(&e).map(|((_, v), p)| p * v[kvh * HEAD_DIM + d]).sum::<f64>() / sum);
+                want.push(
+                    kv.iter()
+                        .zip(&e)
+                        .map(|((_, v), p)| p * v[kvh * HEAD_DIM + d])
+                        .sum::<f64>()
+                        / sum,
+                );
             }
         }
     }
@@ -581,6 +624,9 @@ mod tests {
         let caught = check_against_own_tokens(e.cache(), &reqs, &q, &got);
         assert!(!caught.passed(), "{caught}");
         let (_, through_pool) = e.decode_checked(&cpu, 0, &tables, &q, HEADS).unwrap();
-        assert!(through_pool.passed(), "the pool-gathered reference cannot see it: {through_pool}");
+        assert!(
+            through_pool.passed(),
+            "the pool-gathered reference cannot see it: {through_pool}"
+        );
     }
 }

@@ -16,130 +16,147 @@ use crate::math::Rng;
 /// manifest that defines each.
 #[derive(clap::Args)]
 pub struct QuantArgs {
-        #[arg(long, help = crate::cache::CacheFormat::names().join(" | "))]
-        format: String,
-        /// KIVI's group size G.
-        #[arg(long, default_value_t = 32)]
-        group: usize,
-        /// KIVI's residual R (a multiple of G).
-        #[arg(long, default_value_t = 32)]
-        residual: usize,
-        /// The text to read (at most the model's context). Default: the held-out text's first 256 tokens
-        /// (the tiny model's file's bytes; SmolLM2's assets/texts/heldout-en.txt).
-        #[arg(long, conflicts_with_all = ["requests", "context_lens", "max_context"])]
-        prompt: Option<String>,
-        #[command(flatten)]
-        model: crate::command::ModelArgs,
-        /// Shape mode (instead of the model): this many requests of seeded random K/V rows.
-        #[arg(long)]
-        requests: Option<usize>,
-        /// Shape mode: comma-separated context length of each request.
-        #[arg(long, value_delimiter = ',', conflicts_with = "max_context")]
-        context_lens: Option<Vec<usize>>,
-        /// Shape mode: draw each request's context length from 1..=N with the seed.
-        #[arg(long)]
-        max_context: Option<usize>,
-        /// Shape mode: tokens per block (a pool format's, and INT8 per channel's group).
-        #[arg(long, default_value_t = 16)]
-        block_size: usize,
-        /// Shape mode: blocks of a pool format's pools.
-        #[arg(long, default_value_t = 64)]
-        num_blocks: usize,
-        /// Shape mode: query heads.
-        #[arg(long, default_value_t = 4)]
-        heads: usize,
-        /// Shape mode: KV heads.
-        #[arg(long, default_value_t = 2)]
-        kv_heads: usize,
-        /// Shape mode: head dimension.
-        #[arg(long, default_value_t = 16)]
-        head_dim: usize,
-        /// Shape mode: seed of the rows, queries and drawn lengths.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        #[arg(long)]
-        out: PathBuf,
+    #[arg(long, help = crate::cache::CacheFormat::names().join(" | "))]
+    format: String,
+    /// KIVI's group size G.
+    #[arg(long, default_value_t = 32)]
+    group: usize,
+    /// KIVI's residual R (a multiple of G).
+    #[arg(long, default_value_t = 32)]
+    residual: usize,
+    /// The text to read (at most the model's context). Default: the held-out text's first 256 tokens
+    /// (the tiny model's file's bytes; SmolLM2's assets/texts/heldout-en.txt).
+    #[arg(long, conflicts_with_all = ["requests", "context_lens", "max_context"])]
+    prompt: Option<String>,
+    #[command(flatten)]
+    model: crate::command::ModelArgs,
+    /// Shape mode (instead of the model): this many requests of seeded random K/V rows.
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Shape mode: comma-separated context length of each request.
+    #[arg(long, value_delimiter = ',', conflicts_with = "max_context")]
+    context_lens: Option<Vec<usize>>,
+    /// Shape mode: draw each request's context length from 1..=N with the seed.
+    #[arg(long)]
+    max_context: Option<usize>,
+    /// Shape mode: tokens per block (a pool format's, and INT8 per channel's group).
+    #[arg(long, default_value_t = 16)]
+    block_size: usize,
+    /// Shape mode: blocks of a pool format's pools.
+    #[arg(long, default_value_t = 64)]
+    num_blocks: usize,
+    /// Shape mode: query heads.
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    /// Shape mode: KV heads.
+    #[arg(long, default_value_t = 2)]
+    kv_heads: usize,
+    /// Shape mode: head dimension.
+    #[arg(long, default_value_t = 16)]
+    head_dim: usize,
+    /// Shape mode: seed of the rows, queries and drawn lengths.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long, default_value = "cpu")]
+    backend: BackendKind,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 fn run_quant(a: QuantArgs, lessons: Option<&Path>) -> Result<()> {
     let _ = lessons;
-    let QuantArgs { format, group, residual, prompt, requests, context_lens, max_context, block_size, num_blocks, heads, kv_heads, head_dim, seed, model, backend: kind, out } = a;
-        use crate::cache::CacheFormat;
-        let fmt = CacheFormat::parse(&format, group, residual).ok_or_else(|| {
-            let known: Vec<String> = CacheFormat::all(group, residual)
-                .iter()
-                .map(CacheFormat::name)
-                .collect();
-            anyhow::anyhow!("unknown format `{format}` (known: {})", known.join(", "))
-        })?;
-        if requests.is_some() || context_lens.is_some() || max_context.is_some() {
-            let lens = match (context_lens, max_context) {
-                (Some(l), _) => {
-                    if requests.is_some_and(|r| r != l.len()) {
-                        bail!(
-                            "--context-lens has {} values but --requests is {}",
-                            l.len(),
-                            requests.unwrap_or(0)
-                        );
-                    }
-                    l
+    let QuantArgs {
+        format,
+        group,
+        residual,
+        prompt,
+        requests,
+        context_lens,
+        max_context,
+        block_size,
+        num_blocks,
+        heads,
+        kv_heads,
+        head_dim,
+        seed,
+        model,
+        backend: kind,
+        out,
+    } = a;
+    use crate::cache::CacheFormat;
+    let fmt = CacheFormat::parse(&format, group, residual).ok_or_else(|| {
+        let known: Vec<String> = CacheFormat::all(group, residual)
+            .iter()
+            .map(CacheFormat::name)
+            .collect();
+        anyhow::anyhow!("unknown format `{format}` (known: {})", known.join(", "))
+    })?;
+    if requests.is_some() || context_lens.is_some() || max_context.is_some() {
+        let lens = match (context_lens, max_context) {
+            (Some(l), _) => {
+                if requests.is_some_and(|r| r != l.len()) {
+                    bail!(
+                        "--context-lens has {} values but --requests is {}",
+                        l.len(),
+                        requests.unwrap_or(0)
+                    );
                 }
-                (None, Some(n)) if n >= 1 => {
-                    let mut rng = Rng::stream(seed, 3);
-                    (0..requests.unwrap_or(2)).map(|_| 1 + rng.below(n)).collect()
-                }
-                _ => bail!("shape mode needs --context-lens or --max-context N (N >= 1)"),
-            };
-            let sp = crate::lessons::quant::export::QuantShapes {
-                lens: lens.clone(),
-                block_size,
-                num_blocks,
-                heads,
-                kv_heads,
-                head_dim,
-                seed,
-            };
-            let b = backend(kind)?;
-            let (arrays, extra) = crate::lessons::quant::export::quant_shapes(b.as_ref(), fmt, &sp)?;
-            let chk = extra["quant"]["check"].clone();
-            let params = serde_json::json!({
-                "format": format, "group": group, "residual": residual, "context_lens": lens,
-                "block_size": block_size, "num_blocks": num_blocks, "heads": heads, "kv_heads": kv_heads,
-                "head_dim": head_dim, "seed": seed,
-            });
-            export::write_export_with(&out, "quant", params, seed, b.as_ref(), &[], &arrays, extra)?;
-            outln!(
-                "{format}: {} requests ({lens:?} tokens); decode against the f64 reference: max abs error {}; wrote {}",
-                lens.len(),
-                chk["max_abs_err"],
-                out.display()
-            );
-            return Ok(());
-        }
-        let m = model.load()?;
-        let (text, source) = match prompt {
-            Some(p) => (
-                m.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
-                "--prompt".to_string(),
-            ),
-            None => m.heldout_tokens(256).map_err(anyhow::Error::msg)?,
+                l
+            }
+            (None, Some(n)) if n >= 1 => {
+                let mut rng = Rng::stream(seed, 3);
+                (0..requests.unwrap_or(2)).map(|_| 1 + rng.below(n)).collect()
+            }
+            _ => bail!("shape mode needs --context-lens or --max-context N (N >= 1)"),
+        };
+        let sp = crate::lessons::quant::export::QuantShapes {
+            lens: lens.clone(),
+            block_size,
+            num_blocks,
+            heads,
+            kv_heads,
+            head_dim,
+            seed,
         };
         let b = backend(kind)?;
-        let (arrays, extra) = crate::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source, &m)?;
-        let q = extra["quant"].clone();
-        let params = serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len(),
-            "model": m.name.id()});
-        export::write_export_with(&out, "quant", params, 0, b.as_ref(), &[], &arrays, extra)?;
+        let (arrays, extra) = crate::lessons::quant::export::quant_shapes(b.as_ref(), fmt, &sp)?;
+        let chk = extra["quant"]["check"].clone();
+        let params = serde_json::json!({
+            "format": format, "group": group, "residual": residual, "context_lens": lens,
+            "block_size": block_size, "num_blocks": num_blocks, "heads": heads, "kv_heads": kv_heads,
+            "head_dim": head_dim, "seed": seed,
+        });
+        export::write_export_with(&out, "quant", params, seed, b.as_ref(), &[], &arrays, extra)?;
         outln!(
-            "{format}: {:.4} bits per byte over {} tokens of {}; attention output error (RMS over RMS) {}; wrote {}",
-            q["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
-            text.len(),
-            m.name.id(),
-            q["out_rel_rms_per_layer"],
+            "{format}: {} requests ({lens:?} tokens); decode against the f64 reference: max abs error {}; wrote {}",
+            lens.len(),
+            chk["max_abs_err"],
             out.display()
         );
+        return Ok(());
+    }
+    let m = model.load()?;
+    let (text, source) = match prompt {
+        Some(p) => (
+            m.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
+            "--prompt".to_string(),
+        ),
+        None => m.heldout_tokens(256).map_err(anyhow::Error::msg)?,
+    };
+    let b = backend(kind)?;
+    let (arrays, extra) = crate::lessons::quant::export::quant(b.as_ref(), fmt, &text, &source, &m)?;
+    let q = extra["quant"].clone();
+    let params = serde_json::json!({"format": format, "group": group, "residual": residual, "bytes": text.len(),
+            "model": m.name.id()});
+    export::write_export_with(&out, "quant", params, 0, b.as_ref(), &[], &arrays, extra)?;
+    outln!(
+        "{format}: {:.4} bits per byte over {} tokens of {}; attention output error (RMS over RMS) {}; wrote {}",
+        q["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
+        text.len(),
+        m.name.id(),
+        q["out_rel_rms_per_layer"],
+        out.display()
+    );
     Ok(())
 }
 
@@ -154,25 +171,25 @@ pub static QUANT: Sub<QuantArgs> = Sub {
 /// scale 1) and values.npy (256 f32: each code's value).
 #[derive(clap::Args)]
 pub struct Fp8TableArgs {
-        /// e4m3 | e5m2
-        #[arg(long)]
-        format: String,
-        #[arg(long)]
-        out: PathBuf,
+    /// e4m3 | e5m2
+    #[arg(long)]
+    format: String,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 fn run_fp8_table(a: Fp8TableArgs, lessons: Option<&Path>) -> Result<()> {
     let _ = lessons;
     let Fp8TableArgs { format, out } = a;
-        use crate::cache::dtype::quant::{E4M3, E5M2};
-        let f = match format.as_str() {
-            "e4m3" => E4M3,
-            "e5m2" => E5M2,
-            other => bail!("unknown FP8 format `{other}` (known: e4m3, e5m2)"),
-        };
-        let arrays = crate::lessons::quant::export::fp8_table(f);
-        let mut extra = serde_json::Map::new();
-        extra.insert(
+    use crate::cache::dtype::quant::{E4M3, E5M2};
+    let f = match format.as_str() {
+        "e4m3" => E4M3,
+        "e5m2" => E5M2,
+        other => bail!("unknown FP8 format `{other}` (known: e4m3, e5m2)"),
+    };
+    let arrays = crate::lessons::quant::export::fp8_table(f);
+    let mut extra = serde_json::Map::new();
+    extra.insert(
             "fp8".into(),
             serde_json::json!({
                 "format": f.name, "exponent_bits": f.ebits, "mantissa_bits": f.mbits, "bias": f.bias,
@@ -182,17 +199,17 @@ fn run_fp8_table(a: Fp8TableArgs, lessons: Option<&Path>) -> Result<()> {
                 "values": "values[c] = the value of code c (NaN where c is a NaN code; +-Inf for E5M2's 0x7C/0xFC)",
             }),
         );
-        export::write_export_with(
-            &out,
-            "fp8-table",
-            serde_json::json!({"format": format}),
-            0,
-            &crate::compute::CpuBackend,
-            &[],
-            &arrays,
-            extra,
-        )?;
-        outln!("{}: 65536 codes and 256 values; wrote {}", f.name, out.display());
+    export::write_export_with(
+        &out,
+        "fp8-table",
+        serde_json::json!({"format": format}),
+        0,
+        &crate::compute::CpuBackend,
+        &[],
+        &arrays,
+        extra,
+    )?;
+    outln!("{}: 65536 codes and 256 values; wrote {}", f.name, out.display());
     Ok(())
 }
 
@@ -208,74 +225,80 @@ pub static FP8_TABLE: Sub<Fp8TableArgs> = Sub {
 /// `assets/measurements/quant.json`).
 #[derive(clap::Args)]
 pub struct QuantTableArgs {
-        /// Held-out 256-token windows (at most 64 for tiny; SmolLM2's held-out text holds 2).
-        #[arg(long, default_value_t = 64)]
-        windows: usize,
-        /// KIVI's group size G.
-        #[arg(long, default_value_t = 32)]
-        group: usize,
-        /// KIVI's residual R.
-        #[arg(long, default_value_t = 32)]
-        residual: usize,
-        #[command(flatten)]
-        model: crate::command::ModelArgs,
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        #[arg(long)]
-        out: PathBuf,
+    /// Held-out 256-token windows (at most 64 for tiny; SmolLM2's held-out text holds 2).
+    #[arg(long, default_value_t = 64)]
+    windows: usize,
+    /// KIVI's group size G.
+    #[arg(long, default_value_t = 32)]
+    group: usize,
+    /// KIVI's residual R.
+    #[arg(long, default_value_t = 32)]
+    residual: usize,
+    #[command(flatten)]
+    model: crate::command::ModelArgs,
+    #[arg(long, default_value = "cpu")]
+    backend: BackendKind,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 fn run_quant_table(a: QuantTableArgs, lessons: Option<&Path>) -> Result<()> {
     let _ = lessons;
-    let QuantTableArgs { windows, group, residual, model, backend: kind, out } = a;
-        let b = backend(kind)?;
-        let m = model.load()?;
-        let t0 = std::time::Instant::now();
-        let mut table = m
-            .quant_table(b.as_ref(), windows, group, residual)
-            .map_err(|e| anyhow::anyhow!(e))?;
-        // The decode speed per 8-bit format against f16, in one run (kvscope bench's p3-* lines).
-        let (pools, groups) = crate::cache::CacheFormat::decode_bench(group, residual);
-        let groups: Vec<(&str, crate::cache::GroupFormat)> =
-            groups.iter().map(|(n, g)| (n.as_str(), *g)).collect();
-        let lines = crate::lessons::quant::bench::p3_quant(b.as_ref(), 8, 8192, &pools, &groups, 9)?;
-        table.bench = Some(crate::drivers::quant::QuantBench {
-            backend: b.kind().name().to_string(),
-            machine: b.device(),
-            requests: 8,
-            context: 8192,
-            lines: lines
-                .iter()
-                .map(|l| crate::drivers::quant::QuantBenchLine {
-                    format: l.format.clone(),
-                    tokens_per_s: l.tokens_per_s,
-                    bytes_read: l.bytes_read,
-                    speedup: l.speedup,
-                })
-                .collect(),
-        });
-        std::fs::create_dir_all(&out)?;
-        let path = out.join("quant.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n")?;
-        outln!("{:<16} {:>8} {:>10} {:>7}", "format", "bits/B", "out err", "kernel");
-        for c in &table.cells {
-            outln!(
-                "{:<16} {:>8.4} {:>10.5} {:>7}",
-                c.format,
-                c.bits_per_byte,
-                c.out_rel_rms,
-                c.kernel
-            );
-        }
+    let QuantTableArgs {
+        windows,
+        group,
+        residual,
+        model,
+        backend: kind,
+        out,
+    } = a;
+    let b = backend(kind)?;
+    let m = model.load()?;
+    let t0 = std::time::Instant::now();
+    let mut table = m
+        .quant_table(b.as_ref(), windows, group, residual)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    // The decode speed per 8-bit format against f16, in one run (kvscope bench's p3-* lines).
+    let (pools, groups) = crate::cache::CacheFormat::decode_bench(group, residual);
+    let groups: Vec<(&str, crate::cache::GroupFormat)> = groups.iter().map(|(n, g)| (n.as_str(), *g)).collect();
+    let lines = crate::lessons::quant::bench::p3_quant(b.as_ref(), 8, 8192, &pools, &groups, 9)?;
+    table.bench = Some(crate::drivers::quant::QuantBench {
+        backend: b.kind().name().to_string(),
+        machine: b.device(),
+        requests: 8,
+        context: 8192,
+        lines: lines
+            .iter()
+            .map(|l| crate::drivers::quant::QuantBenchLine {
+                format: l.format.clone(),
+                tokens_per_s: l.tokens_per_s,
+                bytes_read: l.bytes_read,
+                speedup: l.speedup,
+            })
+            .collect(),
+    });
+    std::fs::create_dir_all(&out)?;
+    let path = out.join("quant.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n")?;
+    outln!("{:<16} {:>8} {:>10} {:>7}", "format", "bits/B", "out err", "kernel");
+    for c in &table.cells {
         outln!(
-            "{} ({}), {} windows on {}, {:.0} s; wrote {}",
-            table.model,
-            table.text,
-            table.windows,
-            table.backend,
-            t0.elapsed().as_secs_f64(),
-            path.display()
+            "{:<16} {:>8.4} {:>10.5} {:>7}",
+            c.format,
+            c.bits_per_byte,
+            c.out_rel_rms,
+            c.kernel
         );
+    }
+    outln!(
+        "{} ({}), {} windows on {}, {:.0} s; wrote {}",
+        table.model,
+        table.text,
+        table.windows,
+        table.backend,
+        t0.elapsed().as_secs_f64(),
+        path.display()
+    );
     Ok(())
 }
 
@@ -404,4 +427,3 @@ fn print_quant(lines: &[crate::lessons::quant::bench::QuantLine], b: &dyn crate:
         }
     }
 }
-

@@ -4,9 +4,9 @@
 use anyhow::{Result, bail};
 
 use crate::compute::Backend;
+use crate::kv::KvEngine;
 use crate::lessons::export::*;
 use crate::math::Rng;
-use crate::kv::KvEngine;
 use half::f16;
 
 /// Lesson 10's export: model `m` reads the tokens `text` (bytes for the tiny model) one by one from an
@@ -26,11 +26,7 @@ pub fn quant(
     let dims = [l, n, kvh, hd];
     let flat = |v: &[Vec<f32>]| v.iter().flatten().copied().collect::<Vec<f32>>();
     let mut arrays = vec![
-        NamedArray::new(
-            "tokens",
-            &[n],
-            ArrayData::I32(text.iter().map(|&b| b as i32).collect()),
-        ),
+        NamedArray::new("tokens", &[n], ArrayData::I32(text.iter().map(|&b| b as i32).collect())),
         NamedArray::new("k", &dims, ArrayData::F32(flat(&run.k))),
         NamedArray::new("v", &dims, ArrayData::F32(flat(&run.v))),
         NamedArray::new("k_deq", &dims, ArrayData::F32(flat(&run.k_deq))),

@@ -5,26 +5,25 @@
 //! `group_decode`) on the same backend. Everything the views draw is measured
 //! here; the table over the whole held-out file is stored ([`stored`]) and drawn labelled as stored.
 
+pub mod bench;
 #[cfg(feature = "native")]
 pub mod cli;
-pub mod bench;
 pub mod export;
 mod numbers;
 pub mod stored;
 
-
 use std::sync::Arc;
 
 use super::{LessonKind, Output, Params, get, heat};
+use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
 use crate::cache::dtype::quant::{E4M3, E5M2, Fp8, int8_decode, int8_encode, int8_scale};
 use crate::compute::{Backend, CheckReport, Kernel};
+use crate::drivers::quant::QuantRun;
+use crate::figure::HeatmapData;
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::cache::CacheFormat;
-use crate::drivers::quant::QuantRun;
 use crate::model::{HELDOUT, shared};
-use crate::figure::HeatmapData;
 
 crate::views! {
     /// The views of lesson 10.
@@ -166,8 +165,16 @@ pub fn slider_format(i: i64, scale: i64, group: usize, residual: usize) -> Cache
         },
         2 => CacheFormat::Int8Channel,
         4 => fp8(KvDtype::FP8_E5M2, KvDtype::FP8_E5M2_HEAD),
-        5 => CacheFormat::Kivi { bits: 4, group, residual },
-        6 => CacheFormat::Kivi { bits: 2, group, residual },
+        5 => CacheFormat::Kivi {
+            bits: 4,
+            group,
+            residual,
+        },
+        6 => CacheFormat::Kivi {
+            bits: 2,
+            group,
+            residual,
+        },
         _ => fp8(KvDtype::FP8_E4M3, KvDtype::FP8_E4M3_HEAD),
     }
 }
@@ -350,7 +357,10 @@ pub fn tokens_per_pool(bytes: f64) -> String {
 
 fn encode(f: Fp8, x: f32) -> Encoded {
     let code = f.encode(x);
-    Encoded { code, value: f.decode(code) }
+    Encoded {
+        code,
+        value: f.decode(code),
+    }
 }
 
 impl Schema for Quant {
@@ -363,7 +373,9 @@ impl Schema for Quant {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["format", "scale", "group", "residual", "value", "layer", "kv_head", "text"]
+        &[
+            "format", "scale", "group", "residual", "value", "layer", "kv_head", "text",
+        ]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -400,14 +412,32 @@ impl LessonKind for Quant {
         let mut v = Vec::new();
         let kivi = matches!(get(p, "format", 3), 5 | 6) || views.contains(&"kivi");
         if !kivi {
-            v.push(("group", ["KIVI's group size: pick format 5 or 6.", "KIVI 的分组大小：请选格式 5 或 6。"]));
-            v.push(("residual", ["KIVI's residual: pick format 5 or 6.", "KIVI 的残差：请选格式 5 或 6。"]));
+            v.push((
+                "group",
+                [
+                    "KIVI's group size: pick format 5 or 6.",
+                    "KIVI 的分组大小：请选格式 5 或 6。",
+                ],
+            ));
+            v.push((
+                "residual",
+                ["KIVI's residual: pick format 5 or 6.", "KIVI 的残差：请选格式 5 或 6。"],
+            ));
         }
         if !matches!(get(p, "format", 3), 3 | 4) && !views.contains(&"table") {
-            v.push(("scale", ["The scale granularity applies to FP8: pick format 3 or 4.", "缩放粒度只用于 FP8：请选格式 3 或 4。"]));
+            v.push((
+                "scale",
+                [
+                    "The scale granularity applies to FP8: pick format 3 or 4.",
+                    "缩放粒度只用于 FP8：请选格式 3 或 4。",
+                ],
+            ));
         }
         if !views.contains(&"encoder") {
-            v.push(("value", ["The value is the encoder's (step 2).", "这个值属于编码器（第 2 步）。"]));
+            v.push((
+                "value",
+                ["The value is the encoder's (step 2).", "这个值属于编码器（第 2 步）。"],
+            ));
         }
         v
     }
@@ -460,10 +490,11 @@ impl LessonKind for Quant {
                 _ => (0, 0),
             };
             let key = (f.name(), g, r, text_index, n, device.clone());
-            let cached = MEMO
-                .lock()
-                .ok()
-                .and_then(|m| m.iter().find(|(k, ..)| *k == key).map(|(_, r, l)| (r.clone(), l.clone())));
+            let cached = MEMO.lock().ok().and_then(|m| {
+                m.iter()
+                    .find(|(k, ..)| *k == key)
+                    .map(|(_, r, l)| (r.clone(), l.clone()))
+            });
             let run = match cached {
                 Some((r, l)) => {
                     crate::compute::launch::report(l);
@@ -538,7 +569,9 @@ impl Output for QuantOut {
     }
 
     fn has_nan(&self) -> bool {
-        self.runs.iter().any(|(_, r)| r.nll.iter().any(|x| x.is_nan()) || r.out_rel_rms.iter().any(|x| x.is_nan()))
+        self.runs
+            .iter()
+            .any(|(_, r)| r.nll.iter().any(|x| x.is_nan()) || r.out_rel_rms.iter().any(|x| x.is_nan()))
     }
 
     fn export_arrays(&self, _cursor: usize, _verified: Option<&[CheckReport]>) -> (Vec<NamedArray>, Vec<CheckReport>) {
@@ -555,8 +588,16 @@ impl Output for QuantOut {
         ];
         if !r.k_codes.iter().all(Vec::is_empty) {
             let codes = |c: &[Vec<u8>]| c.iter().flatten().copied().collect::<Vec<u8>>();
-            v.push(NamedArray::new("k_codes", &[l, n, kvh, hd], ArrayData::U8(codes(&r.k_codes))));
-            v.push(NamedArray::new("v_codes", &[l, n, kvh, hd], ArrayData::U8(codes(&r.v_codes))));
+            v.push(NamedArray::new(
+                "k_codes",
+                &[l, n, kvh, hd],
+                ArrayData::U8(codes(&r.k_codes)),
+            ));
+            v.push(NamedArray::new(
+                "v_codes",
+                &[l, n, kvh, hd],
+                ArrayData::U8(codes(&r.v_codes)),
+            ));
         }
         (v, self.checks.clone())
     }
@@ -602,7 +643,15 @@ mod tests {
         // arXiv 2209.05433, Table 1: 57344 and 2^-16 against f16's 65504 and 2^-24).
         let get = |k: &str| vals.iter().find(|(n, _)| *n == k).unwrap().1.clone();
         assert_eq!(
-            ["e5m2_ebits", "e5m2_max", "f16_max", "e5m2_min_sub", "f16_min_sub", "e4m3_max"].map(get),
+            [
+                "e5m2_ebits",
+                "e5m2_max",
+                "f16_max",
+                "e5m2_min_sub",
+                "f16_min_sub",
+                "e4m3_max"
+            ]
+            .map(get),
             ["5", "57344", "65504", "2^-16", "2^-24", "448"]
         );
     }

@@ -14,7 +14,10 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
     let (l_n, kvh, hd) = o.dims;
     let long = CONTEXTS[1];
     let short = CONTEXTS[0];
-    let pool = |dtype| CacheFormat::Pool { dtype, calibrated: true };
+    let pool = |dtype| CacheFormat::Pool {
+        dtype,
+        calibrated: true,
+    };
     let kivi2 = CacheFormat::Kivi {
         bits: 2,
         group: o.group,
@@ -29,7 +32,10 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
         ("head_dim", hd.to_string()),
         ("f16_bpt", crate::lessons::format_bytes(bpt(&pool(KvDtype::F16)))),
         ("f16_tokens", tokens_per_pool(bpt(&pool(KvDtype::F16)))),
-        ("int8_bpt", crate::lessons::format_bytes(bpt(&pool(KvDtype::INT8_TOKEN)))),
+        (
+            "int8_bpt",
+            crate::lessons::format_bytes(bpt(&pool(KvDtype::INT8_TOKEN))),
+        ),
         ("int8_tokens", tokens_per_pool(bpt(&pool(KvDtype::INT8_TOKEN)))),
         ("fp8_bpt", crate::lessons::format_bytes(bpt(&pool(KvDtype::FP8_E4M3)))),
         ("kivi2_bpt", crate::lessons::format_bytes(bpt(&kivi2))),
@@ -51,7 +57,10 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
         ("e4m3_value", show_value(o.e4m3.value)),
         ("e5m2_value", show_value(o.e5m2.value)),
         ("format", format_label(sel_f)),
-        ("out_err", pct(sel.out_rel_rms.iter().sum::<f64>() / sel.out_rel_rms.len().max(1) as f64)),
+        (
+            "out_err",
+            pct(sel.out_rel_rms.iter().sum::<f64>() / sel.out_rel_rms.len().max(1) as f64),
+        ),
         ("bpb_here", fmt_bpb(sel.bits_per_byte())),
         ("bpb_f16", fmt_bpb(f16.bits_per_byte())),
         ("group", o.group.to_string()),
@@ -68,7 +77,12 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
     v.push(("outlier_verdict", en.into()));
     v.push(("outlier_verdict_zh", zh.into()));
     if let (Some(t), Some(ch)) = (o.run("int8-token"), o.run("int8-channel")) {
-        let (kt, kc, vt, vc) = (rel_err(&t.k, &t.k_deq), rel_err(&ch.k, &ch.k_deq), rel_err(&t.v, &t.v_deq), rel_err(&ch.v, &ch.v_deq));
+        let (kt, kc, vt, vc) = (
+            rel_err(&t.k, &t.k_deq),
+            rel_err(&ch.k, &ch.k_deq),
+            rel_err(&t.v, &t.v_deq),
+            rel_err(&ch.v, &ch.v_deq),
+        );
         v.push(("k_err_token", pct(kt)));
         v.push(("k_err_channel", pct(kc)));
         v.push(("v_err_token", pct(vt)));
@@ -107,12 +121,7 @@ fn numbers(o: &QuantOut) -> Vec<(&'static str, String)> {
             v.push(("stored_e4m3_scale1", fmt_bpb(c1.bits_per_byte)));
             v.push(("stored_e4m3", fmt_bpb(c.bits_per_byte)));
             // The largest |K| or |V| of this text, against E4M3's range at scale 1.
-            let amax = f16
-                .k
-                .iter()
-                .chain(&f16.v)
-                .flatten()
-                .fold(0f32, |m, x| m.max(x.abs()));
+            let amax = f16.k.iter().chain(&f16.v).flatten().fold(0f32, |m, x| m.max(x.abs()));
             let d = c1.bits_per_byte - c.bits_per_byte;
             let (en, zh) = if d.abs() < 0.005 {
                 (
@@ -250,16 +259,25 @@ fn real_numbers() -> Vec<(&'static str, String)> {
 /// English and Chinese.
 fn outlier_words(kr: f64, vr: f64) -> (&'static str, &'static str) {
     if kr > 2.0 * vr {
-        ("this model shows it: K's channels are far more uneven than V's", "这个模型表现出这一点：K 各通道的差异远大于 V")
+        (
+            "this model shows it: K's channels are far more uneven than V's",
+            "这个模型表现出这一点：K 各通道的差异远大于 V",
+        )
     } else if kr > 1.3 * vr {
-        ("this model shows it: K's channels are more uneven than V's", "这个模型表现出这一点：K 各通道比 V 更不均匀")
+        (
+            "this model shows it: K's channels are more uneven than V's",
+            "这个模型表现出这一点：K 各通道比 V 更不均匀",
+        )
     } else if kr > vr {
         (
             "this model shows it mildly: K's channels are more uneven than V's, but not by much",
             "这个模型只轻微地表现出这一点：K 各通道比 V 更不均匀，但差得不多",
         )
     } else {
-        ("this model does not show it: V's channels are as uneven as K's", "这个模型没有表现出这一点：V 各通道与 K 一样不均匀")
+        (
+            "this model does not show it: V's channels are as uneven as K's",
+            "这个模型没有表现出这一点：V 各通道与 K 一样不均匀",
+        )
     }
 }
 
@@ -287,7 +305,8 @@ fn granularity_words(kt: f64, kc: f64, vt: f64, vc: f64, hd: usize) -> (String, 
             "这里按 token 适合 K，按通道适合 V：与 KIVI 的发现相反。".into(),
         ),
         (false, false) => (
-            "Per token wins for both here: this model's channels are even enough that one scale per row is enough.".into(),
+            "Per token wins for both here: this model's channels are even enough that one scale per row is enough."
+                .into(),
             "这里按 token 对两者都更好：这个模型各通道足够均匀，每行一个缩放因子就够了。".into(),
         ),
     }
@@ -302,17 +321,28 @@ fn quality_words(s: &crate::drivers::quant::QuantTable) -> Option<(String, Strin
         .filter(|c| c.format != "f16" && c.bits_per_byte - base <= 0.01)
         .map(|c| c.format.as_str())
         .collect();
-    let w = s.cells.iter().max_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte))?;
+    let w = s
+        .cells
+        .iter()
+        .max_by(|a, b| a.bits_per_byte.total_cmp(&b.bits_per_byte))?;
     Some((
         format!(
             "Within 0.01 bits per byte of f16: {}. The worst is {} at {}.",
-            if close.is_empty() { "none".to_string() } else { close.join(", ") },
+            if close.is_empty() {
+                "none".to_string()
+            } else {
+                close.join(", ")
+            },
             w.format,
             fmt_bpb(w.bits_per_byte)
         ),
         format!(
             "与 f16 相差不超过 0.01 比特/字节的有：{}。最差的是 {}，为 {}。",
-            if close.is_empty() { "无".to_string() } else { close.join("、") },
+            if close.is_empty() {
+                "无".to_string()
+            } else {
+                close.join("、")
+            },
             w.format,
             fmt_bpb(w.bits_per_byte)
         ),

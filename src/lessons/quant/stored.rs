@@ -39,7 +39,10 @@ pub fn smollm2_channel_heat() -> Option<&'static [Arc<HeatmapData>; 2]> {
         let c = embedded_smollm2()?.channels.as_ref()?;
         let (lh, hd) = (c.layers * c.kv_heads, c.head_dim);
         let t = |x: &[f32]| (0..hd * lh).map(|i| x[(i % lh) * hd + i / lh]).collect();
-        Some([crate::lessons::heat(hd, lh, t(&c.k)), crate::lessons::heat(hd, lh, t(&c.v))])
+        Some([
+            crate::lessons::heat(hd, lh, t(&c.k)),
+            crate::lessons::heat(hd, lh, t(&c.v)),
+        ])
     })
     .as_ref()
 }
@@ -64,7 +67,11 @@ mod tests {
         assert_eq!(t.model, "smollm2");
         for f in CacheFormat::all(t.group, t.residual) {
             let c = t.cell(&f.name()).unwrap_or_else(|| panic!("{}", f.name()));
-            assert!(c.k_rel_err.is_some() && c.v_rel_err.is_some(), "{}: K and V errors", f.name());
+            assert!(
+                c.k_rel_err.is_some() && c.v_rel_err.is_some(),
+                "{}: K and V errors",
+                f.name()
+            );
         }
         let ch = t.channels.as_ref().expect("the channel maxima are stored");
         assert_eq!((ch.layers, ch.kv_heads, ch.head_dim), (30, 3, 64));

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
 use crate::cache::{KvDtype, PagedShape};
 use crate::command::{Sub, backend};
 use crate::compute::BackendKind;
 use crate::drivers::serve::{self, ServeRun};
 use crate::kv::{ChunkedPrefill, SchedulePolicy, WholeUnderBudget};
+use anyhow::{Context, Result, anyhow, bail};
 
 /// Whole prompts or chunks, under the token budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -351,84 +351,95 @@ pub fn print_spec(json: &serde_json::Value) {
 /// passes per byte, bytes/s against plain decode, and the memory it does not save.
 #[derive(clap::Args)]
 pub struct SpeculativeArgs {
-        /// ngram (prompt lookup) | draft (the shipped draft model)
-        #[arg(long, value_enum, default_value = "ngram")]
-        speculative: crate::lessons::serving::cli::SpecArg,
-        /// Bytes drafted per step.
-        #[arg(long, default_value_t = 4)]
-        k: usize,
-        /// The prompt (default: the first 128 bytes of the held-out text).
-        #[arg(long)]
-        prompt: Option<String>,
-        /// Bytes to generate.
-        #[arg(long, default_value_t = 128)]
-        tokens: usize,
-        /// 0: greedy; otherwise rejection sampling at this temperature.
-        #[arg(long, default_value_t = 0.0)]
-        temperature: f32,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Tokens per block of the paged caches.
-        #[arg(long, default_value_t = 16)]
-        block_size: usize,
-        #[command(flatten)]
-        model: crate::command::ModelArgs,
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        #[arg(long)]
-        out: PathBuf,
+    /// ngram (prompt lookup) | draft (the shipped draft model)
+    #[arg(long, value_enum, default_value = "ngram")]
+    speculative: crate::lessons::serving::cli::SpecArg,
+    /// Bytes drafted per step.
+    #[arg(long, default_value_t = 4)]
+    k: usize,
+    /// The prompt (default: the first 128 bytes of the held-out text).
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Bytes to generate.
+    #[arg(long, default_value_t = 128)]
+    tokens: usize,
+    /// 0: greedy; otherwise rejection sampling at this temperature.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Tokens per block of the paged caches.
+    #[arg(long, default_value_t = 16)]
+    block_size: usize,
+    #[command(flatten)]
+    model: crate::command::ModelArgs,
+    #[arg(long, default_value = "cpu")]
+    backend: BackendKind,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 fn run_speculative(a: SpeculativeArgs, lessons: Option<&Path>) -> Result<()> {
     let _ = lessons;
-    let SpeculativeArgs { speculative, k, prompt, tokens, temperature, seed, block_size, model, backend: kind, out } = a;
-        use crate::drivers::spec::{Drafter, SpecConfig};
-        let b = backend(kind)?;
-        let model = model.load()?;
-        let tiny = model.name == crate::model::ModelName::Tiny;
-        if !tiny && speculative == crate::lessons::serving::cli::SpecArg::Draft {
-            anyhow::bail!(
-                "the shipped draft model is byte-level and cannot draft SmolLM2's BPE tokens: use --speculative ngram (prompt lookup)"
-            );
-        }
-        let (text, source) = match prompt {
-            Some(p) => (
-                model.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
-                "--prompt".to_string(),
-            ),
-            None => model.heldout_tokens(128).map_err(anyhow::Error::msg)?,
-        };
-        let cfg = |drafter| SpecConfig {
-            drafter,
-            k,
-            temperature,
-            seed,
-            block_size,
-        };
-        let drafter = if tiny {
-            crate::lessons::serving::cli::drafter(speculative)?
-        } else {
-            Drafter::Ngram { min_n: 1, max_n: 3 }
-        };
-        let run = model
-            .speculative(&text, tokens, &cfg(drafter), b.as_ref())
-            .map_err(|e| anyhow::anyhow!(e))?;
-        let plain = model
-            .speculative(&text, tokens, &cfg(Drafter::None), b.as_ref())
-            .map_err(|e| anyhow::anyhow!(e))?;
-        let mut json = crate::lessons::serving::cli::spec_report(&run, &plain, temperature <= 0.0, &model);
-        json["params"] = serde_json::json!({
-            "k": k, "tokens": tokens, "temperature": temperature, "seed": seed, "block_size": block_size,
-            "backend": kind.name(), "device": b.device(), "prompt": model.tokenizer.decode(&text),
-            "prompt_source": source,
-        });
-        json["params"][if tiny { "prompt_bytes" } else { "prompt_tokens" }] = serde_json::json!(text);
-        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-        let path = out.join("speculative.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&json)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        crate::lessons::serving::cli::print_spec(&json);
-        outln!("wrote {}", path.display());
+    let SpeculativeArgs {
+        speculative,
+        k,
+        prompt,
+        tokens,
+        temperature,
+        seed,
+        block_size,
+        model,
+        backend: kind,
+        out,
+    } = a;
+    use crate::drivers::spec::{Drafter, SpecConfig};
+    let b = backend(kind)?;
+    let model = model.load()?;
+    let tiny = model.name == crate::model::ModelName::Tiny;
+    if !tiny && speculative == crate::lessons::serving::cli::SpecArg::Draft {
+        anyhow::bail!(
+            "the shipped draft model is byte-level and cannot draft SmolLM2's BPE tokens: use --speculative ngram (prompt lookup)"
+        );
+    }
+    let (text, source) = match prompt {
+        Some(p) => (
+            model.tokenizer.encode(&p).map_err(anyhow::Error::msg)?,
+            "--prompt".to_string(),
+        ),
+        None => model.heldout_tokens(128).map_err(anyhow::Error::msg)?,
+    };
+    let cfg = |drafter| SpecConfig {
+        drafter,
+        k,
+        temperature,
+        seed,
+        block_size,
+    };
+    let drafter = if tiny {
+        crate::lessons::serving::cli::drafter(speculative)?
+    } else {
+        Drafter::Ngram { min_n: 1, max_n: 3 }
+    };
+    let run = model
+        .speculative(&text, tokens, &cfg(drafter), b.as_ref())
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let plain = model
+        .speculative(&text, tokens, &cfg(Drafter::None), b.as_ref())
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let mut json = crate::lessons::serving::cli::spec_report(&run, &plain, temperature <= 0.0, &model);
+    json["params"] = serde_json::json!({
+        "k": k, "tokens": tokens, "temperature": temperature, "seed": seed, "block_size": block_size,
+        "backend": kind.name(), "device": b.device(), "prompt": model.tokenizer.decode(&text),
+        "prompt_source": source,
+    });
+    json["params"][if tiny { "prompt_bytes" } else { "prompt_tokens" }] = serde_json::json!(text);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let path = out.join("speculative.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    crate::lessons::serving::cli::print_spec(&json);
+    outln!("wrote {}", path.display());
     Ok(())
 }
 
@@ -444,52 +455,62 @@ pub static SPECULATIVE: Sub<SpeculativeArgs> = Sub {
 /// latencies, in steps and in seconds on the backend. Outputs are greedy, and equal under every policy.
 #[derive(clap::Args)]
 pub struct ServingCmdArgs {
-        /// whole (no chunking: a prompt must fit in one step's budget) | chunked
-        #[arg(long, value_enum, default_value = "chunked")]
-        policy: crate::lessons::serving::cli::ServePolicy,
-        /// Tokens one step may schedule (vLLM's max_num_batched_tokens).
-        #[arg(long, default_value_t = 32)]
-        budget: usize,
-        /// The most prefill tokens one request gets in a step (vLLM's long_prefill_token_threshold; 0: no cap).
-        #[arg(long, default_value_t = 0)]
-        chunk: usize,
-        /// Requests as arrival_step:prompt_bytes:generated_bytes (prompts are pieces of the held-out text);
-        /// default: 0:24:40 0:16:40 2:32:40 6:192:8.
-        #[arg(long, num_args = 1.., value_parser = crate::lessons::serving::cli::parse_request)]
-        requests: Vec<(usize, usize, usize)>,
-        /// Blocks in the pool.
-        #[arg(long, default_value_t = 128)]
-        blocks: usize,
-        /// Tokens per block.
-        #[arg(long, default_value_t = 16)]
-        block_size: usize,
-        #[command(flatten)]
-        model: crate::command::ModelArgs,
-        #[arg(long, default_value = "cpu")]
-        backend: BackendKind,
-        #[arg(long)]
-        out: PathBuf,
+    /// whole (no chunking: a prompt must fit in one step's budget) | chunked
+    #[arg(long, value_enum, default_value = "chunked")]
+    policy: crate::lessons::serving::cli::ServePolicy,
+    /// Tokens one step may schedule (vLLM's max_num_batched_tokens).
+    #[arg(long, default_value_t = 32)]
+    budget: usize,
+    /// The most prefill tokens one request gets in a step (vLLM's long_prefill_token_threshold; 0: no cap).
+    #[arg(long, default_value_t = 0)]
+    chunk: usize,
+    /// Requests as arrival_step:prompt_bytes:generated_bytes (prompts are pieces of the held-out text);
+    /// default: 0:24:40 0:16:40 2:32:40 6:192:8.
+    #[arg(long, num_args = 1.., value_parser = crate::lessons::serving::cli::parse_request)]
+    requests: Vec<(usize, usize, usize)>,
+    /// Blocks in the pool.
+    #[arg(long, default_value_t = 128)]
+    blocks: usize,
+    /// Tokens per block.
+    #[arg(long, default_value_t = 16)]
+    block_size: usize,
+    #[command(flatten)]
+    model: crate::command::ModelArgs,
+    #[arg(long, default_value = "cpu")]
+    backend: BackendKind,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 fn run_serving(a: ServingCmdArgs, lessons: Option<&Path>) -> Result<()> {
     let _ = lessons;
-    let ServingCmdArgs { policy, budget, chunk, requests, blocks, block_size, model, backend: kind, out } = a;
-        let requests = if requests.is_empty() {
-            crate::drivers::serve::DEFAULT_SCENARIO.to_vec()
-        } else {
-            requests
-        };
-        crate::lessons::serving::cli::export(crate::lessons::serving::cli::ServingArgs {
-            policy,
-            budget,
-            chunk,
-            requests: &requests,
-            blocks,
-            block_size,
-            backend: kind,
-            out: &out,
-            model,
-        })?;
+    let ServingCmdArgs {
+        policy,
+        budget,
+        chunk,
+        requests,
+        blocks,
+        block_size,
+        model,
+        backend: kind,
+        out,
+    } = a;
+    let requests = if requests.is_empty() {
+        crate::drivers::serve::DEFAULT_SCENARIO.to_vec()
+    } else {
+        requests
+    };
+    crate::lessons::serving::cli::export(crate::lessons::serving::cli::ServingArgs {
+        policy,
+        budget,
+        chunk,
+        requests: &requests,
+        blocks,
+        block_size,
+        backend: kind,
+        out: &out,
+        model,
+    })?;
     Ok(())
 }
 
@@ -518,7 +539,11 @@ pub struct ServingBenchArgs {
 
 /// Lesson 12's measurements, printed and optionally stored.
 fn run_bench_serving(a: ServingBenchArgs, _lessons: Option<&Path>) -> Result<()> {
-    let ServingBenchArgs { backend: kind, store, model } = a;
+    let ServingBenchArgs {
+        backend: kind,
+        store,
+        model,
+    } = a;
     use crate::lessons::serving::measure;
     let b = backend(kind)?;
     let err = |e: String| anyhow::anyhow!(e);
@@ -595,7 +620,10 @@ fn run_bench_serving(a: ServingBenchArgs, _lessons: Option<&Path>) -> Result<()>
     if let Some(path) = store {
         let s = measure::StoredServing {
             model: model.name.id().to_string(),
-            machine: crate::command::machine_name(b.as_ref(), !matches!(b.kind(), BackendKind::Wgpu | BackendKind::Cuda)),
+            machine: crate::command::machine_name(
+                b.as_ref(),
+                !matches!(b.kind(), BackendKind::Wgpu | BackendKind::Cuda),
+            ),
             date: crate::command::utc_date(),
             backend: kind.name().to_string(),
             command: format!(

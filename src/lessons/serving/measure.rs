@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{KvDtype, PagedShape};
 use crate::compute::Backend;
-use crate::kv::{ChunkedPrefill, KvEngine, SchedulePolicy, WholeUnderBudget};
-use crate::model::{Model, TokenId};
 use crate::drivers::serve::{Chunk, DEFAULT_SCENARIO, scenario_from};
 use crate::drivers::spec::{Drafter, SpecConfig};
+use crate::kv::{ChunkedPrefill, KvEngine, SchedulePolicy, WholeUnderBudget};
+use crate::model::{Model, TokenId};
 
 /// Where the stored measurement lives in the repository.
 pub const STORED_PATH: &str = "assets/measurements/serving.json";
@@ -152,7 +152,11 @@ pub fn policy(chunked: bool, budget: usize) -> Box<dyn SchedulePolicy> {
 }
 
 /// The latency rows, the default scenario's prompts cut from `held` (the model's held-out tokens).
-pub fn measure_latency<T: TokenId>(model: &Model, backend: &dyn Backend, held: &[T]) -> Result<Vec<LatencyRow>, String> {
+pub fn measure_latency<T: TokenId>(
+    model: &Model,
+    backend: &dyn Backend,
+    held: &[T],
+) -> Result<Vec<LatencyRow>, String> {
     let reqs = scenario_from(held, &DEFAULT_SCENARIO)?;
     let arrivals: Vec<usize> = reqs.iter().map(|r| r.arrive).collect();
     let mut rows = Vec::new();
@@ -217,7 +221,11 @@ pub fn prefilled<T: TokenId>(
 }
 
 /// The offload rows (requests of `held`'s tokens).
-pub fn measure_offload<T: TokenId>(model: &Model, backend: &dyn Backend, held: &[T]) -> Result<Vec<OffloadRow>, String> {
+pub fn measure_offload<T: TokenId>(
+    model: &Model,
+    backend: &dyn Backend,
+    held: &[T],
+) -> Result<Vec<OffloadRow>, String> {
     let mut rows = Vec::new();
     for &tokens in &OFFLOAD_LENGTHS {
         let mut recompute = f64::INFINITY;

@@ -8,8 +8,8 @@
 
 #[cfg(feature = "native")]
 pub mod cli;
-pub mod measure;
 mod costs;
+pub mod measure;
 mod out;
 pub use costs::{FACT_MODELS, crossover, device_rates, fact_costs};
 pub use out::ServingOut;
@@ -17,10 +17,10 @@ use out::numbers;
 
 use crate::calc::{self};
 use crate::compute::{Backend, CheckReport, Kernel};
-use crate::lessons::export::{ArrayData, NamedArray};
-use crate::lessons::{Lesson, LessonKind, Output, Params, Schema, get};
 use crate::drivers::serve::{DEFAULT_SCENARIO, scenario};
 use crate::drivers::spec::{Drafter, SpecConfig};
+use crate::lessons::export::{ArrayData, NamedArray};
+use crate::lessons::{Lesson, LessonKind, Output, Params, Schema, get};
 
 crate::views! {
     /// The views of lesson 12.
@@ -161,7 +161,9 @@ impl LessonKind for Serving {
                 v.push((id, ["The token budget: steps 1 to 3.", "token 预算：第 1 到 3 步。"]));
             }
         }
-        let spec = views.iter().any(|x| ["speculative", "spec_stats", "kernel"].contains(x));
+        let spec = views
+            .iter()
+            .any(|x| ["speculative", "spec_stats", "kernel"].contains(x));
         if !spec {
             for id in ["drafter", "k", "block_size"] {
                 v.push((id, ["Speculative decoding: steps 5 to 7.", "投机解码：第 5 到 7 步。"]));
@@ -214,7 +216,10 @@ impl LessonKind for Serving {
                 )?;
                 (r, (s.pos, chunk.len(), block_size))
             }
-            None => (CheckReport::failed("paged_prefill", "no verification pass ran"), (0, 0, block_size)),
+            None => (
+                CheckReport::failed("paged_prefill", "no verification pass ran"),
+                (0, 0, block_size),
+            ),
         };
         // The chunk the kernel step draws: the long request's second chunk (its first has no cached
         // prefix), or its only one; the verification pass when the policy refused the scenario.
@@ -240,20 +245,20 @@ impl LessonKind for Serving {
         // shows the lesson's verification pass, not these.
         let tiny_ngram = crate::compute::launch::uncaptured(|| {
             measure::SPEC_KS
-            .iter()
-            .map(|&k| {
-                let c = SpecConfig {
-                    drafter: Drafter::Ngram { min_n: 1, max_n: 3 },
-                    k,
-                    temperature: 0.0,
-                    seed: 0,
-                    block_size,
-                };
-                model
-                    .speculative(prompt, measure::SPEC_BYTES, &c, &crate::compute::CpuBackend)
-                    .map(|r| (k, r.mean_accepted(), r.passes_per_byte()))
-            })
-            .collect::<Result<Vec<_>, _>>()
+                .iter()
+                .map(|&k| {
+                    let c = SpecConfig {
+                        drafter: Drafter::Ngram { min_n: 1, max_n: 3 },
+                        k,
+                        temperature: 0.0,
+                        seed: 0,
+                        block_size,
+                    };
+                    model
+                        .speculative(prompt, measure::SPEC_BYTES, &c, &crate::compute::CpuBackend)
+                        .map(|r| (k, r.mean_accepted(), r.passes_per_byte()))
+                })
+                .collect::<Result<Vec<_>, _>>()
         })?;
         let fact_models = FACT_MODELS
             .iter()
@@ -406,6 +411,9 @@ mod tests {
         crate::lessons::normalize(l, &mut p);
         let o = l.kind.compute(l, &p, &crate::compute::CpuBackend).unwrap();
         let note = o.values().into_iter().find(|(n, _)| *n == "mha_cross_note").unwrap().1;
-        assert_eq!(note, "beyond the 4096 tokens it serves, so within them recomputing is cheaper");
+        assert_eq!(
+            note,
+            "beyond the 4096 tokens it serves, so within them recomputing is cheaper"
+        );
     }
 }

@@ -20,7 +20,9 @@ pub fn streaming(
 ) -> Result<(Vec<NamedArray>, serde_json::Map<String, serde_json::Value>)> {
     use crate::model::ModelName;
     // A model trained with a start byte reads it first, as it saw it at the head of every window.
-    let (held, _) = m.heldout_tokens(count.unwrap_or(usize::MAX)).map_err(anyhow::Error::msg)?;
+    let (held, _) = m
+        .heldout_tokens(count.unwrap_or(usize::MAX))
+        .map_err(anyhow::Error::msg)?;
     let held_len = held.len();
     let ids: Vec<u32> = m.config.start_byte.map(u32::from).into_iter().chain(held).collect();
     let text_file = match m.name {

@@ -13,9 +13,9 @@ pub mod stored;
 
 use super::{LessonKind, Output, Params, get};
 use crate::compute::{Backend, CheckReport, Kernel};
+use crate::drivers::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
 use crate::lessons::export::{ArrayData, NamedArray};
 use crate::lessons::{Lesson, Schema};
-use crate::drivers::stream::{Positions, StreamConfig, StreamPolicy, StreamRun};
 use crate::model::{HELDOUT, shared};
 
 crate::views! {
@@ -221,7 +221,16 @@ impl Schema for Streaming {
     }
 
     fn params(&self) -> &'static [&'static str] {
-        &["window", "sinks", "block_size", "stream", "ring_sinks", "text_positions", "layer", "head"]
+        &[
+            "window",
+            "sinks",
+            "block_size",
+            "stream",
+            "ring_sinks",
+            "text_positions",
+            "layer",
+            "head",
+        ]
     }
 
     fn placeholders(&self) -> &'static [&'static str] {
@@ -277,7 +286,13 @@ impl LessonKind for Streaming {
     }
 
     fn ops(&self) -> &'static [Kernel] {
-        &[Kernel::PagedAppend, Kernel::StreamDecode, Kernel::AttentionScores, Kernel::Softmax, Kernel::AttentionPv]
+        &[
+            Kernel::PagedAppend,
+            Kernel::StreamDecode,
+            Kernel::AttentionScores,
+            Kernel::Softmax,
+            Kernel::AttentionPv,
+        ]
     }
 
     fn compute(&self, _lesson: &Lesson, p: &Params, backend: &dyn Backend) -> Result<Box<dyn Output>, String> {
@@ -299,9 +314,20 @@ impl LessonKind for Streaming {
         // layer, head) reuse the last computation.
         // A reused result reports the launches that computed it again, for the kernel panel.
         type Key = (usize, usize, usize, usize, String);
-        type Memo = Option<(Key, Vec<StreamRun>, Vec<CheckReport>, Vec<crate::compute::launch::Launch>)>;
+        type Memo = Option<(
+            Key,
+            Vec<StreamRun>,
+            Vec<CheckReport>,
+            Vec<crate::compute::launch::Launch>,
+        )>;
         static MEMO: std::sync::Mutex<Memo> = std::sync::Mutex::new(None);
-        let key = (window, sinks, block_size, n, format!("{:?} {}", backend.kind(), backend.device()));
+        let key = (
+            window,
+            sinks,
+            block_size,
+            n,
+            format!("{:?} {}", backend.kind(), backend.device()),
+        );
         let cached = MEMO.lock().ok().and_then(|m| {
             m.as_ref()
                 .filter(|(k, ..)| *k == key)
@@ -322,8 +348,9 @@ impl LessonKind for Streaming {
                 rc
             }
         };
-        let kv_per_byte =
-            c.n_layers * crate::cache::kv_bytes_per_token(1, c.n_kv_heads as u64, c.head_dim as u64, crate::cache::KvDtype::F16) as usize;
+        let kv_per_byte = c.n_layers
+            * crate::cache::kv_bytes_per_token(1, c.n_kv_heads as u64, c.head_dim as u64, crate::cache::KvDtype::F16)
+                as usize;
         let mut out = StreamOut {
             runs,
             window,
@@ -366,9 +393,15 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
             "dense_kv",
             bytes_mib(dense.blocks_in_use.last().copied().unwrap_or(0) as usize * o.block_size * o.kv_per_byte),
         ),
-        ("ring_blocks", ring.blocks_in_use.iter().max().copied().unwrap_or(0).to_string()),
+        (
+            "ring_blocks",
+            ring.blocks_in_use.iter().max().copied().unwrap_or(0).to_string(),
+        ),
         ("ring_bound", ring.pool_blocks.to_string()),
-        ("stored_most", ring.stored.iter().max().copied().unwrap_or(0).to_string()),
+        (
+            "stored_most",
+            ring.stored.iter().max().copied().unwrap_or(0).to_string(),
+        ),
         ("bpb_dense", bpb(StreamPolicy::Dense, Positions::Cache)),
         ("bpb_window", bpb(StreamPolicy::Window, Positions::Cache)),
         ("bpb_sinks", bpb(StreamPolicy::Sinks, Positions::Cache)),
@@ -394,10 +427,37 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
         ),
         ("bpb_sinks_text", bpb(StreamPolicy::Sinks, Positions::Text)),
         ("bpb_window_text", bpb(StreamPolicy::Window, Positions::Text)),
-        ("max_pos_cache", o.run(StreamPolicy::Sinks, Positions::Cache).max_position.iter().max().copied().unwrap_or(0).to_string()),
-        ("max_pos_text", o.run(StreamPolicy::Sinks, Positions::Text).max_position.iter().max().copied().unwrap_or(0).to_string()),
-        ("recompute_pairs", format!("{:.0}", o.pairs_per_byte(o.run(StreamPolicy::Recompute, Positions::Cache)))),
-        ("cached_pairs", format!("{:.0}", o.pairs_per_byte(o.run(StreamPolicy::Sinks, Positions::Cache)))),
+        (
+            "max_pos_cache",
+            o.run(StreamPolicy::Sinks, Positions::Cache)
+                .max_position
+                .iter()
+                .max()
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        ),
+        (
+            "max_pos_text",
+            o.run(StreamPolicy::Sinks, Positions::Text)
+                .max_position
+                .iter()
+                .max()
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        ),
+        (
+            "recompute_pairs",
+            format!(
+                "{:.0}",
+                o.pairs_per_byte(o.run(StreamPolicy::Recompute, Positions::Cache))
+            ),
+        ),
+        (
+            "cached_pairs",
+            format!("{:.0}", o.pairs_per_byte(o.run(StreamPolicy::Sinks, Positions::Cache))),
+        ),
     ];
     if n > ctx {
         v.push(("bpb_dense_after", fmt_bpb(dense.bits_per_byte_in(ctx..n))));
@@ -506,7 +566,11 @@ impl Output for StreamOut {
         )];
         for r in &self.runs {
             let tag = format!("{}_{}", r.config.policy.name(), r.config.positions.name());
-            v.push(NamedArray::new(&format!("nll_{tag}"), &[n - 1], ArrayData::F32(r.nll.clone())));
+            v.push(NamedArray::new(
+                &format!("nll_{tag}"),
+                &[n - 1],
+                ArrayData::F32(r.nll.clone()),
+            ));
             v.push(NamedArray::new(
                 &format!("blocks_in_use_{tag}"),
                 &[n],
@@ -579,7 +643,11 @@ mod tests {
             o.run(StreamPolicy::Sinks, Positions::Cache).bits_per_byte(),
             o.run(StreamPolicy::Sinks, Positions::Text).bits_per_byte(),
         );
-        assert_eq!(get("sinks_text_change"), if t > c { "rises" } else { "falls" }, "{c} {t}");
+        assert_eq!(
+            get("sinks_text_change"),
+            if t > c { "rises" } else { "falls" },
+            "{c} {t}"
+        );
         assert_eq!(get("uniform_bpb"), "8");
     }
 }

@@ -74,7 +74,10 @@ impl StoredModel {
     /// The dense run's curve after its first bucket, summarised (None without a dense run of at least
     /// three buckets).
     pub fn dense_trend(&self) -> Option<DenseTrend> {
-        let r = self.runs.iter().find(|r| r.policy == "dense" && r.positions == "cache")?;
+        let r = self
+            .runs
+            .iter()
+            .find(|r| r.policy == "dense" && r.positions == "cache")?;
         let c = r.curve.get(1..).filter(|c| c.len() >= 2)?;
         let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
         let (a, b) = c.split_at(c.len() / 2);
@@ -171,7 +174,10 @@ mod tests {
         assert!(t.late < t.early + 0.25, "{t:?}");
         assert!(t.high > 8.0 && t.low > 5.0, "{t:?}");
         // The figures, 512-byte buckets: 5.83 to 8.67.
-        assert_eq!((format!("{:.2}", t.low), format!("{:.2}", t.high)), ("5.83".into(), "8.67".into()));
+        assert_eq!(
+            (format!("{:.2}", t.low), format!("{:.2}", t.high)),
+            ("5.83".into(), "8.67".into())
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Lesson 3's views: the head split, every head's probabilities, concatenation and W_O, the GQA/MQA
 //! grouping and the KV-cache bytes it saves.
 
-use eframe::egui::{self, RichText, Ui};
 use crate::ui::text::Slant as _;
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::attention_layer::AttnOut;
 use crate::lessons::multi_head::{MultiHead, View};
@@ -11,7 +11,9 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::views::attention_layer::{head_label, score_hover};
-use crate::ui::widgets::{Axes, Cell, Table, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, view_id, view_in};
+use crate::ui::widgets::{
+    Axes, Cell, Table, ViewCtx, bytes, check_line, grid, heat_panel, kernel_panel, view_id, view_in,
+};
 
 impl LessonUi for MultiHead {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {

@@ -112,7 +112,11 @@ pub(super) fn layer_map(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
                 past.push(s);
             }
         }
-        ui.label(RichText::new(cells.join(" · ")).monospace().size(crate::style::fit(size * 0.85)));
+        ui.label(
+            RichText::new(cells.join(" · "))
+                .monospace()
+                .size(crate::style::fit(size * 0.85)),
+        );
     }
     ui.add_space(size * 0.3);
     legend(

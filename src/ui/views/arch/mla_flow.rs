@@ -60,10 +60,23 @@ fn cache_block(ui: &mut Ui, size: f32, t: usize, d_c: usize, d_r: usize, fill: C
     for i in 0..t {
         let y0 = r.min.y + i as f32 * row_h;
         let y1 = y0 + row_h - gap;
-        p.rect_filled(egui::Rect::from_min_max(egui::pos2(r.min.x, y0), egui::pos2(split - 1.0, y1)), 0.0, fill);
-        p.rect_filled(egui::Rect::from_min_max(egui::pos2(split + 1.0, y0), egui::pos2(r.max.x, y1)), 0.0, fill);
+        p.rect_filled(
+            egui::Rect::from_min_max(egui::pos2(r.min.x, y0), egui::pos2(split - 1.0, y1)),
+            0.0,
+            fill,
+        );
+        p.rect_filled(
+            egui::Rect::from_min_max(egui::pos2(split + 1.0, y0), egui::pos2(r.max.x, y1)),
+            0.0,
+            fill,
+        );
     }
-    p.rect_stroke(r.expand(3.0), 2.0, egui::Stroke::new(2.5, style::c32(style::READ)), egui::StrokeKind::Outside);
+    p.rect_stroke(
+        r.expand(3.0),
+        2.0,
+        egui::Stroke::new(2.5, style::c32(style::READ)),
+        egui::StrokeKind::Outside,
+    );
 }
 
 pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
@@ -79,10 +92,20 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         if zh {
             format!("MLA 的投影，在运行的这一层：{} 个头，已缓存 {t} 个 token", d.heads)
         } else {
-            format!("MLA's projections in the layer that ran: {} heads, {t} tokens cached", d.heads)
+            format!(
+                "MLA's projections in the layer that ran: {} heads, {t} tokens cached",
+                d.heads
+            )
         },
     );
-    heading(ui, size, lang.t("A new token, once: what it writes to the cache", "新 token，只一次：写入缓存的内容"));
+    heading(
+        ui,
+        size,
+        lang.t(
+            "A new token, once: what it writes to the cache",
+            "新 token，只一次：写入缓存的内容",
+        ),
+    );
     ui.horizontal(|ui| {
         chip(ui, size, &format!("x_t · {}", d.d_model), fresh);
         step(ui, size, "× W_DKV, RMSNorm");
@@ -92,7 +115,14 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         step(ui, size, "× W_KR, RoPE");
         chip(ui, size, &format!("k_R · {}", d.d_r), cached);
     });
-    heading(ui, size, lang.t("The cache: one row per token, for every head", "缓存：每个 token 一行，所有头共用"));
+    heading(
+        ui,
+        size,
+        lang.t(
+            "The cache: one row per token, for every head",
+            "缓存：每个 token 一行，所有头共用",
+        ),
+    );
     ui.add_space(size * 0.25);
     ui.horizontal(|ui| {
         ui.add_space(4.0);
@@ -131,22 +161,36 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     );
     ui.horizontal(|ui| {
         chip(ui, size, &format!("q_nope,h · {}", d.d_nope), fresh);
-        step(ui, size, lang.t("× W_UK,h^T: absorbed into the query", "× W_UK,h^T：吸收进查询"));
+        step(
+            ui,
+            size,
+            lang.t("× W_UK,h^T: absorbed into the query", "× W_UK,h^T：吸收进查询"),
+        );
         chip(ui, size, &format!("q_abs,h · {}", d.d_c), fresh);
         ui.add_space(size);
         chip(ui, size, &format!("q_R,h · {}", d.d_r), fresh);
     });
     ui.label(
         RichText::new(if zh {
-            format!("对 {t} 行中的每一行 j：分数 = (q_abs,h · c_KV,j + q_R,h · k_R,j) / √{}，softmax 得 p_j", d.d_nope + d.d_r)
+            format!(
+                "对 {t} 行中的每一行 j：分数 = (q_abs,h · c_KV,j + q_R,h · k_R,j) / √{}，softmax 得 p_j",
+                d.d_nope + d.d_r
+            )
         } else {
-            format!("for each of the {t} rows j: score = (q_abs,h · c_KV,j + q_R,h · k_R,j) / √{}, softmax → p_j", d.d_nope + d.d_r)
+            format!(
+                "for each of the {t} rows j: score = (q_abs,h · c_KV,j + q_R,h · k_R,j) / √{}, softmax → p_j",
+                d.d_nope + d.d_r
+            )
         })
         .size(style::fit(size * 0.85)),
     );
     ui.horizontal(|ui| {
         chip(ui, size, &format!("Σ_j p_j c_KV,j · {}", d.d_c), fresh);
-        step(ui, size, lang.t("× W_UV,h: absorbed after the sum", "× W_UV,h：求和之后再乘"));
+        step(
+            ui,
+            size,
+            lang.t("× W_UV,h: absorbed after the sum", "× W_UV,h：求和之后再乘"),
+        );
         chip(ui, size, &format!("o_h · {}", d.d_v), fresh);
     });
     let c = mla_costs(d, t);
@@ -175,9 +219,19 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     legend(
         ui,
         &[
-            (kind("MLA"), lang.t("cached: c_KV and k_R", "缓存的：c_KV 与 k_R").to_string()),
-            (fresh.to_array(), lang.t("computed in the step, never cached", "在本步计算，从不缓存").to_string()),
-            (style::READ, lang.t("read by every decode step", "每个解码步都读取").to_string()),
+            (
+                kind("MLA"),
+                lang.t("cached: c_KV and k_R", "缓存的：c_KV 与 k_R").to_string(),
+            ),
+            (
+                fresh.to_array(),
+                lang.t("computed in the step, never cached", "在本步计算，从不缓存")
+                    .to_string(),
+            ),
+            (
+                style::READ,
+                lang.t("read by every decode step", "每个解码步都读取").to_string(),
+            ),
         ],
         size,
     );

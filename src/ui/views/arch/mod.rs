@@ -77,7 +77,13 @@ fn kind_color(m: &ModelSpec) -> style::Rgba {
 /// A term of the formula: its value large, its name under it.
 fn term(ui: &mut Ui, size: f32, value: &str, name: &str, color: Color32) {
     ui.vertical(|ui| {
-        ui.label(RichText::new(value).monospace().strong().size(crate::style::fit(size * 2.2)).color(color));
+        ui.label(
+            RichText::new(value)
+                .monospace()
+                .strong()
+                .size(crate::style::fit(size * 2.2))
+                .color(color),
+        );
         ui.label(RichText::new(name).size(crate::style::fit(size * 0.9)));
     });
 }
@@ -238,7 +244,10 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
     let bad = style::fail(ui.visuals());
     let mut t = Table::new([
         lang.t("model", "模型"),
-        lang.t("notes: class · layers · heads · d_model", "笔记：规模 · 层 · 头 · d_model"),
+        lang.t(
+            "notes: class · layers · heads · d_model",
+            "笔记：规模 · 层 · 头 · d_model",
+        ),
         lang.t("layers", "层"),
         lang.t("heads", "头"),
         lang.t("KV heads", "KV 头"),
@@ -254,7 +263,13 @@ fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
         let cell = |v: String, wrong: bool| Cell::new(v).mono().color_if(wrong, bad);
         t.row([
             Cell::new(&m.name),
-            Cell::new(format!("{} · {} · {} · {}", row.class, band(row.layers), band(row.heads), row.d_model)),
+            Cell::new(format!(
+                "{} · {} · {} · {}",
+                row.class,
+                band(row.layers),
+                band(row.heads),
+                row.d_model
+            )),
             cell(m.layers.to_string(), out[0]),
             cell(m.heads.to_string(), out[1]),
             cell(m.kv_heads.to_string(), false),
@@ -300,7 +315,11 @@ fn byte_bar(ui: &mut Ui, size: f32, label: &str, value: f64, max: f64, color: Co
                 egui::StrokeKind::Outside,
             );
         }
-        ui.label(RichText::new(format_bytes(value)).monospace().size(crate::style::fit(size * 0.85)));
+        ui.label(
+            RichText::new(format_bytes(value))
+                .monospace()
+                .size(crate::style::fit(size * 0.85)),
+        );
     });
 }
 

@@ -136,7 +136,10 @@ fn attention(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     };
     let entries = vec![
         (style::READ, name.clone()),
-        (style::CURRENT, lang.t("the byte read now", "当前读取的字节").to_string()),
+        (
+            style::CURRENT,
+            lang.t("the byte read now", "当前读取的字节").to_string(),
+        ),
     ];
     Chart::new(
         "eviction-attention",

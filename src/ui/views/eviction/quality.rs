@@ -93,20 +93,28 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
     let entries: Vec<(style::Rgba, String)> = entries.iter().map(|(c, t)| (*c, t.to_string())).collect();
     let chance = lang.t("chance: 1 in 26", "随机猜测：1/26");
     // The same plot width as the recall chart under it, whose chance line takes a gutter.
-    Chart::new(format!("{id}-bpb"), budget(), ChartAxis::linear(lang.t("bits per byte", "每字节比特数")))
-        .height(hp)
-        .legend_below(entries.clone())
-        .gutter_for(chance)
-        .show(ui, size, |pl| {
-            for p in EvictPolicy::ALL {
-                pl.line(Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p)).color(policy_color(p)).width(2.5));
-                pl.points(
-                    Points::new("", series(|c| c.bits_per_byte, p))
-                        .radius(3.0)
-                        .color(policy_color(p)),
-                );
-            }
-        });
+    Chart::new(
+        format!("{id}-bpb"),
+        budget(),
+        ChartAxis::linear(lang.t("bits per byte", "每字节比特数")),
+    )
+    .height(hp)
+    .legend_below(entries.clone())
+    .gutter_for(chance)
+    .show(ui, size, |pl| {
+        for p in EvictPolicy::ALL {
+            pl.line(
+                Line::new(policy_name(lang, p), series(|c| c.bits_per_byte, p))
+                    .color(policy_color(p))
+                    .width(2.5),
+            );
+            pl.points(
+                Points::new("", series(|c| c.bits_per_byte, p))
+                    .radius(3.0)
+                    .color(policy_color(p)),
+            );
+        }
+    });
     Chart::new(
         format!("{id}-recall"),
         budget(),
@@ -116,7 +124,11 @@ pub(super) fn quality_plots(cx: &mut ViewCtx, ui: &mut Ui, s: &crate::drivers::e
     .legend(entries)
     .show(ui, size, |pl| {
         for p in EvictPolicy::ALL {
-            pl.line(Line::new(policy_name(lang, p), series(|c| c.recall, p)).color(policy_color(p)).width(2.5));
+            pl.line(
+                Line::new(policy_name(lang, p), series(|c| c.recall, p))
+                    .color(policy_color(p))
+                    .width(2.5),
+            );
             pl.points(
                 Points::new("", series(|c| c.recall, p))
                     .radius(3.0)

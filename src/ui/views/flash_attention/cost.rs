@@ -118,7 +118,12 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     );
     {
         use crate::ui::widgets::Cell;
-        let mut t = crate::ui::widgets::Table::new(["", lang.t("read", "读"), lang.t("write", "写"), lang.t("formula", "公式")]);
+        let mut t = crate::ui::widgets::Table::new([
+            "",
+            lang.t("read", "读"),
+            lang.t("write", "写"),
+            lang.t("formula", "公式"),
+        ]);
         t.row([
             Cell::new(lang.t("naive: S, softmax, P·V", "朴素：S、softmax、P·V")),
             Cell::new(n.read.to_string()).mono(),
@@ -199,19 +204,21 @@ pub(super) fn io(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     )
     .height(h)
     .show(ui, size, |p| {
-            p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(style::series(1)));
-            p.bar_chart(BarChart::new("flash", flash).color(style::series(5)));
-            for &(x, top, r) in &ratios {
-                p.text(
-                    egui_plot::Text::new(
-                        "",
-                        egui_plot::PlotPoint::new(x, top + 0.15),
-                        RichText::new(format!("{r:.1}×")).size(crate::style::fit(size * 0.9)).strong(),
-                    )
-                    .anchor(egui::Align2::CENTER_BOTTOM),
-                );
-            }
-        });
+        p.bar_chart(BarChart::new(lang.t("naive", "朴素"), naive).color(style::series(1)));
+        p.bar_chart(BarChart::new("flash", flash).color(style::series(5)));
+        for &(x, top, r) in &ratios {
+            p.text(
+                egui_plot::Text::new(
+                    "",
+                    egui_plot::PlotPoint::new(x, top + 0.15),
+                    RichText::new(format!("{r:.1}×"))
+                        .size(crate::style::fit(size * 0.9))
+                        .strong(),
+                )
+                .anchor(egui::Align2::CENTER_BOTTOM),
+            );
+        }
+    });
 }
 
 /// Split-K: the last row's keys in two partitions, each reduced on its own, merged with the online

@@ -12,7 +12,9 @@ use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
-use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, bytes, heat_panel, kernel_panel, prev_next, timeline, view_id};
+use crate::ui::widgets::{
+    Axes, Chart, ChartAxis, ViewCtx, bytes, heat_panel, kernel_panel, prev_next, timeline, view_id,
+};
 
 mod cost;
 use cost::{io, split, work};
@@ -125,35 +127,35 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     )
     .height(h)
     .show(ui, size, |p| {
-            let pts = |g: &dyn Fn(usize) -> f64| -> PlotPoints {
-                xs.iter().map(|&t| [(t as f64).log2(), g(t).log10()]).collect()
-            };
-            p.line(
-                Line::new(lang.t("S + P (T² each)", "S + P（各 T²）"), pts(&sp))
-                    .width(3.0)
-                    .color(style::series(1)),
-            );
-            p.line(
-                Line::new(lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"), pts(&qkvo))
-                    .color(style::series(2)),
-            );
-            p.line(
-                flat(
-                    format!(
-                        "{} {} ({})",
-                        lang.t("H100/H200 shared memory per SM:", "H100/H200 每个 SM 的共享内存："),
-                        hopper_fact.shown(),
-                        lang.t("quoted", "引用")
-                    ),
-                    hopper,
-                )
-                .color(quote)
-                .style(egui_plot::LineStyle::dashed_dense()),
-            );
-            if let Some(d) = device {
-                p.line(flat(lang.t("this backend reports", "当前后端报告").to_string(), d).color(style::series(3)));
-            }
-            p.line(flat(
+        let pts = |g: &dyn Fn(usize) -> f64| -> PlotPoints {
+            xs.iter().map(|&t| [(t as f64).log2(), g(t).log10()]).collect()
+        };
+        p.line(
+            Line::new(lang.t("S + P (T² each)", "S + P（各 T²）"), pts(&sp))
+                .width(3.0)
+                .color(style::series(1)),
+        );
+        p.line(
+            Line::new(lang.t("Q, K, V, O (T·hd each)", "Q、K、V、O（各 T·hd）"), pts(&qkvo)).color(style::series(2)),
+        );
+        p.line(
+            flat(
+                format!(
+                    "{} {} ({})",
+                    lang.t("H100/H200 shared memory per SM:", "H100/H200 每个 SM 的共享内存："),
+                    hopper_fact.shown(),
+                    lang.t("quoted", "引用")
+                ),
+                hopper,
+            )
+            .color(quote)
+            .style(egui_plot::LineStyle::dashed_dense()),
+        );
+        if let Some(d) = device {
+            p.line(flat(lang.t("this backend reports", "当前后端报告").to_string(), d).color(style::series(3)));
+        }
+        p.line(
+            flat(
                 format!(
                     "{} Br={} Bc={}",
                     lang.t("this lesson's tiles,", "本课的块，"),
@@ -162,8 +164,9 @@ fn memory(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
                 ),
                 tile,
             )
-            .color(style::series(4)));
-        });
+            .color(style::series(4)),
+        );
+    });
     let big = xs[xs.len() - 1];
     ui.label(
         RichText::new(format!(
@@ -372,30 +375,30 @@ fn online(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
         )
         .height((ui.available_height() - size).max(80.0))
         .show(ui, size, |p| {
-                p.bar_chart(
-                    BarChart::new(lang.t("full softmax (lesson 1)", "完整 softmax（第 1 课）"), p_full)
-                        .color(style::series(0)),
-                );
-                if !p_unseen.is_empty() {
-                    p.bar_chart(
-                        BarChart::new(
-                            lang.t("full softmax, keys not seen yet", "完整 softmax：尚未见到的键"),
-                            p_unseen,
-                        )
-                        .color(style::WHOLE_32),
-                    );
-                }
+            p.bar_chart(
+                BarChart::new(lang.t("full softmax (lesson 1)", "完整 softmax（第 1 课）"), p_full)
+                    .color(style::series(0)),
+            );
+            if !p_unseen.is_empty() {
                 p.bar_chart(
                     BarChart::new(
-                        lang.t(
-                            "running: exp(s − m) / l over keys seen",
-                            "运行中：已见键上的 exp(s − m) / l",
-                        ),
-                        p_run,
+                        lang.t("full softmax, keys not seen yet", "完整 softmax：尚未见到的键"),
+                        p_unseen,
                     )
-                    .color(style::series(1)),
+                    .color(style::WHOLE_32),
                 );
-            });
+            }
+            p.bar_chart(
+                BarChart::new(
+                    lang.t(
+                        "running: exp(s − m) / l over keys seen",
+                        "运行中：已见键上的 exp(s − m) / l",
+                    ),
+                    p_run,
+                )
+                .color(style::series(1)),
+            );
+        });
     }
 }
 
@@ -423,7 +426,12 @@ fn tiles(cx: &mut ViewCtx, ui: &mut Ui, f: &FlashOut) {
     let legend_font = egui::FontId::proportional(crate::style::fit(cx.size * 0.85));
     let legend_h = ui
         .painter()
-        .layout(legend.to_string(), legend_font.clone(), ui.visuals().text_color(), ui.available_width())
+        .layout(
+            legend.to_string(),
+            legend_font.clone(),
+            ui.visuals().text_color(),
+            ui.available_width(),
+        )
         .size()
         .y;
     cx.widgets.heat.reserve_below = legend_h + 2.0 * ui.spacing().item_spacing.y;
@@ -564,7 +572,11 @@ fn shared_memory(cx: &ViewCtx, ui: &mut Ui, f: &FlashOut, s: &crate::math::flash
             ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
             let fill = egui::Rect::from_min_size(r.min, egui::vec2((bw * n as f32 / used.max(1) as f32).max(1.0), bh));
             ui.painter().rect_filled(fill, 2.0, color);
-            ui.label(RichText::new(n.to_string()).monospace().size(crate::style::fit(size * 0.85)));
+            ui.label(
+                RichText::new(n.to_string())
+                    .monospace()
+                    .size(crate::style::fit(size * 0.85)),
+            );
         });
     }
     // The tiles together against the slider's budget and the kernel's static allocation.

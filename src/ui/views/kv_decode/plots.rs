@@ -2,8 +2,8 @@
 //! bandwidth sweep of the paged decode kernel against a read-only stream over the same bytes (its roof)
 //! and a copy of them (counted as the bytes it reads plus the bytes it writes).
 
-use eframe::egui::{self, RichText, Ui};
 use crate::ui::text::Slant as _;
+use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Line, PlotPoints, Points};
 
 use crate::cache::kv_bytes_per_token;
@@ -41,7 +41,11 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
             d.kv_heads,
             d.head_dim,
             // Whole numbers while they are short (640, not 6.400e2).
-            if fl < 1e6 { format!("{fl:.0}") } else { format!("{fl:.3e}") },
+            if fl < 1e6 {
+                format!("{fl:.0}")
+            } else {
+                format!("{fl:.3e}")
+            },
             bytes(by),
             lang.t("read", "读取"),
             fl / by.max(1.0)
@@ -82,36 +86,36 @@ pub fn intensity(cx: &mut ViewCtx, ui: &mut Ui, d: &DecodeOut) {
     )
     .height(h)
     .show(ui, size, |p| {
-            for (k, &kvh) in kv_options.iter().rev().take(4).enumerate() {
-                let name = format!("{} (KVH {kvh})", crate::math::kv_family(d.heads, kvh));
-                let pts: PlotPoints = (1..=16)
-                    .map(|b| [b as f64, flops(b, d.heads, ctx) / kv_bytes(b, kvh, ctx)])
-                    .collect();
-                // The family's colour on the roofline (MHA, the lesson's GQA, MQA), another GQA's after them.
-                let c = if kvh == d.heads {
-                    style::attention_kind("MHA")
-                } else if kvh == 1 {
-                    style::attention_kind("MQA")
-                } else if kvh == d.kv_heads {
-                    style::attention_kind("GQA")
+        for (k, &kvh) in kv_options.iter().rev().take(4).enumerate() {
+            let name = format!("{} (KVH {kvh})", crate::math::kv_family(d.heads, kvh));
+            let pts: PlotPoints = (1..=16)
+                .map(|b| [b as f64, flops(b, d.heads, ctx) / kv_bytes(b, kvh, ctx)])
+                .collect();
+            // The family's colour on the roofline (MHA, the lesson's GQA, MQA), another GQA's after them.
+            let c = if kvh == d.heads {
+                style::attention_kind("MHA")
+            } else if kvh == 1 {
+                style::attention_kind("MQA")
+            } else if kvh == d.kv_heads {
+                style::attention_kind("GQA")
+            } else {
+                6 + k
+            };
+            p.line(Line::new(name, pts).color(style::series(c)));
+        }
+        if let Some((gflops, gbs)) = balance {
+            let name = format!(
+                "{} {:.0} FLOP/B",
+                if live {
+                    lang.t("balance point of this machine (measured)", "本机平衡点（实测）")
                 } else {
-                    6 + k
-                };
-                p.line(Line::new(name, pts).color(style::series(c)));
-            }
-            if let Some((gflops, gbs)) = balance {
-                let name = format!(
-                    "{} {:.0} FLOP/B",
-                    if live {
-                        lang.t("balance point of this machine (measured)", "本机平衡点（实测）")
-                    } else {
-                        lang.t("balance point (stored measurement)", "平衡点（存储的实测值）")
-                    },
-                    gflops / gbs
-                );
-                p.threshold_y(gflops / gbs, name);
-            }
-        });
+                    lang.t("balance point (stored measurement)", "平衡点（存储的实测值）")
+                },
+                gflops / gbs
+            );
+            p.threshold_y(gflops / gbs, name);
+        }
+    });
     ui.label(
         RichText::new(match balance {
             Some((gflops, gbs)) => format!(
@@ -187,7 +191,11 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
     let kind = style::attention_kind;
     let mut marks = vec![("MHA".to_string(), 1.0, kind("MHA"))];
     if d.kv_heads > 1 && d.kv_heads < d.heads {
-        marks.push((format!("GQA {}/{}", d.heads, d.kv_heads), (d.heads / d.kv_heads) as f64, kind("GQA")));
+        marks.push((
+            format!("GQA {}/{}", d.heads, d.kv_heads),
+            (d.heads / d.kv_heads) as f64,
+            kind("GQA"),
+        ));
     }
     if d.heads > 1 {
         marks.push(("MQA".to_string(), d.heads as f64, kind("MQA")));
@@ -203,32 +211,32 @@ fn roofline(lang: Lang, size: f32, ui: &mut Ui, d: &DecodeOut, h: f32, balance: 
     )
     .height(h)
     .show(ui, size, |p| {
-            for (k, (name, bw, peak)) in roofs.iter().enumerate() {
-                let ridge = peak / bw;
-                let mut pts = vec![[x0.log10(), (bw * x0).log10()]];
-                if ridge > x0 && ridge < x1 {
-                    pts.push([ridge.log10(), peak.log10()]);
-                }
-                pts.push([x1.log10(), (bw * x1).min(*peak).log10()]);
-                let mut line = Line::new(name.clone(), PlotPoints::new(pts))
-                    .color(style::series(k))
-                    .width(2.5);
-                if k == 2 && !live {
-                    line = line.style(egui_plot::LineStyle::dashed_loose());
-                }
-                p.line(line);
+        for (k, (name, bw, peak)) in roofs.iter().enumerate() {
+            let ridge = peak / bw;
+            let mut pts = vec![[x0.log10(), (bw * x0).log10()]];
+            if ridge > x0 && ridge < x1 {
+                pts.push([ridge.log10(), peak.log10()]);
             }
-            // The decode points are in the legend with the roofs, and the line under the plot gives
-            // each one's intensity and share of the peak in its colour.
-            for (name, x, c) in &marks {
-                let y = (h100.1 * x).min(h100.2);
-                p.points(
-                    Points::new(name.clone(), vec![[x.log10(), y.log10()]])
-                        .radius(6.0)
-                        .color(style::series(*c)),
-                );
+            pts.push([x1.log10(), (bw * x1).min(*peak).log10()]);
+            let mut line = Line::new(name.clone(), PlotPoints::new(pts))
+                .color(style::series(k))
+                .width(2.5);
+            if k == 2 && !live {
+                line = line.style(egui_plot::LineStyle::dashed_loose());
             }
-        });
+            p.line(line);
+        }
+        // The decode points are in the legend with the roofs, and the line under the plot gives
+        // each one's intensity and share of the peak in its colour.
+        for (name, x, c) in &marks {
+            let y = (h100.1 * x).min(h100.2);
+            p.points(
+                Points::new(name.clone(), vec![[x.log10(), y.log10()]])
+                    .radius(6.0)
+                    .color(style::series(*c)),
+            );
+        }
+    });
     let mut job = egui::text::LayoutJob::default();
     let font = egui::FontId::proportional(crate::style::fit(size * 0.85));
     let text = ui.visuals().text_color();
@@ -375,19 +383,19 @@ pub fn bandwidth(cx: &mut ViewCtx, ui: &mut Ui) {
     )
     .height((ui.available_height() - 4.0 * size).max(100.0))
     .show(ui, size, |p| {
-            let series = |f: fn(&crate::lessons::kv_decode::sweep::SweepPoint) -> f64| -> PlotPoints {
-                points.iter().map(|q| [(q.context as f64).log2(), f(q)]).collect()
-            };
-            p.line(
-                dash(Line::new(
-                    format!("{} ({on})", lang.t("decode kernel K/V read", "解码 kernel 读取 K/V")),
-                    series(|q| q.kernel),
-                ))
-                .color(style::series(0)),
-            );
-            p.line(dash(Line::new(read_label, series(|q| q.read))).color(style::series(1)));
-            p.line(dash(Line::new(copy_label, series(|q| q.copy))).color(style::series(2)));
-        });
+        let series = |f: fn(&crate::lessons::kv_decode::sweep::SweepPoint) -> f64| -> PlotPoints {
+            points.iter().map(|q| [(q.context as f64).log2(), f(q)]).collect()
+        };
+        p.line(
+            dash(Line::new(
+                format!("{} ({on})", lang.t("decode kernel K/V read", "解码 kernel 读取 K/V")),
+                series(|q| q.kernel),
+            ))
+            .color(style::series(0)),
+        );
+        p.line(dash(Line::new(read_label, series(|q| q.read))).color(style::series(1)));
+        p.line(dash(Line::new(copy_label, series(|q| q.copy))).color(style::series(2)));
+    });
     if let Some((gflops, gbs)) = balance {
         ui.label(
             RichText::new(format!(

@@ -5,8 +5,8 @@
 mod serve;
 mod stats;
 
-use eframe::egui::{self, RichText, Ui};
 use crate::ui::text::Slant as _;
+use eframe::egui::{self, RichText, Ui};
 
 use crate::lessons::paged_cache::{PagedCache, PagedFrame, PagedOut, View};
 use crate::lessons::{LessonKind, Output};
@@ -242,7 +242,9 @@ fn tables_view(cx: &mut ViewCtx, ui: &mut Ui, p: &PagedOut, f: &PagedFrame) {
         }
     }
     if f.tables.is_empty() {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
+        ui.label(
+            RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)),
+        );
         return;
     }
     let written = f.write.map(|(r, pos)| (r, pos / bs));

@@ -2,8 +2,8 @@
 //! checked against contiguous attention (with the cost of a gather-first path), and the block-size
 //! trade-off.
 
-use eframe::egui::{self, Color32, RichText, Ui};
 use crate::ui::text::Slant as _;
+use eframe::egui::{self, Color32, RichText, Ui};
 
 use crate::cache::PagedShape;
 use crate::lessons::paged_cache::{PAGED_HEADS, PagedFrame, PagedOut};
@@ -138,8 +138,14 @@ pub(super) fn events(cx: &mut ViewCtx, ui: &mut Ui, f: &PagedFrame) {
         );
     }
     let ids = |v: &[u32]| v.iter().map(|r| format!("r{r}")).collect::<Vec<_>>().join(" ");
-    ui.label(RichText::new(format!("{}: {}", lang.t("running", "运行中"), ids(&f.running))).size(crate::style::fit(size * 0.9)));
-    ui.label(RichText::new(format!("{}: {}", lang.t("waiting", "等待中"), ids(&f.waiting))).size(crate::style::fit(size * 0.9)));
+    ui.label(
+        RichText::new(format!("{}: {}", lang.t("running", "运行中"), ids(&f.running)))
+            .size(crate::style::fit(size * 0.9)),
+    );
+    ui.label(
+        RichText::new(format!("{}: {}", lang.t("waiting", "等待中"), ids(&f.waiting)))
+            .size(crate::style::fit(size * 0.9)),
+    );
     ui.label(
         RichText::new(format!(
             "{}: {}",

@@ -21,7 +21,9 @@ pub(super) fn chain_request(f: &PrefixFrame) -> Option<u32> {
 pub(super) fn chain(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
     let (lang, size) = (cx.lang, cx.size);
     let Some(req) = chain_request(f) else {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
+        ui.label(
+            RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)),
+        );
         return;
     };
     let bs = p.shape.block_size;

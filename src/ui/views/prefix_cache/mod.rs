@@ -14,8 +14,8 @@ use crate::render::egui_glue;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel,
-    legend_chip, legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
+    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel, legend_chip,
+    legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
 };
 use chain::chain;
 use common::*;
@@ -159,11 +159,7 @@ fn pool(cx: &ViewCtx, ui: &mut Ui, p: &PrefixOut, f: &PrefixFrame) {
             // In the middle row, between the id and ref count above and the hash below.
             let name = painter.layout_no_wrap(format!("r{owner}"), mono, ink);
             if name.size().x + 4.0 <= r.width() && 3.0 * name.size().y <= r.height() {
-                painter.galley(
-                    egui::pos2(r.min.x + 2.0, r.center().y - name.size().y / 2.0),
-                    name,
-                    ink,
-                );
+                painter.galley(egui::pos2(r.min.x + 2.0, r.center().y - name.size().y / 2.0), name, ink);
             } else {
                 owners_named = false;
             }
@@ -289,7 +285,9 @@ fn tables(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             .size(crate::style::fit(size)),
     );
     if f.tables.is_empty() {
-        ui.label(RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)));
+        ui.label(
+            RichText::new(lang.t("(no request holds blocks)", "（没有请求持有块）")).size(crate::style::fit(size)),
+        );
     }
     for (r, t) in &f.tables {
         let entries: Vec<String> = t
@@ -406,7 +404,14 @@ fn lists_at(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame, size: f32) {
             " · 划掉的：本事件驱逐的块，其哈希已被遗忘",
         ));
     }
-    ui.add(egui::Label::new(RichText::new(note).size(crate::style::fit(size * 0.85)).color(style::muted(ui.visuals()))).wrap());
+    ui.add(
+        egui::Label::new(
+            RichText::new(note)
+                .size(crate::style::fit(size * 0.85))
+                .color(style::muted(ui.visuals())),
+        )
+        .wrap(),
+    );
     if !evicted.is_empty() {
         ui.horizontal_wrapped(|ui| {
             legend_chip(
@@ -431,7 +436,11 @@ fn stats(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
     // The whole in the neutral grey, the part against it in the bar colour (the grammar keeps the
     // request colours for requests).
     let (whole, part) = (style::WHOLE_32, style::bar_fill(ui.visuals()));
-    ui.label(RichText::new(lang.t("so far", "累计")).strong().size(crate::style::fit(size)));
+    ui.label(
+        RichText::new(lang.t("so far", "累计"))
+            .strong()
+            .size(crate::style::fit(size)),
+    );
     let most = f.lookups.max(1) as usize;
     bar(
         ui,

@@ -11,16 +11,16 @@ use egui_plot::{Bar, BarChart};
 use crate::cache::CacheFormat;
 use crate::cache::KvDtype;
 use crate::cache::group::GroupFormat;
-use crate::lessons::quant::{
-    CONTEXTS, Quant, QuantOut, View, format_label, stored, tokens_per_pool,
-};
+use crate::lessons::quant::{CONTEXTS, Quant, QuantOut, View, format_label, stored, tokens_per_pool};
 use crate::lessons::{LessonKind, Output};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, bar, heat_panel, kernel_panel, sim_capped, view_id, view_in};
+use crate::ui::widgets::{
+    Axes, Chart, ChartAxis, ViewCtx, bar, heat_panel, kernel_panel, sim_capped, view_id, view_in,
+};
 use common::*;
 use real::real;
 mod kivi;

@@ -17,4 +17,3 @@ pub(super) fn req_color(i: usize, decode: bool) -> Color32 {
     let c = style::c32(style::request(i));
     if decode { c.gamma_multiply(0.55) } else { c }
 }
-

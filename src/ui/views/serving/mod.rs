@@ -104,9 +104,16 @@ fn step_buttons(ui: &mut Ui, c: &mut usize, n: usize, back: &str, on: &str) {
 
 /// What scheduler step `c` of `run` does, in words: each request's prefill (a chunk, with where it sits
 /// in the prompt, or a whole prompt), who decodes, who arrives and who finishes.
-fn schedule_label(lang: crate::ui::text::Lang, o: &ServingOut, run: &crate::drivers::serve::ServeRun, c: usize) -> String {
+fn schedule_label(
+    lang: crate::ui::text::Lang,
+    o: &ServingOut,
+    run: &crate::drivers::serve::ServeRun,
+    c: usize,
+) -> String {
     use crate::ui::text::Lang;
-    let Some(e) = run.steps.get(c) else { return String::new() };
+    let Some(e) = run.steps.get(c) else {
+        return String::new();
+    };
     let zh = lang == Lang::Zh;
     let mut parts = vec![if zh {
         format!("第 {c} / {} 步", run.steps.len() - 1)
@@ -138,7 +145,11 @@ fn schedule_label(lang: crate::ui::text::Lang, o: &ServingOut, run: &crate::driv
         });
     }
     for &(r, _) in &e.finished {
-        parts.push(if zh { format!("请求 {r} 完成") } else { format!("request {r} finishes") });
+        parts.push(if zh {
+            format!("请求 {r} 完成")
+        } else {
+            format!("request {r} finishes")
+        });
     }
     parts.join(" · ")
 }
@@ -155,9 +166,13 @@ fn pass_label(lang: crate::ui::text::Lang, passes: &[crate::drivers::spec::SpecS
     };
     let (pass, all, pos, kept, drafts) = (c + 2, passes.len() + 1, s.pos, s.accepted, s.proposed.len());
     if zh {
-        format!("目标前向 {pass} / {all}（第 1 次是 prompt 的预填充），位置 {pos}：{drafts} 个草稿保留 {kept} 个{freed}")
+        format!(
+            "目标前向 {pass} / {all}（第 1 次是 prompt 的预填充），位置 {pos}：{drafts} 个草稿保留 {kept} 个{freed}"
+        )
     } else {
-        format!("target pass {pass} / {all} (the 1st was the prompt's prefill), at position {pos}: keeps {kept} of {drafts} drafts{freed}")
+        format!(
+            "target pass {pass} / {all} (the 1st was the prompt's prefill), at position {pos}: keeps {kept} of {drafts} drafts{freed}"
+        )
     }
 }
 
@@ -219,7 +234,9 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
                 })
                 .collect();
             let refs: Vec<&egui_plot::BarChart> = charts.iter().collect();
-            let chart = egui_plot::BarChart::new("", bars).color(req_color(i, decode)).stack_on(&refs);
+            let chart = egui_plot::BarChart::new("", bars)
+                .color(req_color(i, decode))
+                .stack_on(&refs);
             charts.push(chart);
         }
     }
@@ -236,14 +253,21 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         ));
         egui_plot::Polygon::new(
             "",
-            egui_plot::PlotPoints::new(vec![[cur - 0.5, 0.0], [cur + 0.5, 0.0], [cur + 0.5, top], [cur - 0.5, top]]),
+            egui_plot::PlotPoints::new(vec![
+                [cur - 0.5, 0.0],
+                [cur + 0.5, 0.0],
+                [cur + 0.5, top],
+                [cur - 0.5, top],
+            ]),
         )
         .fill_color(egui::Color32::TRANSPARENT)
         .stroke(egui::Stroke::new(2.0, style::CURRENT_32))
     });
     let legend_h = crate::ui::widgets::legend_height(ui, &entries, size * 0.85, ui.available_width());
     // The chart takes the height left over the two lines of notes under it, at most 24 lines of text.
-    let h = (ui.available_height() - 3.5 * size).min(size * 24.0 + legend_h).max(size * 6.0);
+    let h = (ui.available_height() - 3.5 * size)
+        .min(size * 24.0 + legend_h)
+        .max(size * 6.0);
     Chart::new(
         "serve-schedule",
         ChartAxis::linear(match lang {
@@ -369,7 +393,12 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
     let here_name = lang.t("this step's setting", "本步的设置");
     let h = (ui.available_height() - 7.0 * size).max(8.0 * size);
     // Room beyond the farthest points for their labels.
-    let far = o.stored.latency.iter().map(point).fold([0.0f64; 2], |m, p| [m[0].max(p[0]), m[1].max(p[1])]);
+    let far = o
+        .stored
+        .latency
+        .iter()
+        .map(point)
+        .fold([0.0f64; 2], |m, p| [m[0].max(p[0]), m[1].max(p[1])]);
     Chart::new(
         "serving-ttft-itl",
         ChartAxis::linear(lang.t("long request's TTFT (ms)", "长请求的 TTFT（ms）"))
@@ -387,8 +416,16 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
     ])
     .show(ui, size, |p| {
         let pts: Vec<[f64; 2]> = chunked.iter().map(|r| point(r)).collect();
-        p.line(egui_plot::Line::new(chunked_name, pts.clone()).color(style::series(0)).width(2.0));
-        p.points(egui_plot::Points::new(chunked_name, pts).color(style::series(0)).radius(size * 0.3));
+        p.line(
+            egui_plot::Line::new(chunked_name, pts.clone())
+                .color(style::series(0))
+                .width(2.0),
+        );
+        p.points(
+            egui_plot::Points::new(chunked_name, pts)
+                .color(style::series(0))
+                .radius(size * 0.3),
+        );
         for r in &chunked {
             let [x, y] = point(r);
             p.text(
@@ -406,9 +443,13 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
                     .shape(egui_plot::MarkerShape::Square),
             );
             p.text(
-                egui_plot::Text::new("", egui_plot::PlotPoint::new(x, y), format!("  {} {}", whole_name, r.budget))
-                    .anchor(egui::Align2::LEFT_BOTTOM)
-                    .color(style::c32(style::WHOLE)),
+                egui_plot::Text::new(
+                    "",
+                    egui_plot::PlotPoint::new(x, y),
+                    format!("  {} {}", whole_name, r.budget),
+                )
+                .anchor(egui::Align2::LEFT_BOTTOM)
+                .color(style::c32(style::WHOLE)),
             );
         }
         for r in o
@@ -429,7 +470,18 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
         .stored
         .latency
         .iter()
-        .map(|r| format!("{} {} {:.0}", if r.policy == "chunked" { lang.t("chunked", "分块") } else { lang.t("whole", "整段") }, r.budget, r.bytes_per_second))
+        .map(|r| {
+            format!(
+                "{} {} {:.0}",
+                if r.policy == "chunked" {
+                    lang.t("chunked", "分块")
+                } else {
+                    lang.t("whole", "整段")
+                },
+                r.budget,
+                r.bytes_per_second
+            )
+        })
         .collect();
     // A slide has room for the chart and where it was measured; the window lists the rates too.
     let rates = if crate::style::views_may_scroll() {
@@ -560,4 +612,3 @@ fn chunk(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         ),
     );
 }
-

@@ -146,7 +146,9 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     );
     for (i, a) in sp.alpha().iter().enumerate() {
         ui.horizontal(|ui| {
-            ui.label(RichText::new(format!("{} {}", lang.t("position", "位置"), i + 1)).size(crate::style::fit(size * 0.9)));
+            ui.label(
+                RichText::new(format!("{} {}", lang.t("position", "位置"), i + 1)).size(crate::style::fit(size * 0.9)),
+            );
             let w = (ui.available_width() - size * 8.0).max(20.0);
             let (r, _) = ui.allocate_exact_size(egui::vec2(w, size * 0.9), egui::Sense::hover());
             ui.painter().rect_filled(r, 2.0, style::track(ui.visuals()));
@@ -189,7 +191,10 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     );
     let memory = [
         (plain_name, vec![(plain_kv as f64, plain_c)]),
-        (spec_name, vec![(kv as f64, spec_c), (sp.draft_weight_bytes as f64, weights_c)]),
+        (
+            spec_name,
+            vec![(kv as f64, spec_c), (sp.draft_weight_bytes as f64, weights_c)],
+        ),
     ];
     compare_bars(
         ui,
@@ -204,7 +209,10 @@ pub(super) fn spec_stats(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     legend(
         ui,
         &[
-            (plain_c, lang.t("plain decode (its KV)", "普通解码（其 KV）").to_string()),
+            (
+                plain_c,
+                lang.t("plain decode (its KV)", "普通解码（其 KV）").to_string(),
+            ),
             (
                 spec_c,
                 match lang {
@@ -339,11 +347,11 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
         .height(hp + legend_h)
         .legend(entries)
         .show(ui, size, |pl| {
-                pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
-                pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
-                // Plain decode's 1×, so a bar under it reads as a slow-down.
-                pl.threshold_y(1.0, lang.t("plain decode", "普通解码"));
-            });
+            pl.bar_chart(BarChart::new(lang.t("tiny model", "小模型"), tiny).color(style::c32(TINY)));
+            pl.bar_chart(BarChart::new("SmolLM2-135M-Instruct", real).color(style::c32(REAL)));
+            // Plain decode's 1×, so a bar under it reads as a slow-down.
+            pl.threshold_y(1.0, lang.t("plain decode", "普通解码"));
+        });
     }
     if page == Some(0) {
         crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("the measured table", "实测表"));
@@ -407,7 +415,13 @@ pub(super) fn real(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
 
 /// A titled pair of horizontal bars on one scale, each made of segments `(value, colour)`, its total
 /// written after it by `show`.
-fn compare_bars(ui: &mut Ui, size: f32, title_text: &str, rows: &[(&str, Vec<(f64, style::Rgba)>)], show: &dyn Fn(f64) -> String) {
+fn compare_bars(
+    ui: &mut Ui,
+    size: f32,
+    title_text: &str,
+    rows: &[(&str, Vec<(f64, style::Rgba)>)],
+    show: &dyn Fn(f64) -> String,
+) {
     title(ui, size, title_text);
     let max = rows
         .iter()
@@ -439,11 +453,16 @@ fn compare_bars(ui: &mut Ui, size: f32, title_text: &str, rows: &[(&str, Vec<(f6
             for &(v, c) in segs {
                 let seg_w = r.width() * (v / max) as f32;
                 let seg = egui::Rect::from_min_size(egui::pos2(x, r.min.y), egui::vec2(seg_w, r.height()));
-                ui.painter().rect_filled(seg.shrink2(egui::vec2(0.5, 0.0)), 2.0, style::c32(c));
+                ui.painter()
+                    .rect_filled(seg.shrink2(egui::vec2(0.5, 0.0)), 2.0, style::c32(c));
                 x += seg_w;
             }
             let total: f64 = segs.iter().map(|s| s.0).sum();
-            ui.label(RichText::new(show(total)).monospace().size(crate::style::fit(size * 0.9)));
+            ui.label(
+                RichText::new(show(total))
+                    .monospace()
+                    .size(crate::style::fit(size * 0.9)),
+            );
         });
     }
     ui.add_space(size * 0.3);

@@ -5,8 +5,8 @@
 mod common;
 mod sinks;
 
-use eframe::egui::{self, RichText, Ui};
 use crate::ui::text::Slant as _;
+use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Line, PlotPoints};
 
 use crate::drivers::stream::{Positions, StreamPolicy, StreamRun};
@@ -103,7 +103,10 @@ fn growth(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
                 .enumerate()
                 .map(|(t, &b)| [(t + 1) as f64, mib(b)])
                 .collect();
-            p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), pts).color(policy_color(r.config.policy)));
+            p.line(
+                Line::new(policy_name(lang, r.config.policy, r.config.positions), pts)
+                    .color(policy_color(r.config.policy)),
+            );
         }
         context_line(p, lang, o.trained_context);
     });
@@ -157,7 +160,10 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     .height(h)
     .show(ui, size, |p| {
         for r in o.runs.iter().take(4) {
-            p.line(Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r)).color(policy_color(r.config.policy)));
+            p.line(
+                Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r))
+                    .color(policy_color(r.config.policy)),
+            );
         }
         context_line(p, lang, o.trained_context);
     });
@@ -323,13 +329,18 @@ fn cost_chart(cx: &ViewCtx, ui: &mut Ui, o: &StreamOut, h: f32) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    let (lo, hi) = pts.iter().fold((f64::MAX, f64::MIN), |m, p| (m.0.min(p.2[1]), m.1.max(p.2[1])));
+    let (lo, hi) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |m, p| (m.0.min(p.2[1]), m.1.max(p.2[1])));
     let pad = (hi - lo).max(0.01) * 0.15;
     let far = pts.iter().fold(0.0f64, |m, p| m.max(p.2[0]));
     Chart::new(
         "streaming-costs-chart",
-        ChartAxis::log10(lang.t("query–key pairs per byte read (log axis)", "每读一个字节的查询–键对数（对数坐标）"))
-            .include(far + 0.6),
+        ChartAxis::log10(lang.t(
+            "query–key pairs per byte read (log axis)",
+            "每读一个字节的查询–键对数（对数坐标）",
+        ))
+        .include(far + 0.6),
         ChartAxis::linear(lang.t("bits per byte", "每字节比特数"))
             .include(lo - pad)
             .include(hi + pad),

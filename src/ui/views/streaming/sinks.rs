@@ -63,25 +63,25 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     )
     .height(h_plot)
     .show(ui, size, |p| {
-            for run in o.runs.iter().take(3) {
-                // From SINK_FROM on, as the grid: at the first steps a query has only a few bytes to
-                // attend, and a mass of 1 there would read as a sink.
-                let pts: PlotPoints = (SINK_FROM.min(o.stream())..o.stream())
-                    .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
-                    .collect();
-                p.line(
-                    Line::new(
-                        format!(
-                            "{} · L{l} H{h}",
-                            policy_name(lang, run.config.policy, run.config.positions)
-                        ),
-                        pts,
-                    )
-                    .color(policy_color(run.config.policy)),
-                );
-            }
-            context_line(p, lang, o.trained_context);
-        });
+        for run in o.runs.iter().take(3) {
+            // From SINK_FROM on, as the grid: at the first steps a query has only a few bytes to
+            // attend, and a mass of 1 there would read as a sink.
+            let pts: PlotPoints = (SINK_FROM.min(o.stream())..o.stream())
+                .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
+                .collect();
+            p.line(
+                Line::new(
+                    format!(
+                        "{} · L{l} H{h}",
+                        policy_name(lang, run.config.policy, run.config.positions)
+                    ),
+                    pts,
+                )
+                .color(policy_color(run.config.policy)),
+            );
+        }
+        context_line(p, lang, o.trained_context);
+    });
     if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
         let best = s.strongest_sink();
         let w_at = s
@@ -204,38 +204,35 @@ pub(super) fn sinks_real(cx: &mut ViewCtx, ui: &mut Ui) {
     .height(h)
     .legend(entries)
     .show(ui, size, |p| {
-            // Sinks + window last and heaviest: it is the step's point, and it runs close to dense.
-            let last = |p: &StreamPolicy| *p == StreamPolicy::Sinks;
-            let order = runs
+        // Sinks + window last and heaviest: it is the step's point, and it runs close to dense.
+        let last = |p: &StreamPolicy| *p == StreamPolicy::Sinks;
+        let order = runs
+            .iter()
+            .filter(|r| !last(&r.1))
+            .chain(runs.iter().filter(|r| last(&r.1)));
+        for (_, policy, r) in order {
+            let width = if last(policy) { 4.0 } else { 2.5 };
+            let pts: Vec<[f64; 2]> = r
+                .curve
                 .iter()
-                .filter(|r| !last(&r.1))
-                .chain(runs.iter().filter(|r| last(&r.1)));
-            for (_, policy, r) in order {
-                let width = if last(policy) { 4.0 } else { 2.5 };
-                let pts: Vec<[f64; 2]> = r
-                    .curve
-                    .iter()
-                    .enumerate()
-                    .map(|(b, &v)| [((b + 1) * bucket).min(tokens.max(1)) as f64, v])
-                    .collect();
-                let name = policy_name(lang, *policy, Positions::Cache);
-                p.line(
-                    Line::new(name.clone(), PlotPoints::new(pts.clone()))
-                        .color(policy_color(*policy))
-                        .width(width),
-                );
-                p.points(
-                    egui_plot::Points::new(name, PlotPoints::new(pts))
-                        .color(policy_color(*policy))
-                        .radius(4.0),
-                );
-            }
-            // Where the window starts to drop tokens.
-            p.threshold_x(
-                (w + k) as f64,
-                format!("W + S = {}", w + k),
+                .enumerate()
+                .map(|(b, &v)| [((b + 1) * bucket).min(tokens.max(1)) as f64, v])
+                .collect();
+            let name = policy_name(lang, *policy, Positions::Cache);
+            p.line(
+                Line::new(name.clone(), PlotPoints::new(pts.clone()))
+                    .color(policy_color(*policy))
+                    .width(width),
             );
-        });
+            p.points(
+                egui_plot::Points::new(name, PlotPoints::new(pts))
+                    .color(policy_color(*policy))
+                    .radius(4.0),
+            );
+        }
+        // Where the window starts to drop tokens.
+        p.threshold_x((w + k) as f64, format!("W + S = {}", w + k));
+    });
     note(
         ui,
         size,
