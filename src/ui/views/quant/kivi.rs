@@ -10,6 +10,7 @@ use crate::style;
 use crate::ui::text::Lang;
 use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, legend};
 use eframe::egui::{self, RichText, Ui};
+use egui_plot::{Bar, BarChart};
 
 /// What the cache holds after byte `at` of `n`, and what that byte's step quantised.
 pub(super) fn kivi_label(lang: Lang, fmt: &GroupFormat, n: usize, at: usize) -> String {
@@ -143,40 +144,81 @@ pub(super) fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
         dtype: KvDtype::F16,
         calibrated: true,
     };
-    use crate::ui::widgets::Cell;
-    let mut head = vec![
-        Cell::new(""),
-        Cell::new(lang.t("nominal", "名义")),
-        Cell::new(lang.t("bits per value", "每值比特")),
-        Cell::new(lang.t("with scale + zero", "含缩放与零点")),
+    ratio_chart(cx, ui, o, &pool, (g, r));
+}
+
+/// What 4 and 2 bits save against f16, counted step by step: the name's ratio, then with each group's
+/// f16 scale and zero point, then with the f16 residual at each context (bytes per token computed by the
+/// formats, scales and residual included). Each bar is labelled with its ratio.
+fn ratio_chart(cx: &ViewCtx, ui: &mut Ui, o: &QuantOut, pool: &CacheFormat, (g, r): (usize, usize)) {
+    let (lang, size) = (cx.lang, cx.size);
+    let mut cats = vec![
+        lang.t("nominal", "名义").to_string(),
+        lang.t("+ scale + zero", "含缩放与零点").to_string(),
     ];
     for ctx in CONTEXTS {
-        head.push(Cell::new(match lang {
+        cats.push(match lang {
             Lang::En => format!("+ residual, ctx {ctx}"),
-            Lang::Zh => format!("含残差，上下文 {ctx}"),
-        }));
+            Lang::Zh => format!("含残差·{ctx}"),
+        });
     }
-    let mut t = crate::ui::widgets::Table::new(head);
-    for bits in [4u32, 2] {
-        let f = CacheFormat::Kivi {
-            bits,
-            group: g,
-            residual: r,
-        };
-        let cost = bits as f64 + 32.0 / g as f64;
-        let mut row = vec![
-            Cell::new(format!("KIVI {bits}-bit")),
-            Cell::new(format!("{:.0}×", 16.0 / bits as f64)).mono(),
-            Cell::new(format!("{cost:.2}")).mono(),
-            Cell::new(format!("{:.2}×", 16.0 / cost)).mono(),
-        ];
-        for ctx in CONTEXTS {
-            let ratio = o.bytes_per_token(&pool, ctx) / o.bytes_per_token(&f, ctx);
-            row.push(Cell::new(format!("{ratio:.2}×")).mono());
+    let series: Vec<(String, style::Rgba, Vec<f64>)> = [4u32, 2]
+        .iter()
+        .map(|&bits| {
+            let f = CacheFormat::Kivi {
+                bits,
+                group: g,
+                residual: r,
+            };
+            // Bits a value costs with its group's two f16 numbers (scale and zero) spread over G values.
+            let cost = bits as f64 + 32.0 / g as f64;
+            let mut v = vec![16.0 / bits as f64, 16.0 / cost];
+            v.extend(
+                CONTEXTS
+                    .iter()
+                    .map(|&ctx| o.bytes_per_token(pool, ctx) / o.bytes_per_token(&f, ctx)),
+            );
+            let name = match lang {
+                Lang::En => format!("KIVI {bits}-bit: {cost:.2} bits per value with scale + zero"),
+                Lang::Zh => format!("KIVI {bits} 位：含缩放与零点每值 {cost:.2} 比特"),
+            };
+            (name, style::kv_format(&format!("kivi-{bits}")), v)
+        })
+        .collect();
+    let top = series.iter().flat_map(|s| s.2.iter().copied()).fold(0.0, f64::max);
+    let h = (ui.available_height() - size * 0.5).max(size * 9.0);
+    Chart::new(
+        "quant-kivi-ratios",
+        ChartAxis::categories(lang.t("what is counted", "计入的部分（· 后为上下文长度）"), cats),
+        ChartAxis::linear(lang.t("compression against f16 (×)", "相对 f16 的压缩比（×）"))
+            .from_zero()
+            .suffix("×")
+            // Room over the tallest bar for its label.
+            .include(top * 1.15),
+    )
+    .height(h)
+    .legend(series.iter().map(|(n, c, _)| (*c, n.clone())).collect())
+    .show(ui, size, |p| {
+        for (k, (name, c, v)) in series.iter().enumerate() {
+            let dx = if k == 0 { -0.2 } else { 0.2 };
+            let bars = v
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| Bar::new(i as f64 + dx, y).width(0.38).fill(style::c32(*c)))
+                .collect();
+            p.bar_chart(BarChart::new(name.as_str(), bars).color(style::c32(*c)));
+            for (i, &y) in v.iter().enumerate() {
+                p.text(
+                    egui_plot::Text::new(
+                        "",
+                        egui_plot::PlotPoint::new(i as f64 + dx, y),
+                        RichText::new(format!("{y:.2}×")).size(crate::style::fit(size * 0.8)),
+                    )
+                    .anchor(egui::Align2::CENTER_BOTTOM),
+                );
+            }
         }
-        t.row(row);
-    }
-    crate::ui::widgets::table(ui, lang, size, &t);
+    });
 }
 
 /// Tokens `[a, b)`.

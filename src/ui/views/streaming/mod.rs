@@ -215,53 +215,9 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         .strong()
         .size(crate::style::fit(size)),
     );
-    // Text positions and cache positions of the kept bytes, in two rows; the sinks and the newest few.
-    // The sinks (at most four) and the newest three: the columns must fit half the window.
-    let show: Vec<Option<usize>> = if kept.len() <= 9 {
-        kept.iter().copied().map(Some).collect()
-    } else {
-        let s = c.sinks.min(4).min(kept.len());
-        let mut v: Vec<Option<usize>> = kept[..s].iter().copied().map(Some).collect();
-        v.push(None);
-        v.extend(kept[kept.len() - 3..].iter().copied().map(Some));
-        v
-    };
-    egui::Grid::new("streaming-positions").striped(true).show(ui, |ui| {
-        let cell = |ui: &mut Ui, s: String, strong: bool| {
-            let t = RichText::new(s).monospace().size(crate::style::fit(size * 0.9));
-            ui.label(if strong { t.strong() } else { t });
-        };
-        let rank = |i: usize| kept.iter().position(|&k| k == i).unwrap_or(0);
-        cell(ui, lang.t("byte", "字节").into(), true);
-        cell(ui, lang.t("text position", "文本位置").into(), true);
-        cell(ui, lang.t("cache position", "缓存位置").into(), true);
-        ui.end_row();
-        for i in &show {
-            match *i {
-                None => {
-                    // The rows left out, counted (an ellipsis would read as text cut off).
-                    let hidden = kept.len() + 1 - show.len();
-                    // In the text-position column, the widest: the grid keeps its width.
-                    cell(ui, String::new(), false);
-                    cell(
-                        ui,
-                        match lang {
-                            crate::ui::text::Lang::En => format!("+{hidden} bytes"),
-                            crate::ui::text::Lang::Zh => format!("另 {hidden} 个"),
-                        },
-                        false,
-                    );
-                    cell(ui, String::new(), false);
-                }
-                Some(i) => {
-                    cell(ui, crate::model::byte_label(r.tokens[i]), false);
-                    cell(ui, i.to_string(), scheme == Positions::Text);
-                    cell(ui, rank(i).to_string(), scheme == Positions::Cache);
-                }
-            }
-            ui.end_row();
-        }
-    });
+    // Below the chart: the query's distance (two lines) and the bits-per-byte table (three rows).
+    let h = (ui.available_height() - size * 7.5).clamp(size * 7.0, size * 14.0);
+    positions_chart(cx, ui, r, &kept, o.trained_context, scheme, h);
     let q = r.max_position.get(t).copied().unwrap_or(0);
     note(
         ui,
@@ -295,6 +251,92 @@ fn positions(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             }
             ui.end_row();
         }
+    });
+}
+
+/// Where the kept bytes sit: the sinks and the window as spans at their text positions (top row) and at
+/// their cache positions (bottom row), the ends joined, with the model's trained context as a threshold.
+/// By cache slot the positions stay inside the trained context however long the stream; by text the
+/// window runs past it.
+fn positions_chart(
+    cx: &ViewCtx,
+    ui: &mut Ui,
+    r: &StreamRun,
+    kept: &[usize],
+    trained: usize,
+    scheme: Positions,
+    h: f32,
+) {
+    let lang = cx.lang;
+    let size = cx.size;
+    let Some(&t) = kept.last() else { return };
+    let rows = vec![
+        lang.t("cache slot", "缓存槽位").to_string(),
+        lang.t("text", "文本").to_string(),
+    ];
+    let used = match scheme {
+        Positions::Cache => lang.t("position by (used: cache slot)", "位置依据（所用：缓存槽位）"),
+        Positions::Text => lang.t("position by (used: text)", "位置依据（所用：文本）"),
+    };
+    let classes = [
+        (style::SINK, lang.t("sinks", "sink"), 0),
+        (style::READ, lang.t("the window", "窗口"), 1),
+        (style::CURRENT, lang.t("the byte read now", "正在读取的字节"), 2),
+    ];
+    let class = |i: usize| {
+        if i == t {
+            2
+        } else if i < r.config.sinks {
+            0
+        } else {
+            1
+        }
+    };
+    Chart::new(
+        "streaming-positions-chart",
+        ChartAxis::linear(lang.t("position", "位置"))
+            .from_zero()
+            .include((t.max(trained) + 1) as f64),
+        ChartAxis::categories(used, rows),
+    )
+    .height(h)
+    .legend(classes.iter().map(|(c, n, _)| (*c, n.to_string())).collect())
+    .show(ui, size, |p| {
+        for (c, name, k) in classes {
+            // (text position, cache position) of this class's bytes, in order: each class is one run.
+            let mine: Vec<(f64, f64)> = kept
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| class(i) == k)
+                .map(|(rank, &i)| (i as f64, rank as f64))
+                .collect();
+            let (Some(&first), Some(&last)) = (mine.first(), mine.last()) else {
+                continue;
+            };
+            let color = style::c32(c);
+            // The ends joined: where the class's first and last byte move to.
+            for (text, slot) in [first, last] {
+                p.line(
+                    Line::new("", PlotPoints::new(vec![[text, 1.0], [slot, 0.0]]))
+                        .color(color)
+                        .width(1.5),
+                );
+            }
+            // The span on each row.
+            for (row, a, b) in [(1.0, first.0, last.0), (0.0, first.1, last.1)] {
+                p.line(
+                    Line::new("", PlotPoints::new(vec![[a, row], [b, row]]))
+                        .color(color)
+                        .width(size * 0.5),
+                );
+            }
+            let ends: Vec<[f64; 2]> = [first, last]
+                .iter()
+                .flat_map(|&(text, slot)| [[text, 1.0], [slot, 0.0]])
+                .collect();
+            p.points(egui_plot::Points::new(name, ends).color(color).radius(size * 0.25));
+        }
+        context_line(p, lang, trained);
     });
 }
 
