@@ -5,7 +5,7 @@
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use crate::calc::ModelSpec;
-use crate::lessons::arch::{Arch, ArchOut, SEED_TABLE, View, attention_kind, flops, mla_costs, mla_dims, params_text};
+use crate::lessons::arch::{Arch, ArchOut, View, attention_kind, flops, mla_costs, mla_dims};
 use crate::lessons::{LessonKind, Output, format_bytes};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
@@ -15,9 +15,11 @@ use crate::ui::widgets::{Cell, Table, ViewCtx, check_line, fit_key, fitted_heigh
 mod memory;
 mod mla_flow;
 mod parts;
+mod scale;
 use memory::{calculator, layer_map};
 use mla_flow::mla_flow;
 use parts::{kind, note, title};
+use scale::scale;
 
 impl LessonUi for Arch {
     fn show(&self, cx: &mut ViewCtx, ui: &mut Ui, out: &dyn Output, view: &str) {
@@ -228,66 +230,6 @@ fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     // The source's first address or title (SOURCES.md has the rest).
     let src = m.source.split([';', '(']).next().unwrap_or("").trim();
     note(ui, size, format!("{}: {src}", cx.t("source", "来源")));
-}
-
-fn scale(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut) {
-    let size = cx.size;
-    let lang = cx.lang;
-    title(
-        ui,
-        size,
-        lang.t(
-            "The course notes' scale table, filled from the bundled configs",
-            "课程笔记中的规模表，用内置配置填写",
-        ),
-    );
-    let bad = style::fail(ui.visuals());
-    let mut t = Table::new([
-        lang.t("model", "模型"),
-        lang.t(
-            "notes: class · layers · heads · d_model",
-            "笔记：规模 · 层 · 头 · d_model",
-        ),
-        lang.t("layers", "层"),
-        lang.t("heads", "头"),
-        lang.t("KV heads", "KV 头"),
-        "head_dim",
-        "d_model",
-        lang.t("params", "参数"),
-        lang.t("KV / token", "KV / token"),
-    ]);
-    for row in SEED_TABLE {
-        let Some((i, m)) = o.named(row.model) else { continue };
-        let out = row.outside(m);
-        let band = |(a, b): (usize, usize)| if a == b { a.to_string() } else { format!("{a}-{b}") };
-        let cell = |v: String, wrong: bool| Cell::new(v).mono().color_if(wrong, bad);
-        t.row([
-            Cell::new(&m.name),
-            Cell::new(format!(
-                "{} · {} · {} · {}",
-                row.class,
-                band(row.layers),
-                band(row.heads),
-                row.d_model
-            )),
-            cell(m.layers.to_string(), out[0]),
-            cell(m.heads.to_string(), out[1]),
-            cell(m.kv_heads.to_string(), false),
-            cell(m.head_dim.to_string(), false),
-            cell(m.hidden.to_string(), out[2]),
-            cell(params_text(o.reports[i].parameters), false),
-            cell(format_bytes(o.bf16_bpt[i]), false),
-        ]);
-    }
-    table(ui, lang, size, &t.below(2.0));
-    note(
-        ui,
-        size,
-        lang.t(
-            "Red: outside the notes' figure. KV per token in bf16, all layers. Parameters counted from each config.",
-            "红色：超出笔记给出的数值。每 token 的 KV 按 bf16、全部层计算。参数量由各配置计算得出。",
-        ),
-    );
 }
 
 /// A bar of `value` out of `max` with its label and value as text.

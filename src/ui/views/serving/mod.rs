@@ -302,6 +302,26 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
 fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
     let size = cx.size;
     let lang = cx.lang;
+    let long = o.long();
+    // In presentation mode the chart of the stored measurement (TTFT against ITL across budgets, whole
+    // prompts beside) is the view's first page and the live table its second (a slide has room for one
+    // of the two at the floor); the window shows both, the live table first.
+    if crate::style::views_may_scroll() {
+        live_latency(cx, ui, o);
+        ui.add_space(size * 0.5);
+        stored_latency(ui, lang, size, o, long);
+    } else if crate::style::view_page(2) == 0 {
+        stored_latency(ui, lang, size, o, long);
+        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("live, per request", "实时，每个请求"));
+    } else {
+        live_latency(cx, ui, o);
+    }
+}
+
+/// The live run's latency per request, in scheduler steps.
+fn live_latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
+    let size = cx.size;
+    let lang = cx.lang;
     title(
         ui,
         size,
@@ -310,17 +330,6 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             "每个请求的延迟：实时计算，以调度步计",
         ),
     );
-    let long = o.long();
-    // In presentation mode the stored measurement is the view's second page (a slide has room for one
-    // of the two tables at the floor); the window shows both.
-    let page = if crate::style::views_may_scroll() {
-        None
-    } else {
-        Some(crate::style::view_page(2))
-    };
-    if page == Some(1) {
-        return stored_latency(ui, lang, size, o, long);
-    }
     match &o.run {
         Ok(run) => {
             let arrivals: Vec<usize> = o.requests.iter().map(|r| r.0).collect();
@@ -359,12 +368,6 @@ fn latency(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut) {
             );
         }
     }
-    if page == Some(0) {
-        crate::ui::widgets::more_on_next_page(ui, lang, size, lang.t("across budgets, stored", "不同预算，存储的实测"));
-        return;
-    }
-    ui.add_space(size * 0.5);
-    stored_latency(ui, lang, size, o, long);
 }
 
 /// The stored wall-clock latencies across budgets and policies.
