@@ -288,8 +288,14 @@ impl Chart {
         let frame_h = guess.map_or(plot_h - row * (1.0 + f32::from(!self.x.title.is_empty())) - 6.0, |g| {
             g.y
         });
-        // y ticks: at least three label heights apart (a slide, not a table).
-        let y_max = ((frame_h / (row * 3.0)).floor() as usize).max(3);
+        // y ticks: at least three label heights apart (a slide, not a table); named categories, a row
+        // each, need only a label height and a fifth (they are the rows of the chart, as a table's).
+        let apart = if matches!(self.y.scale, Scale::Categories(_)) {
+            1.2
+        } else {
+            3.0
+        };
+        let y_max = ((frame_h / (row * apart)).floor() as usize).max(3);
         let yt = self.y.ticks(yr[0], yr[1], y_max);
         let y_step = min_gap(&yt);
         let ylabels: Vec<String> = yt.iter().map(|&v| self.y.label(v, y_step)).collect();

@@ -8,8 +8,10 @@ use crate::cache::CacheFormat;
 use crate::lessons::quant::{format_label, stored};
 use crate::render::colormap::Colormap;
 use crate::render::heatmap::Highlight;
+use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Axes, ViewCtx, heat_panel, view_id, view_in};
+use crate::ui::widgets::{Axes, Chart, ChartAxis, ViewCtx, heat_panel, view_id, view_in};
+use egui_plot::{Bar, BarChart};
 
 /// SmolLM2-135M's stored measurements: its keys' and values' channel maxima, side by side, and every
 /// format's errors and bits per byte.
@@ -43,7 +45,7 @@ pub(super) fn real(cx: &mut ViewCtx, ui: &mut Ui) {
         },
     );
     let full = ui.available_rect_before_wrap();
-    let split = full.min.x + full.width() * 0.58;
+    let split = full.min.x + full.width() * 0.5;
     let gap = 12.0;
     let maps = stacked(egui::Rect::from_min_max(
         full.min,
@@ -70,32 +72,93 @@ pub(super) fn real(cx: &mut ViewCtx, ui: &mut Ui) {
         });
     }
     let right = egui::Rect::from_min_max(egui::pos2(split + gap / 2.0, full.min.y), full.max);
-    view_in(ui, right, |ui| {
-        let mut t = crate::ui::widgets::Table::new([
-            lang.t("format", "格式"),
-            lang.t("bits/byte (quality)", "比特/字节（质量）"),
-            lang.t("K error", "K 误差"),
-            lang.t("V error", "V 误差"),
-        ])
-        .below(4.0);
-        let pct = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{:.2}%", 100.0 * x));
-        for f in CacheFormat::all(s.group, s.residual) {
-            let Some(c) = s.cell(&f.name()) else { continue };
-            t.row([
-                crate::ui::widgets::Cell::new(format_label(&f)),
-                crate::ui::widgets::Cell::new(format!("{:.3}", c.bits_per_byte)).mono(),
-                crate::ui::widgets::Cell::new(pct(c.k_rel_err)).mono(),
-                crate::ui::widgets::Cell::new(pct(c.v_rel_err)).mono(),
-            ]);
+    view_in(ui, right, |ui| errors_chart(cx, ui, s));
+}
+
+/// Every format's K and V error on SmolLM2 as horizontal bars on a log axis (f16 on top), and its bits per
+/// byte (the quality) summed up under them: per channel against per token is the gap the maps explain.
+fn errors_chart(cx: &ViewCtx, ui: &mut Ui, s: &crate::drivers::quant::QuantTable) {
+    let (lang, size) = (cx.lang, cx.size);
+    // (label, bits per byte, K error, V error), f16 first.
+    let rows: Vec<(String, f64, Option<f64>, Option<f64>)> = CacheFormat::all(s.group, s.residual)
+        .iter()
+        .filter_map(|f| {
+            let c = s.cell(&f.name())?;
+            Some((format_label(f), c.bits_per_byte, c.k_rel_err, c.v_rel_err))
+        })
+        .collect();
+    let n = rows.len();
+    // Row i is drawn at n − 1 − i, so the first (f16) is on top.
+    let cats: Vec<String> = rows.iter().rev().map(|r| r.0.clone()).collect();
+    let series = [
+        (style::request(0), lang.t("K error", "K 误差"), 0.2),
+        (style::request(1), lang.t("V error", "V 误差"), -0.2),
+    ];
+    let logs: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| [r.2, r.3])
+        .flatten()
+        .filter(|&e| e > 0.0)
+        .map(|e| (100.0 * e).log10())
+        .collect();
+    let lo = logs.iter().copied().fold(f64::MAX, f64::min).floor();
+    let hi = logs.iter().copied().fold(f64::MIN, f64::max);
+    let h = (ui.available_height() - size * 6.5).max(size * 12.0);
+    Chart::new(
+        "quant-real-errors",
+        ChartAxis::log10(lang.t("error, % (log axis)", "误差，%（对数坐标）"))
+            .include(lo)
+            .include(hi)
+            .fmt(|v| {
+                let p = 10f64.powf(v);
+                if p >= 1.0 { format!("{p:.0}") } else { format!("{p}") }
+            }),
+        ChartAxis::categories(lang.t("format", "格式"), cats),
+    )
+    .height(h)
+    .legend(series.iter().map(|(c, name, _)| (*c, name.to_string())).collect())
+    .show(ui, size, |p| {
+        for (k, (c, name, dy)) in series.iter().enumerate() {
+            let bars = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let e = if k == 0 { r.2 } else { r.3 }?;
+                    (e > 0.0).then(|| {
+                        let v = (100.0 * e).log10();
+                        Bar::new((n - 1 - i) as f64 + dy, v - lo)
+                            .base_offset(lo)
+                            .width(0.38)
+                            .fill(style::c32(*c))
+                    })
+                })
+                .collect();
+            p.bar_chart(BarChart::new(*name, bars).horizontal().color(style::c32(*c)));
         }
-        crate::ui::widgets::table(ui, lang, size, &t);
-        note(
-            ui,
-            size,
-            lang.t(
-                "bits/byte: the loss on the held-out text, lower is better (not a storage cost). Error: RMS of x − dequant(x) over RMS of x, every value the cache held",
-                "比特/字节：留出文本上的损失，越低越好（不是存储开销）。误差：缓存所存全部值上 x − dequant(x) 的均方根除以 x 的均方根",
-            ),
-        );
     });
+    // The quality, summed up: f16's bits per byte, how many formats stay within 0.01 of it, the worst.
+    if let Some(base) = rows.first().map(|r| r.1) {
+        let near = rows[1..].iter().filter(|r| r.1 - base <= 0.01).count();
+        let worst = rows[1..].iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some(w) = worst {
+            note(
+                ui,
+                size,
+                match lang {
+                    Lang::En => format!(
+                        "Error: RMS of x − dequant(x) over RMS of x. Quality, bits per byte (lower is better): f16 {base:.3}; {near} of {} others within 0.01; worst {} {:.3}.",
+                        n - 1,
+                        w.0,
+                        w.1
+                    ),
+                    Lang::Zh => format!(
+                        "误差：x − dequant(x) 的均方根除以 x 的均方根。质量（每字节比特数，越低越好）：f16 为 {base:.3}；其余 {} 种中 {near} 种相差不到 0.01；最差 {} 为 {:.3}。",
+                        n - 1,
+                        w.0,
+                        w.1
+                    ),
+                },
+            );
+        }
+    }
 }
