@@ -427,6 +427,33 @@ pub struct HeadGrid<'a> {
     pub selected: (usize, usize),
 }
 
+/// A head grid cell's fill for value `m`, brightest at `full_at` and above.
+fn cell_fill(m: f64, full_at: f64) -> crate::style::Rgba {
+    let v = (m * 255.0 / full_at).clamp(0.0, 255.0) as u8;
+    [40 + v / 2, 40 + v / 3, 60 + v / 2, 255]
+}
+
+/// A head grid's colour key under it: five swatches from 0 to the value drawn at full colour, the ends
+/// labelled, so a grid of dark cells reads as "little mass", not as "not drawn".
+fn grid_key(ui: &mut Ui, lang: crate::ui::text::Lang, g: &HeadGrid) {
+    let size = crate::style::fit(g.font);
+    ui.horizontal(|ui| {
+        ui.label(egui::RichText::new(lang.t("cell colour: 0%", "格子颜色：0%")).size(size));
+        for i in 0..5 {
+            let (r, _) = ui.allocate_exact_size(egui::vec2(size * 1.4, size * 0.9), egui::Sense::hover());
+            let fill = cell_fill(g.full_at * i as f64 / 4.0, g.full_at);
+            ui.painter().rect_filled(r, 1.0, crate::style::c32(fill));
+        }
+        // A share cannot pass 100%: "or more" only below it.
+        let more = if g.full_at < 1.0 {
+            lang.t(" or more", " 及以上")
+        } else {
+            ""
+        };
+        ui.label(egui::RichText::new(format!("{:.0}%{more}", 100.0 * g.full_at)).size(size));
+    });
+}
+
 /// One cell of a head grid: filled by (layer, head)'s value, outlined when selected, `label` on it.
 fn grid_cell(
     painter: &egui::Painter,
@@ -436,9 +463,7 @@ fn grid_cell(
     label: &str,
     font: &egui::FontId,
 ) {
-    let m = (g.value)(at.0, at.1);
-    let v = (m * 255.0 / g.full_at).clamp(0.0, 255.0) as u8;
-    let fill = [40 + v / 2, 40 + v / 3, 60 + v / 2, 255];
+    let fill = cell_fill((g.value)(at.0, at.1), g.full_at);
     painter.rect_filled(cell, 2.0, crate::style::c32(fill));
     if at == g.selected {
         painter.rect_stroke(
@@ -503,6 +528,7 @@ pub fn head_grid(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, g: &HeadGr
         egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (g.layers + 1) as f32)),
         egui::Sense::hover(),
     );
+    grid_key(ui, lang, g);
 }
 
 /// Draw `g` with the layers along x and the heads down y (a deep model's grid: SmolLM2's 30 layers of 9
@@ -556,6 +582,7 @@ pub fn head_grid_by_layer(ui: &mut Ui, lang: crate::ui::text::Lang, g: &HeadGrid
         egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), ch * (g.heads + 1) as f32)),
         egui::Sense::hover(),
     );
+    grid_key(ui, lang, g);
 }
 
 #[cfg(test)]
