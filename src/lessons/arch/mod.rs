@@ -104,12 +104,9 @@ pub const GPUS: [&str; 2] = ["h100", "h200"];
 /// The placeholders the narration may use.
 pub const PLACEHOLDERS: &[&str] = &[
     "model",
-    "layers",
+    "terms",
     "heads",
-    "kv_heads",
-    "head_dim",
     "dtype",
-    "dtype_bytes",
     "bpt_layer",
     "bpt",
     "head_dim_note",

@@ -13,22 +13,25 @@ fn numbers(o: &ArchOut) -> Result<Vec<(&'static str, String)>, String> {
     let m = o.model();
     let r = o.report();
     let fb = format_bytes;
+    let bytes = format!(
+        "{:.3}",
+        r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64
+    )
+    .trim_end_matches('0')
+    .trim_end_matches('.')
+    .to_string();
     let mut v: Vec<(&'static str, String)> = vec![
         ("model", m.name.clone()),
-        ("layers", m.layers.to_string()),
         ("heads", m.heads.to_string()),
-        ("kv_heads", m.kv_heads.to_string()),
-        ("head_dim", m.head_dim.to_string()),
         ("dtype", o.format.name.to_string()),
+        // The formula's terms for this model: 2 · layers · KV heads · head_dim · bytes, or for MLA
+        // layers · (d_c + d_r) · bytes (one latent row per layer, no K and V per head).
         (
-            "dtype_bytes",
-            format!(
-                "{:.3}",
-                r.kv_bytes_per_token_per_layer / m.values_per_token_layer().max(1) as f64
-            )
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string(),
+            "terms",
+            match mla_dims(m) {
+                None => format!("2 · {} · {} · {} · {bytes}", m.layers, m.kv_heads, m.head_dim),
+                Some(d) => format!("{} · ({} + {}) · {bytes}", m.layers, d.d_c, d.d_r),
+            },
         ),
         ("bpt_layer", fb(r.kv_bytes_per_token_per_layer)),
         ("bpt", fb(r.kv_bytes_per_token)),

@@ -230,6 +230,104 @@ fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     // The source's first address or title (SOURCES.md has the rest).
     let src = m.source.split([';', '(']).next().unwrap_or("").trim();
     note(ui, size, format!("{}: {src}", cx.t("source", "来源")));
+    ui.add_space(size * 0.6);
+    token_blocks(cx, ui, o, size);
+}
+
+/// One token's KV as the cache holds it: a column per layer, K's row and V's row, each cell one KV head's
+/// head_dim values (an MLA model: one row of c_KV + k_R per layer). The query heads have no cell: they are
+/// not cached.
+fn token_blocks(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
+    let m = o.model();
+    let r = o.report();
+    let lang = cx.lang;
+    let per_layer = format_bytes(r.kv_bytes_per_token_per_layer);
+    let rows: Vec<(String, style::Rgba, usize)> = match mla_dims(m) {
+        None => vec![
+            ("K".to_string(), style::request(0), m.kv_heads),
+            ("V".to_string(), style::request(1), m.kv_heads),
+        ],
+        Some(d) => vec![(format!("c_KV + k_R ({} + {})", d.d_c, d.d_r), style::request(0), 1)],
+    };
+    let full = ui.available_rect_before_wrap();
+    let label_w = size * 2.2;
+    let legend_h = size * 4.0;
+    let row_h = ((full.height() - legend_h - size * 1.5) / rows.len() as f32).clamp(size * 1.2, size * 5.0);
+    let col_w = (full.width() - label_w) / m.layers.max(1) as f32;
+    let painter = ui.painter_at(full);
+    let text = ui.visuals().text_color();
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.85));
+    for (ri, (name, c, cells)) in rows.iter().enumerate() {
+        let y0 = full.min.y + row_h * ri as f32;
+        if !name.starts_with("c_KV") {
+            painter.text(
+                egui::pos2(full.min.x, y0 + row_h * 0.5),
+                egui::Align2::LEFT_CENTER,
+                name,
+                font.clone(),
+                text,
+            );
+        }
+        // Cells thinner than 3 px are drawn as one block per layer (GPT-3's 96 heads).
+        let split = if row_h / *cells as f32 >= 3.0 { *cells } else { 1 };
+        for l in 0..m.layers {
+            let x0 = full.min.x + label_w + col_w * l as f32;
+            for h in 0..split {
+                let ch = (row_h - 4.0) / split as f32;
+                let cell = egui::Rect::from_min_size(
+                    egui::pos2(x0 + 1.0, y0 + 2.0 + ch * h as f32),
+                    egui::vec2((col_w - 2.0).max(1.0), (ch - 1.0).max(1.0)),
+                );
+                painter.rect_filled(cell, 1.0, style::c32(*c));
+            }
+        }
+    }
+    let grid_h = row_h * rows.len() as f32;
+    ui.allocate_rect(
+        egui::Rect::from_min_size(full.min, egui::vec2(full.width(), grid_h)),
+        egui::Sense::hover(),
+    );
+    note(
+        ui,
+        size,
+        match lang {
+            Lang::En => format!(
+                "one token's KV: a column per layer ({} layers, {per_layer} each)",
+                m.layers
+            ),
+            Lang::Zh => format!("一个 token 的 KV：每层一列（{} 层，每层 {per_layer}）", m.layers),
+        },
+    );
+    let entries: Vec<(style::Rgba, String)> = match mla_dims(m) {
+        None => vec![
+            (
+                style::request(0),
+                match lang {
+                    Lang::En => format!("K: a cell per KV head, {} values", m.head_dim),
+                    Lang::Zh => format!("K：每个 KV 头一格，{} 个值", m.head_dim),
+                },
+            ),
+            (
+                style::request(1),
+                match lang {
+                    Lang::En => format!("V: a cell per KV head, {} values", m.head_dim),
+                    Lang::Zh => format!("V：每个 KV 头一格，{} 个值", m.head_dim),
+                },
+            ),
+        ],
+        Some(d) => vec![(
+            style::request(0),
+            match lang {
+                Lang::En => format!(
+                    "one latent row per layer, {} values, shared by every head",
+                    d.d_c + d.d_r
+                ),
+                Lang::Zh => format!("每层一行潜向量，{} 个值，所有头共享", d.d_c + d.d_r),
+            },
+        )],
+    };
+    let entries: Vec<(style::Rgba, &str)> = entries.iter().map(|(c, t)| (*c, t.as_str())).collect();
+    legend(ui, &entries, size * 0.85);
 }
 
 /// A bar of `value` out of `max` with its label and value as text.
