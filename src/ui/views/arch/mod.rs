@@ -180,53 +180,81 @@ fn formula(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         ),
     });
     ui.add_space(size * 0.4);
-    let quotient = m.hidden / m.heads.max(1);
-    note(
-        ui,
-        size,
-        match (lang, m.head_dim_explicit) {
-            (Lang::En, true) => format!(
-                "head_dim: the config's `head_dim` = {} (d_model / heads = {} / {} = {quotient})",
-                m.head_dim, m.hidden, m.heads
-            ),
-            (Lang::En, false) => format!(
-                "head_dim: the config has none, so d_model / heads = {} / {} = {}",
-                m.hidden, m.heads, m.head_dim
-            ),
-            (Lang::Zh, true) => format!(
-                "head_dim：配置中的 `head_dim` = {}（d_model / 头数 = {} / {} = {quotient}）",
-                m.head_dim, m.hidden, m.heads
-            ),
-            (Lang::Zh, false) => format!(
-                "head_dim：配置中没有，所以取 d_model / 头数 = {} / {} = {}",
-                m.hidden, m.heads, m.head_dim
-            ),
-        },
-    );
-    note(
-        ui,
-        size,
-        match lang {
-            Lang::En => format!(
-                "{} query heads share {} KV heads ({}); per layer {}; one request of {} tokens: {}",
-                m.heads,
-                m.kv_heads,
-                attention_kind(m),
-                format_bytes(r.kv_bytes_per_token_per_layer),
-                r.context_tokens,
-                format_bytes(r.kv_bytes_per_request)
-            ),
-            Lang::Zh => format!(
-                "{} 个查询头共享 {} 个 KV 头（{}）；每层 {}；一个 {} token 的请求：{}",
-                m.heads,
-                m.kv_heads,
-                attention_kind(m),
-                format_bytes(r.kv_bytes_per_token_per_layer),
-                r.context_tokens,
-                format_bytes(r.kv_bytes_per_request)
-            ),
-        },
-    );
+    if let Some(d) = mla_dims(m) {
+        // MLA has no K and V per head to count: no head_dim and no KV heads in its formula.
+        note(
+            ui,
+            size,
+            match lang {
+                Lang::En => format!(
+                    "MLA: one latent row per layer, c_KV ({}) + RoPE key k_R ({}), shared by all {} query heads; per layer {}; one request of {} tokens: {}",
+                    d.d_c,
+                    d.d_r,
+                    m.heads,
+                    format_bytes(r.kv_bytes_per_token_per_layer),
+                    r.context_tokens,
+                    format_bytes(r.kv_bytes_per_request)
+                ),
+                Lang::Zh => format!(
+                    "MLA：每层一行潜向量，c_KV（{}）+ RoPE 键 k_R（{}），{} 个查询头共享；每层 {}；一个 {} token 的请求：{}",
+                    d.d_c,
+                    d.d_r,
+                    m.heads,
+                    format_bytes(r.kv_bytes_per_token_per_layer),
+                    r.context_tokens,
+                    format_bytes(r.kv_bytes_per_request)
+                ),
+            },
+        );
+    } else {
+        let quotient = m.hidden / m.heads.max(1);
+        note(
+            ui,
+            size,
+            match (lang, m.head_dim_explicit) {
+                (Lang::En, true) => format!(
+                    "head_dim: the config's `head_dim` = {} (d_model / heads = {} / {} = {quotient})",
+                    m.head_dim, m.hidden, m.heads
+                ),
+                (Lang::En, false) => format!(
+                    "head_dim: the config has none, so d_model / heads = {} / {} = {}",
+                    m.hidden, m.heads, m.head_dim
+                ),
+                (Lang::Zh, true) => format!(
+                    "head_dim：配置中的 `head_dim` = {}（d_model / 头数 = {} / {} = {quotient}）",
+                    m.head_dim, m.hidden, m.heads
+                ),
+                (Lang::Zh, false) => format!(
+                    "head_dim：配置中没有，所以取 d_model / 头数 = {} / {} = {}",
+                    m.hidden, m.heads, m.head_dim
+                ),
+            },
+        );
+        note(
+            ui,
+            size,
+            match lang {
+                Lang::En => format!(
+                    "{} query heads share {} KV heads ({}); per layer {}; one request of {} tokens: {}",
+                    m.heads,
+                    m.kv_heads,
+                    attention_kind(m),
+                    format_bytes(r.kv_bytes_per_token_per_layer),
+                    r.context_tokens,
+                    format_bytes(r.kv_bytes_per_request)
+                ),
+                Lang::Zh => format!(
+                    "{} 个查询头共享 {} 个 KV 头（{}）；每层 {}；一个 {} token 的请求：{}",
+                    m.heads,
+                    m.kv_heads,
+                    attention_kind(m),
+                    format_bytes(r.kv_bytes_per_token_per_layer),
+                    r.context_tokens,
+                    format_bytes(r.kv_bytes_per_request)
+                ),
+            },
+        );
+    }
     // The source's first address or title (SOURCES.md has the rest).
     let src = m.source.split([';', '(']).next().unwrap_or("").trim();
     note(ui, size, format!("{}: {src}", cx.t("source", "来源")));

@@ -275,8 +275,8 @@ fn positions_chart(
         lang.t("text", "文本").to_string(),
     ];
     let used = match scheme {
-        Positions::Cache => lang.t("position by (used: cache slot)", "位置依据（所用：缓存槽位）"),
-        Positions::Text => lang.t("position by (used: text)", "位置依据（所用：文本）"),
+        Positions::Cache => lang.t("positions (the model uses: cache slot)", "位置（模型所用：缓存槽位）"),
+        Positions::Text => lang.t("positions (the model uses: text)", "位置（模型所用：文本）"),
     };
     let classes = [
         (style::SINK, lang.t("sinks", "sink"), 0),
@@ -302,7 +302,9 @@ fn positions_chart(
     .height(h)
     .legend(classes.iter().map(|(c, n, _)| (*c, n.to_string())).collect())
     .show(ui, size, |p| {
-        for (c, name, k) in classes {
+        // The window first, so the sinks' span (slots 0…S−1, beside the window's) and the byte read now
+        // are drawn over it.
+        for (c, name, k) in [classes[1], classes[0], classes[2]] {
             // (text position, cache position) of this class's bytes, in order: each class is one run.
             let mine: Vec<(f64, f64)> = kept
                 .iter()
