@@ -1214,3 +1214,65 @@ fn lesson_subcommands_come_from_the_registry() {
             .is_some_and(|r| !r.is_empty() && r[0]["kernel_gbs"].as_f64().is_some())
     );
 }
+
+fn png_pixels(path: &Path) -> Vec<u8> {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size()];
+    let info = r.next_frame(&mut buf).unwrap();
+    buf.truncate(info.buffer_size());
+    buf
+}
+
+/// The views that animate a timeline step (lesson 8's ring, lesson 9's scores and keep sets, lesson
+/// 10's KIVI cache, lesson 12's schedule and speculative passes) draw something between the two frames
+/// halfway through (`render --transition 0.5`), and exactly the settled frame at its end, which is what
+/// every other render, test and snapshot draws.
+#[test]
+fn timeline_steps_animate_between_their_frames_and_settle_on_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        ("streaming", "2", Some("383")),
+        ("eviction", "2", None),
+        ("eviction", "3", None),
+        ("quantization", "5", None),
+        ("serving", "1", None),
+        ("serving", "5", None),
+    ];
+    for &(lesson, step, at) in cases {
+        let render = |name: &str, transition: Option<&str>| {
+            let path = dir.path().join(format!("{lesson}-{step}-{name}.png"));
+            let mut args = vec![
+                "render",
+                "--lesson",
+                lesson,
+                "--step",
+                step,
+                "--size",
+                "1280x720",
+                "--out",
+                path.to_str().unwrap(),
+            ];
+            if let Some(a) = at {
+                args.extend(["--at", a]);
+            }
+            if let Some(t) = transition {
+                args.extend(["--transition", t]);
+            }
+            let o = kvscope(&args);
+            assert!(o.status.success(), "{lesson} {step}: {}", String::from_utf8_lossy(&o.stderr));
+            png_pixels(&path)
+        };
+        let settled = render("settled", None);
+        assert!(
+            render("end", Some("1")) == settled,
+            "{lesson} step {step}: the end of the transition is not the settled frame"
+        );
+        assert!(
+            render("half", Some("0.5")) != settled,
+            "{lesson} step {step}: halfway through the step's transition draws the settled frame"
+        );
+    }
+    let o = kvscope(&["render", "--lesson", "serving", "--step", "1", "--transition", "2", "--out", "x.png"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("from 0 to 1"));
+}

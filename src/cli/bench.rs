@@ -407,6 +407,10 @@ fn app(kind: BackendKind) -> Result<bool> {
                 frame(&mut app, &[])?;
             }
             if which == 0 && n == 0 {
+                // What a frame costs with nothing new to draw, on the settled app:
+                // the floor under the two frames a change needs when its result misses the first.
+                let idle: Vec<String> = (0..3).map(|_| frame(&mut app, &[])).collect::<Result<_>>()?;
+                outln!("three frames with nothing new to draw (T=1024): {}", idle.join(" + "));
                 continue;
             }
             worst[which] = worst[which].max(latency);

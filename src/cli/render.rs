@@ -74,6 +74,10 @@ pub struct RenderArgs {
     /// Timeline position (decode token / scheduler step) instead of the step's own.
     #[arg(long)]
     pub at: Option<usize>,
+    /// Draw the step's last move halfway, or this fraction (0 to 1) of the way, through its transition
+    /// (from timeline position --at − 1, or the step's own less one) instead of the settled frame.
+    #[arg(long)]
+    pub transition: Option<f32>,
     /// Slider values, id=value (repeatable).
     #[arg(long = "set", value_parser = super::parse_set)]
     pub set: Vec<super::SetArg>,
@@ -114,6 +118,7 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
         on_my_kernel,
         backend,
         at,
+        transition,
         set,
         measure,
         out,
@@ -270,6 +275,24 @@ pub fn run(lessons: Option<PathBuf>, args: RenderArgs) -> Result<bool> {
                 }
                 app.next_page_or_step();
             }
+        }
+        if let Some(f) = transition {
+            if !(0.0..=1.0).contains(&f) {
+                bail!("--transition {f}: expected a fraction from 0 to 1");
+            }
+            // The step's own position is resolved once its result is in; the frame before it is drawn
+            // first, so the move into it is the one a presenter's key makes.
+            app.update_now();
+            let to = app.cursor();
+            if to == 0 {
+                bail!("--transition: the timeline is at its start, so no move leads into this frame (try --at)");
+            }
+            kvscope::ui::widgets::motion::preview(Some(f));
+            app.set_cursor(to - 1);
+            headless
+                .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            app.set_cursor(to);
         }
         let img = headless
             .render(size, 1.0, kvscope::ui::headless::SETTLE_FRAMES, |ui| app.show(ui))

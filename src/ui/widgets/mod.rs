@@ -11,6 +11,7 @@ mod heat;
 mod kernel;
 mod layout;
 mod lines;
+pub mod motion;
 mod table;
 mod tables;
 
@@ -26,6 +27,7 @@ pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};
 pub use kernel::{KernelPanelState, kernel_panel};
 pub use layout::{anchored, fit_key, fitted_height, grid, raise_text_styles, view_in};
 pub use lines::{LineHead, attention_lines};
+pub use motion::Motion;
 pub use table::{Cell, Table, table};
 pub use tables::{
     BlockBox, Tables, arrow, block_label_size, block_rects, block_row, block_tables, pool_legend, ref_badge, ref_counts,

@@ -15,7 +15,7 @@ use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::text::Lang;
 use crate::ui::widgets::{
-    Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, kernel_panel, legend, sim_capped, timeline, timeline_used,
+    Chart, ChartAxis, HeadGrid, Motion, ViewCtx, head_grid, kernel_panel, legend, sim_capped, timeline, timeline_used,
 };
 use common::*;
 use quality::{quality, quality_real};
@@ -192,21 +192,44 @@ fn scores(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
             lang.t("evicted (its score froze)", "已驱逐（分数不再增长）"),
         ),
     ];
+    // A bar's colour at step `t`.
+    let fill_at = |t: usize, i: usize| {
+        if i == t {
+            style::CURRENT
+        } else if !has(&r.kept[t][row], i) {
+            style::EVICTED
+        } else if i >= first_recent(o, t) {
+            style::SINK
+        } else {
+            style::READ
+        }
+    };
+    // The step just taken, while it runs: each bar goes from its colour before to its colour now (the
+    // evicted byte's turns grey); tests and renders draw the settled frame.
+    let motion = Motion::of(
+        ui,
+        egui::Id::unique(("kvscope-scores-motion", cx.lesson.id())),
+        t,
+        cx.sync,
+        1,
+    );
+    let before = Some(motion.from).filter(|&b| motion.moving() && b < r.kept.len());
     let bars: Vec<Bar> = (0..=t)
         .map(|i| {
-            let is_kept = has(kept, i);
-            let fill = if i == t {
-                style::CURRENT
-            } else if !is_kept {
-                style::EVICTED
-            } else if i >= recent0 {
-                style::SINK
-            } else {
-                style::READ
+            let (fill, score) = (style::c32(fill_at(t, i)), f64::from(sc[row * n + i]));
+            // Before: its colour then, and its score then (scores only grow while a byte is kept).
+            let (fill, score) = match before {
+                Some(b) if i <= b => {
+                    let e = motion.ease();
+                    let then = f64::from(r.scores[b][row * n + i]);
+                    (
+                        style::c32(fill_at(b, i)).lerp_to_gamma(fill, e),
+                        then + (score - then) * f64::from(e),
+                    )
+                }
+                _ => (fill, score),
             };
-            Bar::new(i as f64, f64::from(sc[row * n + i]))
-                .width(0.9)
-                .fill(style::c32(fill))
+            Bar::new(i as f64, score).width(0.9).fill(fill)
         })
         .collect();
     // The line: the lowest score still kept outside the recent set (what a newcomer must beat).
@@ -299,6 +322,17 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
     let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
+    // The step just taken, while it runs: every cell goes from its colour before to its colour now,
+    // and each evicted byte's outline closes in on it (tests and renders draw the settled frame).
+    let motion = Motion::of(
+        ui,
+        egui::Id::unique(("kvscope-keep-motion", cx.lesson.id())),
+        t,
+        cx.sync,
+        1,
+    );
+    let e = motion.ease();
+    let before = Some(motion.from).filter(|&b| motion.moving() && b < r.kept.len());
     for row in 0..rows {
         let y = rect.min.y + row as f32 * row_h;
         painter.text(
@@ -312,7 +346,12 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         for i in 0..n {
             let x = rect.min.x + label_w + i as f32 * cw;
             let cell = egui::Rect::from_min_size(egui::pos2(x, y), egui::vec2(cw.max(1.0), row_h * 0.8));
-            painter.rect_filled(cell, 0.0, style::c32(cell_fill(kept, i, t)));
+            let fill = style::c32(cell_fill(kept, i, t));
+            let fill = match before {
+                Some(b) => style::c32(cell_fill(&r.kept[b][row], i, b)).lerp_to_gamma(fill, e),
+                None => fill,
+            };
+            painter.rect_filled(cell, 0.0, fill);
         }
         if row == o.row() {
             painter.rect_stroke(
@@ -332,7 +371,8 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         let cell = egui::Rect::from_min_size(
             egui::pos2(x - 2.0, y - 2.0),
             egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8 + 4.0),
-        );
+        )
+        .expand(if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 });
         painter.rect_stroke(
             cell,
             0.0,

@@ -8,7 +8,7 @@ use crate::cache::group::{GroupFormat, job};
 use crate::lessons::quant::{CONTEXTS, QuantOut, format_key, format_label, stored};
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, legend};
+use crate::ui::widgets::{Chart, ChartAxis, Motion, ViewCtx, legend};
 use eframe::egui::{self, RichText, Ui};
 use egui_plot::{Bar, BarChart};
 
@@ -76,24 +76,44 @@ pub(super) fn kivi(cx: &mut ViewCtx, ui: &mut Ui, o: &QuantOut) {
     let f16_c = style::RESIDUAL;
     let w = ui.available_width() - size * 3.0;
     let cell = (w / n as f32).max(0.5);
-    for (name, done, groups, now) in [("K", k_done, true, k_now), ("V", v_done, false, v_now)] {
+    // The byte just appended, while its step runs: each token's colour goes from the cache before it to
+    // the cache after it (a group turning quantised); tests and renders draw the settled frame.
+    let motion = Motion::of(
+        ui,
+        egui::Id::unique(("kvscope-kivi-motion", cx.lesson.id())),
+        at,
+        cx.sync,
+        1,
+    );
+    let then = Some(motion.from).filter(|&b| motion.moving() && b < n);
+    let (k_then, v_then) = then.map_or((k_done, v_done), |b| fmt.quantised(b + 1));
+    let state = |t: usize, len: usize, done: usize| {
+        if t >= len {
+            style::FREE
+        } else if t < done {
+            quant_c
+        } else {
+            f16_c
+        }
+    };
+    for (name, done, done_then, groups, now) in
+        [("K", k_done, k_then, true, k_now), ("V", v_done, v_then, false, v_now)]
+    {
         ui.horizontal(|ui| {
             ui.label(RichText::new(name).strong().size(crate::style::fit(size)));
             let (rect, _) = ui.allocate_exact_size(egui::vec2(cell * n as f32, size * 1.4), egui::Sense::hover());
             let p = ui.painter();
             for t in 0..n {
-                let c = if t >= len {
-                    style::FREE
-                } else if t < done {
-                    quant_c
-                } else {
-                    f16_c
+                let c = style::c32(state(t, len, done));
+                let c = match then {
+                    Some(b) => style::c32(state(t, b + 1, done_then)).lerp_to_gamma(c, motion.ease()),
+                    None => c,
                 };
                 let x = rect.min.x + t as f32 * cell;
                 p.rect_filled(
                     egui::Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(cell, rect.height())),
                     0.0,
-                    style::c32(c),
+                    c,
                 );
                 if groups && t % g == 0 && t > 0 && t <= done {
                     p.line_segment(

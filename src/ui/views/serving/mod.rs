@@ -11,7 +11,8 @@ use crate::lessons::{LessonKind, Output};
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    Cell, Chart, ChartAxis, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table, timeline,
+    Cell, Chart, ChartAxis, Motion, Table, ViewCtx, check_line, fit_key, fitted_height, kernel_panel, legend, table,
+    timeline,
 };
 use common::*;
 use speculation::{real, spec_stats, speculative};
@@ -217,6 +218,28 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
             },
         ));
     }
+    // The timeline's step just taken, while it runs (on the step that walks the schedule): the outline
+    // slides from the step before and the new step's bar fills, its chunks being scheduled; tests and
+    // renders draw the settled frame.
+    let at = (*cx.cursor).min(n - 1);
+    let motion = if schedule_steps(cx) {
+        Motion::of(
+            ui,
+            egui::Id::unique(("kvscope-schedule-motion", cx.lesson.id())),
+            at,
+            cx.sync,
+            1,
+        )
+    } else {
+        Motion::settled(at)
+    };
+    let grow = |s: usize| {
+        if motion.moving() && s == at {
+            f64::from(motion.ease())
+        } else {
+            1.0
+        }
+    };
     // Each step's tokens stacked by request, each request's prefill (solid) under its decode (faded):
     // one bar chart per (request, kind), each stacked on those before it.
     let mut charts: Vec<egui_plot::BarChart> = Vec::new();
@@ -227,7 +250,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
                 .enumerate()
                 .map(|(s, t)| {
                     let (pf, dc) = t.get(i).copied().unwrap_or((0, 0));
-                    egui_plot::Bar::new(s as f64, if decode { dc } else { pf } as f64)
+                    egui_plot::Bar::new(s as f64, if decode { dc } else { pf } as f64 * grow(s))
                         .width(0.9)
                         .fill(req_color(i, decode))
                         .stroke(egui::Stroke::NONE)
@@ -242,7 +265,8 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     }
     // The timeline's step, outlined over its bar (on the step that walks the schedule).
     let now = schedule_steps(cx).then(|| {
-        let cur = (*cx.cursor).min(n - 1) as f64;
+        let cur = at as f64;
+        let x = motion.from as f64 + (cur - motion.from as f64) * f64::from(motion.ease());
         let top = o.budget as f64 * 1.04;
         entries.push((
             style::CURRENT,
@@ -253,12 +277,7 @@ fn schedule(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
         ));
         egui_plot::Polygon::new(
             "",
-            egui_plot::PlotPoints::new(vec![
-                [cur - 0.5, 0.0],
-                [cur + 0.5, 0.0],
-                [cur + 0.5, top],
-                [cur - 0.5, top],
-            ]),
+            egui_plot::PlotPoints::new(vec![[x - 0.5, 0.0], [x + 0.5, 0.0], [x + 0.5, top], [x - 0.5, top]]),
         )
         .fill_color(egui::Color32::TRANSPARENT)
         .stroke(egui::Stroke::new(2.0, style::CURRENT_32))

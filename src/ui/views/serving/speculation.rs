@@ -7,7 +7,7 @@ use super::common::*;
 use crate::lessons::format_bytes;
 use crate::lessons::serving::{ServingOut, measure};
 use crate::style;
-use crate::ui::widgets::{Chart, ChartAxis, ViewCtx, legend};
+use crate::ui::widgets::{Chart, ChartAxis, Motion, ViewCtx, legend};
 
 pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) {
     let lang = cx.lang;
@@ -41,7 +41,22 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
             },
         );
     }
+    // The pass just taken, while it runs: its drafts come in unjudged and the verify pass colours them
+    // accepted or rejected; tests and renders draw the settled frame.
+    let motion = Motion::of(
+        ui,
+        egui::Id::unique(("kvscope-spec-motion", cx.lesson.id())),
+        cur,
+        cx.sync,
+        1,
+    );
+    let judged = if motion.moving() && motion.to > motion.from {
+        motion.ease()
+    } else {
+        1.0
+    };
     for (i, s) in sp.steps.iter().enumerate().take(cur + 1).skip(first) {
+        let judged = if i == cur { judged } else { 1.0 };
         let row = ui.horizontal(|ui| {
             ui.label(
                 RichText::new(format!("@{:<4}", s.pos))
@@ -50,9 +65,10 @@ pub(super) fn speculative(cx: &ViewCtx, ui: &mut Ui, o: &ServingOut, size: f32) 
                     .color(style::muted(ui.visuals())),
             );
             let chip = |ui: &mut Ui, b: u8, rgba: style::Rgba| {
-                let fill = style::c32(rgba);
+                let fill = style::c32(style::FREE).lerp_to_gamma(style::c32(rgba), judged);
                 let text = crate::model::byte_label(b);
-                let g = ui.painter().layout_no_wrap(text, font.clone(), style::ink_on(rgba));
+                let ink = style::ink_on(if judged < 0.5 { style::FREE } else { rgba });
+                let g = ui.painter().layout_no_wrap(text, font.clone(), ink);
                 let (r, _) = ui.allocate_exact_size(
                     egui::vec2(g.size().x.max(size * 0.8) + 6.0, size * 1.3),
                     egui::Sense::hover(),

@@ -5,7 +5,7 @@ use super::common::*;
 use crate::drivers::stream::StreamPolicy;
 use crate::lessons::streaming::StreamOut;
 use crate::style;
-use crate::ui::widgets::{ViewCtx, legend};
+use crate::ui::widgets::{Motion, ViewCtx, legend};
 use eframe::egui::{self, RichText, Ui};
 
 /// The state of one slot in the ring view.
@@ -70,8 +70,23 @@ pub(super) fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     let painter = ui.painter_at(rect);
     let text = ui.visuals().text_color();
     let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
+    // The move from the previous byte, when the timeline just stepped (a block freed and reused, the
+    // write pointer turning): drawn as a brief crossfade; tests and renders draw the settled frame.
+    let motion = Motion::of(
+        ui,
+        egui::Id::unique(("kvscope-ring-motion", cx.lesson.id())),
+        t,
+        cx.sync,
+        bs,
+    );
+    let before = r
+        .tables
+        .iter()
+        .find(|(s, _)| motion.moving() && *s == motion.from)
+        .map(|(_, table)| table);
+    let e = motion.ease();
     // Each slot's state at byte t.
-    let slot_state = |owner: Option<usize>, o_: usize| match owner {
+    let slot_state = |owner: Option<usize>, o_: usize, t: usize| match owner {
         None => Slot::Empty,
         Some(l) => {
             let i = l * bs + o_;
@@ -95,26 +110,28 @@ pub(super) fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         Slot::Masked => style::MASKED,
         Slot::Empty => style::FREE,
     };
-    // A block's slots, left to right, in `b`.
-    let draw_block = |b: egui::Rect, owner: Option<usize>| {
+    // A block's slots at byte `at`, left to right, in `b`, at opacity `alpha`.
+    let draw_block_at = |b: egui::Rect, owner: Option<usize>, at: usize, alpha: f32| {
         let w = b.width() / bs as f32;
         for o_ in 0..bs {
-            let state = slot_state(owner, o_);
+            let state = slot_state(owner, o_, at);
             let cell = egui::Rect::from_min_size(
                 egui::pos2(b.min.x + o_ as f32 * w, b.min.y),
                 egui::vec2((w - 1.0).max(1.0), b.height()),
             );
-            painter.rect_filled(cell, 1.0, style::c32(fill_of(state)));
+            painter.rect_filled(cell, 1.0, style::c32(fill_of(state)).gamma_multiply(alpha));
             if state == Slot::Masked {
                 painter.line_segment(
                     [cell.left_bottom(), cell.right_top()],
-                    egui::Stroke::new(1.0, style::c32(style::MASKED_HATCH)),
+                    egui::Stroke::new(1.0, style::c32(style::MASKED_HATCH).gamma_multiply(alpha)),
                 );
             }
         }
     };
+    let draw_block = |b: egui::Rect, owner: Option<usize>| draw_block_at(b, owner, t, 1.0);
     let pool = r.pool_blocks.max(1);
     let owner_of = |phys: usize| table.iter().find(|&&(_, p)| p as usize == phys).map(|&(l, _)| l);
+    let owner_before = |phys: usize| before.map(|tb| tb.iter().find(|&&(_, p)| p as usize == phys).map(|&(l, _)| l));
     // Blocks pinned for the sinks (the sinks policy keeps the block of logical 0 for good); the rest
     // is the ring.
     let pinned: Vec<usize> = (0..pool)
@@ -176,34 +193,84 @@ pub(super) fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             radius,
             egui::Stroke::new(size * 0.5, crate::style::track(ui.visuals())),
         );
+        let angle = |k: f32| -std::f32::consts::FRAC_PI_2 + std::f32::consts::TAU * k / m as f32;
         let at = |k: usize| {
-            let a = -std::f32::consts::FRAC_PI_2 + std::f32::consts::TAU * k as f32 / m as f32;
+            let a = angle(k as f32);
             centre + radius * egui::vec2(a.cos(), a.sin())
         };
-        let mut pointer = None;
+        let holds = |owner: Option<usize>, byte: usize| owner.is_some_and(|l| (l * bs..(l + 1) * bs).contains(&byte));
+        let (mut pointer, mut pointer_before) = (None, None);
         for (k, p) in place.iter().enumerate() {
             let Some(p) = *p else { continue };
             let owner = owner_of(p);
             let b = egui::Rect::from_center_size(at(k), egui::vec2(box_w, box_h));
             painter.rect_filled(b.expand(2.0), 2.0, style::c32(crate::style::canvas(!cx.light)));
             draw_block(b, owner);
-            if owner.is_some_and(|l| (l * bs..(l + 1) * bs).contains(&t)) {
-                pointer = Some(b);
+            if holds(owner, t) {
+                pointer = Some(k);
             }
-            let label = match owner {
+            if holds(owner, motion.from) {
+                pointer_before = Some(k);
+            }
+            // Labels outside the ring, above the top half's blocks and below the bottom half's.
+            let (pos, align, out) = if at(k).y <= centre.y + 1.0 {
+                (b.center_top() - egui::vec2(0.0, 2.0), egui::Align2::CENTER_BOTTOM, -1.0)
+            } else {
+                (b.center_bottom() + egui::vec2(0.0, 2.0), egui::Align2::CENTER_TOP, 1.0)
+            };
+            let label = |owner: Option<usize>| match owner {
                 Some(l) => format!("#{p} ← {l}"),
                 None => format!("#{p} {}", lang.t("free", "空闲")),
             };
-            // Labels outside the ring, above the top half's blocks and below the bottom half's.
-            let (pos, align) = if at(k).y <= centre.y + 1.0 {
-                (b.center_top() - egui::vec2(0.0, 2.0), egui::Align2::CENTER_BOTTOM)
-            } else {
-                (b.center_bottom() + egui::vec2(0.0, 2.0), egui::Align2::CENTER_TOP)
-            };
-            painter.text(pos, align, label, font.clone(), text);
+            match owner_before(p) {
+                // This step freed the block's old logical block and reused it: the old contents fade
+                // out over the new, and the old label drifts away marked freed.
+                Some(old) if old != owner => {
+                    draw_block_at(b, old, motion.from, 1.0 - e);
+                    let old_label = match old {
+                        Some(_) => format!("{} · {}", label(old), lang.t("freed", "已释放")),
+                        None => label(old),
+                    };
+                    let drift = egui::vec2(0.0, out * font.size * e);
+                    painter.text(
+                        pos + drift,
+                        align,
+                        old_label,
+                        font.clone(),
+                        // The labels take turns (the old one gone by halfway), so they never overlap legibly.
+                        text.gamma_multiply((1.0 - 2.0 * e).max(0.0)),
+                    );
+                    painter.text(
+                        pos,
+                        align,
+                        label(owner),
+                        font.clone(),
+                        text.gamma_multiply((2.0 * e - 1.0).max(0.0)),
+                    );
+                }
+                _ => {
+                    painter.text(pos, align, label(owner), font.clone(), text);
+                }
+            }
         }
-        // The write pointer: from the centre to the block being written.
-        if let Some(b) = pointer {
+        // The write pointer: from the centre to the block being written (turning there from the block
+        // before while the timeline steps across a block boundary).
+        if let Some(k) = pointer {
+            let a = match pointer_before {
+                Some(k0) if motion.moving() && k0 != k => {
+                    let (a0, a1) = (angle(k0 as f32), angle(k as f32));
+                    let mut d = a1 - a0;
+                    if d > std::f32::consts::PI {
+                        d -= std::f32::consts::TAU;
+                    } else if d < -std::f32::consts::PI {
+                        d += std::f32::consts::TAU;
+                    }
+                    a0 + d * e
+                }
+                _ => angle(k as f32),
+            };
+            let b =
+                egui::Rect::from_center_size(centre + radius * egui::vec2(a.cos(), a.sin()), egui::vec2(box_w, box_h));
             let to = b.center() + (centre - b.center()).normalized() * (box_h * 0.6);
             let stroke = egui::Stroke::new(3.0, style::c32(style::CURRENT));
             painter.line_segment([centre, to], stroke);
