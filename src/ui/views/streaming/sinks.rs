@@ -59,26 +59,34 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             Lang::Zh => format!("前 S 个字节上的注意力质量（与上表一样从第 {SINK_FROM} 步起）"),
             _ => format!("attention mass on the first S bytes (from step {SINK_FROM}, as the grid)"),
         })
-        .from_zero(),
+        .from_zero()
+        .suffix("%"),
     )
     .height(h_plot)
     .show(ui, size, |p| {
-        for run in o.runs.iter().take(3) {
+        // In % as the grid above. The window's line is drawn last and dashed: until the window first
+        // drops the first bytes it runs on the others', which would hide it.
+        let mut runs: Vec<_> = o.runs.iter().take(3).collect();
+        runs.sort_by_key(|run| run.config.policy == StreamPolicy::Window);
+        for run in runs {
             // From SINK_FROM on, as the grid: at the first steps a query has only a few bytes to
             // attend, and a mass of 1 there would read as a sink.
             let pts: PlotPoints = (SINK_FROM.min(o.stream())..o.stream())
-                .map(|t| [t as f64, f64::from(run.sink_mass_at(l, h, t))])
+                .map(|t| [t as f64, 100.0 * f64::from(run.sink_mass_at(l, h, t))])
                 .collect();
-            p.line(
-                Line::new(
-                    format!(
-                        "{} · L{l} H{h}",
-                        policy_name(lang, run.config.policy, run.config.positions)
-                    ),
-                    pts,
-                )
-                .color(policy_color(run.config.policy)),
-            );
+            let line = Line::new(
+                format!(
+                    "{} · L{l} H{h}",
+                    policy_name(lang, run.config.policy, run.config.positions)
+                ),
+                pts,
+            )
+            .color(policy_color(run.config.policy));
+            p.line(if run.config.policy == StreamPolicy::Window {
+                line.width(2.5).style(egui_plot::LineStyle::dashed_loose())
+            } else {
+                line
+            });
         }
         context_line(p, lang, o.trained_context);
     });
