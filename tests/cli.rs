@@ -1260,7 +1260,11 @@ fn timeline_steps_animate_between_their_frames_and_settle_on_the_last() {
                 args.extend(["--transition", t]);
             }
             let o = kvscope(&args);
-            assert!(o.status.success(), "{lesson} {step}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "{lesson} {step}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
             png_pixels(&path)
         };
         let settled = render("settled", None);
@@ -1273,6 +1277,16 @@ fn timeline_steps_animate_between_their_frames_and_settle_on_the_last() {
             "{lesson} step {step}: halfway through the step's transition draws the settled frame"
         );
     }
-    let o = kvscope(&["render", "--lesson", "serving", "--step", "1", "--transition", "2", "--out", "x.png"]);
+    let o = kvscope(&[
+        "render",
+        "--lesson",
+        "serving",
+        "--step",
+        "1",
+        "--transition",
+        "2",
+        "--out",
+        "x.png",
+    ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("from 0 to 1"));
 }

@@ -372,7 +372,11 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
             egui::pos2(x - 2.0, y - 2.0),
             egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8 + 4.0),
         )
-        .expand(if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 });
+        // Closing in from the sides only, so it never reaches into the rows above and below.
+        .expand2(egui::vec2(
+            if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 },
+            0.0,
+        ));
         painter.rect_stroke(
             cell,
             0.0,

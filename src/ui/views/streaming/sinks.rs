@@ -56,8 +56,10 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         "streaming-sinks",
         ChartAxis::linear(lang.t("byte read", "读取的字节")),
         ChartAxis::linear(match lang {
-            Lang::Zh => format!("前 S 个字节上的注意力质量（与上表一样从第 {SINK_FROM} 步起）"),
-            _ => format!("attention mass on the first S bytes (from step {SINK_FROM}, as the grid)"),
+            Lang::Zh => format!("每一步前 S 个字节上的注意力质量（从第 {SINK_FROM} 步起；上表是其平均）"),
+            _ => format!(
+                "attention mass on the first S bytes at each step (from step {SINK_FROM}; the grid is its mean)"
+            ),
         })
         .from_zero()
         .suffix("%"),
