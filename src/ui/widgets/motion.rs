@@ -118,7 +118,7 @@ mod tests {
             ..Default::default()
         };
         let _ = ctx.run_ui(input, |ui| {
-            m = Some(Motion::of(ui, egui::Id::new("motion test"), now, sync, 1));
+            m = Some(Motion::of(ui, egui::Id::unique("motion test"), now, sync, 1));
         });
         m.expect("the frame ran")
     }
