@@ -180,6 +180,43 @@ pub fn quoted_sources(
     ui.add_space(size * 0.3);
 }
 
+/// A paragraph block's items: (kind: 0 text, 1 bullet, 2 heading, 3 numbered item; its text; its
+/// marker). Lines of one item are joined.
+fn block_items(block: &[&str]) -> Vec<(usize, String, String)> {
+    let mut items: Vec<(usize, String)> = Vec::new();
+    let mut markers: Vec<String> = Vec::new();
+    for line in block.iter().copied() {
+        let t = line.trim_start();
+        let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
+        if let Some(rest) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {
+            items.push((1, rest.to_string()));
+            markers.push("•".into());
+        } else if digits > 0
+            && t[digits..].starts_with(". ")
+            // As in CommonMark, a numbered item starts a block, follows another item, or is item 1:
+            // a number that a placeholder put at the start of a wrapped line ("not\n8192. The")
+            // continues its paragraph.
+            && (items.last().is_none_or(|(k, _)| *k == 1 || *k == 3) || &t[..digits] == "1")
+        {
+            items.push((3, t[digits + 2..].to_string()));
+            markers.push(t[..digits + 1].to_string());
+        } else if let Some(rest) = t.strip_prefix("#") {
+            items.push((2, rest.trim_start_matches('#').trim().to_string()));
+            markers.push(String::new());
+        } else if let Some(last) = items.last_mut().filter(|(k, _)| *k != 2) {
+            let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
+            if !(cjk(last.1.chars().last()) && cjk(t.chars().next())) {
+                last.1.push(' ');
+            }
+            last.1.push_str(t);
+        } else {
+            items.push((0, t.to_string()));
+            markers.push(String::new());
+        }
+    }
+    items.into_iter().zip(markers).map(|((k, t), m)| (k, t, m)).collect()
+}
+
 /// Render narration Markdown into `ui` at body size `size`.
 pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
     let colors = Colors {
@@ -200,33 +237,7 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
         }
     }
     for block in blocks.into_iter().filter(|b| !b.is_empty()) {
-        // (kind: 0 text, 1 bullet, 2 heading, 3 numbered item; its marker)
-        let mut items: Vec<(usize, String)> = Vec::new();
-        let mut markers: Vec<String> = Vec::new();
-        for line in block {
-            let t = line.trim_start();
-            let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
-            if let Some(rest) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {
-                items.push((1, rest.to_string()));
-                markers.push("•".into());
-            } else if digits > 0 && t[digits..].starts_with(". ") {
-                items.push((3, t[digits + 2..].to_string()));
-                markers.push(t[..digits + 1].to_string());
-            } else if let Some(rest) = t.strip_prefix("#") {
-                items.push((2, rest.trim_start_matches('#').trim().to_string()));
-                markers.push(String::new());
-            } else if let Some(last) = items.last_mut().filter(|(k, _)| *k != 2) {
-                let cjk = |c: Option<char>| c.is_some_and(|c| c as u32 >= 0x2E80);
-                if !(cjk(last.1.chars().last()) && cjk(t.chars().next())) {
-                    last.1.push(' ');
-                }
-                last.1.push_str(t);
-            } else {
-                items.push((0, t.to_string()));
-                markers.push(String::new());
-            }
-        }
-        for ((kind, text), marker) in items.into_iter().zip(markers) {
+        for (kind, text, marker) in block_items(&block) {
             let indent = if kind == 1 { size * 0.8 } else { 0.0 };
             let mut job = LayoutJob {
                 wrap: egui::text::TextWrapping {
@@ -471,6 +482,29 @@ pub fn device_text(lang: Lang, en: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_number_at_the_start_of_a_wrapped_line_continues_its_paragraph() {
+        let items = |md: &str| super::block_items(&md.lines().collect::<Vec<_>>());
+        // A placeholder put 8192 at a line start: one paragraph, not a list item "8192.".
+        assert_eq!(
+            items("GPT-3's d_model is 12288, not\n8192. The rule holds."),
+            vec![(
+                0,
+                "GPT-3's d_model is 12288, not 8192. The rule holds.".to_string(),
+                String::new()
+            )]
+        );
+        // Lists still start a block, follow an item, or begin at 1 (even under a line of text).
+        let list = items("1. one\n2. two\n- three\n3. four");
+        assert_eq!(
+            list.iter().map(|i| (i.0, i.2.as_str())).collect::<Vec<_>>(),
+            [(3, "1."), (3, "2."), (1, "•"), (3, "3.")]
+        );
+        let under = items("Reasons:\n1. one\n2. two");
+        assert_eq!(under.iter().map(|i| i.0).collect::<Vec<_>>(), [0, 3, 3]);
+        assert_eq!(items("7. seven\nwraps on").len(), 1);
+    }
+
     #[test]
     fn backend_reasons_are_translated_with_their_details_kept() {
         let cases = [

@@ -122,6 +122,42 @@ fn scale_chart(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, h: f32) {
     let (lo, hi) = pts.iter().fold((f64::MAX, f64::MIN), |m, q| {
         (m.0.min(q.1.log10()), m.1.max(q.1.log10()))
     });
+    // Where each label goes: right of its point, else left, else under it, whichever first keeps clear
+    // of the other points (in axis units, from the label's width in pixels over the plot's, estimated
+    // from the view: the y axis's labels take about five text sizes, the x axis's about three).
+    let (x0, x1) = (lo - 0.1, hi + 0.45);
+    let (y0, y1) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |m, q| (m.0.min(q.2.log2()), m.1.max(q.2.log2())));
+    let font = egui::FontId::proportional(crate::style::fit(size * 0.8));
+    let per_px_x = (x1 - x0) / f64::from((ui.available_width() - size * 5.0).max(1.0));
+    let per_px_y = ((y1 - y0) * 1.1).max(1.0) / f64::from((h - size * 3.0).max(1.0));
+    let placed: Vec<egui::Align2> = pts
+        .iter()
+        .map(|(names, p, b, _)| {
+            let text = ui
+                .painter()
+                .layout_no_wrap(names.join(", "), font.clone(), egui::Color32::PLACEHOLDER);
+            let (w, dy) = (
+                f64::from(text.size().x) * per_px_x + 0.05,
+                f64::from(text.size().y) * per_px_y,
+            );
+            let (x, y) = (p.log10(), b.log2());
+            let clear = |xa: f64, xb: f64, ya: f64, yb: f64| {
+                pts.iter().all(|q| {
+                    let (qx, qy) = (q.1.log10(), q.2.log2());
+                    (qx == x && qy == y) || qx < xa || qx > xb || qy < ya || qy > yb
+                })
+            };
+            if clear(x, x + w, y - dy / 2.0, y + dy / 2.0) {
+                egui::Align2::LEFT_CENTER
+            } else if x - w > x0 && clear(x - w, x, y - dy / 2.0, y + dy / 2.0) {
+                egui::Align2::RIGHT_CENTER
+            } else {
+                egui::Align2::CENTER_TOP
+            }
+        })
+        .collect();
     Chart::new(
         "arch-scale-chart",
         ChartAxis::log10(lang.t("parameters (log axis)", "参数量（对数坐标）"))
@@ -157,14 +193,21 @@ fn scale_chart(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, h: f32) {
                     .radius(size * 0.4),
             );
         }
-        for (names, params, bytes, _) in &pts {
+        for ((names, params, bytes, _), anchor) in pts.iter().zip(&placed) {
+            let (x, y) = (params.log10(), bytes.log2());
+            let at = match *anchor {
+                egui::Align2::LEFT_CENTER => [x + 0.05, y],
+                egui::Align2::RIGHT_CENTER => [x - 0.05, y],
+                // Under the point, clear of its dot.
+                _ => [x, y - f64::from(size * 0.7) * per_px_y],
+            };
             p.text(
                 egui_plot::Text::new(
                     "",
-                    egui_plot::PlotPoint::new(params.log10() + 0.05, bytes.log2()),
+                    egui_plot::PlotPoint::new(at[0], at[1]),
                     RichText::new(names.join(", ")).size(crate::style::fit(size * 0.8)),
                 )
-                .anchor(egui::Align2::LEFT_CENTER),
+                .anchor(*anchor),
             );
         }
     });
