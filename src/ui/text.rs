@@ -185,7 +185,7 @@ pub fn quoted_sources(
 fn block_items(block: &[&str]) -> Vec<(usize, String, String)> {
     let mut items: Vec<(usize, String)> = Vec::new();
     let mut markers: Vec<String> = Vec::new();
-    for line in block.iter().copied() {
+    for line in block {
         let t = line.trim_start();
         let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
         if let Some(rest) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {

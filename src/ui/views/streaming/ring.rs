@@ -279,9 +279,19 @@ pub(super) fn ring(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             let head = size * 0.5;
             painter.line_segment([to, to - dir * head + n * head * 0.6], stroke);
             painter.line_segment([to, to - dir * head - n * head * 0.6], stroke);
+            // Its name at the centre, on the side away from the arrow, so the arrow never crosses it.
+            let (at, align) = if dir.y > 0.5 {
+                (centre - egui::vec2(0.0, size * 0.3), egui::Align2::CENTER_BOTTOM)
+            } else if dir.y < -0.5 {
+                (centre + egui::vec2(0.0, size * 0.3), egui::Align2::CENTER_TOP)
+            } else if dir.x > 0.0 {
+                (centre - egui::vec2(size * 0.4, 0.0), egui::Align2::RIGHT_CENTER)
+            } else {
+                (centre + egui::vec2(size * 0.4, 0.0), egui::Align2::LEFT_CENTER)
+            };
             painter.text(
-                centre,
-                egui::Align2::CENTER_TOP,
+                at,
+                align,
                 lang.t("write pointer", "写指针"),
                 font.clone(),
                 style::state_text(ui.visuals(), style::CURRENT),
