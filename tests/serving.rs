@@ -206,3 +206,27 @@ fn swap_out_and_back_restores_the_blocks_bit_for_bit() {
         assert!(gpu.swap_in(0, &mut host).is_err(), "nothing left to swap in");
     }
 }
+
+/// The stored latencies time whole prompts and chunked prefill at the largest budget (lesson 12 step 2
+/// says their two points timed the same schedule there): at 256 the 192-byte prompt fits in one step, so
+/// chunking never splits it and the steps are equal; at 32 they are not (whole prompts refuse the
+/// scenario, chunks split it).
+#[test]
+fn whole_prompts_and_chunks_schedule_alike_only_where_no_prompt_is_split() {
+    use kvscope::lessons::serving::measure::{BUDGETS, default_schedule};
+    let top = BUDGETS[BUDGETS.len() - 1];
+    let whole = default_schedule(false, top).unwrap();
+    let chunked = default_schedule(true, top).unwrap();
+    assert_eq!(whole, chunked);
+    assert!(
+        whole.iter().any(|(work, _)| work.iter().any(|&(_, n)| n == 192)),
+        "the long prompt in one step"
+    );
+    let small = default_schedule(true, 32).unwrap();
+    assert_ne!(small, chunked);
+    assert!(small.iter().all(|(work, _)| work.iter().all(|&(_, n)| n <= 32)));
+    assert!(
+        default_schedule(false, 32).is_err(),
+        "whole prompts refuse a 192-byte prompt at 32"
+    );
+}

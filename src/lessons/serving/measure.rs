@@ -11,7 +11,7 @@ use crate::cache::{KvDtype, PagedShape};
 use crate::compute::Backend;
 use crate::drivers::serve::{Chunk, DEFAULT_SCENARIO, scenario_from};
 use crate::drivers::spec::{Drafter, SpecConfig};
-use crate::kv::{ChunkedPrefill, KvEngine, SchedulePolicy, WholeUnderBudget};
+use crate::kv::{ChunkedPrefill, KvEngine, Request, SchedulePolicy, Scheduler, WholeUnderBudget};
 use crate::model::{Model, TokenId};
 
 /// Where the stored measurement lives in the repository.
@@ -149,6 +149,43 @@ pub fn policy(chunked: bool, budget: usize) -> Box<dyn SchedulePolicy> {
     } else {
         Box::new(WholeUnderBudget { budget })
     }
+}
+
+/// One scheduler step as [`default_schedule`] gives it: (request, prefill tokens) sorted by request, and
+/// the requests that decode.
+pub type ScheduleStep = (Vec<(u32, usize)>, Vec<u32>);
+
+/// What the default scenario's wall-clock run executes under `policy(chunked, budget)`, step by step:
+/// the prefill tokens per request (a chunk, or a whole prompt) and the requests that decode. Two policies
+/// with equal schedules time the same work, so their latencies differ only by the run.
+pub fn default_schedule(chunked: bool, budget: usize) -> Result<Vec<ScheduleStep>, String> {
+    let specs: Vec<Request> = DEFAULT_SCENARIO
+        .iter()
+        .map(|&(arrive, prompt, generate)| Request {
+            arrive,
+            prompt,
+            generate,
+        })
+        .collect();
+    let mut s = Scheduler::with_engine(KvEngine::new(serve_shape(), 1), specs, policy(chunked, budget))
+        .map_err(|e| e.to_string())?;
+    let mut steps = Vec::new();
+    while !s.is_done() {
+        if steps.len() > 100_000 {
+            return Err("the scenario did not finish".into());
+        }
+        let ev = s.step();
+        // As the served run reads a step: the policy's chunks, or whole prompts (admissions).
+        let mut work: Vec<(u32, usize)> = ev.chunks.iter().map(|&(id, _, n)| (id, n)).collect();
+        for &(id, n) in &ev.admitted {
+            if !work.iter().any(|w| w.0 == id) {
+                work.push((id, n));
+            }
+        }
+        work.sort_unstable();
+        steps.push((work, ev.decoded.iter().map(|d| d.0).collect()));
+    }
+    Ok(steps)
 }
 
 /// The latency rows, the default scenario's prompts cut from `held` (the model's held-out tokens).

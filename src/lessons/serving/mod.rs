@@ -62,6 +62,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "long_ttft_steps",
     "long_chunks",
     "refused",
+    "top_same",
+    "top_same_zh",
     "refused_zh",
     "whole_budget",
     "whole_ttft",
@@ -260,6 +262,11 @@ impl LessonKind for Serving {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })?;
+        // Whole prompts against chunks at the largest measured budget, scheduled (no model: the schedule
+        // depends on the lengths only).
+        let top = measure::BUDGETS[measure::BUDGETS.len() - 1];
+        let whole_top = measure::default_schedule(false, top)?;
+        let same_at_top = (whole_top == measure::default_schedule(true, top)?).then_some(whole_top.len());
         let fact_models = FACT_MODELS
             .iter()
             .map(|n| calc::configs::bundled(n))
@@ -279,6 +286,7 @@ impl LessonKind for Serving {
             fact_models,
             real,
             tiny_ngram,
+            same_at_top,
             numbers: Vec::new(),
         };
         o.numbers = numbers(&o);

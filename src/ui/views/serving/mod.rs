@@ -468,7 +468,18 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
                 egui_plot::Text::new(
                     "",
                     egui_plot::PlotPoint::new(x, y),
-                    format!("  {} {}", whole_name, r.budget),
+                    // Where chunks of this budget never split a prompt, the two points timed the same
+                    // schedule: say so on the point, so its gap to the chunked one is not read as the policy's.
+                    if o.same_at_top.is_some() && chunked.iter().any(|c| c.budget == r.budget) {
+                        format!(
+                            "  {} {}\n  {}",
+                            whole_name,
+                            r.budget,
+                            lang.t("(same steps as chunked)", "（与分块步骤相同）")
+                        )
+                    } else {
+                        format!("  {} {}", whole_name, r.budget)
+                    },
                 )
                 .anchor(egui::Align2::LEFT_BOTTOM)
                 .color(style::c32(style::WHOLE)),
