@@ -326,13 +326,7 @@ impl Model {
                 for &(id, _) in &ev.preempted {
                     pending[id as usize] = None;
                 }
-                // The step's chunks: the policy's, or whole prompts (admissions) for one that records none.
-                let mut work: Vec<(u32, usize, usize)> = ev.chunks.clone();
-                for &(id, len) in &ev.admitted {
-                    if !work.iter().any(|w| w.0 == id) {
-                        work.push((id, 0, len));
-                    }
-                }
+                let work = ev.prefill_work();
                 let mut chunks = Vec::new();
                 for &(id, first, len) in &work {
                     let s = &seq[id as usize];

@@ -68,6 +68,18 @@ pub struct StepEvents {
 }
 
 impl StepEvents {
+    /// The step's prefill work `(request, first position, tokens)`: the policy's chunks, or whole prompts
+    /// (admissions) for a policy that records none.
+    pub fn prefill_work(&self) -> Vec<(RequestId, usize, usize)> {
+        let mut work = self.chunks.clone();
+        for &(id, len) in &self.admitted {
+            if !work.iter().any(|w| w.0 == id) {
+                work.push((id, 0, len));
+            }
+        }
+        work
+    }
+
     /// Whether the pool ran out this step (a preemption or a request left waiting).
     pub fn oom(&self) -> bool {
         !self.preempted.is_empty() || !self.waiting.is_empty()

@@ -175,13 +175,8 @@ pub fn default_schedule(chunked: bool, budget: usize) -> Result<Vec<ScheduleStep
             return Err("the scenario did not finish".into());
         }
         let ev = s.step();
-        // As the served run reads a step: the policy's chunks, or whole prompts (admissions).
-        let mut work: Vec<(u32, usize)> = ev.chunks.iter().map(|&(id, _, n)| (id, n)).collect();
-        for &(id, n) in &ev.admitted {
-            if !work.iter().any(|w| w.0 == id) {
-                work.push((id, n));
-            }
-        }
+        // As the served run reads a step.
+        let mut work: Vec<(u32, usize)> = ev.prefill_work().iter().map(|&(id, _, n)| (id, n)).collect();
         work.sort_unstable();
         steps.push((work, ev.decoded.iter().map(|d| d.0).collect()));
     }
