@@ -382,6 +382,7 @@ fn app(kind: BackendKind) -> Result<bool> {
         }
         for (n, step) in steps.iter().enumerate() {
             let before = app.output().cloned();
+            let cpu0 = cpu_ms();
             let t = Instant::now();
             let mut frames = vec![frame(&mut app, step)?];
             loop {
@@ -398,6 +399,7 @@ fn app(kind: BackendKind) -> Result<bool> {
                 frames.push(frame(&mut app, &[])?);
             }
             let latency = t.elapsed().as_secs_f64() * 1e3;
+            let cpu = cpu_ms().zip(cpu0).map(|(b, a)| b - a);
             // Let the app settle before anything else runs: its worker checks the result against the
             // reference once a frame has shown it, as after any change a user makes.
             while app.reports().is_none() {
@@ -442,7 +444,33 @@ fn app(kind: BackendKind) -> Result<bool> {
                 if frames.len() == 1 { "" } else { "s" },
                 frames.join(" + "),
             );
+            if let Some(cpu) = cpu {
+                // Every thread of the process: the UI, the worker's pool and the software renderer's.
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                outln!(
+                    "    CPU time of all threads from the change to that frame: {cpu:.0} ms on {cores} core{}, at least {:.0} ms of wall time",
+                    if cores == 1 { "" } else { "s" },
+                    cpu / cores as f64
+                );
+            }
             let total: f64 = spans.iter().map(|s| s.1).sum();
+            // The arithmetic those spans do, counted from the shape (a multiply-add is 2 flops; lesson 3
+            // is causal, so attention counts the T(T+1)/2 query-key pairs the mask lets through, and
+            // the kernels, which skip only whole tiles in the future, do somewhat more): a floor under
+            // the worker on this CPU, whatever the code around the kernels does.
+            let [t, d, h, kvh] = ["seq", "d_model", "heads", "kv_heads"].map(|k| get(k) as f64);
+            let hd = d / h.max(1.0);
+            let pairs = t * (t + 1.0) / 2.0;
+            let flops = [
+                ("Q, K, V projections", 2.0 * t * d * (d + 2.0 * kvh * hd)),
+                ("attention kernels", 4.0 * h * pairs * hd),
+                ("fused kernel", 4.0 * h * pairs * hd),
+                ("W_O", 2.0 * t * d * d),
+            ];
+            let (gflop, ms) = flops.iter().fold((0.0, 0.0), |(g, m), (name, f)| {
+                let ms = spans.iter().filter(|s| s.0 == *name).map(|s| s.1).sum::<f64>();
+                (g + f / 1e9, m + ms)
+            });
             outln!(
                 "    worker, measured again here: {}; reference check after it {verify_ms:.0} ms ({})",
                 spans
@@ -457,6 +485,10 @@ fn app(kind: BackendKind) -> Result<bool> {
                     None => "the computation failed",
                 },
             );
+            outln!(
+                "    the kernels' arithmetic (projections, attention, fused, W_O): {gflop:.1} GFLOP in {ms:.0} ms, {:.0} GFLOP/s",
+                gflop / (ms.max(1e-3) / 1e3)
+            );
         }
     }
     outln!(
@@ -465,6 +497,22 @@ fn app(kind: BackendKind) -> Result<bool> {
         worst[1]
     );
     Ok(true)
+}
+
+/// Milliseconds on CPU so far, summed over every thread of this process (Linux's per-thread
+/// `schedstat`, in nanoseconds); `None` elsewhere.
+fn cpu_ms() -> Option<f64> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut ns = 0u64;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns as f64 / 1e6)
 }
 
 /// `--only`'s help: the fixed lines, then each lesson's own lines (`LessonKind::ratio_lines`).

@@ -520,15 +520,23 @@ pub fn heat_head(a: &Array3<f32>, h: usize) -> Arc<HeatmapData> {
 pub fn heat_probs(a: &Array3<f32>, h: usize, mask: Mask) -> Arc<HeatmapData> {
     let p = a.index_axis(Axis(0), h);
     let cols = p.ncols();
-    let mut values: Vec<f32> = match p.as_slice() {
-        Some(s) => s.to_vec(),
-        None => p.iter().copied().collect(),
-    };
-    for (i, row) in values.chunks_mut(cols.max(1)).enumerate() {
-        for (j, v) in row.iter_mut().enumerate() {
-            if *v == 0.0 && !mask.visible(i, j) {
-                *v = f32::NEG_INFINITY;
+    let mut values = Vec::with_capacity(p.len());
+    for (i, row) in p.rows().into_iter().enumerate() {
+        // Copied row by row; the mask's hidden keys are those outside its (at most two) spans.
+        let start = values.len();
+        values.extend(row.iter().copied());
+        let row = &mut values[start..];
+        let mut from = 0;
+        for seen in mask.spans(i, cols).into_iter().chain(std::iter::once(cols..cols)) {
+            if seen.is_empty() && seen.start != cols {
+                continue;
             }
+            for v in &mut row[from..seen.start.max(from)] {
+                if *v == 0.0 {
+                    *v = f32::NEG_INFINITY;
+                }
+            }
+            from = from.max(seen.end);
         }
     }
     heat(p.nrows(), cols, values)
@@ -586,5 +594,42 @@ pub fn format_bytes(n: f64) -> String {
         format!("{v:.0} {}", U[i])
     } else {
         format!("{v:.1} {}", U[i])
+    }
+}
+
+#[cfg(test)]
+mod heat_tests {
+    use super::*;
+
+    /// `heat_probs` marks −∞ exactly the zeros the mask hides, for every kind of mask: it walks the
+    /// mask's spans, and here each entry is compared with `Mask::visible`.
+    #[test]
+    fn heat_probs_hides_exactly_the_masked_zeros() {
+        let (h, t) = (2, 13);
+        // Zeros everywhere on head 1, and on the even columns of head 0: a visible zero stays 0.
+        let a = Array3::from_shape_fn((h, t, t), |(k, _, j)| if k == 0 && j % 2 == 1 { 0.5 } else { 0.0 });
+        for mask in [
+            Mask::None,
+            Mask::Causal,
+            Mask::Window { window: 4, sinks: 2 },
+            Mask::Window { window: 1, sinks: 0 },
+            Mask::Window { window: 20, sinks: 3 },
+            Mask::Window { window: 3, sinks: 20 },
+        ] {
+            for k in 0..h {
+                let m = heat_probs(&a, k, mask);
+                for i in 0..t {
+                    for j in 0..t {
+                        let v = a[[k, i, j]];
+                        let want = if v == 0.0 && !mask.visible(i, j) {
+                            f32::NEG_INFINITY
+                        } else {
+                            v
+                        };
+                        assert_eq!(m.values[i * t + j], want, "{mask:?} head {k} ({i}, {j})");
+                    }
+                }
+            }
+        }
     }
 }

@@ -12,6 +12,7 @@ pub mod trained;
 use std::sync::Arc;
 
 use ndarray::{Array2, Array3, Axis, s};
+use rayon::prelude::*;
 
 use super::{OpIo, Output, any_nan, heat, heat_head, heat_matrix, heat_probs};
 
@@ -177,12 +178,23 @@ impl AttnOut {
             wq: heat_matrix(&w.wq),
             wk: heat_matrix(&w.wk),
             wv: heat_matrix(&w.wv),
-            q: (0..h).map(|i| heat_head(&qkv.q, i)).collect(),
-            k: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.k, i)).collect(),
-            v: (0..shape.n_kv_heads).map(|i| heat_head(&qkv.v, i)).collect(),
-            scores: (0..h).map(|i| heat_head(&core.scores, i)).collect(),
-            probs: (0..h).map(|i| heat_probs(&core.probs, i, mask)).collect(),
-            out: (0..h).map(|i| heat_head(&core.out, i)).collect(),
+            // One T×T copy per head and map: spread over the CPU's threads (at T = 1024 and 16 heads
+            // these are 32 maps of 4 MB each, the largest part of a lesson-3 change after the kernels).
+            q: (0..h).into_par_iter().map(|i| heat_head(&qkv.q, i)).collect(),
+            k: (0..shape.n_kv_heads)
+                .into_par_iter()
+                .map(|i| heat_head(&qkv.k, i))
+                .collect(),
+            v: (0..shape.n_kv_heads)
+                .into_par_iter()
+                .map(|i| heat_head(&qkv.v, i))
+                .collect(),
+            scores: (0..h).into_par_iter().map(|i| heat_head(&core.scores, i)).collect(),
+            probs: (0..h)
+                .into_par_iter()
+                .map(|i| heat_probs(&core.probs, i, mask))
+                .collect(),
+            out: (0..h).into_par_iter().map(|i| heat_head(&core.out, i)).collect(),
             q_heads: heat_matrix(&concat_heads(&qkv.q)),
             concat: heat_matrix(&concat),
             y: heat_matrix(&y),
