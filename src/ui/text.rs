@@ -257,7 +257,8 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
                 text: if kind == 2 { colors.strong } else { colors.text },
                 ..colors
             };
-            push_inline(&mut job, &text, s, colors);
+            push_inline(&mut job, &glue(&text), s, colors);
+            let job = keep_openers(ui.ctx(), job);
             if kind == 1 {
                 ui.horizontal_top(|ui| {
                     ui.add_space(indent);
@@ -269,6 +270,78 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
         }
         ui.add_space(size * 0.45);
     }
+}
+
+/// `text` with no-break spaces where a wrapped line must not split a short expression: around " = "
+/// ("S = 4", "K = 32") and inside a layer-and-head name ("L2 H3").
+pub(crate) fn glue(text: &str) -> String {
+    const NBSP: char = '\u{A0}';
+    let text = text.replace(" = ", "\u{A0}=\u{A0}");
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    for (i, &c) in chars.iter().enumerate() {
+        // "L<digits> H<digit>": the space after a layer number, before a head number.
+        let layer_before = || {
+            let digits = chars[..i].iter().rev().take_while(|c| c.is_ascii_digit()).count();
+            digits > 0
+                && i > digits
+                && chars[i - digits - 1] == 'L'
+                && (i == digits + 1 || !chars[i - digits - 2].is_alphanumeric())
+        };
+        let head_after = chars.get(i + 1) == Some(&'H') && chars.get(i + 2).is_some_and(|c| c.is_ascii_digit());
+        out.push(if c == ' ' && head_after && layer_before() {
+            NBSP
+        } else {
+            c
+        });
+    }
+    out
+}
+
+/// Opening brackets and quotes, which Chinese typesetting never leaves at the end of a line.
+const OPENERS: &str = "（“‘《【「『〈〔([";
+
+/// `job` laid out as egui wraps it, with an explicit break before each opener that would end a row.
+/// egui may break after any character that precedes a CJK one, so "…全量解码（上下文…" could end a
+/// row on "（"; Chinese typesetting keeps an opener with what follows it. Each such row gets a
+/// break before its opener and the paragraph is laid out again (a few rounds at most; English
+/// paragraphs are returned as they are).
+pub(crate) fn keep_openers(ctx: &egui::Context, mut job: LayoutJob) -> LayoutJob {
+    if !has_cjk(&job.text) {
+        return job;
+    }
+    for _ in 0..8 {
+        let galley = ctx.fonts_mut(|f| f.layout_job(job.clone()));
+        // egui counts one glyph per character (its cursors rely on it), and a `\n` between rows.
+        let mut start = 0;
+        let mut hit = None;
+        for (i, row) in galley.rows.iter().enumerate() {
+            let glyphs = &row.row.glyphs;
+            let last = glyphs.iter().rposition(|g| !g.chr.is_whitespace());
+            if i + 1 < galley.rows.len()
+                && !row.ends_with_newline
+                && let Some(last) = last.filter(|&l| l > 0 && OPENERS.contains(glyphs[l].chr))
+            {
+                hit = Some(start + last);
+                break;
+            }
+            start += glyphs.len() + usize::from(row.ends_with_newline);
+        }
+        let Some(at) = hit.and_then(|c| job.text.char_indices().nth(c).map(|(b, _)| b)) else {
+            return job;
+        };
+        job.text.insert(at, '\n');
+        for section in &mut job.sections {
+            let r = &mut section.byte_range;
+            if r.start.0 >= at {
+                r.start.0 += 1;
+            }
+            if r.end.0 > at {
+                r.end.0 += 1;
+            }
+        }
+    }
+    job
 }
 
 const KEYWORDS: &[&str] = &[
@@ -482,6 +555,72 @@ pub fn device_text(lang: Lang, en: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use eframe::egui;
+
+    #[test]
+    fn short_expressions_are_glued() {
+        assert_eq!(
+            super::glue("S = 4 at (L2 H3), L10 H0; XL2 H3, L2 Hx"),
+            "S\u{A0}=\u{A0}4 at (L2\u{A0}H3), L10\u{A0}H0; XL2 H3, L2 Hx"
+        );
+    }
+
+    #[test]
+    fn no_row_of_a_chinese_paragraph_ends_on_an_opening_bracket() {
+        let ctx = egui::Context::default();
+        super::super::fonts::install(&ctx);
+        let _ = ctx.run_ui(Default::default(), |_| {});
+        let para = "这里按层、按头测量：任一头在全量解码（上下文之内、去掉最初几步）放在前 S = 4 个字节上的质量最大为 2.0%（L2 H2）；sink + 窗口每字节 1.858 比特。";
+        let ends = |job: &super::LayoutJob| {
+            let g = ctx.fonts_mut(|f| f.layout_job(job.clone()));
+            g.rows
+                .iter()
+                .map(|r| {
+                    r.row
+                        .glyphs
+                        .iter()
+                        .rev()
+                        .find(|g| !g.chr.is_whitespace())
+                        .map_or(' ', |g| g.chr)
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut found = 0;
+        // Widths at which egui alone ends a row on "（", and others: after the fix none does, and
+        // the text is the same but for the breaks put in.
+        for width in (200..700).step_by(7) {
+            let mut job = super::LayoutJob {
+                wrap: egui::text::TextWrapping {
+                    max_width: width as f32,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            job.append(
+                para,
+                0.0,
+                egui::TextFormat::simple(egui::FontId::proportional(22.0), egui::Color32::WHITE),
+            );
+            let before = ends(&job);
+            found += usize::from(before[..before.len() - 1].contains(&'（'));
+            let fixed = super::keep_openers(&ctx, job);
+            let after = ends(&fixed);
+            assert!(
+                !after[..after.len() - 1].contains(&'（'),
+                "width {width}: rows end {after:?}"
+            );
+            assert_eq!(fixed.text.replace('\n', ""), para);
+            assert_eq!(
+                fixed.sections.last().map(|s| s.byte_range.end.0),
+                Some(fixed.text.len())
+            );
+        }
+        assert!(
+            found > 0,
+            "no width made egui end a row on an opener: the test proves nothing"
+        );
+    }
+
     #[test]
     fn a_number_at_the_start_of_a_wrapped_line_continues_its_paragraph() {
         let items = |md: &str| super::block_items(&md.lines().collect::<Vec<_>>());
