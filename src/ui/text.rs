@@ -299,7 +299,7 @@ pub(crate) fn glue(text: &str) -> String {
 }
 
 /// Opening brackets and quotes, which Chinese typesetting never leaves at the end of a line.
-const OPENERS: &str = "（“‘《【「『〈〔([";
+const OPENERS: &str = "（“‘《【「『〈([";
 
 /// `job` laid out as egui wraps it, with an explicit break before each opener that would end a row.
 /// egui may break after any character that precedes a CJK one, so "…全量解码（上下文…" could end a

@@ -374,7 +374,34 @@ pub fn timeline(
                 .text(lang.t("timeline", "时间线")),
         );
         c = v;
-        ui.label(RichText::new(label(c)).strong().size(crate::style::fit(size)));
+        // A label that does not fit breaks between its " · "-separated phrases, never inside one
+        // ("提示词" split over two lines); one that fits is drawn as it is.
+        let text = label(c);
+        let font = egui::FontId::proportional(crate::style::fit(size));
+        let width = |t: &str| ui.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), Color32::WHITE).size().x);
+        let parts: Vec<&str> = text.split(" · ").collect();
+        let (space, full) = (width("a b") - width("ab"), ui.max_rect().width());
+        let (mut room, mut line, mut out) = (ui.available_width(), 0.0, String::new());
+        for (i, part) in parts.iter().enumerate() {
+            let piece = if i + 1 < parts.len() {
+                format!("{part} ·")
+            } else {
+                part.to_string()
+            };
+            let w = width(&piece);
+            if i > 0 && line + space + w > room - 2.0 {
+                out.push('\n');
+                (room, line) = (full, w);
+            } else {
+                if i > 0 {
+                    out.push(' ');
+                    line += space;
+                }
+                line += w;
+            }
+            out.push_str(&piece);
+        }
+        ui.label(RichText::new(out).strong().size(crate::style::fit(size)));
     });
     if c != *cx.cursor {
         *cx.cursor = c;

@@ -354,15 +354,34 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
             painter.rect_filled(cell, 0.0, fill);
         }
         if row == o.row() {
-            painter.rect_stroke(
-                egui::Rect::from_min_size(
-                    egui::pos2(rect.min.x + label_w, y),
-                    egui::vec2(cw * n as f32, row_h * 0.8),
-                ),
-                0.0,
-                egui::Stroke::new(1.5, text),
-                egui::StrokeKind::Outside,
-            );
+            // The selected row's frame, open where this row's evicted byte has its box, so the two
+            // outlines never cross (the frame ran through the middle of the box).
+            let strip = egui::Rect::from_min_size(
+                egui::pos2(rect.min.x + label_w, y),
+                egui::vec2(cw * n as f32, row_h * 0.8),
+            )
+            .expand(0.75);
+            let stroke = egui::Stroke::new(1.5, text);
+            let gaps: Vec<(f32, f32)> = left
+                .iter()
+                .filter(|l| l.0 == row)
+                .map(|&(_, i)| {
+                    let x = rect.min.x + label_w + i as f32 * cw;
+                    (x - 6.0, x + cw.max(1.0) + 6.0)
+                })
+                .collect();
+            for y in [strip.top(), strip.bottom()] {
+                let mut x0 = strip.left();
+                for &(a, b) in gaps.iter().chain([&(strip.right(), strip.right())]) {
+                    if a > x0 {
+                        painter.line_segment([egui::pos2(x0, y), egui::pos2(a.min(strip.right()), y)], stroke);
+                    }
+                    x0 = x0.max(b);
+                }
+            }
+            for x in [strip.left(), strip.right()] {
+                painter.line_segment([egui::pos2(x, strip.top()), egui::pos2(x, strip.bottom())], stroke);
+            }
         }
     }
     for &(row, i) in &left {
