@@ -45,13 +45,46 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
     };
     head_grid(ui, lang, size, &grid);
     let (l, h) = (o.layer, o.head);
-    // Room under the plot for the stored variant's line (up to four lines on a projector).
-    let below = if stored::file().is_some_and(|f| f.start.is_some()) {
-        6.0
-    } else {
-        2.5
-    };
-    let h_plot = (ui.available_height() - below * size).max(80.0);
+    let stored_note = stored::file().and_then(|f| f.start.as_ref()).map(|s| {
+        let best = s.strongest_sink();
+        let w_at = s
+            .runs
+            .iter()
+            .find(|r| r.policy == "sinks" && r.positions == "cache" && r.sinks == s.sink_mass_sinks)
+            .map_or(0, |r| r.window);
+        let bpb = |p: &str| {
+            s.find(p, "cache", w_at, s.sink_mass_sinks)
+                .map_or(f64::NAN, |r| r.bits_per_byte)
+        };
+        let (w, k) = (bpb("window"), bpb("sinks"));
+        match lang {
+            Lang::En => format!(
+                "Stored, the variant trained with a start byte at the head of every window: its strongest head (L{} H{}) puts {:.1}% of its mass on bytes 0…{}; over {} bytes sinks + window scores {k:.3} bits per byte against {w:.3} for the window.",
+                best.0,
+                best.1,
+                100.0 * best.2,
+                s.sink_mass_sinks.saturating_sub(1),
+                s.bytes
+            ),
+            Lang::Zh => format!(
+                "存储的实测：每个训练窗口以起始字节开头的变体，最强的头（L{} H{}）把 {:.1}% 的质量放在字节 0…{} 上；在 {} 字节上 sink + 窗口每字节 {k:.3} 比特，单纯窗口 {w:.3}。",
+                best.0,
+                best.1,
+                100.0 * best.2,
+                s.sink_mass_sinks.saturating_sub(1),
+                s.bytes
+            ),
+            }
+    });
+    // Room under the plot for the stored variant's note, as laid out at this width.
+    let below = stored_note.as_ref().map_or(size * 2.5, |t| {
+        let font = egui::FontId::proportional(crate::style::fit(size * 0.9));
+        let wrapped = ui
+            .painter()
+            .layout(t.clone(), font, egui::Color32::WHITE, ui.available_width());
+        wrapped.size().y + 2.0 * ui.spacing().item_spacing.y + size * 0.5
+    });
+    let h_plot = (ui.available_height() - below).max(80.0);
     Chart::new(
         "streaming-sinks",
         ChartAxis::linear(lang.t("byte read", "读取的字节")),
@@ -92,40 +125,8 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         }
         context_line(p, lang, o.trained_context);
     });
-    if let Some(s) = stored::file().and_then(|f| f.start.as_ref()) {
-        let best = s.strongest_sink();
-        let w_at = s
-            .runs
-            .iter()
-            .find(|r| r.policy == "sinks" && r.positions == "cache" && r.sinks == s.sink_mass_sinks)
-            .map_or(0, |r| r.window);
-        let bpb = |p: &str| {
-            s.find(p, "cache", w_at, s.sink_mass_sinks)
-                .map_or(f64::NAN, |r| r.bits_per_byte)
-        };
-        let (w, k) = (bpb("window"), bpb("sinks"));
-        note(
-            ui,
-            size,
-            match lang {
-                Lang::En => format!(
-                    "Stored, the variant trained with a start byte at the head of every window: its strongest head (L{} H{}) puts {:.1}% of its mass on bytes 0…{}; over {} bytes sinks + window scores {k:.3} bits per byte against {w:.3} for the window.",
-                    best.0,
-                    best.1,
-                    100.0 * best.2,
-                    s.sink_mass_sinks.saturating_sub(1),
-                    s.bytes
-                ),
-                Lang::Zh => format!(
-                    "存储的实测：每个训练窗口以起始字节开头的变体，最强的头（L{} H{}）把 {:.1}% 的质量放在字节 0…{} 上；在 {} 字节上 sink + 窗口每字节 {k:.3} 比特，单纯窗口 {w:.3}。",
-                    best.0,
-                    best.1,
-                    100.0 * best.2,
-                    s.sink_mass_sinks.saturating_sub(1),
-                    s.bytes
-                ),
-            },
-        );
+    if let Some(text) = stored_note {
+        note(ui, size, text);
     }
 }
 
