@@ -378,7 +378,8 @@ pub fn timeline(
         // ("提示词" split over two lines); one that fits is drawn as it is.
         let text = label(c);
         let font = egui::FontId::proportional(crate::style::fit(size));
-        let width = |t: &str| ui.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), Color32::WHITE).size().x);
+        let ink = ui.visuals().text_color();
+        let width = |t: &str| ui.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), ink).size().x);
         let parts: Vec<&str> = text.split(" · ").collect();
         let (space, full) = (width("a b") - width("ab"), ui.max_rect().width());
         let (mut room, mut line, mut out) = (ui.available_width(), 0.0, String::new());

@@ -81,7 +81,7 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         let font = egui::FontId::proportional(crate::style::fit(size * 0.9));
         let wrapped = ui
             .painter()
-            .layout(t.clone(), font, egui::Color32::WHITE, ui.available_width());
+            .layout(t.clone(), font, ui.visuals().text_color(), ui.available_width());
         wrapped.size().y + 2.0 * ui.spacing().item_spacing.y + size * 0.5
     });
     let h_plot = (ui.available_height() - below).max(80.0);
