@@ -379,10 +379,22 @@ pub fn timeline(
         let text = label(c);
         let font = egui::FontId::proportional(crate::style::fit(size));
         let ink = ui.visuals().text_color();
-        let width = |t: &str| ui.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), ink).size().x);
+        let ctx = ui.ctx().clone();
+        let width = |t: &str| ctx.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), ink).size().x);
         let parts: Vec<&str> = text.split(" · ").collect();
         let (space, full) = (width("a b") - width("ab"), ui.max_rect().width());
-        let (mut room, mut line, mut out) = (ui.available_width(), 0.0, String::new());
+        let (mut room, mut line, mut out) = (ui.available_size_before_wrap().x, 0.0, String::new());
+        // A first phrase too wide for the room beside the controls starts the next line instead of
+        // breaking inside a word there.
+        let first = if parts.len() > 1 {
+            format!("{} ·", parts[0])
+        } else {
+            text.clone()
+        };
+        if width(&first) > room - 2.0 && room < full - 2.0 {
+            ui.end_row();
+            room = full;
+        }
         for (i, part) in parts.iter().enumerate() {
             let piece = if i + 1 < parts.len() {
                 format!("{part} ·")
