@@ -1719,9 +1719,9 @@ fn timelines_of_lessons_10_and_12_step_with_the_keys() {
             k_job.unwrap_or_default(),
             v_job.unwrap_or_default()
         );
-        // The label may break between its " · " phrases where the view is narrow.
+        // The label may break between its " · " phrases where the view is narrow (the break replaces the " · ").
         let shown = h
-            .query_all_by(|n| n.value().is_some_and(|v| v.replace(" ·\n", " · ") == text))
+            .query_all_by(|n| n.value().is_some_and(|v| v.replace('\n', " · ") == text))
             .next();
         assert!(shown.is_some(), "byte {t} (G = {g}): {text}");
         h.key_press(Key::ArrowDown);

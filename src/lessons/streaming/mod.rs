@@ -148,6 +148,11 @@ pub struct StreamOut {
 /// attend, so all of its mass is on the first ones whether the model has a sink or not.
 pub const SINK_FROM: usize = 16;
 
+/// The lesson's test for an attention sink: a head whose mean mass on the first S bytes (over the
+/// dense steps from [`SINK_FROM`] on, inside the trained context) reaches a tenth. The chart of lesson 8
+/// step 4 draws it, so that single steps above it are not read as sinks.
+pub const SINK_TEST_MASS: f64 = 0.10;
+
 impl StreamOut {
     /// The run of `policy` with `positions`.
     pub fn run(&self, policy: StreamPolicy, positions: Positions) -> &StreamRun {
@@ -380,7 +385,7 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
     let (sl, sh, sm) = o.strongest_sink();
     let gain = o.run(StreamPolicy::Window, Positions::Cache).bits_per_byte()
         - o.run(StreamPolicy::Sinks, Positions::Cache).bits_per_byte();
-    let no_sink = gain < 0.05 && sm < 0.10;
+    let no_sink = gain < 0.05 && sm < SINK_TEST_MASS;
     let bytes_mib = |b: usize| format!("{:.2} MiB", b as f64 / (1024.0 * 1024.0));
     let mut v = vec![
         ("trained_context", ctx.to_string()),
@@ -475,7 +480,7 @@ fn numbers(o: &StreamOut) -> Vec<(&'static str, String)> {
     if let Some(s) = stored::smollm2() {
         // SmolLM2's stored runs (one setting: the file's sinks run).
         let (l, h, m) = s.strongest_sink();
-        let (at, all) = s.heads_at_least(0.10);
+        let (at, all) = s.heads_at_least(SINK_TEST_MASS);
         let (w, k) = s
             .runs
             .iter()

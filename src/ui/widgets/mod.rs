@@ -375,44 +375,36 @@ pub fn timeline(
         );
         c = v;
         // A label that does not fit breaks between its " · "-separated phrases, never inside one
-        // ("提示词" split over two lines); one that fits is drawn as it is.
+        // ("提示词" split over two lines), and the line break stands for the " · "; one that fits is
+        // drawn as it is.
         let text = label(c);
         let font = egui::FontId::proportional(crate::style::fit(size));
         let ink = ui.visuals().text_color();
         let ctx = ui.ctx().clone();
         let width = |t: &str| ctx.fonts_mut(|f| f.layout_no_wrap(t.to_string(), font.clone(), ink).size().x);
         let parts: Vec<&str> = text.split(" · ").collect();
-        let (space, full) = (width("a b") - width("ab"), ui.max_rect().width());
-        let (mut room, mut line, mut out) = (ui.available_size_before_wrap().x, 0.0, String::new());
+        let (dot, full) = (width("a · b") - width("ab"), ui.max_rect().width());
+        let mut room = ui.available_size_before_wrap().x;
         // A first phrase too wide for the room beside the controls starts the next line instead of
         // breaking inside a word there.
-        let first = if parts.len() > 1 {
-            format!("{} ·", parts[0])
-        } else {
-            text.clone()
-        };
-        if width(&first) > room - 2.0 && room < full - 2.0 {
+        if width(parts[0]) > room - 2.0 && room < full - 2.0 {
             ui.end_row();
             room = full;
         }
+        let (mut line, mut out) = (0.0, String::new());
         for (i, part) in parts.iter().enumerate() {
-            let piece = if i + 1 < parts.len() {
-                format!("{part} ·")
-            } else {
-                part.to_string()
-            };
-            let w = width(&piece);
-            if i > 0 && line + space + w > room - 2.0 {
+            let w = width(part);
+            if i > 0 && line + dot + w > room - 2.0 {
                 out.push('\n');
                 (room, line) = (full, w);
             } else {
                 if i > 0 {
-                    out.push(' ');
-                    line += space;
+                    out.push_str(" · ");
+                    line += dot;
                 }
                 line += w;
             }
-            out.push_str(&piece);
+            out.push_str(part);
         }
         ui.label(RichText::new(out).strong().size(crate::style::fit(size)));
     });

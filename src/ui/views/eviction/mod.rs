@@ -387,10 +387,9 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
     for &(row, i) in &left {
         let y = rect.min.y + row as f32 * row_h;
         let x = rect.min.x + label_w + i as f32 * cw;
-        let cell = egui::Rect::from_min_size(
-            egui::pos2(x - 2.0, y - 2.0),
-            egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8 + 4.0),
-        )
+        // As tall as the row, its stroke outside: boxes in neighbouring rows keep the rows' gap apart
+        // (2 px more each way merged a column of them into one bar).
+        let cell = egui::Rect::from_min_size(egui::pos2(x - 2.0, y), egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8))
         // Closing in from the sides only, so it never reaches into the rows above and below.
         .expand2(egui::vec2(
             if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 },

@@ -6,7 +6,7 @@ use egui_plot::{Line, PlotPoints};
 
 use super::common::*;
 use crate::drivers::stream::{Positions, StreamPolicy};
-use crate::lessons::streaming::{SINK_FROM, StreamOut, stored};
+use crate::lessons::streaming::{SINK_FROM, SINK_TEST_MASS, StreamOut, stored};
 use crate::style;
 use crate::ui::text::Lang;
 use crate::ui::widgets::{Chart, ChartAxis, HeadGrid, ViewCtx, head_grid, head_grid_by_layer};
@@ -124,6 +124,11 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
             });
         }
         context_line(p, lang, o.trained_context);
+        // The lesson's test is on the mean (the grid), not on single steps.
+        p.threshold_y(
+            100.0 * SINK_TEST_MASS,
+            lang.t("sink test: mean", "汇聚标准：均值"),
+        );
     });
     if let Some(text) = stored_note {
         note(ui, size, text);
