@@ -390,11 +390,11 @@ fn keep(cx: &mut ViewCtx, ui: &mut Ui, o: &EvictOut) {
         // As tall as the row, its stroke outside: boxes in neighbouring rows keep the rows' gap apart
         // (2 px more each way merged a column of them into one bar).
         let cell = egui::Rect::from_min_size(egui::pos2(x - 2.0, y), egui::vec2(cw.max(1.0) + 4.0, row_h * 0.8))
-        // Closing in from the sides only, so it never reaches into the rows above and below.
-        .expand2(egui::vec2(
-            if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 },
-            0.0,
-        ));
+            // Closing in from the sides only, so it never reaches into the rows above and below.
+            .expand2(egui::vec2(
+                if before.is_some() { (1.0 - e) * size * 1.5 } else { 0.0 },
+                0.0,
+            ));
         painter.rect_stroke(
             cell,
             0.0,

@@ -125,10 +125,7 @@ pub(super) fn sinks(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         }
         context_line(p, lang, o.trained_context);
         // The lesson's test is on the mean (the grid), not on single steps.
-        p.threshold_y(
-            100.0 * SINK_TEST_MASS,
-            lang.t("sink test: mean", "汇聚标准：均值"),
-        );
+        p.threshold_y(100.0 * SINK_TEST_MASS, lang.t("sink test: mean", "汇聚标准：均值"));
     });
     if let Some(text) = stored_note {
         note(ui, size, text);
