@@ -522,21 +522,15 @@ pub fn heat_probs(a: &Array3<f32>, h: usize, mask: Mask) -> Arc<HeatmapData> {
     let cols = p.ncols();
     let mut values = Vec::with_capacity(p.len());
     for (i, row) in p.rows().into_iter().enumerate() {
-        // Copied row by row; the mask's hidden keys are those outside its (at most two) spans.
+        // Copied row by row, then the mask's hidden keys that the backend left at 0.
         let start = values.len();
         values.extend(row.iter().copied());
         let row = &mut values[start..];
-        let mut from = 0;
-        for seen in mask.spans(i, cols).into_iter().chain(std::iter::once(cols..cols)) {
-            if seen.is_empty() && seen.start != cols {
-                continue;
-            }
-            for v in &mut row[from..seen.start.max(from)] {
-                if *v == 0.0 {
-                    *v = f32::NEG_INFINITY;
-                }
-            }
-            from = from.max(seen.end);
+        for gap in mask.hidden(i, cols) {
+            row[gap]
+                .iter_mut()
+                .filter(|v| **v == 0.0)
+                .for_each(|v| *v = f32::NEG_INFINITY);
         }
     }
     heat(p.nrows(), cols, values)

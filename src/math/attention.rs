@@ -308,9 +308,9 @@ fn one_head<T: Real>(q: ArrayView2<T>, k: ArrayView2<T>, v: ArrayView2<T>, mask:
         );
         for (r, mut row) in tile.rows_mut().into_iter().enumerate() {
             let row = row.as_slice_mut().expect("scratch rows are contiguous");
-            let [a, b] = mask.spans(i0 + r, end);
-            row[a.end..b.start.max(a.end)].fill(T::NEG_INFINITY);
-            row[b.end.max(a.end)..].fill(T::NEG_INFINITY);
+            for gap in mask.hidden(i0 + r, end) {
+                row[gap].fill(T::NEG_INFINITY);
+            }
         }
         let mut st = dst.scores.slice_mut(s![i0..i1, ..]);
         st.slice_mut(s![.., 0..end]).assign(&tile);

@@ -50,6 +50,13 @@ impl Mask {
         }
     }
 
+    /// The keys query `i` may not see among `0..t`, as at most two ranges: the complement of
+    /// [`Mask::spans`] (whose first span starts at 0), i.e. the gap after each span.
+    pub fn hidden(self, i: usize, t: usize) -> [std::ops::Range<usize>; 2] {
+        let [a, b] = self.spans(i, t);
+        [a.end..b.start.max(a.end), b.end.max(a.end)..t]
+    }
+
     /// (kind, window, sinks) as the kernels take them: kind 0 none, 1 causal, 2 window.
     pub fn code(self) -> (i32, i32, i32) {
         match self {

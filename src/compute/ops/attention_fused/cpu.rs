@@ -92,10 +92,8 @@ fn one_head(q: &[f32], k: &[f32], v: &[f32], (t, hd): (usize, usize), mask: Mask
         }
         // The mask: −∞ wherever query i0 + j may not look (this also covers the skipped tiles).
         for j in 0..nq {
-            // Visible: `a` (from 0) and `b` (after `a`, possibly empty); hidden: the gaps after each.
-            let [a, b] = mask.spans(i0 + j, end);
-            let hidden = (a.end..b.start.max(a.end)).chain(b.end.max(a.end)..end);
-            hidden.for_each(|x| st[x * nq + j] = f32::NEG_INFINITY);
+            let [a, b] = mask.hidden(i0 + j, end);
+            a.chain(b).for_each(|x| st[x * nq + j] = f32::NEG_INFINITY);
         }
         simd::column_softmax_numerators(st, nq, &mut l[..nq]);
         // O = P·V with the unnormalised P; query rows r0.. need keys up to their own position only.
