@@ -401,13 +401,21 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
     );
     // TTFT against ITL: each stored run a point, the chunked budgets joined in order, the whole-prompt
     // schedule apart, the current setting ringed. Down and left is better; chunking trades one for the other.
-    let point = |r: &crate::lessons::serving::measure::LatencyRow| {
-        let stall = r.max_itl[..long.min(r.max_itl.len())]
-            .iter()
-            .copied()
-            .fold(0.0, f64::max);
-        [r.ttft.get(long).copied().unwrap_or(0.0) * 1e3, stall * 1e3]
+    let point_of = |ttft: &[f64], max_itl: &[f64]| {
+        let stall = max_itl[..long.min(max_itl.len())].iter().copied().fold(0.0, f64::max);
+        [ttft.get(long).copied().unwrap_or(0.0) * 1e3, stall * 1e3]
     };
+    let point = |r: &crate::lessons::serving::measure::LatencyRow| point_of(&r.ttft, &r.max_itl);
+    // The spread of a point's runs: the smallest and largest TTFT and ITL any of them gave.
+    let spread = |r: &crate::lessons::serving::measure::LatencyRow| {
+        r.runs
+            .iter()
+            .map(|x| point_of(&x.ttft, &x.max_itl))
+            .fold([[f64::INFINITY; 2], [f64::NEG_INFINITY; 2]], |[lo, hi], p| {
+                [[lo[0].min(p[0]), lo[1].min(p[1])], [hi[0].max(p[0]), hi[1].max(p[1])]]
+            })
+    };
+    let runs = o.stored.latency.iter().map(|r| r.runs.len()).min().unwrap_or(0);
     let chunked: Vec<_> = o.stored.latency.iter().filter(|r| r.policy == "chunked").collect();
     let whole: Vec<_> = o.stored.latency.iter().filter(|r| r.policy != "chunked").collect();
     let chunked_name = lang.t("chunked prefill, by budget", "分块预填充（按预算）");
@@ -419,7 +427,7 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
         .stored
         .latency
         .iter()
-        .map(point)
+        .flat_map(|r| [point(r), if runs > 0 { spread(r)[1] } else { point(r) }])
         .fold([0.0f64; 2], |m, p| [m[0].max(p[0]), m[1].max(p[1])]);
     Chart::new(
         "serving-ttft-itl",
@@ -437,6 +445,25 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
         (style::CURRENT, here_name.to_string()),
     ])
     .show(ui, size, |p| {
+        // Each point's runs, fastest to slowest: a bar across in TTFT and one up in ITL, through the point.
+        if runs > 0 {
+            for r in &o.stored.latency {
+                let [x, y] = point(r);
+                let [lo, hi] = spread(r);
+                let color = if r.policy == "chunked" {
+                    style::series(0)
+                } else {
+                    style::c32(style::WHOLE)
+                };
+                for seg in [[[lo[0], y], [hi[0], y]], [[x, lo[1]], [x, hi[1]]]] {
+                    p.line(
+                        egui_plot::Line::new("", seg.to_vec())
+                            .color(color.gamma_multiply(0.6))
+                            .width(1.5),
+                    );
+                }
+            }
+        }
         let pts: Vec<[f64; 2]> = chunked.iter().map(|r| point(r)).collect();
         p.line(
             egui_plot::Line::new(chunked_name, pts.clone())
@@ -481,7 +508,8 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
                         format!("  {} {}", whole_name, r.budget)
                     },
                 )
-                .anchor(egui::Align2::LEFT_BOTTOM)
+                // Below the point: the chunked point of the same budget may sit on it, labelled above.
+                .anchor(egui::Align2::LEFT_TOP)
                 .color(style::c32(style::WHOLE)),
             );
         }
@@ -531,10 +559,21 @@ fn stored_latency(ui: &mut Ui, lang: crate::ui::text::Lang, size: f32, o: &Servi
             o.stored.machine,
             o.stored.backend,
             o.stored.date,
-            lang.t(
-                "kvscope bench serving --store writes it; each point is the median of three runs.",
-                "由 kvscope bench serving --store 写入；每个点取三次运行的中位数。",
-            )
+            if runs > 0 {
+                if lang == crate::ui::text::Lang::Zh {
+                    format!("由 kvscope bench serving --store 写入；每个点取 {runs} 次运行的中位数，细线横跨全部运行。")
+                } else {
+                    format!(
+                        "kvscope bench serving --store writes it; each point is the median of {runs} runs, its bars span them all."
+                    )
+                }
+            } else {
+                lang.t(
+                    "kvscope bench serving --store writes it; each point is the median of three runs.",
+                    "由 kvscope bench serving --store 写入；每个点取三次运行的中位数。",
+                )
+                .to_string()
+            }
         ),
     );
 }
