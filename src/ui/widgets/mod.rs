@@ -5,6 +5,7 @@
 //! widget state ([`WidgetState`]) and the lesson's own UI state. Views never see the app.
 
 mod axes;
+mod bars;
 mod chart;
 mod exercise;
 mod heat;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 pub use axes::Axes;
+pub use bars::compare_bars;
 pub use chart::{Chart, ChartAxis, ChartUi, Scale};
 pub use exercise::{ExerciseState, lesson_exercises};
 pub use heat::{HeatKey, HeatState, UPLOAD_BUDGET, heat_panel, step_highlight};

@@ -10,7 +10,7 @@ use crate::lessons::arch::{ArchOut, flops, mla_costs};
 use crate::lessons::format_bytes;
 use crate::style;
 use crate::ui::text::Lang;
-use crate::ui::widgets::{ViewCtx, arrow, legend};
+use crate::ui::widgets::{ViewCtx, arrow, compare_bars, legend};
 
 /// A vector as a chip: its name and length, filled with `fill`.
 fn chip(ui: &mut Ui, size: f32, text: &str, fill: Color32) {
@@ -199,22 +199,35 @@ pub(super) fn mla_flow(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
         egui::Label::new(
             RichText::new(if zh {
                 format!(
-                    "从不构造：{t} 行中每一行的 K_h = c_KV W_UK,h 与 V_h = c_KV W_UV,h。每步都展开要 {} FLOPs；吸收后 {} FLOPs，读 {} 缓存。",
-                    flops(c[1].flops),
-                    flops(c[2].flops),
-                    format_bytes(c[2].cache_bytes)
+                    "从不构造：{t} 行中每一行的 K_h = c_KV W_UK,h 与 V_h = c_KV W_UV,h。吸收后每步读 {} 缓存。",
+                    format_bytes(c[2].cache_bytes).replace(' ', "\u{a0}")
                 )
             } else {
                 format!(
-                    "Never built: K_h = c_KV W_UK,h and V_h = c_KV W_UV,h for each of the {t} rows. Expanding them every step costs {} FLOPs; absorbed, {} FLOPs over {} of cache.",
-                    flops(c[1].flops),
-                    flops(c[2].flops),
-                    format_bytes(c[2].cache_bytes)
+                    "Never built: K_h = c_KV W_UK,h and V_h = c_KV W_UV,h for each of the {t} rows. Absorbed, a step reads {} of cache.",
+                    format_bytes(c[2].cache_bytes).replace(' ', "\u{a0}")
                 )
             })
             .size(style::fit(size * 0.85)),
         )
         .wrap(),
+    );
+    ui.add_space(size * 0.3);
+    // What absorbing saves, as lengths on one scale: rebuilding K and V from the latent every step
+    // against the absorbed step, both counted for this layer's shape (mla_costs).
+    let fresh_rgba = fresh.to_array();
+    compare_bars(
+        ui,
+        size,
+        lang.t("FLOPs of one decode step in this layer", "这一层一个解码步的 FLOPs"),
+        &[
+            (
+                lang.t("expand K, V every step", "每步展开 K、V"),
+                vec![(c[1].flops, fresh_rgba)],
+            ),
+            (lang.t("absorbed", "吸收后"), vec![(c[2].flops, fresh_rgba)]),
+        ],
+        &|v| flops(v),
     );
     legend(
         ui,
