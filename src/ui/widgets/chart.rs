@@ -309,13 +309,17 @@ impl Chart {
             let step = min_gap(&t);
             let px = frame_w / (xr[1] - xr[0]) as f32;
             // A label that would stick out past the plot's right edge (where the view's clip cuts it)
-            // is left out; its grid line stays.
+            // is left out; its grid line stays. So is one at the left end wide enough to reach under
+            // the y axis's lowest label, where the axes meet ("0.0" under a "0").
+            let y_at_bottom = yt.first().is_some_and(|&v| (v - yr[0]).abs() <= 1e-9 * (1.0 + v.abs()));
             let labels: Vec<String> = t
                 .iter()
                 .map(|&v| {
                     let l = self.x.label(v, step);
                     let room = (xr[1] - v) as f32 * px;
-                    if measure(ui, &l) / 2.0 > room + 1.0 {
+                    let left = (v - xr[0]) as f32 * px;
+                    let w = measure(ui, &l);
+                    if w / 2.0 > room + 1.0 || (y_at_bottom && w / 2.0 > left + row * 0.35) {
                         String::new()
                     } else {
                         l

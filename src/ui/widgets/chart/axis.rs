@@ -231,7 +231,13 @@ pub fn log_ticks(lo: f64, hi: f64, max_n: usize, base: f64) -> Vec<f64> {
         .map(|k| k as f64)
         .collect();
     if powers.len() >= 3 {
-        let every = powers.len().div_ceil(max_n.max(3)).max(1);
+        // Every `every`-th decade: the sparsest stride with at most max_n ticks, but never one that
+        // leaves fewer than three (four decades by twos would leave two).
+        let count = |e: usize| powers.len().div_ceil(e);
+        let every = (1..=powers.len())
+            .take_while(|&e| count(e) >= 3)
+            .find(|&e| count(e) <= max_n.max(3))
+            .unwrap_or(1);
         return powers.into_iter().step_by(every).collect();
     }
     let multiples: &[&[f64]] = if base == 10.0 {
@@ -288,6 +294,9 @@ mod tests {
         assert!(t.len() >= 3, "{t:?}");
         let t = log_ticks(3.2, 4.1, 8, 2.0);
         assert!(t.len() >= 3, "{t:?}");
+        // Four decades where three ticks fit: every decade, not every other one (which leaves two).
+        assert_eq!(log_ticks(-2.3, 1.7, 3, 10.0), vec![-2.0, -1.0, 0.0, 1.0]);
+        assert_eq!(log_ticks(-2.3, 3.7, 3, 10.0), vec![-2.0, 0.0, 2.0]);
     }
 
     #[test]
