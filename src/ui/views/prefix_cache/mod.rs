@@ -14,8 +14,8 @@ use crate::render::egui_glue;
 use crate::style;
 use crate::ui::lesson_ui::LessonUi;
 use crate::ui::widgets::{
-    BlockBox, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel, legend_chip,
-    legend_height, pool_legend, prev_next, ref_badge, timeline, view_id,
+    BlockBox, Cell, Table, ViewCtx, bar, block_label_size, block_rects, block_row, check_line, kernel_panel,
+    legend_chip, legend_height, pool_legend, prev_next, ref_badge, table, timeline, view_id,
 };
 use chain::chain;
 use common::*;
@@ -237,42 +237,50 @@ fn map(cx: &ViewCtx, ui: &mut Ui, f: &PrefixFrame) {
             .strong()
             .size(crate::style::fit(size)),
     );
+    // The ref count, or where a block nobody holds waits.
     let state = |b: usize| {
         if f.refs[b] > 0 {
-            format!("{} {}", lang.t("ref count", "引用计数"), f.refs[b])
+            f.refs[b].to_string()
         } else {
             lang.t("evictor", "驱逐器").to_string()
         }
     };
-    crate::ui::layout::scroll(ui, egui::ScrollArea::vertical().id_salt("prefix-map"), |ui| {
-        for (h, blocks) in &f.map {
-            for (i, &b) in blocks.iter().enumerate() {
-                let b = b as usize;
-                let Some((_, parent, toks)) = &f.cached[b] else {
-                    continue;
-                };
-                let text = if i == 0 {
-                    format!(
-                        "{} → {} {b}  ({}; {} {}, {toks:?})",
-                        short(*h),
-                        lang.t("block", "块"),
-                        state(b),
-                        lang.t("parent", "父"),
-                        short(*parent)
-                    )
-                } else {
-                    format!(
-                        "{:w$}   + {} {b}  ({}; {})",
-                        "",
-                        lang.t("block", "块"),
-                        state(b),
-                        lang.t("duplicate: lookups return the first", "重复：查找只返回第一个"),
-                        w = short(*h).chars().count()
-                    )
-                };
-                ui.label(RichText::new(text).monospace().size(crate::style::fit(size * 0.85)));
-            }
+    // A table, a row per cached block: a token list that wraps stays in its own column, so its second
+    // line cannot be read as another hash.
+    let mut t = Table::new([
+        lang.t("hash", "哈希"),
+        lang.t("block", "块"),
+        lang.t("ref count", "引用计数"),
+        lang.t("parent", "父"),
+        lang.t("tokens", "token"),
+    ]);
+    for (h, blocks) in &f.map {
+        for (i, &b) in blocks.iter().enumerate() {
+            let b = b as usize;
+            let Some((_, parent, toks)) = &f.cached[b] else {
+                continue;
+            };
+            t.rows.push(if i == 0 {
+                vec![
+                    Cell::new(short(*h)).mono(),
+                    Cell::new(b.to_string()).mono(),
+                    Cell::new(state(b)).mono(),
+                    Cell::new(short(*parent)).mono(),
+                    Cell::new(format!("{toks:?}")).mono(),
+                ]
+            } else {
+                vec![
+                    Cell::new("+"),
+                    Cell::new(b.to_string()).mono(),
+                    Cell::new(state(b)).mono(),
+                    Cell::new(""),
+                    Cell::new(lang.t("duplicate: lookups return the first", "重复：查找只返回第一个")),
+                ]
+            });
         }
+    }
+    crate::ui::layout::scroll(ui, egui::ScrollArea::vertical().id_salt("prefix-map"), |ui| {
+        table(ui, lang, size * 0.85, &t);
     });
 }
 
