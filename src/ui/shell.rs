@@ -154,12 +154,20 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
             }
             if let Some(l) = app.lesson().cloned() {
                 let (li, si) = app.position();
+                // In presentation mode the step's title heads the narration just below, in full, so the
+                // bar names the lesson and the step's number only (with the title too it ran past the
+                // buttons and ended in "…" on most slides).
+                let step_title = if app.presentation {
+                    String::new()
+                } else {
+                    format!(": {}", lang.pick(l.file.steps[si].title.get_ref()))
+                };
                 ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
                     ui.separator();
                     ui.add(
                         egui::Label::new(
                             RichText::new(format!(
-                                "{} {}{}: {}  ·  {} {}/{}: {}",
+                                "{} {}{}: {}  ·  {} {}/{}{step_title}",
                                 lang.t("Lesson", "第"),
                                 li + 1,
                                 lang.t("", " 课"),
@@ -167,7 +175,6 @@ fn top_bar(app: &mut KvscopeApp, ui: &mut Ui) {
                                 lang.t("step", "步骤"),
                                 si + 1,
                                 l.file.steps.len(),
-                                lang.pick(l.file.steps[si].title.get_ref())
                             ))
                             .size(crate::style::fit(size)),
                         )
