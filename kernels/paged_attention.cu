@@ -184,6 +184,7 @@ __device__ __forceinline__ void pa_partition(
                 if (t < t_end) {
                     const int lblk = bs_pow2 ? (t >> bs_shift) : (t / block_size);
                     off[u] = t - lblk * block_size;
+                    // The block table: logical block -> physical block of the pool.
                     phys[u] = (lblk < max_blocks_per_seq) ? table[lblk] : -1;
                 }
             }

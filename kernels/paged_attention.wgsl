@@ -89,6 +89,7 @@ fn pa_partition(kvh: u32, row: u32, part: u32, t: u32, len: u32, tables_row: u32
             var sc = array<f32, 4>(neg_inf(), neg_inf(), neg_inf(), neg_inf());
             if (tl < n_tok) {
                 let pos = start + tl;
+                // The block table: logical block -> physical block of the pool.
                 // EXERCISE block-table-lookup BEGIN
                 let block = u32(tables[tables_row + pos / P.block_size]);
                 let base = ((block * P.kv_heads + kvh) * P.block_size + pos % P.block_size) * hd;

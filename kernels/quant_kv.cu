@@ -108,6 +108,7 @@ __device__ __forceinline__ void quant_row(unsigned char* dst, float* scales, lon
                                           const float* src, int hd, int fmt) {
     if (fmt == 1) {
         float amax = 0.0f;
+        // One scale per row: its largest |x| maps to 127.
         for (int d = 0; d < hd; ++d) amax = fmaxf(amax, fabsf(src[d]));
         const float s = kvs_f16_ceil(amax / 127.0f);
         scales[si] = s;

@@ -179,6 +179,7 @@ fn quant_append_u8(@builtin(global_invocation_id) g: vec3<u32>) {
         var ka = 0.0;
         var va = 0.0;
         for (var d = 0u; d < hd; d += 1u) {
+            // One scale per row: its largest |x| maps to 127.
             ka = max(ka, abs(src[sk + d]));
             va = max(va, abs(src[sv + d]));
         }

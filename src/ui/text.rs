@@ -378,9 +378,47 @@ const KEYWORDS: &[&str] = &[
     "include",
 ];
 
+/// The characters before a line of code: its number, right-aligned in four, and two spaces.
+const CODE_GUTTER: usize = 6;
+
+/// How much deeper than its line a continuation row starts.
+const CODE_HANG: usize = 4;
+
+/// Where the rows of a line of code `chars` begin after the first, for rows of `width` characters
+/// (None: one row): after the last space in the second half of the room, else at the room's end. A
+/// continuation row has `indent` + [`CODE_HANG`] characters less room.
+fn code_breaks(chars: &[char], width: Option<usize>, indent: usize) -> Vec<usize> {
+    let Some(width) = width else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let (mut start, mut room) = (0, width.max(8));
+    while chars.len() - start > room {
+        let limit = start + room;
+        let at = (start + room / 2 + 1..=limit)
+            .rev()
+            .find(|&k| chars[k - 1] == ' ')
+            .unwrap_or(limit);
+        out.push(at);
+        start = at;
+        room = width.saturating_sub(indent + CODE_HANG).max(8);
+    }
+    out
+}
+
 /// CUDA source as a highlighted layout: comments, strings, numbers, keywords. Line `highlight`
-/// (1-based) gets a background. `first` is the number of the first line of `src`.
-pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, dark: bool) -> LayoutJob {
+/// (1-based) gets a background. `first` is the number of the first line of `src`. With `cols` (the
+/// characters a row holds, line numbers included), a line too long for a row goes on in rows of its
+/// own, indented past its line number and its own indent, so a continuation never reads as a new line
+/// of the file (egui's own wrap would start it at the left edge, under the line numbers).
+pub fn cuda_job(
+    src: &str,
+    first: usize,
+    highlight: Option<usize>,
+    size: f32,
+    dark: bool,
+    cols: Option<usize>,
+) -> LayoutJob {
     let crate::style::CodeColors {
         plain,
         keyword: kw,
@@ -402,6 +440,8 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
         let n = first + i;
         let bg = if Some(n) == highlight { hl } else { Color32::TRANSPARENT };
         job.append(&format!("{n:4}  "), 0.0, fmt(lineno, bg));
+        // The line's pieces and their colours, then laid out in rows.
+        let mut segs: Vec<(String, Color32)> = Vec::new();
         let chars: Vec<char> = line.chars().collect();
         let mut j = 0;
         while j < chars.len() {
@@ -409,15 +449,15 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
             if in_block_comment {
                 let end = rest.find("*/").map(|e| e + 2).unwrap_or(rest.len());
                 let piece: String = rest.chars().take(rest[..end].chars().count()).collect();
-                job.append(&piece, 0.0, fmt(comment, bg));
                 j += piece.chars().count();
+                segs.push((piece, comment));
                 if rest[..end].ends_with("*/") {
                     in_block_comment = false;
                 }
                 continue;
             }
             if rest.starts_with("//") {
-                job.append(&rest, 0.0, fmt(comment, bg));
+                segs.push((rest, comment));
                 break;
             }
             if rest.starts_with("/*") {
@@ -431,7 +471,7 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
                     .take_while(|c| c.is_ascii_alphanumeric() || **c == '.')
                     .collect();
                 j += w.chars().count();
-                job.append(&w, 0.0, fmt(num, bg));
+                segs.push((w, num));
             } else if c.is_alphabetic() || c == '_' || c == '#' {
                 let w: String = chars[j..]
                     .iter()
@@ -441,11 +481,30 @@ pub fn cuda_job(src: &str, first: usize, highlight: Option<usize>, size: f32, da
                     .collect();
                 j += w.chars().count();
                 let is_kw = KEYWORDS.contains(&w.trim_start_matches('#'));
-                job.append(&w, 0.0, fmt(if is_kw { kw } else { plain }, bg));
+                segs.push((w, if is_kw { kw } else { plain }));
             } else {
-                job.append(&c.to_string(), 0.0, fmt(plain, bg));
+                segs.push((c.to_string(), plain));
                 j += 1;
             }
+        }
+        let indent = chars.iter().take_while(|c| c.is_whitespace()).count();
+        let breaks = code_breaks(&chars, cols.map(|c| c.saturating_sub(CODE_GUTTER)), indent);
+        let continuation = " ".repeat(CODE_GUTTER + indent + CODE_HANG);
+        let mut at = 0;
+        let mut next = breaks.iter().copied().peekable();
+        for (text, color) in segs {
+            let mut piece = String::new();
+            for ch in text.chars() {
+                if next.peek() == Some(&at) {
+                    next.next();
+                    job.append(&piece, 0.0, fmt(color, bg));
+                    piece.clear();
+                    job.append(&format!("\n{continuation}"), 0.0, fmt(plain, bg));
+                }
+                piece.push(ch);
+                at += 1;
+            }
+            job.append(&piece, 0.0, fmt(color, bg));
         }
         job.append("\n", 0.0, fmt(plain, bg));
     }
@@ -680,8 +739,27 @@ mod tests {
     #[test]
     fn highlighter_keeps_every_character() {
         let src = "/* a\n b */ extern \"C\" __global__ void k(int n) { // hi\n  float x = 1.5f; }";
-        let job = cuda_job(src, 1, Some(2), 12.0, true);
+        let job = cuda_job(src, 1, Some(2), 12.0, true, None);
         let text: String = job.text.lines().map(|l| &l[6..]).collect::<Vec<_>>().join("\n");
         assert_eq!(text, src);
+    }
+
+    #[test]
+    fn long_code_lines_go_on_indented_past_their_number() {
+        let src = "    for (int g = 0; g < G; ++g) acc += probs[((size_t)r * n_heads + kvh * G + g) * T + t];\n}";
+        let job = cuda_job(src, 105, None, 12.0, true, Some(40));
+        let rows: Vec<&str> = job.text.lines().collect();
+        assert!(rows.len() > 3, "{rows:?}");
+        assert!(rows.iter().all(|r| r.chars().count() <= 40), "{rows:?}");
+        // The first row carries the number; continuations are blank under it and start past the
+        // line's own indent; the characters are all there, in order.
+        assert!(rows[0].starts_with(" 105  "));
+        let (conts, last) = (&rows[1..rows.len() - 1], rows[rows.len() - 1]);
+        assert!(conts.iter().all(|r| r.starts_with(&" ".repeat(6 + 4 + 4))), "{rows:?}");
+        assert_eq!(last, " 106  }");
+        let joined: String = std::iter::once(&rows[0][6..])
+            .chain(conts.iter().map(|r| &r[14..]))
+            .collect();
+        assert_eq!(joined, src.lines().next().unwrap());
     }
 }

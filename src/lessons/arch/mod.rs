@@ -557,6 +557,12 @@ impl LessonKind for Arch {
 }
 
 impl Output for ArchOut {
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
+        // A head's absorbed query against one cached latent row (c_KV and k_R together), in
+        // mla_attention.cu and mla_attention.wgsl alike.
+        (op == Kernel::MlaDecode).then_some("dot += s_q[i] *")
+    }
+
     fn reports(&self) -> Vec<&CheckReport> {
         vec![&self.mla.check]
     }

@@ -564,6 +564,11 @@ impl LessonKind for Quant {
 }
 
 impl Output for QuantOut {
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
+        // INT8's scale: a token row's largest |x| maps to 127, in quant_kv.cu and quant_kv.wgsl alike.
+        (op == Kernel::QuantAppend).then_some("One scale per row: its largest |x| maps to 127.")
+    }
+
     fn reports(&self) -> Vec<&CheckReport> {
         self.checks.iter().collect()
     }

@@ -349,6 +349,12 @@ impl ServingOut {
     }
 }
 impl Output for ServingOut {
+    fn source_focus(&self, op: Kernel) -> Option<&'static str> {
+        // Where a row finds its request's tokens: the block table, in paged_attention.cu and its WGSL
+        // twin alike (the prefill entry shares the decode body).
+        (op == Kernel::PagedPrefill).then_some("The block table: logical block -> physical block")
+    }
+
     fn reports(&self) -> Vec<&CheckReport> {
         vec![&self.check]
     }

@@ -96,7 +96,9 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
     // computing this result (a CUDA grid, or a WGSL dispatch); the CPU backend launches nothing and
     // reports the CUDA launch it stands in for, labelled so.
     let gold = ui.visuals().strong_text_color();
+    // A launch's tuples stay whole where the line wraps ("block (32, 1," / "1)>>>" read as two).
     let line = |ui: &mut Ui, text: String, color: Color32| {
+        let text = text.replace(", ", ",\u{a0}").replace(" (", "\u{a0}(");
         ui.label(
             RichText::new(text)
                 .monospace()
@@ -122,13 +124,13 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             ),
             (Api::Cuda, true) => line(
                 ui,
-                format!("{dims}  = {} {}", dims.threads(), lang.t("threads", "个线程")),
+                format!("{dims}  =\u{a0}{}\u{a0}{}", dims.threads(), lang.t("threads", "个线程")),
                 gold,
             ),
             (Api::Cuda, false) => line(
                 ui,
                 format!(
-                    "{} {dims}  = {} {}",
+                    "{} {dims}  =\u{a0}{}\u{a0}{}",
                     lang.t("CUDA would launch:", "CUDA 会启动："),
                     dims.threads(),
                     lang.t("threads", "个线程")
@@ -223,13 +225,32 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                     shown.to_vec()
                 };
                 let excerpt = shown.join("\n");
-                let mut job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light);
+                // On a slide a long line goes on in rows of its own, indented past the numbers (the
+                // window scrolls sideways instead).
+                let cols = cx.presentation.then(|| {
+                    let font = egui::FontId::monospace(crate::style::fit(code_size));
+                    let ten = ui
+                        .painter()
+                        .layout_no_wrap("0".repeat(10), font, egui::Color32::PLACEHOLDER)
+                        .size()
+                        .x;
+                    (room.x / (ten / 10.0).max(1.0)).floor() as usize
+                });
+                let mut job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light, cols);
                 if cx.presentation {
                     job.wrap.max_width = room.x;
                 }
                 job
             };
-            let mut n = lines.len() + 1 - first;
+            // The excerpt ends where a header the loader put in front of an included file begins
+            // (`// ---- <path> (included at the top of …) ----`), past the focused line.
+            let end = lines
+                .iter()
+                .enumerate()
+                .skip(focus)
+                .find(|(_, l)| l.starts_with("// ---- ") && l.contains("(included at the top of"))
+                .map_or(lines.len(), |(i, _)| i);
+            let mut n = end.max(first) + 1 - first;
             if cx.presentation {
                 // The most lines from `first` whose wrapped layout fits the room's height (one at
                 // least).
