@@ -272,8 +272,16 @@ pub fn markdown(ui: &mut egui::Ui, md: &str, size: f32) {
     }
 }
 
+/// Units a number keeps on its line ("128 KiB", "16.2 μs"), each matched whole (the character after
+/// it is not a letter or digit).
+const UNITS: &[&str] = &[
+    "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "ms", "μs", "µs", "ns", "s", "GB/s", "TB/s", "GFLOP/s",
+    "TFLOP/s", "FLOPs", "bits", "%",
+];
+
 /// `text` with no-break spaces where a wrapped line must not split a short expression: around " = "
-/// ("S = 4", "K = 32") and inside a layer-and-head name ("L2 H3").
+/// ("S = 4", "K = 32"), inside a layer-and-head name ("L2 H3"), between a number and its unit
+/// ("128 KiB") and between a number and the Chinese word it counts ("4 层", "6 个").
 pub(crate) fn glue(text: &str) -> String {
     const NBSP: char = '\u{A0}';
     let text = text.replace(" = ", "\u{A0}=\u{A0}");
@@ -289,7 +297,21 @@ pub(crate) fn glue(text: &str) -> String {
                 && (i == digits + 1 || !chars[i - digits - 2].is_alphanumeric())
         };
         let head_after = chars.get(i + 1) == Some(&'H') && chars.get(i + 2).is_some_and(|c| c.is_ascii_digit());
-        out.push(if c == ' ' && head_after && layer_before() {
+        // A number before the space, and a unit or a Chinese word after it.
+        let unit_after = || {
+            i > 0
+                && chars[i - 1].is_ascii_digit()
+                && (chars
+                    .get(i + 1)
+                    .is_some_and(|&n| n as u32 >= 0x4e00 && n as u32 <= 0x9fff)
+                    || UNITS.iter().any(|u| {
+                        let n = u.chars().count();
+                        chars.len() >= i + 1 + n
+                            && chars[i + 1..i + 1 + n].iter().copied().eq(u.chars())
+                            && !chars.get(i + 1 + n).is_some_and(|c| c.is_alphanumeric())
+                    }))
+        };
+        out.push(if c == ' ' && ((head_after && layer_before()) || unit_after()) {
             NBSP
         } else {
             c
@@ -305,7 +327,8 @@ const OPENERS: &str = "（“‘《【「『〈([";
 /// egui may break after any character that precedes a CJK one, so "…全量解码（上下文…" could end a
 /// row on "（"; Chinese typesetting keeps an opener with what follows it. Each such row gets a
 /// break before its opener and the paragraph is laid out again (a few rounds at most; English
-/// paragraphs are returned as they are).
+/// paragraphs are returned as they are). So does a row that would end between a number and the Chinese
+/// word [`glue`] tied it to: it breaks before the number.
 pub(crate) fn keep_openers(ctx: &egui::Context, mut job: LayoutJob) -> LayoutJob {
     if !has_cjk(&job.text) {
         return job;
@@ -324,6 +347,18 @@ pub(crate) fn keep_openers(ctx: &egui::Context, mut job: LayoutJob) -> LayoutJob
             {
                 hit = Some(start + last);
                 break;
+            }
+            // A row that ends on a no-break space (`glue`'s "4 层": egui may still break before the
+            // Chinese word) breaks before the number instead.
+            if i + 1 < galley.rows.len() && !row.ends_with_newline && glyphs.last().is_some_and(|g| g.chr == '\u{A0}') {
+                let mut p = glyphs.len() - 1;
+                while p > 0 && !glyphs[p - 1].chr.is_whitespace() && (glyphs[p - 1].chr as u32) < 0x2e80 {
+                    p -= 1;
+                }
+                if p > 0 {
+                    hit = Some(start + p);
+                    break;
+                }
             }
             start += glyphs.len() + usize::from(row.ends_with_newline);
         }
@@ -621,6 +656,10 @@ mod tests {
         assert_eq!(
             super::glue("S = 4 at (L2 H3), L10 H0; XL2 H3, L2 Hx"),
             "S\u{A0}=\u{A0}4 at (L2\u{A0}H3), L10\u{A0}H0; XL2 H3, L2 Hx"
+        );
+        assert_eq!(
+            super::glue("128 KiB, 16.2 μs, 4 层, 6 个; 5 seconds, 2 Bytes, v2 KiB, 3 s."),
+            "128\u{A0}KiB, 16.2\u{A0}μs, 4\u{A0}层, 6\u{A0}个; 5 seconds, 2 Bytes, v2\u{A0}KiB, 3\u{A0}s."
         );
     }
 
