@@ -375,6 +375,17 @@ fn byte_bar(ui: &mut Ui, size: f32, label: &str, value: f64, max: f64, color: Co
         let frac = (value / max.max(1.0)) as f32;
         let fill = egui::Rect::from_min_size(r.min, egui::vec2((r.width() * frac).clamp(1.0, r.width()), r.height()));
         ui.painter().rect_filled(fill, 2.0, color);
+        if value > max {
+            // Longer than the scale: the bar is broken, two slanted cuts in the background colour.
+            let bg = ui.visuals().panel_fill;
+            for dx in [0.80, 0.84] {
+                let x = r.min.x + r.width() * dx;
+                ui.painter().line_segment(
+                    [egui::pos2(x - 3.0, r.max.y + 1.0), egui::pos2(x + 3.0, r.min.y - 1.0)],
+                    egui::Stroke::new(3.0, bg),
+                );
+            }
+        }
         if selected {
             ui.painter().rect_stroke(
                 r.expand(1.5),
@@ -403,8 +414,17 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     );
     let mut order: Vec<usize> = (0..o.models.len()).collect();
     order.sort_by(|&a, &b| o.bf16_bpt[b].total_cmp(&o.bf16_bpt[a]));
-    let max = o.bf16_bpt.iter().copied().fold(0.0, f64::max);
-    for i in order {
+    // One scale for all but an outlier: where the largest is more than 2.5× the next (GPT-3's MHA
+    // against the rest), the scale ends a little past the next and the outlier's bar is drawn broken,
+    // so that the MQA and MLA bars are not a pixel wide.
+    let (max, next) = order
+        .iter()
+        .take(2)
+        .map(|&i| o.bf16_bpt[i])
+        .fold((0.0f64, 0.0f64), |(a, b), v| if a == 0.0 { (v, b) } else { (a, v) });
+    let broken = next > 0.0 && max > 2.5 * next;
+    let scale = if broken { next * 1.15 } else { max };
+    for &i in &order {
         let m = &o.models[i];
         let label = format!("{}  {} {}/{}", m.name, attention_kind(m), m.heads, m.kv_heads);
         byte_bar(
@@ -412,9 +432,24 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
             size,
             &label,
             o.bf16_bpt[i],
-            max,
+            scale,
             style::c32(kind_color(m)),
             i == o.selected,
+        );
+    }
+    if broken {
+        let m = &o.models[order[0]];
+        let ratio = max / next;
+        note(
+            ui,
+            size,
+            match lang {
+                Lang::En => format!(
+                    "{}'s bar is broken: to scale it would be {ratio:.1}× the next one's.",
+                    m.name
+                ),
+                Lang::Zh => format!("{} 的条是截断的：按比例画，它是下一条的 {ratio:.1} 倍长。", m.name),
+            },
         );
     }
     ui.add_space(size * 0.3);
