@@ -158,11 +158,30 @@ fn quality(cx: &mut ViewCtx, ui: &mut Ui, o: &StreamOut) {
         .from_zero(),
     )
     .height(h)
+    // The legend in the runs' order (the lines are drawn in the reverse one).
+    .legend(
+        o.runs
+            .iter()
+            .take(4)
+            .map(|r| {
+                (
+                    style::policy(r.config.policy.name()),
+                    policy_name(lang, r.config.policy, r.config.positions).to_string(),
+                )
+            })
+            .collect(),
+    )
     .show(ui, size, |p| {
-        for r in o.runs.iter().take(4) {
+        // The bounded policies score within a few thousandths of a bit of one another, so their lines
+        // coincide: drawn from the last to the first, each narrower than the one under it, they nest
+        // (an outer band, a middle one, a centre line) and every colour of the legend stays visible.
+        let runs: Vec<_> = o.runs.iter().take(4).collect();
+        for (i, r) in runs.iter().enumerate().rev() {
+            let width = if i == 0 { 2.0 } else { 1.5 + 2.5 * (i - 1) as f32 };
             p.line(
                 Line::new(policy_name(lang, r.config.policy, r.config.positions), smooth(r))
-                    .color(policy_color(r.config.policy)),
+                    .color(policy_color(r.config.policy))
+                    .width(width),
             );
         }
         context_line(p, lang, o.trained_context);
