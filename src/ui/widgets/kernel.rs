@@ -206,6 +206,17 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
             };
             let focus = focus.unwrap_or(src.line);
             let code_size = if cx.presentation { 16.0 } else { 12.0 };
+            // On a slide a long line goes on in rows of its own, indented past the numbers (the window
+            // scrolls sideways instead): the characters a row holds, measured once.
+            let cols = cx.presentation.then(|| {
+                let font = egui::FontId::monospace(crate::style::fit(code_size));
+                let ten = ui
+                    .painter()
+                    .layout_no_wrap("0".repeat(10), font, egui::Color32::PLACEHOLDER)
+                    .size()
+                    .x;
+                (room.x / (ten / 10.0).max(1.0)).floor() as usize
+            });
             let job_of = |n: usize| {
                 let shown = &lines[first - 1..(first - 1 + n).min(lines.len())];
                 // On a slide, an argument list's alignment (40 spaces) would wrap every line: an indent
@@ -225,17 +236,6 @@ pub fn kernel_panel(cx: &mut ViewCtx, ui: &mut Ui, ops: &[Kernel], out: &dyn Out
                     shown.to_vec()
                 };
                 let excerpt = shown.join("\n");
-                // On a slide a long line goes on in rows of its own, indented past the numbers (the
-                // window scrolls sideways instead).
-                let cols = cx.presentation.then(|| {
-                    let font = egui::FontId::monospace(crate::style::fit(code_size));
-                    let ten = ui
-                        .painter()
-                        .layout_no_wrap("0".repeat(10), font, egui::Color32::PLACEHOLDER)
-                        .size()
-                        .x;
-                    (room.x / (ten / 10.0).max(1.0)).floor() as usize
-                });
                 let mut job = text::cuda_job(&excerpt, first, Some(focus), code_size, !cx.light, cols);
                 if cx.presentation {
                     job.wrap.max_width = room.x;

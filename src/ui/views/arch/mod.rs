@@ -417,11 +417,7 @@ fn bars(cx: &ViewCtx, ui: &mut Ui, o: &ArchOut, size: f32) {
     // One scale for all but an outlier: where the largest is more than 2.5× the next (GPT-3's MHA
     // against the rest), the scale ends a little past the next and the outlier's bar is drawn broken,
     // so that the MQA and MLA bars are not a pixel wide.
-    let (max, next) = order
-        .iter()
-        .take(2)
-        .map(|&i| o.bf16_bpt[i])
-        .fold((0.0f64, 0.0f64), |(a, b), v| if a == 0.0 { (v, b) } else { (a, v) });
+    let [max, next] = [0, 1].map(|k| order.get(k).map_or(0.0, |&i| o.bf16_bpt[i]));
     let broken = next > 0.0 && max > 2.5 * next;
     let scale = if broken { next * 1.15 } else { max };
     for &i in &order {
